@@ -1,0 +1,2 @@
+// Intentionally empty: CLinux only re-exports system headers (see include/CLinux.h).
+#include "CLinux.h"

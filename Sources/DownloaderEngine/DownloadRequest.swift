@@ -1,0 +1,60 @@
+/// One caller's ask: fetch `url` and store it in `storage`.
+public struct DownloadRequest: Sendable, Equatable {
+    /// Absolute `http` or `https` URL.
+    public var url: String
+    public var storage: StorageClass
+    /// Expected lower-case hex SHA-256; the download fails with `checksum_mismatch` otherwise.
+    public var sha256: String?
+    /// Expected size in bytes; the download fails with `size_mismatch` otherwise.
+    public var size: Int64?
+
+    public init(url: String, storage: StorageClass = .cache, sha256: String? = nil, size: Int64? = nil) {
+        self.url = url
+        self.storage = storage
+        self.sha256 = sha256
+        self.size = size
+    }
+}
+
+/// The answer to `DownloadEngine.request(_:)`.
+public struct Enqueued: Sendable {
+    /// This caller's own token (≥128 random bits, hex); give it to `cancel(token:)`.
+    public var token: String
+    public var snapshot: DownloadSnapshot
+    /// True when the caller joined a transfer (or a stored file) that already existed.
+    public var coalesced: Bool
+
+    public init(token: String, snapshot: DownloadSnapshot, coalesced: Bool) {
+        self.token = token
+        self.snapshot = snapshot
+        self.coalesced = coalesced
+    }
+}
+
+/// A completed file ready to be served.
+public struct CompletedFile: Sendable, Equatable {
+    public var path: String
+    public var fileName: String
+    public var size: Int64
+    public var sha256: String
+
+    public init(path: String, fileName: String, size: Int64, sha256: String) {
+        self.path = path
+        self.fileName = fileName
+        self.size = size
+        self.sha256 = sha256
+    }
+}
+
+/// Counters for `/metrics`; every value only grows, except `subscribers` and `activeTransfers`.
+public struct EngineStatistics: Sendable, Equatable {
+    public var bytesFetched: Int64 = 0
+    public var coalescedJoins: Int64 = 0
+    public var resumes: Int64 = 0
+    public var restarts: Int64 = 0
+    public var retries: Int64 = 0
+    public var subscribers: Int = 0
+    public var activeTransfers: Int = 0
+
+    public init() {}
+}

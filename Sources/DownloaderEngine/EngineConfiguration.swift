@@ -1,0 +1,60 @@
+import Foundation
+
+/// Settings for `DownloadEngine`. Every field has a documented default.
+public struct EngineConfiguration: Sendable {
+    /// Partial files and the state journal (default `$XDG_STATE_HOME/download-service`,
+    /// i.e. `~/.local/state/download-service`).
+    public var stateDirectory: URL
+    /// Completed files stored as `cache` (default `$XDG_CACHE_HOME/download-service`).
+    public var cacheDirectory: URL
+    /// Completed files stored as `persistent` (default `$XDG_DATA_HOME/download-service`).
+    public var dataDirectory: URL
+    /// Transfers running at once; the rest wait in a FIFO queue (default 4).
+    public var maxConcurrentTransfers: Int = 4
+    /// Largest file accepted, in bytes; nil means no limit (default nil).
+    public var maxFileSize: Int64? = nil
+    /// Bytes the cache area may hold before the oldest cache files and paused partials are purged;
+    /// nil means no limit (default nil).
+    public var cacheMaxBytes: Int64? = nil
+    /// Seconds to establish a connection (default 15).
+    public var connectTimeout: Double = 15
+    /// Seconds without a byte before the transfer reconnects and resumes (default 30).
+    public var stallTimeout: Double = 30
+    /// Attempts per download before it fails (default 6).
+    public var maxAttempts: Int = 6
+    /// First retry delay in seconds; doubles each attempt, with jitter (default 0.5).
+    public var retryBaseDelay: Double = 0.5
+    /// Longest delay between attempts, including a `Retry-After` (default 30).
+    public var retryMaxDelay: Double = 30
+    /// Redirects followed per attempt (default 10).
+    public var maxRedirects: Int = 10
+    /// EWMA time constant for the rate, in seconds (default 3).
+    public var rateTimeConstant: Double = 3
+    /// Least interval between progress events per download, in seconds (default 0.1).
+    public var progressInterval: Double = 0.1
+    /// Allow origins on loopback, private, link-local and other non-public addresses (default false).
+    public var allowPrivateNetworks: Bool = false
+    /// `User-Agent` sent upstream.
+    public var userAgent: String = "download-service/1.0"
+
+    /// Directories from XDG variables in `environment`, with the XDG fallbacks under `HOME`.
+    public init(environment: [String: String] = ProcessInfo.processInfo.environment) {
+        let home = environment["HOME"].map { URL(fileURLWithPath: $0) }
+            ?? URL(fileURLWithPath: NSHomeDirectory())
+        func xdg(_ variable: String, _ fallback: String) -> URL {
+            let base = environment[variable].flatMap { $0.hasPrefix("/") ? URL(fileURLWithPath: $0) : nil }
+                ?? home.appendingPathComponent(fallback)
+            return base.appendingPathComponent("download-service")
+        }
+        self.stateDirectory = xdg("XDG_STATE_HOME", ".local/state")
+        self.cacheDirectory = xdg("XDG_CACHE_HOME", ".cache")
+        self.dataDirectory = xdg("XDG_DATA_HOME", ".local/share")
+    }
+
+    /// All three areas under one root (handy for tests): `root/state`, `root/cache`, `root/data`.
+    public init(root: URL) {
+        self.stateDirectory = root.appendingPathComponent("state")
+        self.cacheDirectory = root.appendingPathComponent("cache")
+        self.dataDirectory = root.appendingPathComponent("data")
+    }
+}

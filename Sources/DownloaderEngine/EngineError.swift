@@ -1,0 +1,43 @@
+/// An error from the engine's API (not a download failure, which is a `DownloadFailure`).
+public struct EngineError: Error, Sendable, Equatable, CustomStringConvertible {
+    private enum Kind: Equatable {
+        case invalidURL
+        case invalidChecksum
+        case conflict
+        case shuttingDown
+    }
+
+    private let kind: Kind
+    /// Human-readable detail.
+    public let message: String
+
+    private init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    /// Stable machine-readable code: `invalid_url`, `invalid_sha256`, `conflict`, `shutting_down`.
+    public var code: String {
+        switch kind {
+        case .invalidURL: return "invalid_url"
+        case .invalidChecksum: return "invalid_sha256"
+        case .conflict: return "conflict"
+        case .shuttingDown: return "shutting_down"
+        }
+    }
+
+    public var description: String { "\(code): \(message)" }
+
+    /// The URL is not an absolute `http`/`https` URL with a host.
+    public static func invalidURL(_ message: String) -> EngineError { EngineError(.invalidURL, message) }
+    /// The `sha256` is not 64 hex digits.
+    public static func invalidChecksum(_ message: String) -> EngineError { EngineError(.invalidChecksum, message) }
+    /// The request's `sha256`/`size` contradict those of the existing download for that URL.
+    public static func conflict(_ message: String) -> EngineError { EngineError(.conflict, message) }
+    /// The engine is shutting down and accepts no new work.
+    public static func shuttingDown(_ message: String = "the engine is shutting down") -> EngineError {
+        EngineError(.shuttingDown, message)
+    }
+
+    public static func == (a: EngineError, b: EngineError) -> Bool { a.kind == b.kind }
+}

@@ -1,0 +1,105 @@
+import Foundation
+
+// The seam between the engine core (decides) and the libcurl transfer layer (acts).
+// The engine asks for one attempt at a time; every decision about Range/If-Range, 200 vs 206,
+// non-2xx answers and where bytes go is the engine's, made in `didReceive(head:)`.
+
+/// One attempt to fetch a URL.
+struct TransferRequest: Sendable {
+    var url: String
+    /// Extra request headers, e.g. `Range: bytes=N-` and `If-Range: "etag"`. Never caller credentials.
+    var headers: [(name: String, value: String)]
+    var connectTimeout: Double
+    /// Seconds without a body byte before the attempt fails with `.stalled`.
+    var stallTimeout: Double
+    /// Largest body accepted for this attempt (bytes of this response, not counting kept bytes).
+    var maxBodyBytes: Int64?
+    var maxRedirects: Int
+    var allowPrivateNetworks: Bool
+    var userAgent: String
+}
+
+/// The final hop's response head (after redirects), given before any body byte is written.
+struct ResponseHead: Sendable, Equatable {
+    var status: Int
+    /// Header fields of the final hop only, names lower-cased, in wire order.
+    var headers: [String: [String]]
+    /// The URL that answered (after redirects).
+    var effectiveURL: String
+
+    init(status: Int, headers: [String: [String]], effectiveURL: String) {
+        self.status = status
+        self.headers = headers
+        self.effectiveURL = effectiveURL
+    }
+
+    /// The first value of `name` (any case).
+    func value(_ name: String) -> String? { headers[name.lowercased()]?.first }
+}
+
+/// Where the transfer writes body bytes. Called on the transfer thread only.
+protocol BodySink: AnyObject {
+    /// Writes `bytes` fully or throws (e.g. ENOSPC); a throw fails the attempt with `.disk`.
+    func write(_ bytes: UnsafeRawBufferPointer) throws
+}
+
+/// How an attempt ended badly.
+struct TransferFailure: Error, Sendable, Equatable {
+    enum Kind: Sendable, Equatable {
+        /// DNS, refused, reset, dropped mid-body, TLS.
+        case connection
+        /// Connect timeout.
+        case timeout
+        /// No bytes for `stallTimeout`.
+        case stalled
+        /// Body larger than `maxBodyBytes`.
+        case tooLarge
+        /// The resolved address is not allowed (SSRF guard).
+        case blockedAddress
+        case tooManyRedirects
+        /// Writing to the sink failed; `errno` carried in `code`.
+        case disk
+        /// The engine aborted the attempt from `didReceive(head:)` (status or policy).
+        case rejected
+        /// `TransferHandle.cancel()` was called.
+        case cancelled
+    }
+
+    var kind: Kind
+    var message: String
+    /// An errno for `.disk`, a libcurl code for others, when there is one.
+    var code: Int32?
+
+    init(_ kind: Kind, _ message: String, code: Int32? = nil) {
+        self.kind = kind
+        self.message = message
+        self.code = code
+    }
+}
+
+/// What a finished attempt delivered.
+struct TransferSummary: Sendable, Equatable {
+    var head: ResponseHead
+    /// Body bytes written to the sink by this attempt.
+    var bodyBytes: Int64
+}
+
+/// Receives one attempt's head and outcome. Calls come from the transfer thread.
+protocol TransferDelegate: AnyObject, Sendable {
+    /// The final hop's head, before any body byte. Return the sink for the body, or a failure
+    /// (kind `.rejected`) to abort the attempt without reading the body.
+    func transfer(didReceive head: ResponseHead) -> Result<BodySink, TransferFailure>
+    /// Exactly once per attempt, after the last byte was written (or on failure/cancel).
+    func transfer(didFinishWith result: Result<TransferSummary, TransferFailure>)
+}
+
+/// A running attempt.
+protocol TransferHandle: Sendable {
+    /// Stops the attempt; `didFinishWith(.failure(.cancelled))` follows unless it already finished.
+    func cancel()
+}
+
+/// Starts attempts. The libcurl driver is the real one; tests may inject another.
+protocol TransferStarting: Sendable {
+    func start(_ request: TransferRequest, delegate: TransferDelegate) -> TransferHandle
+}

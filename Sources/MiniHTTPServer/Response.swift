@@ -1,0 +1,71 @@
+import Foundation
+
+/// What a handler answers. The server adds `Content-Length` or chunked framing, `Date` and `Connection`.
+public struct Response: Sendable {
+    public var status: Int
+    public var headers: HTTPHeaders
+    public var body: ResponseBody
+
+    public init(status: Int = 200, headers: HTTPHeaders = HTTPHeaders(), body: ResponseBody = .empty) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// A JSON response from already-encoded bytes.
+    public static func json(status: Int = 200, _ bytes: [UInt8], headers: HTTPHeaders = HTTPHeaders()) -> Response {
+        var headers = headers
+        headers["Content-Type"] = "application/json"
+        return Response(status: status, headers: headers, body: .bytes(bytes))
+    }
+
+    /// The project-wide error shape: `{"error":{"code":…,"message":…}}`.
+    public static func error(status: Int, code: String, message: String, headers: HTTPHeaders = HTTPHeaders()) -> Response {
+        let payload: [String: [String: String]] = ["error": ["code": code, "message": message]]
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let data = (try? encoder.encode(payload)) ?? Data(#"{"error":{"code":"internal","message":"encoding failed"}}"#.utf8)
+        return .json(status: status, [UInt8](data), headers: headers)
+    }
+}
+
+/// A response body: nothing, bytes, a file served with `sendfile`, or a stream written over time.
+public enum ResponseBody: Sendable {
+    case empty
+    case bytes([UInt8])
+    /// A file on disk. The server stats it and handles `ETag`, `Last-Modified`, `Accept-Ranges`,
+    /// a single `Range` (206, or 416 when unsatisfiable), conditional requests and `HEAD`.
+    case file(FileResponse)
+    /// A body the closure writes over time (e.g. Server-Sent Events), sent chunked on HTTP/1.1.
+    /// Each `write` is flushed at once. The server cancels the closure's task when the client goes
+    /// away or the server shuts down; the response ends when the closure returns.
+    case stream(@Sendable (any ResponseBodyWriter) async throws -> Void)
+}
+
+/// A file to serve as a response body.
+public struct FileResponse: Sendable {
+    public var path: String
+    public var contentType: String
+    /// A full `Content-Disposition` value, e.g. `attachment; filename="a.iso"`.
+    public var contentDisposition: String?
+    /// A strong ETag (with quotes) to use; when nil the server derives one from inode, size and mtime.
+    public var etag: String?
+
+    public init(path: String, contentType: String = "application/octet-stream", contentDisposition: String? = nil, etag: String? = nil) {
+        self.path = path
+        self.contentType = contentType
+        self.contentDisposition = contentDisposition
+        self.etag = etag
+    }
+}
+
+/// Writes a streamed response body to the client.
+public protocol ResponseBodyWriter: Sendable {
+    /// Queues `bytes` and flushes them at once. Suspends while the connection's pending output is
+    /// above its high watermark (a slow reader never grows memory without bound); throws once the
+    /// client has gone or the connection was closed.
+    func write(_ bytes: [UInt8]) async throws
+}
+
+/// The function that answers requests. A thrown error becomes a JSON 500 for that request only.
+public typealias HTTPHandler = @Sendable (Request) async throws -> Response

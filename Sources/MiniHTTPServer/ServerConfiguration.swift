@@ -1,0 +1,53 @@
+/// Settings for `HTTPServer`. Every field has a documented default.
+public struct ServerConfiguration: Sendable {
+    /// Address to bind (default `127.0.0.1`).
+    public var host: String = "127.0.0.1"
+    /// Port to bind; 0 picks a free port (default 8080).
+    public var port: Int = 8080
+    /// listen(2) backlog (default 1024).
+    public var backlog: Int = 1024
+    /// Longest request line accepted; longer gets 414 (default 8 KiB).
+    public var maxRequestLineBytes: Int = 8 * 1024
+    /// Largest header section accepted; larger gets 431 (default 64 KiB).
+    public var maxHeaderBytes: Int = 64 * 1024
+    /// Most header fields accepted; more gets 431 (default 100).
+    public var maxHeaderCount: Int = 100
+    /// Largest request body accepted; larger gets 413 (default 1 MiB).
+    public var maxBodyBytes: Int = 1024 * 1024
+    /// Seconds a client has to send a complete request head; then 408 and close (default 10).
+    public var headerTimeout: Double = 10
+    /// Seconds an idle keep-alive connection is kept open (default 60).
+    public var idleTimeout: Double = 60
+    /// Seconds a response may make no write progress before the connection is dropped (default 30).
+    public var writeTimeout: Double = 30
+    /// Pending output above which stream writers suspend and reading stops (default 256 KiB).
+    public var writeHighWatermark: Int = 256 * 1024
+    /// Pending output below which suspended writers resume (default 64 KiB).
+    public var writeLowWatermark: Int = 64 * 1024
+    /// Seconds in-flight requests get to finish on shutdown before streams are closed (default 10).
+    public var shutdownGracePeriod: Double = 10
+    /// Called once per finished request (for logs and metrics); nil logs nothing.
+    public var accessLog: (@Sendable (AccessLogEntry) -> Void)?
+
+    public init() {}
+}
+
+/// One finished request, as given to `ServerConfiguration.accessLog`.
+public struct AccessLogEntry: Sendable {
+    public var method: String
+    public var path: String
+    public var status: Int
+    /// Body bytes written to the client.
+    public var bytes: Int64
+    public var durationSeconds: Double
+    public var remoteAddress: String
+
+    public init(method: String, path: String, status: Int, bytes: Int64, durationSeconds: Double, remoteAddress: String) {
+        self.method = method
+        self.path = path
+        self.status = status
+        self.bytes = bytes
+        self.durationSeconds = durationSeconds
+        self.remoteAddress = remoteAddress
+    }
+}
