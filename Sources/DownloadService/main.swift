@@ -1,5 +1,29 @@
 import DownloaderEngine
+import Foundation
 import MiniHTTPServer
 
-// Placeholder entry point; the service issue wires routes, configuration and signals here.
-print("download-service: not wired yet")
+// download-service: configuration from flags and environment, the engine, the HTTP server, and
+// signal handling. Everything else lives in the types this file wires together.
+
+let logger = Logger()
+let configuration: ServiceConfiguration
+switch CommandLineOptions.parse(arguments: Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment) {
+case .help:
+    print(CommandLineOptions.usage)
+    exit(0)
+case .invalid(let message):
+    FileHandle.standardError.write(Data("download-service: \(message)\n".utf8))
+    exit(2)
+case .run(let parsed):
+    configuration = parsed
+}
+
+let service: RunningService
+do {
+    service = try RunningService.start(configuration, logger: logger)
+} catch {
+    logger.error("could not start", ["error": String(describing: error)])
+    exit(1)
+}
+service.stopOnSignals([SIGTERM, SIGINT])
+dispatchMain()

@@ -1,0 +1,31 @@
+import MiniHTTPServer
+
+/// An error answer of the REST API: a status and the JSON `{"error":{"code","message"}}` body.
+struct APIError: Error, Sendable, Equatable {
+    var status: Int
+    var code: String
+    var message: String
+    var headers: [String: String] = [:]
+
+    var response: Response {
+        var h = HTTPHeaders()
+        for (name, value) in headers.sorted(by: { $0.key < $1.key }) { h[name] = value }
+        return Response.error(status: status, code: code, message: message, headers: h)
+    }
+
+    static func badRequest(_ code: String, _ message: String) -> APIError {
+        APIError(status: 400, code: code, message: message)
+    }
+
+    static func notFound(_ message: String) -> APIError {
+        APIError(status: 404, code: "not_found", message: message)
+    }
+
+    static func methodNotAllowed(_ method: String, allow: [String]) -> APIError {
+        APIError(status: 405, code: "method_not_allowed", message: "\(method) is not allowed here; use \(allow.joined(separator: ", "))",
+                 headers: ["Allow": allow.joined(separator: ", ")])
+    }
+
+    static let unauthorized = APIError(status: 401, code: "unauthorized", message: "missing or wrong bearer token",
+                                       headers: ["WWW-Authenticate": #"Bearer realm="download-service""#])
+}

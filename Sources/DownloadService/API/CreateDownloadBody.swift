@@ -1,0 +1,73 @@
+import DownloaderEngine
+import Foundation
+
+/// The body of `POST /downloads`: `{"url", "storage"?, "sha256"?, "size"?}`, validated into a
+/// `DownloadRequest` or an `APIError` that says exactly what is wrong. Pure.
+enum CreateDownloadBody {
+    static func parse(_ body: [UInt8]) -> Result<DownloadRequest, APIError> {
+        let data = Data(body)
+        guard (try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])) != nil else {
+            return .failure(.badRequest("malformed_json", "the body is not valid JSON"))
+        }
+        do {
+            return .success(try JSONDecoder().decode(Fields.self, from: data).request)
+        } catch let error as APIError {
+            return .failure(error)
+        } catch {
+            return .failure(.badRequest("invalid_body", "the body must be a JSON object with a \"url\""))
+        }
+    }
+
+    /// Absolute `http`/`https` with a host, no spaces or control characters.
+    static func isAbsoluteHTTPURL(_ s: String) -> Bool {
+        guard s.utf8.count <= 8192, !s.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }),
+              let components = URLComponents(string: s),
+              let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
+              let host = components.host, !host.isEmpty
+        else { return false }
+        return true
+    }
+
+    private struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    private struct Fields: Decodable {
+        var request: DownloadRequest
+
+        init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: Key.self)
+            func field<T: Decodable>(_ name: String, _ type: T.Type, _ invalid: APIError) throws -> T? {
+                let key = Key(stringValue: name)
+                guard c.contains(key), try !c.decodeNil(forKey: key) else { return nil }
+                do { return try c.decode(T.self, forKey: key) } catch { throw invalid }
+            }
+            let notString = APIError.badRequest("invalid_url", "\"url\" must be a string")
+            guard let url = try field("url", String.self, notString) else {
+                throw APIError.badRequest("missing_url", "\"url\" is required")
+            }
+            guard CreateDownloadBody.isAbsoluteHTTPURL(url) else {
+                throw APIError.badRequest("invalid_url", "\"url\" must be an absolute http or https URL")
+            }
+            request = DownloadRequest(url: url)
+            let badStorage = APIError.badRequest("invalid_storage", "\"storage\" must be \"cache\" or \"persistent\"")
+            if let name = try field("storage", String.self, badStorage) {
+                guard let storage = StorageClass(rawValue: name) else { throw badStorage }
+                request.storage = storage
+            }
+            let badHash = APIError.badRequest("invalid_sha256", "\"sha256\" must be 64 hexadecimal digits")
+            if let hex = try field("sha256", String.self, badHash) {
+                guard hex.utf8.count == 64, hex.allSatisfy(\.isHexDigit) else { throw badHash }
+                request.sha256 = hex.lowercased()
+            }
+            let badSize = APIError.badRequest("invalid_size", "\"size\" must be a non-negative integer")
+            if let size = try field("size", Int64.self, badSize) {
+                guard size >= 0 else { throw badSize }
+                request.size = size
+            }
+        }
+    }
+}

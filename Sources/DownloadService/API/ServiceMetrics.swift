@@ -1,0 +1,45 @@
+import DownloaderEngine
+import Foundation
+import Synchronization
+
+/// HTTP-side counters fed by the server's access log; engine counters come from the engine.
+final class ServiceMetrics: Sendable {
+    struct HTTPCounts: Sendable, Equatable {
+        var requestsByStatus: [Int: Int64] = [:]
+        /// Body bytes of `/downloads/{id}/file` answers.
+        var fileBytesServed: Int64 = 0
+    }
+
+    private let counts = Mutex(HTTPCounts())
+
+    func record(status: Int, bytes: Int64, isFile: Bool) {
+        counts.withLock {
+            $0.requestsByStatus[status, default: 0] += 1
+            if isFile { $0.fileBytesServed += bytes }
+        }
+    }
+
+    var http: HTTPCounts { counts.withLock { $0 } }
+
+    /// Prometheus text exposition format (version 0.0.4). Pure.
+    static func render(states: [DownloadState: Int], engine: EngineStatistics, http: HTTPCounts) -> String {
+        var out = ""
+        func metric(_ name: String, _ type: String, _ help: String, _ samples: [(labels: String, value: String)]) {
+            out += "# HELP download_service_\(name) \(help)\n# TYPE download_service_\(name) \(type)\n"
+            for s in samples { out += "download_service_\(name)\(s.labels) \(s.value)\n" }
+        }
+        metric("downloads", "gauge", "Downloads by state.",
+               DownloadState.allCases.map { (#"{state=""# + $0.rawValue + #""}"#, String(states[$0] ?? 0)) })
+        metric("bytes_fetched_total", "counter", "Body bytes received from origins.", [("", String(engine.bytesFetched))])
+        metric("bytes_served_total", "counter", "File bytes sent to callers.", [("", String(http.fileBytesServed))])
+        metric("coalesced_joins_total", "counter", "Requests that joined an existing download.", [("", String(engine.coalescedJoins))])
+        metric("resumes_total", "counter", "Transfers resumed from kept bytes.", [("", String(engine.resumes))])
+        metric("restarts_total", "counter", "Transfers that discarded kept bytes and restarted from 0.", [("", String(engine.restarts))])
+        metric("retries_total", "counter", "Automatic retries after faults.", [("", String(engine.retries))])
+        metric("active_transfers", "gauge", "Transfers running now.", [("", String(engine.activeTransfers))])
+        metric("sse_subscribers", "gauge", "Open progress streams.", [("", String(engine.subscribers))])
+        metric("http_requests_total", "counter", "HTTP requests answered, by status.",
+               http.requestsByStatus.sorted { $0.key < $1.key }.map { (#"{status=""# + String($0.key) + #""}"#, String($0.value)) })
+        return out
+    }
+}

@@ -1,0 +1,142 @@
+/// Parses `--flag value` / `--flag=value` arguments and `DOWNLOAD_SERVICE_*` variables into a
+/// `ServiceConfiguration`. Pure: arguments and environment in, configuration or error out.
+enum CommandLineOptions {
+    enum Outcome: Equatable {
+        case run(ServiceConfiguration)
+        case help
+        case invalid(String)
+    }
+
+    struct Option: Sendable {
+        var flag: String
+        var metavar: String?
+        var help: String
+        var apply: @Sendable (inout ServiceConfiguration, String) throws(ParseError) -> Void
+
+        var environmentName: String {
+            "DOWNLOAD_SERVICE_" + flag.dropFirst(2).uppercased().replacingOccurrences(of: "-", with: "_")
+        }
+    }
+
+    struct ParseError: Error, Sendable { var message: String }
+
+    static let options: [Option] = [
+        Option(flag: "--host", metavar: "ADDR", help: "address to listen on (default 127.0.0.1)") { c, v throws(ParseError) in
+            guard !v.isEmpty else { throw ParseError(message: "--host needs an address") }
+            c.host = v
+        },
+        Option(flag: "--port", metavar: "PORT", help: "port to listen on, 0 for any free port (default 8080)") { c, v throws(ParseError) in
+            guard let p = Int(v), (0...65535).contains(p) else { throw ParseError(message: "--port must be 0-65535, got '\(v)'") }
+            c.port = p
+        },
+        Option(flag: "--cache-dir", metavar: "DIR", help: "purgeable completed files (default $XDG_CACHE_HOME/download-service)") { c, v throws(ParseError) in
+            c.cacheDirectory = try absolutePath(v, "--cache-dir")
+        },
+        Option(flag: "--data-dir", metavar: "DIR", help: "persistent completed files (default $XDG_DATA_HOME/download-service)") { c, v throws(ParseError) in
+            c.dataDirectory = try absolutePath(v, "--data-dir")
+        },
+        Option(flag: "--state-dir", metavar: "DIR", help: "partial files and state journal (default $XDG_STATE_HOME/download-service)") { c, v throws(ParseError) in
+            c.stateDirectory = try absolutePath(v, "--state-dir")
+        },
+        Option(flag: "--max-concurrent", metavar: "N", help: "transfers at once; more wait in a FIFO queue (default 4)") { c, v throws(ParseError) in
+            guard let n = Int(v), (1...1024).contains(n) else { throw ParseError(message: "--max-concurrent must be 1-1024, got '\(v)'") }
+            c.maxConcurrent = n
+        },
+        Option(flag: "--max-file-size", metavar: "BYTES", help: "largest file accepted, e.g. 10G; 0 = no limit (default)") { c, v throws(ParseError) in
+            c.maxFileSize = try byteCount(v, "--max-file-size")
+        },
+        Option(flag: "--cache-max-bytes", metavar: "BYTES", help: "cache area budget, e.g. 50G; 0 = no limit (default)") { c, v throws(ParseError) in
+            c.cacheMaxBytes = try byteCount(v, "--cache-max-bytes")
+        },
+        Option(flag: "--auth-token", metavar: "TOKEN", help: "require 'Authorization: Bearer TOKEN' on all but /healthz") { c, v throws(ParseError) in
+            guard !v.isEmpty else { throw ParseError(message: "--auth-token must not be empty") }
+            c.authToken = v
+        },
+        Option(flag: "--allow-private-networks", metavar: nil, help: "allow origins on loopback/private addresses (default off)") { c, v throws(ParseError) in
+            guard let b = bool(v) else { throw ParseError(message: "--allow-private-networks takes true or false, got '\(v)'") }
+            c.allowPrivateNetworks = b
+        },
+    ]
+
+    static func parse(arguments: [String], environment: [String: String]) -> Outcome {
+        var config = ServiceConfiguration(environment: environment)
+        do throws(ParseError) {
+            for option in options {
+                if let value = environment[option.environmentName] { try option.apply(&config, value) }
+            }
+            var index = 0
+            while index < arguments.count {
+                let argument = arguments[index]
+                index += 1
+                if argument == "--help" || argument == "-h" { return .help }
+                let (flag, inline) = splitFlag(argument)
+                guard let option = options.first(where: { $0.flag == flag }) else {
+                    throw ParseError(message: "unknown option '\(argument)' (see --help)")
+                }
+                if let inline {
+                    try option.apply(&config, inline)
+                } else if option.metavar == nil {
+                    try option.apply(&config, "true")
+                } else {
+                    guard index < arguments.count else { throw ParseError(message: "\(flag) needs a value") }
+                    try option.apply(&config, arguments[index])
+                    index += 1
+                }
+            }
+        } catch {
+            return .invalid(error.message)
+        }
+        return .run(config)
+    }
+
+    static var usage: String {
+        var lines = ["usage: download-service [options]", "",
+                     "A download proxy: POST /downloads a URL, follow progress as SSE, fetch the file.", "",
+                     "options (each also read from the environment variable shown):"]
+        for o in options {
+            let left = o.flag + (o.metavar.map { " " + $0 } ?? "")
+            lines.append("  " + left.padding(toLength: 28, withPad: " ", startingAt: 0) + o.help)
+            lines.append("  " + String(repeating: " ", count: 28) + "env " + o.environmentName)
+        }
+        lines.append("  --help                      show this help")
+        return lines.joined(separator: "\n")
+    }
+
+    private static func splitFlag(_ argument: String) -> (String, String?) {
+        guard let eq = argument.firstIndex(of: "=") else { return (argument, nil) }
+        return (String(argument[..<eq]), String(argument[argument.index(after: eq)...]))
+    }
+
+    private static func absolutePath(_ v: String, _ flag: String) throws(ParseError) -> String {
+        guard v.hasPrefix("/") else { throw ParseError(message: "\(flag) must be an absolute path, got '\(v)'") }
+        return v
+    }
+
+    private static func bool(_ v: String) -> Bool? {
+        switch v.lowercased() {
+        case "1", "true", "yes", "on": return true
+        case "0", "false", "no", "off": return false
+        default: return nil
+        }
+    }
+
+    /// Bytes with an optional binary suffix (K, M, G, T; `KiB` etc. too). 0 means no limit (nil).
+    static func byteCount(_ v: String, _ flag: String) throws(ParseError) -> Int64? {
+        var text = v.trimmingCharacters(in: .whitespaces).uppercased()
+        for suffix in ["IB", "B"] where text.hasSuffix(suffix) && text.count > suffix.count {
+            text.removeLast(suffix.count)
+            break
+        }
+        var multiplier: Int64 = 1
+        if let last = text.last, let power = ["K": 1, "M": 2, "G": 3, "T": 4][String(last)] {
+            multiplier = Int64(1) << (10 * power)
+            text.removeLast()
+        }
+        guard let n = Int64(text), n >= 0, n <= Int64.max / multiplier else {
+            throw ParseError(message: "\(flag) must be a byte count like 1048576 or 10G, got '\(v)'")
+        }
+        return n == 0 ? nil : n * multiplier
+    }
+}
+
+import Foundation

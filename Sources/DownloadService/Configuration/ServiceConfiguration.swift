@@ -1,0 +1,47 @@
+import DownloaderEngine
+import Foundation
+
+/// Everything the service is started with. Flags win over `DOWNLOAD_SERVICE_*` environment variables,
+/// which win over the defaults documented in `--help`.
+struct ServiceConfiguration: Sendable, Equatable {
+    /// Address to listen on (default `127.0.0.1`; the Docker image uses `0.0.0.0`).
+    var host = "127.0.0.1"
+    /// Port to listen on; 0 picks a free one (default 8080).
+    var port = 8080
+    /// Completed `cache` files (default `$XDG_CACHE_HOME/download-service`).
+    var cacheDirectory: String
+    /// Completed `persistent` files (default `$XDG_DATA_HOME/download-service`).
+    var dataDirectory: String
+    /// Partial files and the state journal (default `$XDG_STATE_HOME/download-service`).
+    var stateDirectory: String
+    /// Transfers at once (default 4).
+    var maxConcurrent = 4
+    /// Largest file accepted in bytes; nil = no limit (default).
+    var maxFileSize: Int64?
+    /// Bytes the cache area may hold; nil = no limit (default).
+    var cacheMaxBytes: Int64?
+    /// When set, every endpoint but `/healthz` needs `Authorization: Bearer <token>`.
+    var authToken: String?
+    /// Allow origins on loopback and private networks (default false).
+    var allowPrivateNetworks = false
+
+    init(environment: [String: String] = [:]) {
+        let engineDefaults = EngineConfiguration(environment: environment)
+        cacheDirectory = engineDefaults.cacheDirectory.path
+        dataDirectory = engineDefaults.dataDirectory.path
+        stateDirectory = engineDefaults.stateDirectory.path
+    }
+
+    /// The engine settings this configuration implies.
+    var engineConfiguration: EngineConfiguration {
+        var c = EngineConfiguration(root: URL(fileURLWithPath: "/"))
+        c.cacheDirectory = URL(fileURLWithPath: cacheDirectory)
+        c.dataDirectory = URL(fileURLWithPath: dataDirectory)
+        c.stateDirectory = URL(fileURLWithPath: stateDirectory)
+        c.maxConcurrentTransfers = maxConcurrent
+        c.maxFileSize = maxFileSize
+        c.cacheMaxBytes = cacheMaxBytes
+        c.allowPrivateNetworks = allowPrivateNetworks
+        return c
+    }
+}

@@ -1,0 +1,107 @@
+import DownloaderEngine
+import Foundation
+import MiniHTTPServer
+
+/// The REST API: routes requests to the engine and turns its answers into JSON responses.
+struct DownloadAPI: Sendable {
+    let engine: DownloadEngine
+    let metrics: ServiceMetrics
+    let auth: BearerAuth?
+    /// Seconds between `: keep-alive` comments on progress streams (default 15).
+    var keepAliveInterval: Double = 15
+
+    func respond(to request: Request) async -> Response {
+        guard let endpoint = Endpoint(path: request.path) else {
+            return APIError.notFound("no resource at \(request.path)").response
+        }
+        guard endpoint.allowedMethods.contains(request.method) else {
+            return APIError.methodNotAllowed(request.method, allow: endpoint.allowedMethods).response
+        }
+        if endpoint != .health, let auth, !auth.allows(authorization: request.headers["Authorization"]) {
+            return APIError.unauthorized.response
+        }
+        switch (endpoint, request.method) {
+        case (.health, _):
+            return .json(JSON.bytes(["status": "ok"]))
+        case (.metrics, _):
+            return metricsResponse()
+        case (.downloads, "POST"):
+            return create(request)
+        case (.downloads, _):
+            return list(request)
+        case (.download(let token), "DELETE"):
+            guard let snapshot = engine.cancel(token: token) else {
+                return APIError.notFound("no caller holds token \(token) (unknown or already cancelled)").response
+            }
+            return .json(JSON.bytes(SnapshotJSON.object(snapshot)))
+        case (.download(let id), _):
+            guard let snapshot = engine.snapshot(id: id) else { return unknownDownloadResponse(id) }
+            return .json(JSON.bytes(SnapshotJSON.object(snapshot)))
+        case (.progress(let id), _):
+            return progress(id: id, request: request)
+        case (.file(let id), _):
+            return file(id: id)
+        }
+    }
+
+    private func create(_ request: Request) -> Response {
+        let parsed: DownloadRequest
+        switch CreateDownloadBody.parse(request.body) {
+        case .success(let r): parsed = r
+        case .failure(let error): return error.response
+        }
+        do {
+            let enqueued = try engine.request(parsed)
+            var headers = HTTPHeaders()
+            headers["Location"] = "/downloads/\(enqueued.snapshot.id)"
+            let status = enqueued.snapshot.state == .completed ? 200 : 202
+            return .json(status: status, JSON.bytes(SnapshotJSON.enqueued(enqueued)), headers: headers)
+        } catch {
+            return APIError(engineError: error).response
+        }
+    }
+
+    private func list(_ request: Request) -> Response {
+        var downloads = engine.list()
+        if let filter = request.queryItems.first(where: { $0.name == "state" })?.value {
+            guard let state = DownloadState(rawValue: filter) else {
+                let names = DownloadState.allCases.map(\.rawValue).joined(separator: ", ")
+                return APIError.badRequest("invalid_state", "state must be one of \(names)").response
+            }
+            downloads = downloads.filter { $0.state == state }
+        }
+        return .json(JSON.bytes(["downloads": downloads.map(SnapshotJSON.object)]))
+    }
+
+    private func file(id: String) -> Response {
+        guard let stored = engine.completedFile(id: id) else {
+            guard let snapshot = engine.snapshot(id: id) else { return unknownDownloadResponse(id) }
+            return APIError(status: 409, code: "not_complete",
+                            message: "download \(id) is \(snapshot.state.rawValue); its file is served once completed").response
+        }
+        var response = Response(body: .file(FileResponse(
+            path: stored.path,
+            contentDisposition: FileHeaders.attachment(fileName: stored.fileName),
+            etag: "\"\(stored.sha256)\"")))
+        if let digest = FileHeaders.reprDigest(sha256Hex: stored.sha256) { response.headers["Repr-Digest"] = digest }
+        return response
+    }
+
+    private func metricsResponse() -> Response {
+        var states: [DownloadState: Int] = [:]
+        for snapshot in engine.list() { states[snapshot.state, default: 0] += 1 }
+        let text = ServiceMetrics.render(states: states, engine: engine.statistics, http: metrics.http)
+        return Response(headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"], body: .bytes(Array(text.utf8)))
+    }
+}
+
+extension APIError {
+    /// The HTTP face of an engine error.
+    init(engineError error: EngineError) {
+        switch error.code {
+        case "conflict": self.init(status: 409, code: error.code, message: error.message)
+        case "shutting_down": self.init(status: 503, code: error.code, message: error.message, headers: ["Retry-After": "5"])
+        default: self.init(status: 400, code: error.code, message: error.message)
+        }
+    }
+}

@@ -1,0 +1,68 @@
+import DownloaderEngine
+import Foundation
+import MiniHTTPServer
+
+/// `GET /downloads/{id}/progress`: the download's events as Server-Sent Events.
+///
+/// The first event is a `progress` event with the current snapshot (or, for a download that has
+/// ended, its `completed`/`failed` event, after which the stream ends). Event ids are decimal and
+/// strictly increasing, continuing after a client's `Last-Event-ID`. A `: keep-alive` comment goes
+/// out every `keepAliveInterval` seconds so that idle streams stay open and dead clients are noticed.
+extension DownloadAPI {
+    /// Reconnection delay suggested to clients, in milliseconds.
+    static let retryMilliseconds = 2000
+
+    func progress(id: String, request: Request) -> Response {
+        let headers: HTTPHeaders = [
+            "Content-Type": "text/event-stream; charset=utf-8",
+            "Cache-Control": "no-cache",
+            "X-Accel-Buffering": "no",
+        ]
+        if request.method == "HEAD" {
+            return engine.snapshot(id: id) == nil ? unknownDownloadResponse(id) : Response(headers: headers)
+        }
+        guard let subscription = engine.subscribe(id: id) else { return unknownDownloadResponse(id) }
+        let firstID = (request.headers["Last-Event-ID"].flatMap { UInt64($0.trimmingCharacters(in: .whitespaces)) } ?? 0) &+ 1
+        let keepAlive = keepAliveInterval
+        return Response(headers: headers, body: .stream { writer in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    while true {
+                        try await Task.sleep(nanoseconds: UInt64(keepAlive * 1_000_000_000))
+                        try await writer.write(Array(ServerSentEvent.comment("keep-alive").utf8))
+                    }
+                }
+                var nextID = firstID
+                for await event in subscription {
+                    var sse = DownloadAPI.serverSentEvent(for: event, id: nextID)
+                    if nextID == firstID { sse.retryMilliseconds = DownloadAPI.retryMilliseconds }
+                    nextID &+= 1
+                    try await writer.write(Array(sse.encoded.utf8))
+                    if event.isTerminal { break }
+                }
+                group.cancelAll()
+            }
+        })
+    }
+
+    /// The SSE form of an engine event: its name, and the snapshot (plus offset/restarted) as data.
+    static func serverSentEvent(for event: DownloadEvent, id: UInt64) -> ServerSentEvent {
+        var data = SnapshotJSON.object(event.snapshot)
+        let name: String
+        switch event {
+        case .progress: name = "progress"
+        case .resumed(let offset, let restarted, _):
+            name = "resumed"
+            data["offset"] = offset
+            data["restarted"] = restarted
+        case .paused: name = "paused"
+        case .completed: name = "completed"
+        case .failed: name = "failed"
+        }
+        return ServerSentEvent(id: id, event: name, data: JSON.string(data))
+    }
+
+    func unknownDownloadResponse(_ id: String) -> Response {
+        APIError.notFound("no download with id \(id)").response
+    }
+}

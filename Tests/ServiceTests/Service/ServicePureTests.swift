@@ -1,0 +1,156 @@
+import DownloaderEngine
+import Foundation
+import Testing
+@testable import DownloadService
+
+@Suite struct CommandLineOptionsTests {
+    private func parse(_ args: [String], env: [String: String] = ["HOME": "/home/u"]) -> CommandLineOptions.Outcome {
+        CommandLineOptions.parse(arguments: args, environment: env)
+    }
+
+    @Test func defaultsFollowXDG() throws {
+        guard case .run(let c) = parse([]) else { Issue.record("expected run"); return }
+        #expect(c.host == "127.0.0.1" && c.port == 8080 && c.maxConcurrent == 4)
+        #expect(c.cacheDirectory == "/home/u/.cache/download-service")
+        #expect(c.dataDirectory == "/home/u/.local/share/download-service")
+        #expect(c.stateDirectory == "/home/u/.local/state/download-service")
+        #expect(c.authToken == nil && c.maxFileSize == nil && c.cacheMaxBytes == nil && !c.allowPrivateNetworks)
+        guard case .run(let x) = parse([], env: ["HOME": "/h", "XDG_CACHE_HOME": "/c", "XDG_DATA_HOME": "relative"]) else { return }
+        #expect(x.cacheDirectory == "/c/download-service")
+        #expect(x.dataDirectory == "/h/.local/share/download-service")  // relative XDG values are ignored
+    }
+
+    @Test func flagsWinOverEnvironment() {
+        let env = ["HOME": "/h", "DOWNLOAD_SERVICE_PORT": "9000", "DOWNLOAD_SERVICE_AUTH_TOKEN": "envtoken",
+                   "DOWNLOAD_SERVICE_ALLOW_PRIVATE_NETWORKS": "yes"]
+        guard case .run(let c) = parse(["--port=9001", "--max-file-size", "10G", "--cache-max-bytes", "512MiB",
+                                        "--host", "0.0.0.0", "--cache-dir", "/var/cache/ds"], env: env) else {
+            Issue.record("expected run"); return
+        }
+        #expect(c.port == 9001 && c.host == "0.0.0.0" && c.authToken == "envtoken" && c.allowPrivateNetworks)
+        #expect(c.maxFileSize == 10 << 30 && c.cacheMaxBytes == 512 << 20 && c.cacheDirectory == "/var/cache/ds")
+    }
+
+    @Test(arguments: [
+        (["--port", "70000"], "--port"), (["--port"], "needs a value"), (["--bogus"], "unknown option"),
+        (["--max-concurrent", "0"], "--max-concurrent"), (["--cache-dir", "rel/dir"], "absolute"),
+        (["--max-file-size", "12Q"], "byte count"), (["--allow-private-networks=maybe"], "true or false"),
+        (["--auth-token="], "empty"),
+    ])
+    func rejectsBadValues(args: [String], fragment: String) {
+        guard case .invalid(let message) = parse(args) else { Issue.record("accepted \(args)"); return }
+        #expect(message.contains(fragment), "\(message)")
+    }
+
+    @Test func helpListsEveryFlagWithItsVariable() {
+        #expect(parse(["--help"]) == .help)
+        for option in CommandLineOptions.options {
+            #expect(CommandLineOptions.usage.contains(option.flag))
+            #expect(CommandLineOptions.usage.contains(option.environmentName))
+        }
+        #expect(CommandLineOptions.options.first { $0.flag == "--max-concurrent" }?.environmentName == "DOWNLOAD_SERVICE_MAX_CONCURRENT")
+    }
+}
+
+@Suite struct CreateDownloadBodyTests {
+    private func error(_ json: String) -> String? {
+        if case .failure(let e) = CreateDownloadBody.parse(Array(json.utf8)) { return e.code }
+        return nil
+    }
+
+    @Test func acceptsAFullBody() throws {
+        let hash = String(repeating: "aB", count: 32)
+        let r = try CreateDownloadBody.parse(Array(#"{"url":"https://example.com/a.iso","storage":"persistent","sha256":"\#(hash)","size":10,"x":1}"#.utf8)).get()
+        #expect(r == DownloadRequest(url: "https://example.com/a.iso", storage: .persistent, sha256: hash.lowercased(), size: 10))
+        let d = try CreateDownloadBody.parse(Array(#"{"url":"http://h/x","storage":null}"#.utf8)).get()
+        #expect(d.storage == .cache && d.sha256 == nil && d.size == nil)
+    }
+
+    @Test(arguments: [
+        ("", "malformed_json"), ("{", "malformed_json"), ("[1]", "invalid_body"), ("\"x\"", "invalid_body"),
+        ("{}", "missing_url"), (#"{"url":null}"#, "missing_url"), (#"{"url":5}"#, "invalid_url"),
+        (#"{"url":true}"#, "invalid_url"), (#"{"url":"ftp://h/x"}"#, "invalid_url"), (#"{"url":"/relative"}"#, "invalid_url"),
+        (#"{"url":"http://"}"#, "invalid_url"), (#"{"url":"http://h/a b"}"#, "invalid_url"),
+        (#"{"url":"http://h/","storage":"tmp"}"#, "invalid_storage"), (#"{"url":"http://h/","storage":1}"#, "invalid_storage"),
+        (#"{"url":"http://h/","sha256":"abc"}"#, "invalid_sha256"), (#"{"url":"http://h/","size":-1}"#, "invalid_size"),
+        (#"{"url":"http://h/","size":1.5}"#, "invalid_size"), (#"{"url":"http://h/","size":"1"}"#, "invalid_size"),
+        (#"{"url":"http://h/","size":true}"#, "invalid_size"),
+    ])
+    func rejects(json: String, code: String) {
+        #expect(error(json) == code, "\(json)")
+    }
+}
+
+@Suite struct EndpointTests {
+    @Test(arguments: [
+        ("/healthz", Endpoint.health), ("/metrics", .metrics), ("/downloads", .downloads), ("/downloads/", .downloads),
+        ("/downloads/ab12", .download("ab12")), ("/downloads/ab12/progress", .progress("ab12")),
+        ("/downloads/ab12/file", .file("ab12")), ("/downloads/ab12/file/", .file("ab12")),
+    ])
+    func recognises(path: String, endpoint: Endpoint) {
+        #expect(Endpoint(path: path) == endpoint)
+    }
+
+    @Test(arguments: ["", "/", "/healthz/x", "/downloads/a.b", "/downloads/%2e%2e", "/downloads/x/other", "/downloads//file", "downloads"])
+    func rejects(path: String) {
+        #expect(Endpoint(path: path) == nil)
+    }
+
+    @Test func allowLists() {
+        #expect(Endpoint.downloads.allowedMethods == ["GET", "HEAD", "POST"])
+        #expect(Endpoint.download("x").allowedMethods.contains("DELETE"))
+        #expect(!Endpoint.file("x").allowedMethods.contains("POST"))
+    }
+}
+
+@Suite struct WireFormatTests {
+    @Test func serverSentEventFraming() {
+        let e = ServerSentEvent(id: 7, event: "progress", data: "{\"a\":1}\nsecond\rline", retryMilliseconds: 2000)
+        #expect(e.encoded == "retry: 2000\nid: 7\nevent: progress\ndata: {\"a\":1}\ndata: secondline\n\n")
+        #expect(ServerSentEvent.comment("keep-alive") == ": keep-alive\n\n")
+    }
+
+    @Test func snapshotJSONHasExplicitNulls() throws {
+        let t = Date(timeIntervalSince1970: 0)
+        let s = DownloadSnapshot(id: "d1", url: "http://h/x", state: .downloading, storage: .cache, bytesWritten: 5,
+                                 createdAt: t, updatedAt: t)
+        let o = try #require(JSONSerialization.jsonObject(with: Data(JSON.bytes(SnapshotJSON.object(s)))) as? [String: Any])
+        #expect(o["bytesExpected"] is NSNull && o["fraction"] is NSNull && o["etaSeconds"] is NSNull)
+        #expect(o["createdAt"] as? String == "1970-01-01T00:00:00.000Z")
+        #expect(o["sha256"] == nil && o["error"] == nil)
+        let event = DownloadAPI.serverSentEvent(for: .resumed(offset: 3, restarted: true, s), id: 9)
+        #expect(event.event == "resumed" && event.data.contains(#""offset":3"#) && event.data.contains(#""restarted":true"#))
+    }
+
+    @Test func prometheusText() {
+        var stats = EngineStatistics()
+        stats.bytesFetched = 42
+        stats.subscribers = 2
+        let text = ServiceMetrics.render(states: [.paused: 3], engine: stats,
+                                         http: .init(requestsByStatus: [404: 1, 200: 5], fileBytesServed: 9))
+        #expect(text.contains("download_service_downloads{state=\"paused\"} 3\n"))
+        #expect(text.contains("download_service_downloads{state=\"failed\"} 0\n"))
+        #expect(text.contains("download_service_bytes_fetched_total 42\n"))
+        #expect(text.contains("download_service_bytes_served_total 9\n"))
+        #expect(text.contains("download_service_sse_subscribers 2\n"))
+        #expect(text.contains("download_service_http_requests_total{status=\"200\"} 5\ndownload_service_http_requests_total{status=\"404\"} 1\n"))
+        #expect(text.contains("# TYPE download_service_resumes_total counter\n"))
+    }
+
+    @Test func bearerAuthComparesWholeTokens() {
+        let auth = BearerAuth(token: "s3cret")
+        #expect(auth.allows(authorization: "Bearer s3cret"))
+        #expect(auth.allows(authorization: "bearer s3cret"))
+        for bad in [nil, "", "Bearer", "Bearer ", "Bearer s3cre", "Bearer s3cret2", "Basic s3cret", "Bearer S3cret"] {
+            #expect(!auth.allows(authorization: bad), "\(bad ?? "nil")")
+        }
+    }
+
+    @Test func fileHeaders() {
+        #expect(FileHeaders.attachment(fileName: "a b.iso") == #"attachment; filename="a b.iso"; filename*=UTF-8''a%20b.iso"#)
+        #expect(FileHeaders.attachment(fileName: "ü\".txt") == #"attachment; filename="__.txt"; filename*=UTF-8''%C3%BC%22.txt"#)
+        let sha = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        #expect(FileHeaders.reprDigest(sha256Hex: sha) == "sha-256=:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=:")
+        #expect(FileHeaders.reprDigest(sha256Hex: "zz") == nil)
+    }
+}
