@@ -1,0 +1,34 @@
+# syntax=docker/dockerfile:1
+# Build: the Swift toolchain image, through the same script CI runs.
+FROM swift:6.3-bookworm AS build
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libcurl4-openssl-dev libssl-dev pkg-config \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY Package.swift ./
+COPY Sources ./Sources
+COPY scripts ./scripts
+RUN ./scripts/build-release /out
+
+# Run: slim Debian with only the libraries the binary links (libcurl, libcrypto) and CA roots.
+FROM debian:bookworm-slim
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libcurl4 libssl3 libstdc++6 ca-certificates curl \
+ && rm -rf /var/lib/apt/lists/* \
+ && groupadd --system --gid 10001 app \
+ && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/download-service --shell /usr/sbin/nologin app \
+ && mkdir -p /var/cache/download-service /var/lib/download-service/data /var/lib/download-service/state \
+ && chown -R app:app /var/cache/download-service /var/lib/download-service
+COPY --from=build /out/bin/download-service /usr/local/bin/download-service
+ENV DOWNLOAD_SERVICE_HOST=0.0.0.0 \
+    DOWNLOAD_SERVICE_PORT=8080 \
+    DOWNLOAD_SERVICE_CACHE_DIR=/var/cache/download-service \
+    DOWNLOAD_SERVICE_DATA_DIR=/var/lib/download-service/data \
+    DOWNLOAD_SERVICE_STATE_DIR=/var/lib/download-service/state
+VOLUME ["/var/cache/download-service", "/var/lib/download-service"]
+USER 10001:10001
+EXPOSE 8080
+HEALTHCHECK --interval=30s --timeout=3s --start-period=5s --retries=3 \
+  CMD ["curl", "-fsS", "-o", "/dev/null", "http://127.0.0.1:8080/healthz"]
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["/usr/local/bin/download-service"]
