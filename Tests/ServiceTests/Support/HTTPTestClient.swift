@@ -21,6 +21,9 @@ struct HTTPTestClient: Sendable {
         var json: [String: Any] {
             (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] ?? [:]
         }
+
+        /// `json[key]` as a string, for the many id/state checks.
+        func string(_ key: String) -> String? { json[key] as? String }
     }
 
     struct Failure: Error, CustomStringConvertible {
@@ -30,25 +33,32 @@ struct HTTPTestClient: Sendable {
     var port: Int
     var timeout: Double = 10
 
-    func request(_ method: String, _ path: String, headers: [String: String] = [:], body: [UInt8] = []) throws -> Reply {
-        let connection = try Connection(port: port, timeout: timeout)
-        defer { connection.close() }
-        try connection.send(Self.head(method, path, headers: headers, bodyCount: body.count) + body)
-        return try connection.readReply(method: method)
+    func request(_ method: String, _ path: String, headers: [String: String] = [:], body: [UInt8] = []) async throws -> Reply {
+        let (port, timeout) = (port, timeout)
+        return try await onThread {
+            let connection = try Connection(port: port, timeout: timeout)
+            defer { connection.close() }
+            try connection.send(Self.head(method, path, headers: headers, bodyCount: body.count) + body)
+            return try connection.readReply(method: method)
+        }
     }
 
-    func json(_ method: String, _ path: String, _ object: Any, headers: [String: String] = [:]) throws -> Reply {
+    /// Sends `text` as the body (e.g. JSON) with `Content-Type: application/json`.
+    func post(_ path: String, json text: String, headers: [String: String] = [:]) async throws -> Reply {
         var h = headers
         h["Content-Type"] = "application/json"
-        return try request(method, path, headers: h, body: [UInt8](try JSONSerialization.data(withJSONObject: object)))
+        return try await request("POST", path, headers: h, body: Array(text.utf8))
     }
 
     /// Opens a streaming GET and returns the connection positioned at the start of the body.
-    func openStream(_ path: String, headers: [String: String] = [:]) throws -> (Reply, EventStream) {
-        let connection = try Connection(port: port, timeout: timeout)
-        try connection.send(Self.head("GET", path, headers: headers, bodyCount: 0))
-        let head = try connection.readHead()
-        return (head, EventStream(connection: connection, chunked: head.header("Transfer-Encoding")?.lowercased() == "chunked"))
+    func openStream(_ path: String, headers: [String: String] = [:]) async throws -> (Reply, EventStream) {
+        let (port, timeout) = (port, timeout)
+        return try await onThread {
+            let connection = try Connection(port: port, timeout: timeout)
+            try connection.send(Self.head("GET", path, headers: headers, bodyCount: 0))
+            let head = try connection.readHead()
+            return (head, EventStream(connection: connection, chunked: head.header("Transfer-Encoding")?.lowercased() == "chunked"))
+        }
     }
 
     static func head(_ method: String, _ path: String, headers: [String: String], bodyCount: Int) -> [UInt8] {
@@ -60,11 +70,16 @@ struct HTTPTestClient: Sendable {
 
     /// The body of a Server-Sent Events response, read event by event.
     final class EventStream: @unchecked Sendable {
-        struct Event: Equatable {
+        struct Event: Equatable, Sendable {
             var id: String?
             var event: String?
             var data: String
             var retry: String?
+
+            /// `data` parsed as a JSON object.
+            var json: [String: Any] {
+                (try? JSONSerialization.jsonObject(with: Data(data.utf8))) as? [String: Any] ?? [:]
+            }
         }
 
         private let connection: Connection
@@ -81,7 +96,21 @@ struct HTTPTestClient: Sendable {
         }
 
         /// The next event, or nil when the server ended the stream.
-        func next() throws -> Event? {
+        func next() async throws -> Event? {
+            try await onThread { try self.nextBlocking() }
+        }
+
+        /// The first event for which `matches` holds (skipping others), or nil if the stream ends.
+        func next(where matches: @escaping @Sendable (Event) -> Bool) async throws -> Event? {
+            try await onThread {
+                while let event = try self.nextBlocking() {
+                    if matches(event) { return event }
+                }
+                return nil
+            }
+        }
+
+        private func nextBlocking() throws -> Event? {
             var event = Event(data: "")
             var sawField = false
             while let line = try readLine() {

@@ -43,17 +43,26 @@ final class ServiceProcess: @unchecked Sendable {
         self.port = port
     }
 
+    /// `init` off the cooperative pool (it waits for the child's first log line).
+    static func start(root: URL? = nil, arguments: [String] = [], environment: [String: String] = [:]) async throws -> ServiceProcess {
+        try await onThread { try ServiceProcess(root: root, arguments: arguments, environment: environment) }
+    }
+
     deinit {
         if process.isRunning { process.terminate(); process.waitUntilExit() }
     }
 
-    /// Sends SIGTERM and waits for the exit status (nil if it did not exit in time).
+    /// Sends SIGTERM and waits for the exit status (nil if it did not exit within `timeout`).
     @discardableResult
-    func stop(timeout: Double = 20) -> Int32? {
-        if process.isRunning { kill(process.processIdentifier, SIGTERM) }
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
-        if process.isRunning { process.terminate(); return nil }
+    func stop(timeout: Double = 20) async throws -> Int32? {
+        try await onThread { [self] in
+            if process.isRunning { kill(process.processIdentifier, SIGTERM) }
+            return log.waitForEnd(timeout: timeout) ? waitForExit() : nil
+        }
+    }
+
+    private func waitForExit() -> Int32 {
+        process.waitUntilExit()
         return process.terminationStatus
     }
 
@@ -92,6 +101,16 @@ final class LogCollector: @unchecked Sendable {
     }
 
     var lines: [String] { text.split(separator: "\n").map(String.init) }
+
+    /// True once the child closed stderr (it exited), false if `timeout` passed first.
+    func waitForEnd(timeout: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        condition.lock(); defer { condition.unlock() }
+        while !ended {
+            if !condition.wait(until: deadline) { return ended }
+        }
+        return true
+    }
 
     func waitForLine(containing fragment: String, timeout: Double) -> String? {
         let deadline = Date().addingTimeInterval(timeout)
