@@ -1,0 +1,56 @@
+/// Serialises a response head; the server's own framing headers replace any the handler set.
+enum ResponseHeadEncoder {
+    enum Framing: Equatable {
+        /// No body and no Content-Length (1xx, 204, 304).
+        case none
+        case length(Int64)
+        case chunked
+        /// Body ends when the connection closes (streams on HTTP/1.0).
+        case closeDelimited
+    }
+
+    /// Header names the server owns.
+    static func isServerOwned(_ name: String) -> Bool {
+        name.caseInsensitiveEquals("Content-Length") || name.caseInsensitiveEquals("Transfer-Encoding")
+            || name.caseInsensitiveEquals("Connection") || name.caseInsensitiveEquals("Date")
+    }
+
+    static func encode(status: Int, headers: HTTPHeaders, date: String, framing: Framing, keepAlive: Bool,
+                       into out: inout [UInt8]) {
+        out.append(contentsOf: "HTTP/1.1 \(status) \(HTTPStatus.reason(status))\r\n".utf8)
+        for (name, value) in headers where !isServerOwned(name) {
+            // Never let a handler inject a line break into the head.
+            guard !name.utf8.contains(where: { $0 < 33 || $0 == 58 || $0 == 127 }),
+                  !value.utf8.contains(where: { $0 == 13 || $0 == 10 || $0 == 0 }) else { continue }
+            out.append(contentsOf: name.utf8)
+            out.append(contentsOf: ": ".utf8)
+            out.append(contentsOf: value.utf8)
+            out.append(contentsOf: "\r\n".utf8)
+        }
+        out.append(contentsOf: "Date: ".utf8)
+        out.append(contentsOf: date.utf8)
+        switch framing {
+        case .none, .closeDelimited: break
+        case .length(let n):
+            out.append(contentsOf: "\r\nContent-Length: ".utf8)
+            out.append(contentsOf: String(n).utf8)
+        case .chunked:
+            out.append(contentsOf: "\r\nTransfer-Encoding: chunked".utf8)
+        }
+        out.append(contentsOf: (keepAlive ? "\r\nConnection: keep-alive\r\n\r\n" : "\r\nConnection: close\r\n\r\n").utf8)
+    }
+
+    /// The framing line and trailer of one chunk around `count` payload bytes.
+    static func chunk(_ bytes: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count + 12)
+        out.append(contentsOf: String(bytes.count, radix: 16).utf8)
+        out.append(13); out.append(10)
+        out.append(contentsOf: bytes)
+        out.append(13); out.append(10)
+        return out
+    }
+
+    static let lastChunk: [UInt8] = Array("0\r\n\r\n".utf8)
+    static let continueResponse: [UInt8] = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
+}
