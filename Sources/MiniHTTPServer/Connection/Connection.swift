@@ -259,6 +259,10 @@ final class Connection: Selectable, TimerTarget, @unchecked Sendable {
 
     func beginShutdown() {
         guard !isClosed else { return }
+        if lingering {
+            close()
+            return
+        }
         if machine.shutdownRequested() == .close {
             close()
             return
