@@ -8,9 +8,13 @@ final class ServerContext: Selectable, @unchecked Sendable {
     let limits: ParserLimits
     let loop: EventLoop
     let listenerFD: Int32
+    @exclusivity(unchecked)
     private(set) var draining = false
+    @exclusivity(unchecked)
     private var listening = false
+    @exclusivity(unchecked)
     private var connections: [ObjectIdentifier: Connection] = [:]
+    @exclusivity(unchecked)
     private var onDrained: (() -> Void)?
 
     static let connectionEvents = EPOLLIN.rawValue | EPOLLOUT.rawValue | EPOLLRDHUP.rawValue | EPOLLET.rawValue

@@ -66,7 +66,7 @@ extension Connection {
                 if !isHead { bodyBytes = Int64(bytes.count) }
             }
             out.reserveCapacity(160 + headers.count * 40 + Int(bodyBytes))
-            ResponseHeadEncoder.encode(status: status, headers: headers, date: loop.dateHeader(), framing: framing,
+            ResponseHeadEncoder.encode(status: status, headers: headers, date: loop.dateHeader, framing: framing,
                                        keepAlive: machine.keepAlive, into: &out)
             let headBytes = out.count
             if bodyBytes > 0 { out.append(contentsOf: bytes) }
@@ -97,7 +97,7 @@ extension Connection {
                     bodyBytes = Int64(extra.count)
                     stream = nil
                     out.reserveCapacity(256 + extra.count)
-                    ResponseHeadEncoder.encode(status: status, headers: headers, date: loop.dateHeader(),
+                    ResponseHeadEncoder.encode(status: status, headers: headers, date: loop.dateHeader,
                                                framing: framing, keepAlive: machine.keepAlive, into: &out)
                     let headBytes = out.count
                     out.append(contentsOf: extra)
@@ -122,7 +122,7 @@ extension Connection {
             }
             if framing == .closeDelimited { machine.responseRequiresClose() }
         }
-        ResponseHeadEncoder.encode(status: status, headers: headers, date: loop.dateHeader(), framing: framing,
+        ResponseHeadEncoder.encode(status: status, headers: headers, date: loop.dateHeader, framing: framing,
                                    keepAlive: machine.keepAlive, into: &out)
         self.response = ResponseProgress(sequence: sequence, method: method, path: path, status: status,
                                          startedAt: startedAt, headBytes: out.count, bodyBytes: bodyBytes,
@@ -176,7 +176,7 @@ extension Connection {
                 progressed = true
             }
         }
-        if progressed { lastProgressAt = monotonicNanoseconds() }
+        if progressed { lastProgressAt = loop.now }
         if let waiter = streamWaiter, writes.isBelowLowWatermark {
             streamWaiter = nil
             waiter.resume()
@@ -196,7 +196,7 @@ extension Connection {
         logAccess(progress)
         switch machine.responseSent() {
         case .resumeReading:
-            headStartedAt = monotonicNanoseconds()
+            headStartedAt = loop.now
             current = nil
             processInbound()
             if !isClosed && machine.wantsToRead { readAndProcess() }
@@ -208,7 +208,7 @@ extension Connection {
 
     func logAccess(_ progress: ResponseProgress) {
         guard let log = server.configuration.accessLog else { return }
-        let seconds = Double(monotonicNanoseconds() &- progress.startedAt) / 1e9
+        let seconds = Double(loop.now &- progress.startedAt) / 1e9
         log(AccessLogEntry(method: progress.method, path: progress.path, status: progress.status,
                            bytes: progress.deliveredBodyBytes, durationSeconds: seconds, remoteAddress: remoteAddress))
     }

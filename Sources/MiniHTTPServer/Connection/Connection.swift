@@ -7,33 +7,52 @@ import Foundation
 final class Connection: Selectable, TimerTarget, @unchecked Sendable {
     let fd: Int32
     let loop: EventLoop
-    unowned let server: ServerContext
+    /// Strong on purpose: a handler task may outlive the server's bookkeeping of this connection.
+    let server: ServerContext
     let remoteAddress: String
 
+    @exclusivity(unchecked)
     var machine = ConnectionStateMachine()
+    @exclusivity(unchecked)
     var parser: RequestParser
     /// Unparsed input (an incomplete head or chunk line, or pipelined requests); empty when idle.
+    @exclusivity(unchecked)
     var inbound: [UInt8] = []
+    @exclusivity(unchecked)
     var current: RequestHead?
+    @exclusivity(unchecked)
     var body: [UInt8] = []
+    @exclusivity(unchecked)
     var chunkedDecoder: ChunkedDecoder?
+    @exclusivity(unchecked)
     var writes: PendingWrites
     /// Edge-triggered epoll: the socket may hold unread bytes.
+    @exclusivity(unchecked)
     var mayRead = true
+    @exclusivity(unchecked)
     var isClosed = false
     /// Response sent and our side shut down; discarding input until the peer closes.
+    @exclusivity(unchecked)
     var lingering = false
 
     // Timers.
+    @exclusivity(unchecked)
     var deadline: UInt64?
+    @exclusivity(unchecked)
     var scheduledDeadline: UInt64?
+    @exclusivity(unchecked)
     var headStartedAt: UInt64 = 0
+    @exclusivity(unchecked)
     var lastProgressAt: UInt64 = 0
 
     // The request in progress.
+    @exclusivity(unchecked)
     var requestSequence: UInt64 = 0
+    @exclusivity(unchecked)
     var task: Task<Void, Never>?
+    @exclusivity(unchecked)
     var response: ResponseProgress?
+    @exclusivity(unchecked)
     var streamWaiter: CheckedContinuation<Void, Error>?
 
     init(fd: Int32, remoteAddress: String, loop: EventLoop, server: ServerContext) {
@@ -44,7 +63,7 @@ final class Connection: Selectable, TimerTarget, @unchecked Sendable {
         self.parser = RequestParser(limits: server.limits)
         self.writes = PendingWrites(highWatermark: server.configuration.writeHighWatermark,
                                     lowWatermark: server.configuration.writeLowWatermark)
-        let now = monotonicNanoseconds()
+        let now = loop.now
         headStartedAt = now
         lastProgressAt = now
     }
@@ -130,7 +149,7 @@ final class Connection: Selectable, TimerTarget, @unchecked Sendable {
             switch machine.state {
             case .awaitingHead(let started):
                 if !started {
-                    headStartedAt = monotonicNanoseconds()
+                    headStartedAt = loop.now
                     machine.bytesReceived()
                 }
                 switch parser.parse(rest) {
@@ -153,7 +172,7 @@ final class Connection: Selectable, TimerTarget, @unchecked Sendable {
                         startHandler()
                         return used
                     case .continueReading:
-                        lastProgressAt = monotonicNanoseconds()
+                        lastProgressAt = loop.now
                         if head.expectsContinue && used == input.count { writes.append(ResponseHeadEncoder.continueResponse); flush() }
                         if case .length(let n) = head.framing { body.reserveCapacity(n) }
                     default:
@@ -162,7 +181,7 @@ final class Connection: Selectable, TimerTarget, @unchecked Sendable {
                     }
                 }
             case .readingBody:
-                lastProgressAt = monotonicNanoseconds()
+                lastProgressAt = loop.now
                 guard let head = current else { close(); return input.count }
                 var complete = false
                 if case .length(let length) = head.framing {
@@ -218,7 +237,7 @@ final class Connection: Selectable, TimerTarget, @unchecked Sendable {
         let next: UInt64?
         switch machine.deadline(writesPending: !writes.isEmpty) {
         case nil: next = nil
-        case .idle?: next = monotonicNanoseconds() + nanoseconds(config.idleTimeout)
+        case .idle?: next = loop.now + nanoseconds(config.idleTimeout)
         case .header?: next = headStartedAt + nanoseconds(config.headerTimeout)
         case .body?: next = lastProgressAt + nanoseconds(config.headerTimeout)
         case .write?: next = lastProgressAt + nanoseconds(config.writeTimeout)
@@ -234,7 +253,7 @@ final class Connection: Selectable, TimerTarget, @unchecked Sendable {
         guard !isClosed, scheduledDeadline == fired else { return }
         scheduledDeadline = nil
         guard let deadline else { return }
-        if deadline > monotonicNanoseconds() {
+        if deadline > loop.now {
             scheduledDeadline = deadline
             loop.schedule(at: deadline, self)
             return
@@ -280,7 +299,7 @@ final class Connection: Selectable, TimerTarget, @unchecked Sendable {
         }
         lingering = true
         inbound = []
-        loop.schedule(at: monotonicNanoseconds() + 2_000_000_000) { [weak self] in self?.close() }
+        loop.schedule(at: loop.now + 2_000_000_000) { [weak self] in self?.close() }
         drainLingering()
     }
 

@@ -28,20 +28,31 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
 
     private let selector: Selector
     private let inbox = Mutex(Inbox())
+    @exclusivity(unchecked)
     private var registrations: [Registration?] = []
+    @exclusivity(unchecked)
     private var nextRegistrationID: UInt32 = 0
+    @exclusivity(unchecked)
     private var localJobs: [UnownedJob] = []
+    @exclusivity(unchecked)
     private var timers = TimerHeap()
+    @exclusivity(unchecked)
     private var stopRequested = false
+    @exclusivity(unchecked)
     private var thread: pthread_t?
     private let started = DispatchSemaphore(value: 0)
     /// Called on the loop thread right before the thread exits.
+    @exclusivity(unchecked)
     private var onExit: [() -> Void] = []
 
     /// Reusable read buffer shared by every connection of this loop (loop-thread only).
     let readBuffer: UnsafeMutableRawBufferPointer
     /// Cached `Date` header value, refreshed at most once a second.
-    private var cachedDate: (second: Int, value: String) = (0, "")
+    @exclusivity(unchecked)
+    private var cachedDate: (second: Int, value: [UInt8]) = (0, [])
+    /// Monotonic time (ns) sampled once per loop iteration, like nginx's cached time.
+    @exclusivity(unchecked)
+    private(set) var now: UInt64 = monotonicNanoseconds()
 
     init() throws {
         selector = try Selector()
@@ -92,7 +103,7 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
                 timeout = -1
             }
             do {
-                try selector.wait(timeoutMilliseconds: timeout) { events, data in
+                try selector.wait(timeoutMilliseconds: timeout, woke: { now = monotonicNanoseconds() }) { events, data in
                     let fd = Int(truncatingIfNeeded: data & 0xFFFF_FFFF)
                     let id = UInt32(truncatingIfNeeded: data >> 32)
                     guard fd < registrations.count, let reg = registrations[fd], reg.id == id else { return }
@@ -121,7 +132,6 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
 
     private func runDueTimers() {
         guard !timers.isEmpty else { return }
-        let now = monotonicNanoseconds()
         while let entry = timers.popDue(now: now) {
             switch entry.action {
             case .target(let target): target.timerFired(deadline: entry.deadline)
@@ -224,11 +234,12 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
 
     // MARK: Date header
 
-    /// The current time as an IMF-fixdate, cached per second (loop thread).
-    func dateHeader() -> String {
-        let now = time(nil)
-        if Int(now) != cachedDate.second {
-            cachedDate = (Int(now), HTTPDate.format(now))
+    /// The current time as an IMF-fixdate (UTF-8), cached per second (loop thread).
+    var dateHeader: [UInt8] {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME_COARSE, &ts)
+        if ts.tv_sec != cachedDate.second {
+            cachedDate = (ts.tv_sec, Array(HTTPDate.format(ts.tv_sec).utf8))
         }
         return cachedDate.value
     }

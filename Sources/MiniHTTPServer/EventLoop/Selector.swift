@@ -44,11 +44,12 @@ final class Selector {
     }
 
     /// Waits up to `timeoutMilliseconds` (-1 = forever) and calls `body(events, data)` for each event.
-    func wait(timeoutMilliseconds: Int32, _ body: (UInt32, UInt64) -> Void) throws {
+    func wait(timeoutMilliseconds: Int32, woke: () -> Void, _ body: (UInt32, UInt64) -> Void) throws {
         let n = try syscall("epoll_wait") { () -> Int32 in
             let r = epoll_wait(epollFD, events.baseAddress, Int32(events.count), timeoutMilliseconds)
             return r
         }
+        woke()
         for i in 0..<Int(n) {
             let ev = events[i]
             if ev.data.u64 == Selector.wakeupToken {

@@ -15,9 +15,35 @@ enum ResponseHeadEncoder {
             || name.caseInsensitiveEquals("Connection") || name.caseInsensitiveEquals("Date")
     }
 
-    static func encode(status: Int, headers: HTTPHeaders, date: String, framing: Framing, keepAlive: Bool,
+    private static let status200: [UInt8] = Array("HTTP/1.1 200 OK\r\n".utf8)
+
+    static func statusLine(_ status: Int) -> [UInt8] {
+        status == 200 ? status200 : Array("HTTP/1.1 \(status) \(HTTPStatus.reason(status))\r\n".utf8)
+    }
+
+    /// Appends the decimal digits of a non-negative number.
+    @inline(__always)
+    static func appendDecimal(_ value: Int64, to out: inout [UInt8]) {
+        if value < 10 {
+            out.append(UInt8(48 + value))
+            return
+        }
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes of scratch: enough for Int64
+        var count = 0
+        var v = UInt64(value)
+        withUnsafeMutableBytes(of: &digits) { scratch in
+            while v > 0 {
+                scratch[23 - count] = UInt8(48 + v % 10)
+                v /= 10
+                count += 1
+            }
+            out.append(contentsOf: scratch[(24 - count)...])
+        }
+    }
+
+    static func encode(status: Int, headers: HTTPHeaders, date: [UInt8], framing: Framing, keepAlive: Bool,
                        into out: inout [UInt8]) {
-        out.append(contentsOf: "HTTP/1.1 \(status) \(HTTPStatus.reason(status))\r\n".utf8)
+        out.append(contentsOf: statusLine(status))
         for (name, value) in headers where !isServerOwned(name) {
             // Never let a handler inject a line break into the head.
             guard !name.utf8.contains(where: { $0 < 33 || $0 == 58 || $0 == 127 }),
@@ -28,12 +54,12 @@ enum ResponseHeadEncoder {
             out.append(contentsOf: "\r\n".utf8)
         }
         out.append(contentsOf: "Date: ".utf8)
-        out.append(contentsOf: date.utf8)
+        out.append(contentsOf: date)
         switch framing {
         case .none, .closeDelimited: break
         case .length(let n):
             out.append(contentsOf: "\r\nContent-Length: ".utf8)
-            out.append(contentsOf: String(n).utf8)
+            appendDecimal(n, to: &out)
         case .chunked:
             out.append(contentsOf: "\r\nTransfer-Encoding: chunked".utf8)
         }
