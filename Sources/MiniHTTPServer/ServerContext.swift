@@ -8,6 +8,11 @@ final class ServerContext: Selectable, @unchecked Sendable {
     let limits: ParserLimits
     let loop: EventLoop
     let listenerFD: Int32
+    // Hot-path copies of configuration values (nanoseconds), so connections never copy the struct.
+    let idleTimeout: UInt64
+    let headerTimeout: UInt64
+    let writeTimeout: UInt64
+    let accessLog: (@Sendable (AccessLogEntry) -> Void)?
     @exclusivity(unchecked)
     private(set) var draining = false
     @exclusivity(unchecked)
@@ -25,6 +30,10 @@ final class ServerContext: Selectable, @unchecked Sendable {
         self.limits = ParserLimits(configuration)
         self.loop = loop
         self.listenerFD = listenerFD
+        self.idleTimeout = nanoseconds(configuration.idleTimeout)
+        self.headerTimeout = nanoseconds(configuration.headerTimeout)
+        self.writeTimeout = nanoseconds(configuration.writeTimeout)
+        self.accessLog = configuration.accessLog
     }
 
     var connectionCount: Int { connections.count }

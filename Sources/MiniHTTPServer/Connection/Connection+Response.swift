@@ -207,7 +207,7 @@ extension Connection {
     }
 
     func logAccess(_ progress: ResponseProgress) {
-        guard let log = server.configuration.accessLog else { return }
+        guard let log = server.accessLog else { return }
         let seconds = Double(loop.now &- progress.startedAt) / 1e9
         log(AccessLogEntry(method: progress.method, path: progress.path, status: progress.status,
                            bytes: progress.deliveredBodyBytes, durationSeconds: seconds, remoteAddress: remoteAddress))

@@ -233,14 +233,14 @@ final class Connection: Selectable, TimerTarget, @unchecked Sendable {
 
     func updateDeadline() {
         guard !isClosed else { return }
-        let config = server.configuration
+        let server = self.server
         let next: UInt64?
         switch machine.deadline(writesPending: !writes.isEmpty) {
         case nil: next = nil
-        case .idle?: next = loop.now + nanoseconds(config.idleTimeout)
-        case .header?: next = headStartedAt + nanoseconds(config.headerTimeout)
-        case .body?: next = lastProgressAt + nanoseconds(config.headerTimeout)
-        case .write?: next = lastProgressAt + nanoseconds(config.writeTimeout)
+        case .idle?: next = loop.now + server.idleTimeout
+        case .header?: next = headStartedAt + server.headerTimeout
+        case .body?: next = lastProgressAt + server.headerTimeout
+        case .write?: next = lastProgressAt + server.writeTimeout
         }
         deadline = next
         if let next, scheduledDeadline.map({ next < $0 }) ?? true {

@@ -28,6 +28,8 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
 
     private let selector: Selector
     private let inbox = Mutex(Inbox())
+    /// Set by producers after queuing, so the loop skips the lock when nothing was handed over.
+    private let inboxPending = Atomic<Bool>(false)
     @exclusivity(unchecked)
     private var registrations: [Registration?] = []
     @exclusivity(unchecked)
@@ -141,6 +143,7 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
     }
 
     private func drainInbox() {
+        guard inboxPending.exchange(false, ordering: .acquiringAndReleasing) else { return }
         let box = inbox.withLock { box -> Inbox in
             guard !box.isEmpty else { return Inbox() }
             let copy = box
@@ -172,6 +175,7 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
             return (wasEmpty, false)
         }
         if stopped { return }
+        inboxPending.store(true, ordering: .releasing)
         if wake { selector.wakeup() }
     }
 
@@ -190,9 +194,10 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
         }
         if stopped {
             globalConcurrentExecutor.enqueue(ExecutorJob(unowned))
-        } else if wake {
-            selector.wakeup()
+            return
         }
+        inboxPending.store(true, ordering: .releasing)
+        if wake { selector.wakeup() }
     }
 
     // MARK: Registrations (loop thread)

@@ -78,6 +78,7 @@ struct RequestParser {
         let headerStart = lineEnd + 1
         if b.count - headerStart > limits.maxHeaderBytes { return bad("header section too large", 431) }
         var fields: [(name: String, value: String)] = []
+        fields.reserveCapacity(8)
         var p = headerStart
         while true {
             var e = p
@@ -116,70 +117,88 @@ struct RequestParser {
         }
         let lineEnd = b.count - 1
         guard lineEnd > 0, b[lineEnd - 1] == 13 else { return bad("request line must end with CRLF") }
-        let lineLength = lineEnd - 1
-        if lineLength > limits.maxRequestLineBytes { return bad("request line too long", 414) }
-        let line = UnsafeBufferPointer(rebasing: b[0..<lineLength])
-        var parts: [Range<Int>] = []
-        var partStart = 0
-        for k in 0...line.count {
-            if k == line.count || line[k] == 32 {
-                parts.append(partStart..<k)
-                partStart = k + 1
-            }
+        let n = lineEnd - 1
+        if n > limits.maxRequestLineBytes { return bad("request line too long", 414) }
+        // method SP request-target SP HTTP-version
+        var i = 0
+        while i < n, isTokenByte(b[i]) { i += 1 }
+        let methodEnd = i
+        guard methodEnd > 0, i < n, b[i] == 32 else {
+            return bad(i < n && b[i] != 32 ? "invalid method" : "malformed request line")
         }
-        if parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty, parts[1].allSatisfy({ isTargetByte(line[$0]) }) {
-            return bad("HTTP/0.9 is not supported", 505)
-        }
-        guard parts.count == 3, !parts[0].isEmpty, !parts[1].isEmpty else { return bad("malformed request line") }
-        guard parts[0].allSatisfy({ isTokenByte(line[$0]) }) else { return bad("invalid method") }
-        guard parts[1].allSatisfy({ isTargetByte(line[$0]) }) else { return bad("invalid request target") }
-        let v = Array(line[parts[2]])
-        guard v.count == 8, v[0] == 72, v[1] == 84, v[2] == 84, v[3] == 80, v[4] == 47, v[6] == 46,
-              (48...57).contains(v[5]), (48...57).contains(v[7]) else { return bad("malformed HTTP version") }
-        let major = Int(v[5] - 48), minor = Int(v[7] - 48)
+        i += 1
+        let targetStart = i
+        while i < n, isTargetByte(b[i]) { i += 1 }
+        let targetEnd = i
+        guard targetEnd > targetStart else { return bad("malformed request line") }
+        if i == n { return bad("HTTP/0.9 is not supported", 505) }
+        guard b[i] == 32 else { return bad(b[i] < 32 || b[i] == 127 ? "invalid request target" : "malformed request line") }
+        i += 1
+        guard n - i == 8, b[i] == 72, b[i + 1] == 84, b[i + 2] == 84, b[i + 3] == 80, b[i + 4] == 47, b[i + 6] == 46,
+              (48...57).contains(b[i + 5]), (48...57).contains(b[i + 7]) else { return bad("malformed HTTP version") }
+        let major = Int(b[i + 5] - 48), minor = Int(b[i + 7] - 48)
         guard major == 1 else { return bad("HTTP/\(major).\(minor) is not supported", 505) }
-        return .success((String(decoding: line[parts[0]], as: UTF8.self), String(decoding: line[parts[1]], as: UTF8.self), major, minor))
+        return .success((String(decoding: UnsafeBufferPointer(rebasing: b[0..<methodEnd]), as: UTF8.self),
+                         String(decoding: UnsafeBufferPointer(rebasing: b[targetStart..<targetEnd]), as: UTF8.self),
+                         major, minor))
     }
 
-    /// Header semantics: Host, framing, keep-alive, Expect.
+    /// Header semantics: Host, framing, keep-alive, Expect (one pass over the fields).
     static func interpret(method: String, target: String, major: Int, minor: Int, headers: HTTPHeaders,
                           limits: ParserLimits) -> Result<RequestHead, ParseFailure> {
         func bad(_ reason: String, _ status: Int = 400) -> Result<RequestHead, ParseFailure> {
             .failure(ParseFailure(status: status, reason: reason))
         }
-        let hosts = headers.values("Host")
-        if minor >= 1 && hosts.isEmpty { return bad("missing Host header") }
-        if hosts.count > 1 { return bad("repeated Host header") }
-        let lengths = headers.values("Content-Length")
-        let encodings = headers.values("Transfer-Encoding")
-        if !lengths.isEmpty && !encodings.isEmpty { return bad("both Content-Length and Transfer-Encoding") }
+        var hostCount = 0
+        var contentLength: String?
+        var lengthCount = 0
+        var encoding: String?
+        var encodingCount = 0
+        var connectionClose = false
+        var connectionKeepAlive = false
+        var expectContinue = false
+        for (name, value) in headers.fields {
+            switch name.utf8.count {
+            case 4 where name.caseInsensitiveEquals("Host"):
+                hostCount += 1
+            case 14 where name.caseInsensitiveEquals("Content-Length"):
+                lengthCount += 1
+                contentLength = value
+            case 17 where name.caseInsensitiveEquals("Transfer-Encoding"):
+                encodingCount += 1
+                encoding = value
+            case 10 where name.caseInsensitiveEquals("Connection"):
+                for token in value.split(separator: ",") {
+                    let t = token.trimmingSpaces()
+                    if t.caseInsensitiveEquals("close") { connectionClose = true }
+                    if t.caseInsensitiveEquals("keep-alive") { connectionKeepAlive = true }
+                }
+            case 6 where name.caseInsensitiveEquals("Expect"):
+                expectContinue = value.caseInsensitiveEquals("100-continue")
+            default:
+                break
+            }
+        }
+        if minor >= 1 && hostCount == 0 { return bad("missing Host header") }
+        if hostCount > 1 { return bad("repeated Host header") }
+        if lengthCount > 0 && encodingCount > 0 { return bad("both Content-Length and Transfer-Encoding") }
         var framing = BodyFraming.none
-        if lengths.count > 1 { return bad("repeated Content-Length") }
-        if let text = lengths.first {
+        if lengthCount > 1 { return bad("repeated Content-Length") }
+        if let text = contentLength {
             guard !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }),
                   let length = Int(text) else { return bad("invalid Content-Length") }
             if length > limits.maxBodyBytes { return bad("request body too large", 413) }
             framing = length > 0 ? .length(length) : .none
         }
-        if !encodings.isEmpty {
-            guard encodings.count == 1, encodings[0].caseInsensitiveEquals("chunked"), minor >= 1 else {
+        if let encoding {
+            guard encodingCount == 1, encoding.caseInsensitiveEquals("chunked"), minor >= 1 else {
                 return bad("unsupported Transfer-Encoding")
             }
             framing = .chunked
         }
-        let connection = headers.values("Connection").flatMap { $0.split(separator: ",") }
-            .map { $0.trimmingSpaces() }
-        let keepAlive: Bool
-        if connection.contains(where: { $0.caseInsensitiveEquals("close") }) {
-            keepAlive = false
-        } else if minor == 0 {
-            keepAlive = connection.contains { $0.caseInsensitiveEquals("keep-alive") }
-        } else {
-            keepAlive = true
-        }
-        let expects = headers["Expect"].map { $0.caseInsensitiveEquals("100-continue") } ?? false
+        let keepAlive = connectionClose ? false : (minor == 0 ? connectionKeepAlive : true)
         return .success(RequestHead(method: method, target: target, version: (major, minor), headers: headers,
-                                    keepAlive: keepAlive, framing: framing, expectsContinue: expects && minor >= 1))
+                                    keepAlive: keepAlive, framing: framing, expectsContinue: expectContinue && minor >= 1))
     }
 
     /// RFC 9110 tchar.

@@ -11,8 +11,21 @@ enum ResponseHeadEncoder {
 
     /// Header names the server owns.
     static func isServerOwned(_ name: String) -> Bool {
-        name.caseInsensitiveEquals("Content-Length") || name.caseInsensitiveEquals("Transfer-Encoding")
-            || name.caseInsensitiveEquals("Connection") || name.caseInsensitiveEquals("Date")
+        switch name.utf8.count {
+        case 4: return name.caseInsensitiveEquals("Date")
+        case 10: return name.caseInsensitiveEquals("Connection")
+        case 14: return name.caseInsensitiveEquals("Content-Length")
+        case 17: return name.caseInsensitiveEquals("Transfer-Encoding")
+        default: return false
+        }
+    }
+
+    /// A field the handler set that cannot break the head: token-ish name, no CR/LF/NUL in the value.
+    @inline(__always)
+    static func isSafe(name: String, value: String) -> Bool {
+        for c in name.utf8 where c < 33 || c == 58 || c == 127 { return false }
+        for c in value.utf8 where c == 13 || c == 10 || c == 0 { return false }
+        return !name.isEmpty
     }
 
     private static let status200: [UInt8] = Array("HTTP/1.1 200 OK\r\n".utf8)
@@ -46,8 +59,7 @@ enum ResponseHeadEncoder {
         out.append(contentsOf: statusLine(status))
         for (name, value) in headers where !isServerOwned(name) {
             // Never let a handler inject a line break into the head.
-            guard !name.utf8.contains(where: { $0 < 33 || $0 == 58 || $0 == 127 }),
-                  !value.utf8.contains(where: { $0 == 13 || $0 == 10 || $0 == 0 }) else { continue }
+            guard isSafe(name: name, value: value) else { continue }
             out.append(contentsOf: name.utf8)
             out.append(contentsOf: ": ".utf8)
             out.append(contentsOf: value.utf8)
