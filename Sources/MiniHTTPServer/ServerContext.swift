@@ -18,6 +18,8 @@ final class ServerContext: Selectable, @unchecked Sendable {
     @exclusivity(unchecked)
     private var listening = false
     @exclusivity(unchecked)
+    private var listenerClosed = false
+    @exclusivity(unchecked)
     private var connections: [ObjectIdentifier: Connection] = [:]
     @exclusivity(unchecked)
     private var onDrained: (() -> Void)?
@@ -52,9 +54,11 @@ final class ServerContext: Selectable, @unchecked Sendable {
             do {
                 accepted = try Socket.accept(listenerFD)
             } catch let error as SystemError {
-                // EMFILE/ENFILE and transient errors: try again on the next readiness event.
-                if error.errno != ECONNABORTED {
-                    FileHandle.standardError.write(Data("MiniHTTPServer: \(error)\n".utf8))
+                if error.errno == EMFILE || error.errno == ENFILE || error.errno == ENOBUFS || error.errno == ENOMEM {
+                    // Out of descriptors: stop accepting for a moment instead of spinning on a
+                    // listener that stays readable.
+                    FileHandle.standardError.write(Data("MiniHTTPServer: \(error); pausing accept\n".utf8))
+                    pauseAccepting()
                 }
                 return
             } catch {
@@ -63,13 +67,23 @@ final class ServerContext: Selectable, @unchecked Sendable {
             guard let (fd, remote) = accepted else { return }
             let connection = Connection(fd: fd, remoteAddress: remote, loop: loop, server: self)
             do {
-                try loop.register(fd: fd, events: Self.connectionEvents, handler: connection)
+                connection.registrationID = try loop.register(fd: fd, events: Self.connectionEvents, handler: connection)
             } catch {
                 close(fd)
                 continue
             }
             connections[ObjectIdentifier(connection)] = connection
             connection.updateDeadline()
+        }
+    }
+
+    private func pauseAccepting() {
+        guard listening else { return }
+        listening = false
+        loop.deregister(fd: listenerFD)
+        loop.schedule(at: loop.now + 100_000_000) { [self] in
+            guard !draining, !listening else { return }
+            try? startListening()
         }
     }
 
@@ -87,6 +101,9 @@ final class ServerContext: Selectable, @unchecked Sendable {
         if listening {
             listening = false
             loop.deregister(fd: listenerFD)
+        }
+        if !listenerClosed {
+            listenerClosed = true
             close(listenerFD)
         }
         draining = true

@@ -41,7 +41,15 @@ extension Connection {
     func beginResponse(_ response: Response, method: String, path: String, minor: Int,
                        requestHeaders: HTTPHeaders, sequence: UInt64,
                        startedAt: UInt64) -> (@Sendable (any ResponseBodyWriter) async throws -> Void)? {
-        guard !isClosed, sequence == requestSequence, self.response == nil else { return nil }
+        guard !isClosed, sequence == requestSequence, self.response == nil else {
+            if isClosed, sequence == requestSequence, self.response == nil {
+                // The client left before the handler answered: still one log entry for the request.
+                logAccess(ResponseProgress(sequence: sequence, method: method, path: path, status: response.status,
+                                           startedAt: startedAt, headBytes: 0, bodyBytes: 0, isStream: false,
+                                           chunked: false, complete: true))
+            }
+            return nil
+        }
         if let connection = response.headers["Connection"],
            connection.split(separator: ",").contains(where: { $0.trimmingSpaces().caseInsensitiveEquals("close") }) {
             machine.responseRequiresClose()

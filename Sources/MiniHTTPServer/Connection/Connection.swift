@@ -4,12 +4,14 @@ import Foundation
 /// One accepted socket: reads and parses requests, runs the handler, writes responses.
 /// Confined to its event loop's thread; `@unchecked Sendable` only so handler tasks (which run on
 /// that same loop as their preferred executor) can hand results back.
-final class Connection: Selectable, TimerTarget, @unchecked Sendable {
+final class Connection: Selectable, @unchecked Sendable {
     let fd: Int32
     let loop: EventLoop
     /// Strong on purpose: a handler task may outlive the server's bookkeeping of this connection.
     let server: ServerContext
     let remoteAddress: String
+    /// Set once registered with the loop; timers are keyed by it.
+    var registrationID: UInt32 = 0
 
     @exclusivity(unchecked)
     var machine = ConnectionStateMachine()
@@ -232,7 +234,7 @@ final class Connection: Selectable, TimerTarget, @unchecked Sendable {
     // MARK: Timers
 
     func updateDeadline() {
-        guard !isClosed else { return }
+        guard !isClosed, !lingering else { return }
         let server = self.server
         let next: UInt64?
         switch machine.deadline(writesPending: !writes.isEmpty) {
@@ -242,10 +244,16 @@ final class Connection: Selectable, TimerTarget, @unchecked Sendable {
         case .body?: next = lastProgressAt + server.headerTimeout
         case .write?: next = lastProgressAt + server.writeTimeout
         }
+        setDeadline(next)
+    }
+
+    /// At most one live timer entry per connection: only an earlier deadline schedules a new one;
+    /// a later one is picked up when the earlier entry fires.
+    func setDeadline(_ next: UInt64?) {
         deadline = next
         if let next, scheduledDeadline.map({ next < $0 }) ?? true {
             scheduledDeadline = next
-            loop.schedule(at: next, self)
+            loop.schedule(at: next, fd: fd, registrationID: registrationID)
         }
     }
 
@@ -255,10 +263,14 @@ final class Connection: Selectable, TimerTarget, @unchecked Sendable {
         guard let deadline else { return }
         if deadline > loop.now {
             scheduledDeadline = deadline
-            loop.schedule(at: deadline, self)
+            loop.schedule(at: deadline, fd: fd, registrationID: registrationID)
             return
         }
         self.deadline = nil
+        if lingering {
+            close()
+            return
+        }
         switch machine.timedOut() {
         case .sendErrorAndClose(let status):
             let response = Response.error(status: status, code: HTTPStatus.errorCode(status),
@@ -299,7 +311,7 @@ final class Connection: Selectable, TimerTarget, @unchecked Sendable {
         }
         lingering = true
         inbound = []
-        loop.schedule(at: loop.now + 2_000_000_000) { [weak self] in self?.close() }
+        setDeadline(loop.now + 2_000_000_000)
         drainLingering()
     }
 

@@ -5,6 +5,12 @@ import Synchronization
 /// Something registered with the loop for readiness events.
 protocol Selectable: AnyObject {
     func handleEvent(_ events: UInt32)
+    /// A deadline scheduled with `schedule(at:fd:registrationID:)` passed.
+    func timerFired(deadline: UInt64)
+}
+
+extension Selectable {
+    func timerFired(deadline: UInt64) {}
 }
 
 /// One thread that owns an epoll selector, every socket registered with it, a timer heap, and a
@@ -136,7 +142,11 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
         guard !timers.isEmpty else { return }
         while let entry = timers.popDue(now: now) {
             switch entry.action {
-            case .target(let target): target.timerFired(deadline: entry.deadline)
+            case .registration(let fd, let id):
+                let index = Int(fd)
+                if index < registrations.count, let reg = registrations[index], reg.id == id {
+                    reg.handler.timerFired(deadline: entry.deadline)
+                }
             case .closure(let body): body()
             }
         }
@@ -229,8 +239,8 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
 
     // MARK: Timers (loop thread)
 
-    func schedule(at deadline: UInt64, _ target: TimerTarget) {
-        timers.push(deadline, .target(target))
+    func schedule(at deadline: UInt64, fd: Int32, registrationID: UInt32) {
+        timers.push(deadline, .registration(fd: fd, id: registrationID))
     }
 
     func schedule(at deadline: UInt64, _ body: @escaping () -> Void) {

@@ -1,12 +1,8 @@
-/// Something the event loop calls back when a deadline it scheduled passes.
-protocol TimerTarget: AnyObject {
-    func timerFired(deadline: UInt64)
-}
-
 /// A binary min-heap of deadlines (monotonic nanoseconds). Pure data structure, loop-thread only.
 struct TimerHeap {
     enum Action {
-        case target(TimerTarget)
+        /// Fires for a registration only while it is still the same one (fd reuse-safe, holds no object).
+        case registration(fd: Int32, id: UInt32)
         case closure(() -> Void)
     }
 
