@@ -1,19 +1,71 @@
-/// An HTTP/1.1 server on epoll. CONTRACT ONLY: the server helper replaces these bodies.
+import Foundation
+import Synchronization
+
+/// An HTTP/1.1 server on epoll: one event-loop thread owns the listening socket and every
+/// connection; handlers run as tasks that prefer the loop as their executor, so a handler that
+/// does not suspend answers without any thread hop.
 public final class HTTPServer: Sendable {
     public let configuration: ServerConfiguration
+    private let handler: HTTPHandler
+
+    private enum State {
+        case idle
+        case running(EventLoop, ServerContext)
+        case stopped
+    }
+
+    private let state = Mutex(State.idle)
 
     public init(configuration: ServerConfiguration, handler: @escaping HTTPHandler) {
         self.configuration = configuration
+        self.handler = handler
     }
 
     /// Binds, starts the event loop and returns the port actually bound (useful with port 0).
     public func start() throws -> Int {
-        fatalError("not implemented yet")
+        signal(SIGPIPE, SIG_IGN)
+        return try state.withLock { state -> Int in
+            guard case .idle = state else { throw SystemError(errno: EALREADY, function: "HTTPServer.start") }
+            let loop = try EventLoop()
+            let (fd, port) = try Socket.listen(host: configuration.host, port: configuration.port,
+                                               backlog: configuration.backlog)
+            let context = ServerContext(configuration: configuration, handler: handler, loop: loop, listenerFD: fd)
+            loop.start(name: "MiniHTTPServer")
+            let registered = DispatchSemaphore(value: 0)
+            let failure = Mutex<Error?>(nil)
+            loop.execute {
+                do { try context.startListening() } catch { failure.withLock { $0 = error } }
+                registered.signal()
+            }
+            registered.wait()
+            if let error = failure.withLock({ $0 }) {
+                close(fd)
+                let done = DispatchSemaphore(value: 0)
+                loop.stop { done.signal() }
+                done.wait()
+                throw error
+            }
+            state = .running(loop, context)
+            return port
+        }
     }
 
     /// Stops accepting, lets in-flight requests finish within `shutdownGracePeriod`, cancels
     /// streams, closes every connection and stops the loop. Returns when all of that is done.
     public func shutdown() async {
-        fatalError("not implemented yet")
+        let running = state.withLock { state -> (EventLoop, ServerContext)? in
+            guard case .running(let loop, let context) = state else { return nil }
+            state = .stopped
+            return (loop, context)
+        }
+        guard let (loop, context) = running else { return }
+        let grace = configuration.shutdownGracePeriod
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            loop.execute {
+                context.shutdown(gracePeriod: grace) {
+                    loop.stop { continuation.resume() }
+                }
+            }
+        }
     }
 }

@@ -21,9 +21,9 @@ public struct Request: Sendable {
     ) {
         self.method = method
         self.target = target
-        if let q = target.firstIndex(of: "?") {
+        if let q = target.utf8.firstIndex(of: UInt8(ascii: "?")) {
             self.path = String(target[..<q])
-            self.query = String(target[target.index(after: q)...])
+            self.query = String(target[target.utf8.index(after: q)...])
         } else {
             self.path = target
             self.query = nil

@@ -1,0 +1,223 @@
+import CLinux
+import Foundation
+
+extension Connection {
+    /// Runs the handler for the complete request in `current` on a task preferring this loop.
+    func startHandler() {
+        guard let head = current else { return }
+        let request = Request(method: head.method, target: head.target, version: head.version,
+                              headers: head.headers, body: body, remoteAddress: remoteAddress)
+        body = []
+        updateDeadline()
+        let sequence = requestSequence
+        let startedAt = headStartedAt
+        let handler = server.handler
+        let loop = self.loop
+        task = Task(executorPreference: loop) { [self] in
+            var response: Response
+            do {
+                response = try await handler(request)
+            } catch {
+                response = Response.error(status: 500, code: "internal", message: "the request handler failed")
+            }
+            await loop.hopIfNeeded()
+            guard let stream = beginResponse(response, method: request.method, path: request.path,
+                                             minor: request.version.minor, requestHeaders: request.headers,
+                                             sequence: sequence, startedAt: startedAt) else { return }
+            var failed = false
+            do {
+                try await stream(StreamBodyWriter(connection: self, sequence: sequence))
+            } catch {
+                failed = true
+            }
+            await loop.hopIfNeeded()
+            endStream(sequence: sequence, failed: failed)
+        }
+    }
+
+    /// Queues the response head and body. Returns the stream closure when the body is a stream
+    /// that should run now.
+    @discardableResult
+    func beginResponse(_ response: Response, method: String, path: String, minor: Int,
+                       requestHeaders: HTTPHeaders, sequence: UInt64,
+                       startedAt: UInt64) -> (@Sendable (any ResponseBodyWriter) async throws -> Void)? {
+        guard !isClosed, sequence == requestSequence, self.response == nil else {
+            if isClosed, sequence == requestSequence, self.response == nil {
+                // The client left before the handler answered: still one log entry for the request.
+                logAccess(ResponseProgress(sequence: sequence, method: method, path: path, status: response.status,
+                                           startedAt: startedAt, headBytes: 0, bodyBytes: 0, isStream: false,
+                                           chunked: false, complete: true))
+            }
+            return nil
+        }
+        if let connection = response.headers["Connection"],
+           connection.split(separator: ",").contains(where: { $0.trimmingSpaces().caseInsensitiveEquals("close") }) {
+            machine.responseRequiresClose()
+        }
+        let isHead = method == "HEAD"
+        var status = response.status
+        var headers = response.headers
+        var out: [UInt8] = []
+        var bodyBytes: Int64 = 0
+        var file: (fd: Int32, start: off_t, end: off_t)?
+        var stream: (@Sendable (any ResponseBodyWriter) async throws -> Void)?
+        var chunked = false
+        let framing: ResponseHeadEncoder.Framing
+        switch response.body {
+        case .empty, .bytes:
+            var bytes: [UInt8] = []
+            if case .bytes(let b) = response.body { bytes = b }
+            if HTTPStatus.forbidsBody(status) {
+                framing = .none
+            } else {
+                framing = .length(Int64(bytes.count))
+                if !isHead { bodyBytes = Int64(bytes.count) }
+            }
+            out.reserveCapacity(160 + headers.count * 40 + Int(bodyBytes))
+            ResponseHeadEncoder.encode(status: status, headers: headers, date: loop.dateHeader, framing: framing,
+                                       keepAlive: machine.keepAlive, into: &out)
+            let headBytes = out.count
+            if bodyBytes > 0 { out.append(contentsOf: bytes) }
+            self.response = ResponseProgress(sequence: sequence, method: method, path: path, status: status,
+                                             startedAt: startedAt, headBytes: headBytes, bodyBytes: bodyBytes,
+                                             isStream: false, chunked: false, complete: true)
+            writes.append(out)
+            flush()
+            return nil
+        case .file(let fileResponse):
+            switch FileServer.prepare(fileResponse, method: method, requestHeaders: requestHeaders) {
+            case .failure(let errorResponse):
+                return beginResponse(errorResponse, method: method, path: path, minor: minor,
+                                     requestHeaders: requestHeaders, sequence: sequence, startedAt: startedAt)
+            case .success(let prepared):
+                status = prepared.status
+                for (name, value) in prepared.headers { headers[name] = value }
+                framing = prepared.framing
+                if let range = prepared.range {
+                    if isHead {
+                        Glibc.close(range.fd)
+                    } else {
+                        file = range
+                        bodyBytes = Int64(range.end - range.start)
+                    }
+                }
+                if let extra = prepared.body, !isHead {
+                    bodyBytes = Int64(extra.count)
+                    stream = nil
+                    out.reserveCapacity(256 + extra.count)
+                    ResponseHeadEncoder.encode(status: status, headers: headers, date: loop.dateHeader,
+                                               framing: framing, keepAlive: machine.keepAlive, into: &out)
+                    let headBytes = out.count
+                    out.append(contentsOf: extra)
+                    self.response = ResponseProgress(sequence: sequence, method: method, path: path, status: status,
+                                                     startedAt: startedAt, headBytes: headBytes, bodyBytes: bodyBytes,
+                                                     isStream: false, chunked: false, complete: true)
+                    writes.append(out)
+                    flush()
+                    return nil
+                }
+            }
+        case .stream(let body):
+            if isHead || HTTPStatus.forbidsBody(status) {
+                framing = HTTPStatus.forbidsBody(status) ? .none : (minor >= 1 ? .chunked : .closeDelimited)
+            } else if minor >= 1 {
+                framing = .chunked
+                chunked = true
+                stream = body
+            } else {
+                framing = .closeDelimited
+                stream = body
+            }
+            if framing == .closeDelimited { machine.responseRequiresClose() }
+        }
+        ResponseHeadEncoder.encode(status: status, headers: headers, date: loop.dateHeader, framing: framing,
+                                   keepAlive: machine.keepAlive, into: &out)
+        self.response = ResponseProgress(sequence: sequence, method: method, path: path, status: status,
+                                         startedAt: startedAt, headBytes: out.count, bodyBytes: bodyBytes,
+                                         isStream: stream != nil, chunked: chunked, complete: stream == nil)
+        writes.append(out)
+        if let file { writes.appendFile(fd: file.fd, offset: file.start, end: file.end) }
+        flush()
+        return isClosed ? nil : stream
+    }
+
+    /// The stream closure of request `sequence` returned (or threw).
+    func endStream(sequence: UInt64, failed: Bool) {
+        guard !isClosed, let progress = response, progress.sequence == sequence, progress.isStream else { return }
+        if failed && !machine.draining {
+            close()  // an abrupt end tells the client the body is incomplete
+            return
+        }
+        response?.complete = true
+        if progress.chunked { writes.append(ResponseHeadEncoder.lastChunk) } else { machine.responseRequiresClose() }
+        flush()
+    }
+
+    /// Writes as much queued output as the socket takes without blocking.
+    func flush() {
+        guard !isClosed else { return }
+        var progressed = false
+        drain: while let item = writes.first {
+            let result: IOResult<Int>
+            do {
+                switch item {
+                case .bytes(let bytes, let offset):
+                    result = try bytes.withUnsafeBytes { try Socket.send(fd, UnsafeRawBufferPointer(rebasing: $0[offset...])) }
+                case .file(let file, let offset, let end):
+                    var position = offset
+                    result = try Socket.sendfile(fd, file: file, offset: &position, count: Int(min(end - offset, 1 << 30)))
+                    if case .processed(0) = result {
+                        close()  // the file shrank under us: the body cannot be completed
+                        return
+                    }
+                }
+            } catch {
+                close()
+                return
+            }
+            switch result {
+            case .wouldBlock:
+                break drain
+            case .processed(let n):
+                writes.advance(by: n)
+                response?.bytesWritten += Int64(n)
+                progressed = true
+            }
+        }
+        if progressed { lastProgressAt = loop.now }
+        if let waiter = streamWaiter, writes.isBelowLowWatermark {
+            streamWaiter = nil
+            waiter.resume()
+        }
+        if writes.isEmpty, response?.complete == true {
+            finishResponse()
+            return
+        }
+        updateDeadline()
+    }
+
+    /// The whole response was written: log it, then read the next request or close.
+    func finishResponse() {
+        guard let progress = response else { return }
+        response = nil
+        task = nil
+        logAccess(progress)
+        switch machine.responseSent() {
+        case .resumeReading:
+            headStartedAt = loop.now
+            current = nil
+            processInbound()
+            if !isClosed && machine.wantsToRead { readAndProcess() }
+            updateDeadline()
+        default:
+            lingeringClose()
+        }
+    }
+
+    func logAccess(_ progress: ResponseProgress) {
+        guard let log = server.accessLog else { return }
+        let seconds = Double(loop.now &- progress.startedAt) / 1e9
+        log(AccessLogEntry(method: progress.method, path: progress.path, status: progress.status,
+                           bytes: progress.deliveredBodyBytes, durationSeconds: seconds, remoteAddress: remoteAddress))
+    }
+}

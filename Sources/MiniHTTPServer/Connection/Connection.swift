@@ -1,0 +1,363 @@
+import CLinux
+import Foundation
+
+/// One accepted socket: reads and parses requests, runs the handler, writes responses.
+/// Confined to its event loop's thread; `@unchecked Sendable` only so handler tasks (which run on
+/// that same loop as their preferred executor) can hand results back.
+final class Connection: Selectable, @unchecked Sendable {
+    let fd: Int32
+    let loop: EventLoop
+    /// Strong on purpose: a handler task may outlive the server's bookkeeping of this connection.
+    let server: ServerContext
+    let remoteAddress: String
+    /// Set once registered with the loop; timers are keyed by it.
+    var registrationID: UInt32 = 0
+
+    @exclusivity(unchecked)
+    var machine = ConnectionStateMachine()
+    @exclusivity(unchecked)
+    var parser: RequestParser
+    /// Unparsed input (an incomplete head or chunk line, or pipelined requests); empty when idle.
+    @exclusivity(unchecked)
+    var inbound: [UInt8] = []
+    @exclusivity(unchecked)
+    var current: RequestHead?
+    @exclusivity(unchecked)
+    var body: [UInt8] = []
+    @exclusivity(unchecked)
+    var chunkedDecoder: ChunkedDecoder?
+    @exclusivity(unchecked)
+    var writes: PendingWrites
+    /// Edge-triggered epoll: the socket may hold unread bytes.
+    @exclusivity(unchecked)
+    var mayRead = true
+    @exclusivity(unchecked)
+    var isClosed = false
+    /// Response sent and our side shut down; discarding input until the peer closes.
+    @exclusivity(unchecked)
+    var lingering = false
+
+    // Timers.
+    @exclusivity(unchecked)
+    var deadline: UInt64?
+    @exclusivity(unchecked)
+    var scheduledDeadline: UInt64?
+    @exclusivity(unchecked)
+    var headStartedAt: UInt64 = 0
+    @exclusivity(unchecked)
+    var lastProgressAt: UInt64 = 0
+
+    // The request in progress.
+    @exclusivity(unchecked)
+    var requestSequence: UInt64 = 0
+    @exclusivity(unchecked)
+    var task: Task<Void, Never>?
+    @exclusivity(unchecked)
+    var response: ResponseProgress?
+    @exclusivity(unchecked)
+    var streamWaiter: CheckedContinuation<Void, Error>?
+
+    init(fd: Int32, remoteAddress: String, loop: EventLoop, server: ServerContext) {
+        self.fd = fd
+        self.loop = loop
+        self.server = server
+        self.remoteAddress = remoteAddress
+        self.parser = RequestParser(limits: server.limits)
+        self.writes = PendingWrites(highWatermark: server.configuration.writeHighWatermark,
+                                    lowWatermark: server.configuration.writeLowWatermark)
+        let now = loop.now
+        headStartedAt = now
+        lastProgressAt = now
+    }
+
+    // MARK: Events
+
+    func handleEvent(_ events: UInt32) {
+        if lingering {
+            drainLingering()
+            return
+        }
+        if events & (EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0 {
+            close()
+            return
+        }
+        if events & EPOLLOUT.rawValue != 0, !writes.isEmpty {
+            flush()
+            if isClosed { return }
+        }
+        if events & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0 {
+            mayRead = true
+            if events & EPOLLRDHUP.rawValue != 0, response?.isStream == true {
+                // A streaming client went away: nothing more will be read, stop the stream now.
+                close()
+                return
+            }
+            readAndProcess()
+        }
+    }
+
+    func readAndProcess() {
+        while mayRead && machine.wantsToRead && !isClosed {
+            let buffer = loop.readBuffer
+            let n: Int
+            do {
+                switch try Socket.read(fd, into: buffer) {
+                case .wouldBlock:
+                    mayRead = false
+                    updateDeadline()
+                    return
+                case .processed(let count): n = count
+                }
+            } catch {
+                close()
+                return
+            }
+            if n == 0 {
+                mayRead = false
+                if machine.peerClosed() == .close { close() }
+                return
+            }
+            if n < buffer.count { mayRead = false }
+            let chunk = UnsafeBufferPointer(start: buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), count: n)
+            if inbound.isEmpty {
+                let used = process(chunk)
+                if used < n, !isClosed { inbound.append(contentsOf: UnsafeBufferPointer(rebasing: chunk[used...])) }
+            } else {
+                inbound.append(contentsOf: chunk)
+                processInbound()
+            }
+        }
+        if !isClosed { updateDeadline() }
+    }
+
+    /// Parses whatever is buffered in `inbound`.
+    func processInbound() {
+        guard !inbound.isEmpty else { return }
+        let used = inbound.withUnsafeBufferPointer { process($0) }
+        if isClosed { return }
+        if used == inbound.count {
+            inbound = []
+        } else if used > 0 {
+            inbound.removeFirst(used)
+        }
+    }
+
+    /// Parses heads and bodies from `input` until more data is needed or a request is complete.
+    /// Returns how many bytes were consumed.
+    func process(_ input: UnsafeBufferPointer<UInt8>) -> Int {
+        var used = 0
+        while used < input.count && !isClosed {
+            let rest = UnsafeBufferPointer(rebasing: input[used...])
+            switch machine.state {
+            case .awaitingHead(let started):
+                if !started {
+                    headStartedAt = loop.now
+                    machine.bytesReceived()
+                }
+                switch parser.parse(rest) {
+                case .needMoreData:
+                    return used
+                case .invalid(let failure):
+                    fail(failure)
+                    return input.count
+                case .head(let head, let consumed):
+                    used += consumed
+                    parser.reset()
+                    requestSequence &+= 1
+                    current = head
+                    body = []
+                    chunkedDecoder = head.framing == .chunked ? ChunkedDecoder(maxBodyBytes: server.limits.maxBodyBytes,
+                                                                             maxTrailerBytes: server.limits.maxHeaderBytes) : nil
+                    let hasBody = head.framing != .none
+                    switch machine.headReceived(keepAlive: head.keepAlive, hasBody: hasBody) {
+                    case .startHandler:
+                        startHandler()
+                        return used
+                    case .continueReading:
+                        lastProgressAt = loop.now
+                        if head.expectsContinue && used == input.count { writes.append(ResponseHeadEncoder.continueResponse); flush() }
+                        if case .length(let n) = head.framing { body.reserveCapacity(n) }
+                    default:
+                        close()
+                        return input.count
+                    }
+                }
+            case .readingBody:
+                lastProgressAt = loop.now
+                guard let head = current else { close(); return input.count }
+                var complete = false
+                if case .length(let length) = head.framing {
+                    let take = min(length - body.count, rest.count)
+                    body.append(contentsOf: UnsafeBufferPointer(rebasing: rest[..<take]))
+                    used += take
+                    complete = body.count == length
+                } else if var decoder = chunkedDecoder {
+                    let result = decoder.feed(rest, into: &body)
+                    chunkedDecoder = decoder
+                    switch result {
+                    case .needMoreData(let consumed):
+                        used += consumed
+                        return used
+                    case .done(let consumed):
+                        used += consumed
+                        complete = true
+                    case .invalid(let failure):
+                        fail(failure)
+                        return input.count
+                    }
+                }
+                if complete {
+                    if machine.bodyReceived() == .startHandler { startHandler() }
+                    return used
+                }
+            case .responding, .closed:
+                return used
+            }
+        }
+        return used
+    }
+
+    /// Answers a protocol error with a JSON error and `Connection: close`.
+    func fail(_ failure: ParseFailure) {
+        guard case .sendErrorAndClose(let status) = machine.parseFailed(status: failure.status) else {
+            close()
+            return
+        }
+        inbound = []
+        mayRead = false
+        let method = current?.method ?? "-"
+        let response = Response.error(status: status, code: HTTPStatus.errorCode(status), message: failure.reason)
+        beginResponse(response, method: method, path: current.map { pathOf($0.target) } ?? "-", minor: 1,
+                      requestHeaders: HTTPHeaders(), sequence: requestSequence, startedAt: headStartedAt)
+    }
+
+    // MARK: Timers
+
+    func updateDeadline() {
+        guard !isClosed, !lingering else { return }
+        let server = self.server
+        let next: UInt64?
+        switch machine.deadline(writesPending: !writes.isEmpty) {
+        case nil: next = nil
+        case .idle?: next = loop.now + server.idleTimeout
+        case .header?: next = headStartedAt + server.headerTimeout
+        case .body?: next = lastProgressAt + server.headerTimeout
+        case .write?: next = lastProgressAt + server.writeTimeout
+        }
+        setDeadline(next)
+    }
+
+    /// At most one live timer entry per connection: only an earlier deadline schedules a new one;
+    /// a later one is picked up when the earlier entry fires.
+    func setDeadline(_ next: UInt64?) {
+        deadline = next
+        if let next, scheduledDeadline.map({ next < $0 }) ?? true {
+            scheduledDeadline = next
+            loop.schedule(at: next, fd: fd, registrationID: registrationID)
+        }
+    }
+
+    func timerFired(deadline fired: UInt64) {
+        guard !isClosed, scheduledDeadline == fired else { return }
+        scheduledDeadline = nil
+        guard let deadline else { return }
+        if deadline > loop.now {
+            scheduledDeadline = deadline
+            loop.schedule(at: deadline, fd: fd, registrationID: registrationID)
+            return
+        }
+        self.deadline = nil
+        if lingering {
+            close()
+            return
+        }
+        switch machine.timedOut() {
+        case .sendErrorAndClose(let status):
+            let response = Response.error(status: status, code: HTTPStatus.errorCode(status),
+                                          message: "request not received in time")
+            mayRead = false
+            inbound = []
+            beginResponse(response, method: current?.method ?? "-", path: current.map { pathOf($0.target) } ?? "-",
+                          minor: 1, requestHeaders: HTTPHeaders(), sequence: requestSequence, startedAt: headStartedAt)
+        case .close:
+            close()
+        default:
+            break
+        }
+    }
+
+    // MARK: Shutdown and close
+
+    func beginShutdown() {
+        guard !isClosed else { return }
+        if lingering {
+            close()
+            return
+        }
+        if machine.shutdownRequested() == .close {
+            close()
+            return
+        }
+        if response?.isStream == true { task?.cancel() }
+    }
+
+    /// Closes after a response: shut down our side first so unread input does not turn into a
+    /// reset that could destroy the response, then discard input until the peer closes (bounded).
+    func lingeringClose() {
+        guard !isClosed, !lingering else { return }
+        if server.draining || Glibc.shutdown(fd, Int32(SHUT_WR)) != 0 {
+            close()
+            return
+        }
+        lingering = true
+        inbound = []
+        setDeadline(loop.now + 2_000_000_000)
+        drainLingering()
+    }
+
+    func drainLingering() {
+        while !isClosed {
+            let result = try? Socket.read(fd, into: loop.readBuffer)
+            switch result {
+            case .wouldBlock?: return
+            case .processed(let n)? where n > 0: continue
+            default: close(); return
+            }
+        }
+    }
+
+    func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        machine.closed()
+        loop.deregister(fd: fd)
+        Glibc.close(fd)
+        writes.removeAll()
+        inbound = []
+        body = []
+        task?.cancel()
+        task = nil
+        if let waiter = streamWaiter {
+            streamWaiter = nil
+            waiter.resume(throwing: ConnectionClosedError())
+        }
+        if let progress = response {
+            response = nil
+            logAccess(progress)
+        }
+        server.connectionClosed(self)
+    }
+}
+
+/// Thrown by a stream writer once the client is gone or the connection closed.
+struct ConnectionClosedError: Error, CustomStringConvertible {
+    var description: String { "the client connection is closed" }
+}
+
+@inline(__always)
+func nanoseconds(_ seconds: Double) -> UInt64 { UInt64(max(0, seconds) * 1_000_000_000) }
+
+func pathOf(_ target: String) -> String {
+    if let q = target.firstIndex(of: "?") { return String(target[..<q]) }
+    return target
+}

@@ -1,0 +1,72 @@
+import Foundation
+
+/// Opens and stats a file for a `.file` response and decides status, headers and byte range.
+/// open/fstat are fast local calls and run on the loop thread; the body is sent with sendfile.
+enum FileServer {
+    struct Prepared {
+        var status: Int
+        var headers: HTTPHeaders
+        var framing: ResponseHeadEncoder.Framing
+        /// The open file and the half-open byte range to send; the fd is owned by the caller.
+        var range: (fd: Int32, start: off_t, end: off_t)?
+        /// A small in-memory body instead (the 416 error).
+        var body: [UInt8]?
+    }
+
+    enum Outcome {
+        case success(Prepared)
+        case failure(Response)
+    }
+
+    static func prepare(_ file: FileResponse, method: String, requestHeaders: HTTPHeaders) -> Outcome {
+        let fd = open(file.path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 {
+            let err = errno
+            if err == ENOENT || err == ENOTDIR || err == EISDIR {
+                return .failure(.error(status: 404, code: "not_found", message: "file not found"))
+            }
+            if err == EACCES { return .failure(.error(status: 403, code: "forbidden", message: "file not readable")) }
+            return .failure(.error(status: 500, code: "internal", message: "cannot open file"))
+        }
+        var st = stat()
+        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else {
+            close(fd)
+            return .failure(.error(status: 404, code: "not_found", message: "file not found"))
+        }
+        let size = Int64(st.st_size)
+        let mtimeNanos = Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec)
+        let meta = FileMetadata(size: size, modified: st.st_mtim.tv_sec,
+                                etag: file.etag ?? FileMetadata.derivedETag(inode: UInt64(st.st_ino), size: size,
+                                                                            modifiedNanoseconds: mtimeNanos))
+        var headers = HTTPHeaders()
+        headers["ETag"] = meta.etag
+        headers["Last-Modified"] = HTTPDate.format(meta.modified)
+        switch FilePlan.decide(method: method, headers: requestHeaders, file: meta) {
+        case .notModified:
+            close(fd)
+            return .success(Prepared(status: 304, headers: headers, framing: .none))
+        case .unsatisfiable:
+            close(fd)
+            let error = Response.error(status: 416, code: "range_not_satisfiable", message: "requested range not satisfiable")
+            headers["Content-Range"] = "bytes */\(size)"
+            headers["Content-Type"] = "application/json"
+            var body: [UInt8] = []
+            if case .bytes(let b) = error.body { body = b }
+            return .success(Prepared(status: 416, headers: headers, framing: .length(Int64(body.count)), body: body))
+        case .full:
+            headers["Content-Type"] = file.contentType
+            if let disposition = file.contentDisposition { headers["Content-Disposition"] = disposition }
+            headers["Accept-Ranges"] = "bytes"
+            if size == 0 { close(fd) }
+            return .success(Prepared(status: 200, headers: headers, framing: .length(size),
+                                     range: size > 0 ? (fd, 0, off_t(size)) : nil))
+        case .partial(let start, let end):
+            headers["Content-Type"] = file.contentType
+            if let disposition = file.contentDisposition { headers["Content-Disposition"] = disposition }
+            headers["Accept-Ranges"] = "bytes"
+            headers["Content-Range"] = "bytes \(start)-\(end)/\(size)"
+            return .success(Prepared(status: 206, headers: headers, framing: .length(end - start + 1),
+                                     range: (fd, off_t(start), off_t(end + 1))))
+        }
+    }
+}

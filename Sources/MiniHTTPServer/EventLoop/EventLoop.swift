@@ -1,0 +1,261 @@
+import CLinux
+import Foundation
+import Synchronization
+
+/// Something registered with the loop for readiness events.
+protocol Selectable: AnyObject {
+    func handleEvent(_ events: UInt32)
+    /// A deadline scheduled with `schedule(at:fd:registrationID:)` passed.
+    func timerFired(deadline: UInt64)
+}
+
+extension Selectable {
+    func timerFired(deadline: UInt64) {}
+}
+
+/// One thread that owns an epoll selector, every socket registered with it, a timer heap, and a
+/// queue other threads hand work to (woken through an eventfd). It is also a Swift `TaskExecutor`:
+/// tasks started with `Task(executorPreference: loop)` run on the loop thread until they hop
+/// elsewhere, so a handler that never really suspends costs no thread hop.
+///
+/// Everything not marked thread-safe must only be touched on the loop thread.
+final class EventLoop: TaskExecutor, @unchecked Sendable {
+    private struct Registration {
+        var id: UInt32
+        var handler: Selectable
+    }
+
+    private struct Inbox {
+        var closures: [@Sendable () -> Void] = []
+        var jobs: [UnownedJob] = []
+        var stopped = false
+        var isEmpty: Bool { closures.isEmpty && jobs.isEmpty }
+    }
+
+    private let selector: Selector
+    private let inbox = Mutex(Inbox())
+    /// Set by producers after queuing, so the loop skips the lock when nothing was handed over.
+    private let inboxPending = Atomic<Bool>(false)
+    @exclusivity(unchecked)
+    private var registrations: [Registration?] = []
+    @exclusivity(unchecked)
+    private var nextRegistrationID: UInt32 = 0
+    @exclusivity(unchecked)
+    private var localJobs: [UnownedJob] = []
+    @exclusivity(unchecked)
+    private var timers = TimerHeap()
+    @exclusivity(unchecked)
+    private var stopRequested = false
+    @exclusivity(unchecked)
+    private var thread: pthread_t?
+    private let started = DispatchSemaphore(value: 0)
+    /// Called on the loop thread right before the thread exits.
+    @exclusivity(unchecked)
+    private var onExit: [() -> Void] = []
+
+    /// Reusable read buffer shared by every connection of this loop (loop-thread only).
+    let readBuffer: UnsafeMutableRawBufferPointer
+    /// Cached `Date` header value, refreshed at most once a second.
+    @exclusivity(unchecked)
+    private var cachedDate: (second: Int, value: [UInt8]) = (0, [])
+    /// Monotonic time (ns) sampled once per loop iteration, like nginx's cached time.
+    @exclusivity(unchecked)
+    private(set) var now: UInt64 = monotonicNanoseconds()
+
+    init() throws {
+        selector = try Selector()
+        readBuffer = .allocate(byteCount: 64 * 1024, alignment: 16)
+    }
+
+    deinit {
+        readBuffer.deallocate()
+    }
+
+    // MARK: Thread
+
+    func start(name: String) {
+        let t = Thread { [self] in
+            thread = pthread_self()
+            started.signal()
+            run()
+        }
+        t.name = name
+        t.stackSize = 1 << 20
+        t.start()
+        started.wait()
+    }
+
+    /// True on the loop thread.
+    var inEventLoop: Bool {
+        guard let thread else { return false }
+        return pthread_equal(thread, pthread_self()) != 0
+    }
+
+    /// Asks the loop to exit after its current iteration; `completion` runs on the loop thread last.
+    func stop(completion: @escaping @Sendable () -> Void) {
+        execute { [self] in
+            stopRequested = true
+            onExit.append(completion)
+        }
+    }
+
+    private func run() {
+        while !stopRequested {
+            let timeout: Int32
+            if !localJobs.isEmpty {
+                timeout = 0
+            } else if let next = timers.nextDeadline {
+                let now = monotonicNanoseconds()
+                timeout = next <= now ? 0 : Int32(clamping: (next - now + 999_999) / 1_000_000)
+            } else {
+                timeout = -1
+            }
+            do {
+                try selector.wait(timeoutMilliseconds: timeout, woke: { now = monotonicNanoseconds() }) { events, data in
+                    let fd = Int(truncatingIfNeeded: data & 0xFFFF_FFFF)
+                    let id = UInt32(truncatingIfNeeded: data >> 32)
+                    guard fd < registrations.count, let reg = registrations[fd], reg.id == id else { return }
+                    reg.handler.handleEvent(events)
+                }
+            } catch {
+                FileHandle.standardError.write(Data("event loop: \(error)\n".utf8))
+            }
+            runDueTimers()
+            drainInbox()
+            runLocalJobs()
+        }
+        // Leftover work must not be lost: forward jobs to the global pool, run closures here.
+        let leftovers = inbox.withLock { box -> Inbox in
+            box.stopped = true
+            let copy = box
+            box = Inbox(stopped: true)
+            return copy
+        }
+        for closure in leftovers.closures { closure() }
+        for job in localJobs + leftovers.jobs { globalConcurrentExecutor.enqueue(ExecutorJob(job)) }
+        localJobs = []
+        for body in onExit { body() }
+        onExit = []
+    }
+
+    private func runDueTimers() {
+        guard !timers.isEmpty else { return }
+        while let entry = timers.popDue(now: now) {
+            switch entry.action {
+            case .registration(let fd, let id):
+                let index = Int(fd)
+                if index < registrations.count, let reg = registrations[index], reg.id == id {
+                    reg.handler.timerFired(deadline: entry.deadline)
+                }
+            case .closure(let body): body()
+            }
+        }
+    }
+
+    private func drainInbox() {
+        guard inboxPending.exchange(false, ordering: .acquiringAndReleasing) else { return }
+        let box = inbox.withLock { box -> Inbox in
+            guard !box.isEmpty else { return Inbox() }
+            let copy = box
+            box.closures = []
+            box.jobs = []
+            return copy
+        }
+        for closure in box.closures { closure() }
+        localJobs.append(contentsOf: box.jobs)
+    }
+
+    private func runLocalJobs() {
+        guard !localJobs.isEmpty else { return }
+        // Run only the jobs present now; jobs they enqueue run next iteration (after I/O).
+        let jobs = localJobs
+        localJobs = []
+        let executor = asUnownedTaskExecutor()
+        for job in jobs { job.runSynchronously(on: executor) }
+    }
+
+    // MARK: Cross-thread work
+
+    /// Runs `body` on the loop thread (later, even when called on it). Thread-safe.
+    func execute(_ body: @escaping @Sendable () -> Void) {
+        let (wake, stopped) = inbox.withLock { box -> (Bool, Bool) in
+            if box.stopped { return (false, true) }
+            let wasEmpty = box.isEmpty
+            box.closures.append(body)
+            return (wasEmpty, false)
+        }
+        if stopped { return }
+        inboxPending.store(true, ordering: .releasing)
+        if wake { selector.wakeup() }
+    }
+
+    /// TaskExecutor: jobs of tasks that prefer this loop run on its thread.
+    func enqueue(_ job: consuming ExecutorJob) {
+        let unowned = UnownedJob(job)
+        if inEventLoop && !stopRequested {
+            localJobs.append(unowned)
+            return
+        }
+        let (wake, stopped) = inbox.withLock { box -> (Bool, Bool) in
+            if box.stopped { return (false, true) }
+            let wasEmpty = box.isEmpty
+            box.jobs.append(unowned)
+            return (wasEmpty, false)
+        }
+        if stopped {
+            globalConcurrentExecutor.enqueue(ExecutorJob(unowned))
+            return
+        }
+        inboxPending.store(true, ordering: .releasing)
+        if wake { selector.wakeup() }
+    }
+
+    // MARK: Registrations (loop thread)
+
+    /// Registers `fd` for `events`; returns the registration id that guards against fd reuse.
+    @discardableResult
+    func register(fd: Int32, events: UInt32, handler: Selectable) throws -> UInt32 {
+        nextRegistrationID &+= 1
+        let id = nextRegistrationID
+        let index = Int(fd)
+        if index >= registrations.count {
+            registrations.append(contentsOf: repeatElement(nil, count: max(index + 1 - registrations.count, registrations.count)))
+        }
+        registrations[index] = Registration(id: id, handler: handler)
+        do {
+            try selector.add(fd: fd, events: events, data: UInt64(id) << 32 | UInt64(UInt32(bitPattern: fd)))
+        } catch {
+            registrations[index] = nil
+            throw error
+        }
+        return id
+    }
+
+    /// Removes `fd` from epoll and forgets its registration. Call before closing the fd.
+    func deregister(fd: Int32) {
+        selector.remove(fd: fd)
+        if Int(fd) < registrations.count { registrations[Int(fd)] = nil }
+    }
+
+    // MARK: Timers (loop thread)
+
+    func schedule(at deadline: UInt64, fd: Int32, registrationID: UInt32) {
+        timers.push(deadline, .registration(fd: fd, id: registrationID))
+    }
+
+    func schedule(at deadline: UInt64, _ body: @escaping () -> Void) {
+        timers.push(deadline, .closure(body))
+    }
+
+    // MARK: Date header
+
+    /// The current time as an IMF-fixdate (UTF-8), cached per second (loop thread).
+    var dateHeader: [UInt8] {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME_COARSE, &ts)
+        if ts.tv_sec != cachedDate.second {
+            cachedDate = (ts.tv_sec, Array(HTTPDate.format(ts.tv_sec).utf8))
+        }
+        return cachedDate.value
+    }
+}

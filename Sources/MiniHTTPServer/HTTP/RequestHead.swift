@@ -1,0 +1,50 @@
+/// Limits the parser enforces, taken from `ServerConfiguration`.
+struct ParserLimits: Sendable {
+    var maxRequestLineBytes = 8 * 1024
+    var maxHeaderBytes = 64 * 1024
+    var maxHeaderCount = 100
+    var maxBodyBytes = 1024 * 1024
+
+    init() {}
+
+    init(_ c: ServerConfiguration) {
+        maxRequestLineBytes = c.maxRequestLineBytes
+        maxHeaderBytes = c.maxHeaderBytes
+        maxHeaderCount = c.maxHeaderCount
+        maxBodyBytes = c.maxBodyBytes
+    }
+}
+
+/// How the request body is delimited.
+enum BodyFraming: Equatable, Sendable {
+    case none
+    case length(Int)
+    case chunked
+}
+
+/// A rejected request: the status to answer with (always followed by closing) and why.
+struct ParseFailure: Error, Equatable, Sendable {
+    var status: Int
+    var reason: String
+}
+
+/// A parsed request line and header section, validated.
+struct RequestHead: Sendable {
+    var method: String
+    var target: String
+    var version: (major: Int, minor: Int)
+    var headers: HTTPHeaders
+    /// Whether the connection may be reused after this request (before the response has its say).
+    var keepAlive: Bool
+    var framing: BodyFraming
+    /// `Expect: 100-continue` was sent.
+    var expectsContinue: Bool
+}
+
+/// What the head parser says about the bytes buffered so far.
+enum HeadParseResult {
+    case needMoreData
+    /// A complete head; `consumed` bytes (including leading empty lines and the blank line) are used.
+    case head(RequestHead, consumed: Int)
+    case invalid(ParseFailure)
+}

@@ -1,0 +1,178 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import MiniHTTPServer
+
+/// Live tests: a real server on 127.0.0.1 port 0 and a raw socket client.
+@Suite("HTTPServer live")
+struct HTTPServerLiveTests {
+    static let echo: HTTPHandler = { request in
+        switch request.path {
+        case "/throw":
+            struct Boom: Error {}
+            throw Boom()
+        case "/echo":
+            return Response(status: 200, headers: ["Content-Type": "text/plain"], body: .bytes(request.body))
+        case "/slow":
+            try await Task.sleep(nanoseconds: 50_000_000)
+            return Response(body: .bytes(Array("slow".utf8)))
+        default:
+            return Response(body: .bytes(Array("path=\(request.path)".utf8)))
+        }
+    }
+
+    @Test func keepAliveServesSeveralRequestsOnOneConnection() async throws {
+        try await withServer(handler: Self.echo) { port in
+            let client = try await RawHTTPClient.connect(port: port)
+            for i in 0..<3 {
+                try await client.send(get("/r\(i)"))
+                let response = try await client.readResponse()
+                #expect(response.status == 200)
+                #expect(response.bodyText == "path=/r\(i)")
+                #expect(response.header("Connection") == "keep-alive")
+                #expect(response.header("Date") != nil)
+                #expect(response.header("Content-Length") == "\(response.body.count)")
+            }
+        }
+    }
+
+    @Test func connectionCloseAndHTTP10AreHonoured() async throws {
+        try await withServer(handler: Self.echo) { port in
+            let a = try await RawHTTPClient.connect(port: port)
+            try await a.send(get("/a", "Connection: close\r\n"))
+            let ra = try await a.readResponse()
+            #expect(ra.header("Connection") == "close")
+            #expect(try await a.readsEndOfStream())
+
+            let b = try await RawHTTPClient.connect(port: port)
+            try await b.send("GET /b HTTP/1.0\r\n\r\n")
+            let rb = try await b.readResponse()
+            #expect(rb.status == 200)
+            #expect(rb.header("Connection") == "close")
+            #expect(try await b.readsEndOfStream())
+
+            let c = try await RawHTTPClient.connect(port: port)
+            try await c.send("GET /c HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            #expect(try await c.readResponse().header("Connection") == "keep-alive")
+            try await c.send("GET /d HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            #expect(try await c.readResponse().bodyText == "path=/d")
+        }
+    }
+
+    @Test func pipelinedRequestsAreAnsweredInOrder() async throws {
+        try await withServer(handler: Self.echo) { port in
+            let client = try await RawHTTPClient.connect(port: port)
+            try await client.send(get("/slow") + get("/two") + "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello" + get("/four"))
+            #expect(try await client.readResponse().bodyText == "slow")
+            #expect(try await client.readResponse().bodyText == "path=/two")
+            #expect(try await client.readResponse().bodyText == "hello")
+            #expect(try await client.readResponse().bodyText == "path=/four")
+        }
+    }
+
+    @Test func chunkedRequestBodyIsDecoded() async throws {
+        try await withServer(handler: Self.echo) { port in
+            let client = try await RawHTTPClient.connect(port: port)
+            try await client.send("POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel")
+            try await client.send("lo\r\n7;x=y\r\n, world\r\n0\r\n\r\n")
+            let response = try await client.readResponse()
+            #expect(response.status == 200)
+            #expect(response.bodyText == "hello, world")
+            try await client.send(get("/after"))
+            #expect(try await client.readResponse().bodyText == "path=/after")
+        }
+    }
+
+    @Test func handlerErrorBecomesJSON500ForThatRequestOnly() async throws {
+        try await withServer(handler: Self.echo) { port in
+            let client = try await RawHTTPClient.connect(port: port)
+            try await client.send(get("/throw"))
+            let response = try await client.readResponse()
+            #expect(response.status == 500)
+            #expect(response.header("Content-Type") == "application/json")
+            #expect(response.bodyText.contains(#""error":{"#))
+            try await client.send(get("/ok"))
+            #expect(try await client.readResponse().status == 200)
+        }
+    }
+
+    @Test func malformedAndOversizedRequestsGetJSONErrorsAndClose() async throws {
+        try await withServer(handler: Self.echo) { port in
+            let big = try await RawHTTPClient.connect(port: port)
+            try await big.send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 2000000\r\n\r\n" + String(repeating: "x", count: 10_000))
+            let r413 = try await big.readResponse()
+            #expect(r413.status == 413)
+            #expect(r413.header("Connection") == "close")
+            #expect(r413.bodyText.contains(#""code":"body_too_large""#))
+            #expect(try await big.readsEndOfStream())
+
+            let chunked = try await RawHTTPClient.connect(port: port)
+            try await chunked.send("POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n200000\r\n")
+            #expect(try await chunked.readResponse().status == 413)
+
+            let bad = try await RawHTTPClient.connect(port: port)
+            try await bad.send("GET / HTTP/1.1\r\nHost : t\r\n\r\n")
+            let r400 = try await bad.readResponse()
+            #expect(r400.status == 400)
+            #expect(r400.header("Connection") == "close")
+            #expect(try await bad.readsEndOfStream())
+        }
+    }
+
+    @Test func slowlorisIsCutOffWith408() async throws {
+        try await withServer(configure: { $0.headerTimeout = 0.3 }, handler: Self.echo) { port in
+            let client = try await RawHTTPClient.connect(port: port)
+            try await client.send("GET / HTTP/1.1\r\nHost: t\r\nX-Slow: ")
+            let response = try await client.readResponse()
+            #expect(response.status == 408)
+            #expect(response.header("Connection") == "close")
+            #expect(try await client.readsEndOfStream())
+        }
+    }
+
+    @Test func idleConnectionsAreClosed() async throws {
+        try await withServer(configure: { $0.idleTimeout = 0.2 }, handler: Self.echo) { port in
+            let client = try await RawHTTPClient.connect(port: port)
+            try await client.send(get("/x"))
+            #expect(try await client.readResponse().status == 200)
+            #expect(try await client.readsEndOfStream())
+        }
+    }
+
+    @Test func manyConcurrentConnections() async throws {
+        try await withServer(handler: Self.echo) { port in
+            let count = 500
+            var clients: [RawHTTPClient] = []
+            for _ in 0..<count { clients.append(try await RawHTTPClient.connect(port: port)) }
+            let all = clients
+            try await withThrowingTaskGroup(of: Bool.self) { group in
+                for (i, client) in all.enumerated() {
+                    group.addTask {
+                        try await client.send(get("/c\(i)"))
+                        return try await client.readResponse().bodyText == "path=/c\(i)"
+                    }
+                }
+                var ok = 0
+                for try await success in group where success { ok += 1 }
+                #expect(ok == count)
+            }
+            for client in all { client.close() }
+        }
+    }
+
+    @Test func accessLogGetsOneEntryPerRequest() async throws {
+        let recorder = AccessLogRecorder()
+        try await withServer(configure: { $0.accessLog = recorder.callback }, handler: Self.echo) { port in
+            let client = try await RawHTTPClient.connect(port: port)
+            try await client.send(get("/one") + "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc")
+            _ = try await client.readResponse()
+            _ = try await client.readResponse()
+            let entries = await recorder.next(2)
+            #expect(entries.map(\.path) == ["/one", "/echo"])
+            #expect(entries.map(\.method) == ["GET", "POST"])
+            #expect(entries.map(\.status) == [200, 200])
+            #expect(entries.map(\.bytes) == [9, 3])
+            #expect(entries.allSatisfy { $0.remoteAddress.hasPrefix("127.0.0.1:") && $0.durationSeconds >= 0 })
+        }
+    }
+}

@@ -1,0 +1,35 @@
+// Benchmark harness for MiniHTTPServer, compiled by benchmarks/bench-server with swiftc against the
+// release build of the module (not part of the package). Usage: harness PORT FILE
+//   GET /healthz -> {"status":"ok"}      GET /file -> FILE via sendfile
+import Foundation
+import MiniHTTPServer
+
+let arguments = CommandLine.arguments
+guard arguments.count == 3, let port = Int(arguments[1]) else {
+    FileHandle.standardError.write(Data("usage: harness PORT FILE\n".utf8))
+    exit(2)
+}
+let filePath = arguments[2]
+let health = Array(#"{"status":"ok"}"#.utf8)
+
+var configuration = ServerConfiguration()
+configuration.port = port
+let server = HTTPServer(configuration: configuration) { request in
+    switch request.path {
+    case "/healthz": return .json(health)
+    case "/file": return Response(body: .file(FileResponse(path: filePath)))
+    default: return .error(status: 404, code: "not_found", message: "no such route")
+    }
+}
+_ = try server.start()
+print("listening on \(port)")
+signal(SIGTERM, SIG_IGN)
+let term = DispatchSource.makeSignalSource(signal: SIGTERM, queue: .main)
+term.setEventHandler {
+    Task {
+        await server.shutdown()
+        exit(0)
+    }
+}
+term.resume()
+dispatchMain()
