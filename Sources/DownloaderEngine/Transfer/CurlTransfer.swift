@@ -39,7 +39,7 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         self.request = request
         self.delegate = delegate
         self.loop = loop
-        self.collector = ResponseHeadCollector(followsRedirects: request.maxRedirects > 0)
+        self.collector = ResponseHeadCollector(followsRedirects: true)  // CURLOPT_FOLLOWLOCATION is always on.
         errorBuffer.initialize(to: 0)
     }
 

@@ -85,6 +85,11 @@ import Testing
         #expect(try await recorder.failureKind() == .tooManyRedirects)
         #expect(recorder.heads.isEmpty)
         #expect(origin.getCount() == 0)
+
+        let none = TransferRecorder()
+        _ = driver.start(.test(origin.url("/r3"), maxRedirects: 0), delegate: none)
+        #expect(try await none.failureKind() == .tooManyRedirects)
+        #expect(none.heads.isEmpty)
     }
 
     @Test func errorHeadIsDeliveredAndRejectingItWritesNothing() async throws {
