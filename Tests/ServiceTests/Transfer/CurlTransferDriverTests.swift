@@ -289,6 +289,55 @@ import Testing
         #expect(origin.connectionCount == 0)
     }
 
+    @Test func aReusedConnectionIsCheckedToo() async throws {
+        let origin = try TestOrigin(bodySize: 1000)
+        defer { origin.stop() }
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+        let allowed = TransferRecorder()
+        _ = driver.start(.test(origin.url), delegate: allowed)
+        _ = try await allowed.outcome().get()
+
+        // The kept-alive connection to 127.0.0.1 is offered for reuse: no socket is opened, so only the
+        // pre-request check can refuse it.
+        let refused = TransferRecorder()
+        _ = driver.start(.test(origin.url, allowPrivateNetworks: false), delegate: refused)
+
+        #expect(try await refused.failureKind() == .blockedAddress)
+        #expect(origin.getCount() == 1)
+        #expect(origin.connectionCount == 1)
+    }
+
+    @Test func staleIfRangeGetsTheWholeNewBody() async throws {
+        let origin = try TestOrigin(bodySize: 100_000)
+        defer { origin.stop() }
+        let oldETag = try #require(origin.etag())
+        origin.changeVersion()
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+        let recorder = TransferRecorder()
+
+        _ = driver.start(.test(origin.url, headers: [("Range", "bytes=500-"), ("If-Range", oldETag)]), delegate: recorder)
+        let summary = try await recorder.outcome().get()
+
+        #expect(summary.head.status == 200)
+        #expect(summary.head.value("etag") == origin.etag())
+        #expect(recorder.sink.bytes == origin.expectedBody())
+    }
+
+    @Test func headerInjectionIsRefused() async throws {
+        let origin = try TestOrigin(bodySize: 10)
+        defer { origin.stop() }
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+        let recorder = TransferRecorder()
+
+        _ = driver.start(.test(origin.url, headers: [("If-Range", "\"a\"\r\nX-Evil: 1")]), delegate: recorder)
+
+        #expect(try await recorder.failureKind() == .rejected)
+        #expect(origin.connectionCount == 0)
+    }
+
     @Test func connectionRefusedIsAConnectionFailure() async throws {
         let origin = try TestOrigin(bodySize: 10)
         let port = origin.port
