@@ -1,7 +1,6 @@
 import Dispatch
 import Foundation
 import Glibc
-import Synchronization
 
 /// An in-process HTTP/1.1 origin on 127.0.0.1 (port 0) for tests: plain blocking POSIX sockets and a
 /// thread per connection, independent of `MiniHTTPServer`.
@@ -109,7 +108,7 @@ final class TestOrigin: Sendable {
     /// The default resource's path.
     let path: String
     let listener: Int32
-    let state: Mutex<State>
+    let state: OriginLock<State>
     let threads = DispatchGroup()
 
     static let maxConnections = 64
@@ -124,7 +123,7 @@ final class TestOrigin: Sendable {
         var initial = State()
         initial.settings = settings
         initial.resources[path] = OriginResource(path: path, size: bodySize, version: 1)
-        self.state = Mutex(initial)
+        self.state = OriginLock(initial)
         threads.enter()
         Thread.detachNewThread { [self] in
             acceptLoop()
