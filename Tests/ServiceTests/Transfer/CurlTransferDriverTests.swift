@@ -380,6 +380,58 @@ import Testing
         }
     }
 
+    @Test func aDelegateMayStartTheNextAttemptAndShutDownFromItsCallback() async throws {
+        let origin = try TestOrigin(bodySize: 1000)
+        defer { origin.stop() }
+        origin.inject(.cut(afterBodyBytes: 400))
+        let driver = CurlTransferDriver()
+        let second = TransferRecorder()
+
+        /// Retries from inside `didFinishWith` (on the transfer thread), like the engine may.
+        final class Retrying: TransferDelegate, @unchecked Sendable {
+            let driver: CurlTransferDriver
+            let next: TransferRecorder
+            let url: String
+            let first = TransferRecorder()
+            init(driver: CurlTransferDriver, next: TransferRecorder, url: String) {
+                self.driver = driver
+                self.next = next
+                self.url = url
+            }
+            func transfer(didReceive head: ResponseHead) -> Result<BodySink, TransferFailure> {
+                first.transfer(didReceive: head)
+            }
+            func transfer(didFinishWith result: Result<TransferSummary, TransferFailure>) {
+                first.transfer(didFinishWith: result)
+                _ = driver.start(.test(url, headers: [("Range", "bytes=\(first.sink.count)-")]), delegate: next)
+            }
+        }
+        let retrying = Retrying(driver: driver, next: second, url: origin.url)
+        _ = driver.start(.test(origin.url), delegate: retrying)
+
+        #expect(try await retrying.first.failureKind() == .connection)
+        let summary = try await second.outcome().get()
+        #expect(summary.head.status == 206)
+        #expect(retrying.first.sink.bytes + second.sink.bytes == origin.expectedBody())
+
+        /// Shutting down from the transfer thread must not wait for itself.
+        final class ShuttingDown: TransferDelegate, @unchecked Sendable {
+            let driver: CurlTransferDriver
+            let done = OneShot<Bool>()
+            init(driver: CurlTransferDriver) { self.driver = driver }
+            func transfer(didReceive head: ResponseHead) -> Result<BodySink, TransferFailure> {
+                .success(CollectingSink())
+            }
+            func transfer(didFinishWith result: Result<TransferSummary, TransferFailure>) {
+                driver.shutdown()
+                done.set(true)
+            }
+        }
+        let stopper = ShuttingDown(driver: driver)
+        _ = driver.start(.test(origin.url), delegate: stopper)
+        #expect(try await withTimeout(5) { try await stopper.done.value() })
+    }
+
     @Test func shutdownCancelsRunningTransfers() async throws {
         let origin = try TestOrigin(bodySize: 10_000)
         defer { origin.stop() }
