@@ -1,3 +1,4 @@
+import CLinux
 @testable import DownloaderEngine
 import Foundation
 import Glibc
@@ -336,6 +337,35 @@ import Testing
 
         #expect(try await recorder.failureKind() == .rejected)
         #expect(origin.connectionCount == 0)
+    }
+
+    @Test func connectTimeoutIsATimeout() async throws {
+        // A listener that never accepts, its accept queue filled: further SYNs are dropped, so a
+        // connect hangs until the client's connect timeout (all on loopback).
+        let (listener, port) = try OriginSocket.listenOnLoopback(backlog: 0)
+        defer { close(listener) }
+        var fillers: [Int32] = []
+        defer { fillers.forEach { close($0) } }
+        for _ in 0..<3 {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = port.bigEndian
+            address.sin_addr = in_addr(s_addr: UInt32(0x7f00_0001).bigEndian)
+            _ = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            fillers.append(fd)
+        }
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+        let recorder = TransferRecorder()
+        var request = TransferRequest.test("http://127.0.0.1:\(port)/file")
+        request.connectTimeout = 0.5
+
+        _ = driver.start(request, delegate: recorder)
+
+        #expect(try await recorder.failureKind() == .timeout)
     }
 
     @Test func connectionRefusedIsAConnectionFailure() async throws {
