@@ -1,6 +1,6 @@
 import Foundation
 
-/// One subscriber's pending events. Progress is conflated (at most one pending, always the newest);
+/// One subscriber's pending events. Progress is conflated (a newer progress replaces a pending one);
 /// lifecycle events queue up to `lifecycleLimit` (beyond that the oldest non-terminal one is
 /// dropped). Pushing never blocks, so a slow reader never slows a transfer.
 final class SubscriberQueue: @unchecked Sendable {
@@ -39,17 +39,27 @@ final class SubscriberQueue: @unchecked Sendable {
         return true
     }
 
+    private static func isProgress(_ event: DownloadEvent) -> Bool {
+        if case .progress = event { return true } else { return false }
+    }
+
+    /// A progress replaces a pending progress that nothing follows; lifecycle events queue up.
+    /// The first element (the current snapshot) therefore stays first.
     private func enqueue(_ event: DownloadEvent) {
-        if case .progress = event {
-            buffer.removeAll { if case .progress = $0 { return true } else { return false } }
-            buffer.append(event)
+        if Self.isProgress(event), let last = buffer.last, Self.isProgress(last) {
+            buffer[buffer.count - 1] = event
             return
         }
         buffer.append(event)
-        let lifecycle = buffer.filter { if case .progress = $0 { return false } else { return true } }.count
+        guard !Self.isProgress(event) else { return }
+        let lifecycle = buffer.count { !Self.isProgress($0) }
         if lifecycle > Self.lifecycleLimit,
-           let index = buffer.firstIndex(where: { if case .progress = $0 { return false } else { return !$0.isTerminal } }) {
+           let index = buffer.firstIndex(where: { !Self.isProgress($0) && !$0.isTerminal }) {
             buffer.remove(at: index)
+            // Two progress events now adjacent: keep the newer.
+            if index > 0, index < buffer.count, Self.isProgress(buffer[index - 1]), Self.isProgress(buffer[index]) {
+                buffer.remove(at: index - 1)
+            }
         }
     }
 
