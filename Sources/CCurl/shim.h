@@ -24,6 +24,13 @@ static inline CURLcode ccurl_setopt_opensocket_function(CURL *h, curl_socket_t (
 static inline CURLcode ccurl_setopt_sockopt_function(CURL *h, int (*f)(void *, curl_socket_t, curlsocktype)) {
     return curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, f);
 }
+static inline CURLcode ccurl_setopt_prereq_function(CURL *h, int (*f)(void *, char *, char *, int, int)) {
+    return curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, f);
+}
+/// The connect address inside a curl_sockaddr (its `addr` field is really sized by `addrlen`, e.g. a
+/// sockaddr_in6, so Swift must not copy the 16-byte `struct sockaddr` field by value).
+static inline const struct sockaddr *ccurl_sockaddr_address(const struct curl_sockaddr *a) { return &a->addr; }
+static inline long ccurl_global_all(void) { return CURL_GLOBAL_ALL; }
 static inline CURLcode ccurl_getinfo_long(CURL *h, CURLINFO i, long *v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLcode ccurl_getinfo_off(CURL *h, CURLINFO i, curl_off_t *v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLcode ccurl_getinfo_string(CURL *h, CURLINFO i, char **v) { return curl_easy_getinfo(h, i, v); }

@@ -43,6 +43,12 @@ protocol BodySink: AnyObject {
     func write(_ bytes: UnsafeRawBufferPointer) throws
 }
 
+/// An error a `BodySink` may throw to say which errno made the write fail (e.g. ENOSPC); the driver
+/// puts it in `TransferFailure.code` for `.disk`. `POSIXError` and POSIX-domain `NSError`s work too.
+protocol ErrnoCarrying: Error {
+    var errnoCode: Int32 { get }
+}
+
 /// How an attempt ended badly.
 struct TransferFailure: Error, Sendable, Equatable {
     enum Kind: Sendable, Equatable {

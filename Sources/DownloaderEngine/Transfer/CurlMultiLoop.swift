@@ -1,0 +1,210 @@
+import CCurl
+import Dispatch
+import Foundation
+import Synchronization
+
+/// One thread running one libcurl multi handle: every attempt of a `CurlTransferDriver` runs here.
+///
+/// Other threads never touch libcurl: they put starts and cancels in `inbox` (one lock) and wake the
+/// thread with `curl_multi_wakeup`. The thread loops: take the inbox, add/remove handles, run
+/// `curl_multi_perform`, finish completed attempts, check stalls, then `curl_multi_poll`.
+final class CurlMultiLoop: @unchecked Sendable {
+    private struct Inbox {
+        var starts: [CurlTransfer] = []
+        var cancels: [CurlTransfer] = []
+        var stopping = false
+        /// Set by the loop thread as it leaves; the multi handle is gone afterwards.
+        var stopped = false
+    }
+
+    /// libcurl's process-wide initialisation, run once on first use (a Swift static is initialised
+    /// exactly once, thread-safely).
+    private static let globalInit: CURLcode = curl_global_init(ccurl_global_all())
+
+    private let multi: UnsafeMutableRawPointer?
+    private let inbox = Mutex(Inbox())
+    private let exited = DispatchSemaphore(value: 0)
+    /// Attempts whose easy handle is in the multi (loop thread only).
+    private var active: [ObjectIdentifier: CurlTransfer] = [:]
+
+    /// Starts the thread. If libcurl cannot initialise, every attempt fails with `.connection`.
+    init(threadName: String = "curl-transfers") {
+        multi = Self.globalInit == CURLE_OK ? curl_multi_init() : nil
+        let thread = Thread { [self] in run() }
+        thread.name = threadName
+        thread.start()
+    }
+
+    /// Queues `transfer` for the loop thread.
+    func submit(_ transfer: CurlTransfer) {
+        let accepted = inbox.withLock { inbox -> Bool in
+            guard !inbox.stopping else { return false }
+            inbox.starts.append(transfer)
+            if let multi { curl_multi_wakeup(multi) }
+            return true
+        }
+        if !accepted {
+            // No transfer thread any more: report from elsewhere, never on the caller's stack.
+            DispatchQueue.global().async {
+                transfer.delegate.transfer(didFinishWith: .failure(TransferFailure(.cancelled, "the transfer driver shut down")))
+            }
+        }
+    }
+
+    /// Queues the removal of a cancelled attempt.
+    func cancel(_ transfer: CurlTransfer) {
+        inbox.withLock { inbox in
+            guard !inbox.stopped else { return }
+            inbox.cancels.append(transfer)
+            if let multi { curl_multi_wakeup(multi) }
+        }
+    }
+
+    /// Stops the thread; running attempts finish with `.cancelled`. With `wait`, returns once the
+    /// thread is gone (bounded by 10 s).
+    func shutdown(wait: Bool) {
+        let first = inbox.withLock { inbox -> Bool in
+            guard !inbox.stopping else { return false }
+            inbox.stopping = true
+            if let multi, !inbox.stopped { curl_multi_wakeup(multi) }
+            return true
+        }
+        if first && wait {
+            _ = exited.wait(timeout: .now() + 10)
+            exited.signal()  // Let a later waiter through too.
+        }
+    }
+
+    // MARK: The loop thread
+
+    private func run() {
+        defer { exited.signal() }
+        guard let multi else {
+            failEverythingAndStop(TransferFailure(.connection, "libcurl could not be initialised"))
+            return
+        }
+        var running: Int32 = 0
+        while true {
+            let (starts, cancels, stopping) = inbox.withLock { inbox in
+                defer { inbox.starts.removeAll(); inbox.cancels.removeAll() }
+                return (inbox.starts, inbox.cancels, inbox.stopping)
+            }
+            for transfer in starts { begin(transfer, in: multi) }
+            for transfer in cancels where !transfer.finished {
+                finish(transfer, .failure(TransferFailure(.cancelled, "cancelled")), in: multi)
+            }
+            if stopping { break }
+            _ = curl_multi_perform(multi, &running)
+            collectCompletions(multi)
+            let now = Self.monotonicNanoseconds()
+            let timeout = checkStalls(now: now, in: multi)
+            _ = curl_multi_poll(multi, nil, 0, timeout, nil)
+        }
+        for transfer in Array(active.values) {
+            finish(transfer, .failure(TransferFailure(.cancelled, "the transfer driver shut down")), in: multi)
+        }
+        failEverythingAndStop(TransferFailure(.cancelled, "the transfer driver shut down"))
+        curl_multi_cleanup(multi)
+    }
+
+    /// Marks the inbox stopped and fails whatever is still queued in it.
+    private func failEverythingAndStop(_ failure: TransferFailure) {
+        let leftovers = inbox.withLock { inbox in
+            inbox.stopping = true
+            inbox.stopped = true
+            defer { inbox.starts.removeAll(); inbox.cancels.removeAll() }
+            return inbox.starts
+        }
+        for transfer in leftovers where !transfer.finished {
+            transfer.finished = true
+            transfer.delegate.transfer(didFinishWith: .failure(failure))
+        }
+    }
+
+    private func begin(_ transfer: CurlTransfer, in multi: UnsafeMutableRawPointer) {
+        if transfer.isCancelled {
+            finish(transfer, .failure(TransferFailure(.cancelled, "cancelled")), in: multi)
+            return
+        }
+        guard let easy = curl_easy_init() else {
+            finish(transfer, .failure(TransferFailure(.connection, "curl_easy_init failed")), in: multi)
+            return
+        }
+        let context = Unmanaged.passRetained(transfer)  // Released in `finish`.
+        transfer.easy = easy
+        transfer.context = context
+        if let failure = transfer.configure(easy, context: context.toOpaque()) {
+            finish(transfer, .failure(failure), in: multi)
+            return
+        }
+        let added = curl_multi_add_handle(multi, easy)
+        guard added == CURLM_OK else {
+            let message = String(cString: curl_multi_strerror(added))
+            finish(transfer, .failure(TransferFailure(.connection, "curl_multi_add_handle: \(message)")), in: multi)
+            return
+        }
+        active[ObjectIdentifier(transfer)] = transfer
+        let graceNanoseconds = UInt64(max(0, transfer.request.connectTimeout) * 1e9)
+        transfer.quietSince = Self.monotonicNanoseconds() + graceNanoseconds
+    }
+
+    private func collectCompletions(_ multi: UnsafeMutableRawPointer) {
+        var remaining: Int32 = 0
+        while let message = curl_multi_info_read(multi, &remaining) {
+            guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
+            var pointer: UnsafeMutableRawPointer?
+            guard ccurl_getinfo_pointer(easy, CURLINFO_PRIVATE, &pointer) == CURLE_OK, let pointer else { continue }
+            let transfer = Unmanaged<CurlTransfer>.fromOpaque(pointer).takeUnretainedValue()
+            let code = message.pointee.data.result
+            finish(transfer, transfer.outcome(for: code), in: multi)
+        }
+    }
+
+    /// Fails attempts quiet for longer than their `stallTimeout`; returns the poll timeout in ms.
+    private func checkStalls(now: UInt64, in multi: UnsafeMutableRawPointer) -> Int32 {
+        var timeout: UInt64 = 1_000_000_000
+        for transfer in Array(active.values) {
+            if transfer.sawActivity {
+                transfer.sawActivity = false
+                transfer.quietSince = now
+            }
+            let limit = UInt64(max(0.001, transfer.request.stallTimeout) * 1e9)
+            let deadline = transfer.quietSince + limit
+            if now >= deadline {
+                let seconds = transfer.request.stallTimeout
+                finish(transfer, .failure(TransferFailure(.stalled, "no data for \(seconds) s")), in: multi)
+            } else {
+                timeout = min(timeout, deadline - now)
+            }
+        }
+        return Int32(timeout / 1_000_000) + 1
+    }
+
+    /// Ends an attempt exactly once: removes and frees its handle, drops the retain, reports.
+    private func finish(_ transfer: CurlTransfer, _ result: Result<TransferSummary, TransferFailure>,
+                        in multi: UnsafeMutableRawPointer) {
+        guard !transfer.finished else { return }
+        transfer.finished = true
+        if let easy = transfer.easy {
+            if active.removeValue(forKey: ObjectIdentifier(transfer)) != nil {
+                _ = curl_multi_remove_handle(multi, easy)
+            }
+            curl_easy_cleanup(easy)
+            transfer.easy = nil
+        }
+        if let list = transfer.headerList {
+            curl_slist_free_all(list)
+            transfer.headerList = nil
+        }
+        transfer.context?.release()
+        transfer.context = nil
+        transfer.dropSink()
+        transfer.delegate.transfer(didFinishWith: result)
+    }
+
+    static func monotonicNanoseconds() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+    }
+}

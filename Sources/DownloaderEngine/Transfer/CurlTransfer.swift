@@ -1,0 +1,157 @@
+import CCurl
+import Foundation
+import Synchronization
+
+/// One attempt driven by `CurlMultiLoop`: the libcurl easy handle's owner and its callbacks' target.
+///
+/// Threading: everything but `cancel()` runs on the loop thread (the libcurl callbacks run inside
+/// `curl_multi_perform` there). `cancel()` only flips an atomic flag and queues a removal, so after it
+/// returns no new sink write starts; a write already running on the loop thread completes, and
+/// `didFinishWith(.cancelled)` follows, after which the sink is never touched again.
+final class CurlTransfer: TransferHandle, @unchecked Sendable {
+    let request: TransferRequest
+    let delegate: TransferDelegate
+    private let loop: CurlMultiLoop
+    private let cancelRequested = Atomic<Bool>(false)
+
+    // Loop-thread state.
+    /// The easy handle while the attempt runs (owned here, cleaned up in `release`).
+    var easy: UnsafeMutableRawPointer?
+    /// The retain that keeps this object alive while libcurl holds its pointer.
+    var context: Unmanaged<CurlTransfer>?
+    var headerList: UnsafeMutablePointer<curl_slist>?
+    let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
+    private(set) var head: ResponseHead?
+    private var sink: BodySink?
+    private var collector: ResponseHeadCollector
+    private(set) var bodyBytes: Int64 = 0
+    /// Why a callback aborted the transfer (wins over libcurl's own code).
+    private(set) var abortReason: TransferFailure?
+    /// An address the SSRF guard refused during this attempt.
+    private(set) var refusedAddress: String?
+    /// Set by callbacks when bytes arrived; the loop turns it into `quietSince`.
+    var sawActivity = false
+    /// Monotonic nanoseconds since which nothing arrived (starts one connect timeout in the future).
+    var quietSince: UInt64 = 0
+    var finished = false
+
+    init(request: TransferRequest, delegate: TransferDelegate, loop: CurlMultiLoop) {
+        self.request = request
+        self.delegate = delegate
+        self.loop = loop
+        self.collector = ResponseHeadCollector(followsRedirects: true)  // CURLOPT_FOLLOWLOCATION is always on.
+        errorBuffer.initialize(to: 0)
+    }
+
+    deinit {
+        errorBuffer.deallocate()
+    }
+
+    var isCancelled: Bool { cancelRequested.load(ordering: .acquiring) }
+
+    /// Thread-safe, idempotent and non-blocking.
+    func cancel() {
+        guard cancelRequested.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+        else { return }
+        loop.cancel(self)
+    }
+
+    // MARK: libcurl callbacks (loop thread)
+
+    /// One header line; returns false to abort.
+    func receiveHeaderLine(_ line: UnsafeRawBufferPointer) -> Bool {
+        if isCancelled { return abort(TransferFailure(.cancelled, "cancelled")) }
+        guard head == nil else { return true }  // Trailers after the body: ignored.
+        sawActivity = true
+        switch collector.consume(Array(line)) {
+        case .none, .interimHead:
+            return true
+        case .invalid(let reason):
+            return abort(TransferFailure(.connection, "bad response head: \(reason)"))
+        case .finalHead(let status, let headers):
+            return deliverHead(status: status, headers: headers)
+        }
+    }
+
+    /// Body bytes; returns false to abort.
+    func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        if isCancelled { return abort(TransferFailure(.cancelled, "cancelled")) }
+        guard let head else { return abort(TransferFailure(.connection, "body before the response head")) }
+        guard (200..<300).contains(head.status) else {
+            return abort(TransferFailure(.rejected, "status \(head.status): body not written"))
+        }
+        guard let sink else { return abort(TransferFailure(.rejected, "no sink for the body")) }
+        sawActivity = true
+        if let limit = request.maxBodyBytes, bodyBytes + Int64(bytes.count) > limit {
+            return abort(TransferFailure(.tooLarge, "body exceeds \(limit) bytes"))
+        }
+        do {
+            try sink.write(bytes)
+        } catch {
+            return abort(TransferFailure(.disk, "writing the body failed: \(error)", code: Self.errno(of: error)))
+        }
+        bodyBytes += Int64(bytes.count)
+        return true
+    }
+
+    /// The SSRF check for an address libcurl is about to connect to (or reuse a connection to).
+    func admits(_ address: IPAddress?, shown: String) -> Bool {
+        if request.allowPrivateNetworks { return true }
+        if let address, AddressPolicy(allowPrivateNetworks: false).allows(address) { return true }
+        refusedAddress = shown
+        return false
+    }
+
+    /// A reused or new connection's peer is refused: abort with `.blockedAddress`.
+    func refuseConnection(to shown: String) {
+        refusedAddress = shown
+        abortReason = abortReason ?? TransferFailure(.blockedAddress, "refused to connect to \(shown) (not a public address)")
+    }
+
+    // MARK: Completion (loop thread)
+
+    /// The outcome once libcurl reports `code`.
+    func outcome(for code: CURLcode) -> Result<TransferSummary, TransferFailure> {
+        if let abortReason { return .failure(abortReason) }
+        guard code == CURLE_OK else {
+            let detail = String(cString: errorBuffer)
+            return .failure(CurlFailureMapping.failure(for: code, detail: detail, blockedAddress: refusedAddress))
+        }
+        guard let head else { return .failure(TransferFailure(.connection, "no response head")) }
+        return .success(TransferSummary(head: head, bodyBytes: bodyBytes))
+    }
+
+    /// Drops the sink and head state after the attempt ended.
+    func dropSink() { sink = nil }
+
+    private func deliverHead(status: Int, headers: [String: [String]]) -> Bool {
+        var urlPointer: UnsafeMutablePointer<CChar>?
+        var effectiveURL = request.url
+        if let easy, ccurl_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &urlPointer) == CURLE_OK, let urlPointer {
+            effectiveURL = String(cString: urlPointer)
+        }
+        let head = ResponseHead(status: status, headers: headers, effectiveURL: effectiveURL)
+        self.head = head
+        switch delegate.transfer(didReceive: head) {
+        case .success(let sink):
+            self.sink = sink
+            return !isCancelled || abort(TransferFailure(.cancelled, "cancelled"))
+        case .failure(let failure):
+            return abort(failure)
+        }
+    }
+
+    private func abort(_ failure: TransferFailure) -> Bool {
+        if abortReason == nil { abortReason = failure }
+        return false
+    }
+
+    /// The errno behind a sink error, when it carries one.
+    static func errno(of error: Error) -> Int32? {
+        if let carrying = error as? ErrnoCarrying { return carrying.errnoCode }
+        if let posix = error as? POSIXError { return posix.code.rawValue }
+        let bridged = error as NSError
+        if bridged.domain == NSPOSIXErrorDomain { return Int32(truncatingIfNeeded: bridged.code) }
+        return nil
+    }
+}

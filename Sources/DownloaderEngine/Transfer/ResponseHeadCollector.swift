@@ -1,0 +1,88 @@
+/// Collects response header lines as libcurl hands them over (one line per call, every hop of a
+/// redirect chain and every 1xx in turn) and says when the FINAL hop's head is complete.
+/// Pure: no libcurl, so a table test covers it.
+struct ResponseHeadCollector: Sendable {
+    enum Event: Equatable {
+        /// Nothing to do yet.
+        case none
+        /// A hop ended that libcurl will not deliver a body for (1xx, or a 3xx it follows).
+        case interimHead(status: Int)
+        /// The final hop's head is complete: names lower-cased, values in wire order.
+        case finalHead(status: Int, headers: [String: [String]])
+        /// The head is malformed or over the bounds.
+        case invalid(String)
+    }
+
+    /// Whether libcurl follows redirects (a 3xx with `Location` is then not the final hop).
+    var followsRedirects: Bool
+
+    /// Bytes of header lines accepted per hop.
+    static let maxHeadBytes = 256 * 1024
+    /// Header fields accepted per hop.
+    static let maxFields = 500
+
+    private var status: Int?
+    private var fields: [(name: String, value: String)] = []
+    private var bytes = 0
+
+    init(followsRedirects: Bool) {
+        self.followsRedirects = followsRedirects
+    }
+
+    /// Feeds one line (with or without its CRLF).
+    mutating func consume(_ rawLine: [UInt8]) -> Event {
+        var line = rawLine[...]
+        while let last = line.last, last == 10 || last == 13 { line = line.dropLast() }
+
+        if line.starts(with: Array("HTTP/".utf8)) {
+            // A new hop: forget everything of the previous one.
+            fields.removeAll(keepingCapacity: true)
+            bytes = rawLine.count
+            let parts = line.split(separator: 32, maxSplits: 2, omittingEmptySubsequences: true)
+            guard parts.count >= 2, parts[1].count == 3,
+                  let code = Int(String(decoding: parts[1], as: UTF8.self)), (100...599).contains(code) else {
+                status = nil
+                return .invalid("malformed status line")
+            }
+            status = code
+            return .none
+        }
+        guard let status else { return .invalid("header line before a status line") }
+        bytes += rawLine.count
+        guard bytes <= Self.maxHeadBytes else { return .invalid("response head larger than \(Self.maxHeadBytes) bytes") }
+
+        if line.isEmpty {
+            self.status = nil
+            let headers = collectedHeaders()
+            let redirectFollowed = followsRedirects && (300..<400).contains(status) && headers["location"] != nil
+            if status < 200 || redirectFollowed { return .interimHead(status: status) }
+            return .finalHead(status: status, headers: headers)
+        }
+        if let first = line.first, first == 32 || first == 9 {
+            // obs-fold: a continuation of the previous field's value.
+            guard !fields.isEmpty else { return .invalid("continuation line without a field") }
+            fields[fields.count - 1].value += " " + trimmed(line)
+            return .none
+        }
+        guard let colon = line.firstIndex(of: 58), colon > line.startIndex else {
+            return .invalid("header line without a name")
+        }
+        guard fields.count < Self.maxFields else { return .invalid("more than \(Self.maxFields) header fields") }
+        let name = String(decoding: line[..<colon], as: UTF8.self).lowercased()
+        fields.append((name, trimmed(line[(colon + 1)...])))
+        return .none
+    }
+
+    private func collectedHeaders() -> [String: [String]] {
+        var headers: [String: [String]] = [:]
+        for field in fields { headers[field.name, default: []].append(field.value) }
+        return headers
+    }
+
+    private func trimmed(_ bytes: ArraySlice<UInt8>) -> String {
+        var slice = bytes
+        while let first = slice.first, first == 32 || first == 9 { slice = slice.dropFirst() }
+        while let last = slice.last, last == 32 || last == 9 { slice = slice.dropLast() }
+        return String(decoding: slice, as: UTF8.self)
+    }
+}

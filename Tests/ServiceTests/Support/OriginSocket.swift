@@ -1,0 +1,107 @@
+import CLinux
+import Glibc
+
+/// Blocking POSIX socket calls for `TestOrigin` (plain sockets, one thread per connection).
+/// Every call retries EINTR; failures come back as `nil`/`false`, since the origin only ever drops
+/// the connection when something goes wrong.
+enum OriginSocket {
+    /// A listening TCP socket on 127.0.0.1 with a kernel-chosen port.
+    static func listenOnLoopback() throws -> (fd: Int32, port: UInt16) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw OriginError("socket: errno \(errno)") }
+        var one: Int32 = 1
+        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr = in_addr(s_addr: UInt32(0x7f00_0001).bigEndian)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard bound == 0, listen(fd, 128) == 0 else {
+            let code = errno
+            close(fd)
+            throw OriginError("bind/listen: errno \(code)")
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        guard named == 0 else {
+            close(fd)
+            throw OriginError("getsockname: errno \(errno)")
+        }
+        return (fd, UInt16(bigEndian: address.sin_port))
+    }
+
+    /// Accepts one connection; nil once the listening socket is shut down.
+    static func accept(_ listener: Int32) -> Int32? {
+        while true {
+            let fd = CLinux.accept4(listener, nil, nil, Int32(SOCK_CLOEXEC.rawValue))
+            if fd >= 0 { return fd }
+            switch errno {
+            case EINTR, ECONNABORTED: continue
+            case EMFILE, ENFILE, ENOBUFS, ENOMEM:
+                usleep(10_000)  // Out of descriptors: back off briefly rather than spin.
+                continue
+            default: return nil
+            }
+        }
+    }
+
+    /// Sets a receive timeout so an idle client cannot hold a thread forever.
+    static func setReceiveTimeout(_ fd: Int32, seconds: Int) {
+        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    /// Reads what is available (at least one byte); nil on EOF, error or timeout.
+    static func receive(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) -> Int? {
+        while true {
+            let count = recv(fd, buffer.baseAddress, buffer.count, 0)
+            if count > 0 { return count }
+            if count < 0 && errno == EINTR { continue }
+            return nil
+        }
+    }
+
+    /// Sends all of `bytes`; false if the peer went away.
+    static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let count = Glibc.send(fd, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+            if count > 0 {
+                offset += count
+            } else if count < 0 && errno == EINTR {
+                continue
+            } else {
+                return false
+            }
+        }
+        return true
+    }
+
+    static func send(_ fd: Int32, _ text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { send(fd, UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Waits up to `milliseconds` for the peer to send something or hang up; true if it hung up
+    /// (or the socket was shut down).
+    static func peerClosed(_ fd: Int32, withinMilliseconds milliseconds: Int32) -> Bool {
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let ready = poll(&entry, 1, milliseconds)
+        guard ready > 0 else { return false }
+        if entry.revents & Int16(POLLHUP | POLLERR | POLLNVAL) != 0 { return true }
+        var scratch = [UInt8](repeating: 0, count: 4096)
+        let count = scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+        return count == 0 || (count < 0 && errno != EAGAIN && errno != EINTR)
+    }
+}
+
+struct OriginError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,385 @@
+import Dispatch
+import Foundation
+import Glibc
+import Synchronization
+
+/// An in-process HTTP/1.1 origin on 127.0.0.1 (port 0) for tests: plain blocking POSIX sockets and a
+/// thread per connection, independent of `MiniHTTPServer`.
+///
+/// What it serves
+/// - `path` (default `/file`, more via `addResource`) with a deterministic body of `bodySize` bytes
+///   (`expectedBody(path:)` gives the exact bytes; each version and path has different bytes), with a
+///   strong `ETag`, `Last-Modified`, `Date`, `Accept-Ranges: bytes` and `Content-Length`.
+/// - `Range: bytes=N-`, `N-M` and `-S` answer 206 with `Content-Range`; past the end answers 416;
+///   several ranges or bad syntax are ignored (200). `If-Range` follows RFC 9110 §13.1.5: an entity-tag
+///   matches by strong comparison only (a weak one never matches), a date only when it equals the
+///   current `Last-Modified`; a failed `If-Range` answers 200 with the whole current body.
+/// - Keep-alive connections (HTTP/1.1 default), `HEAD`, 404 for unknown paths, 405 for other methods.
+///
+/// Switches (all thread-safe, settable while transfers run)
+/// - `update { $0.… }` for `Settings`: validators (strong / weak ETag / ETag only / Last-Modified only /
+///   none), `ignoreRanges` (always 200), `wrongContentRangeStart` (206 starting one byte off the
+///   requested start), `bytesPerSecond` (throttle, so a cancel can land mid-body), `closeDelimited`
+///   (no Content-Length; the body ends when the connection closes), `stallBound`.
+/// - `changeVersion(path:)`: a new body, a new ETag and a newer Last-Modified.
+/// - `redirect(from:to:status:)`: a 3xx (302 by default) to another path; chains work (`/a`→`/b`→`/file`).
+///   Redirect hops carry their own ETag/Last-Modified that must never be kept by a client.
+/// - `inject(_:times:)`: faults for the next `times` requests to a resource path (redirect hops and
+///   unknown paths do not consume them): `.cut(afterBodyBytes:)` closes the connection after K body
+///   bytes, `.stall(afterBodyBytes:)` sends K bytes then nothing until the client goes (or
+///   `stallBound` seconds pass), `.status(503, retryAfter: "2")` answers that status instead.
+///   Faults queue up in order; `clearFaults()` drops the rest.
+///
+/// What it records
+/// - `requests()` / `requests(path:)`: every request (method, path, headers in wire order, connection
+///   number), so a test can assert the exact `Range`/`If-Range` each attempt sent.
+/// - `getCount(path:)`: GETs per path; `connectionCount`: accepted connections.
+///
+/// Bounds: 64 connections at once (more are closed at once), 64 KiB request heads, 10 s idle
+/// receive timeout, stalls end after `stallBound`. Always call `stop()` (e.g. `defer`): it closes the
+/// listener and every connection and waits (bounded) for the threads; until then the origin stays alive.
+final class TestOrigin: Sendable {
+    /// Which validators resource responses carry.
+    enum Validators: Sendable, Equatable {
+        /// Strong `ETag` and `Last-Modified` (the default).
+        case strong
+        /// `ETag: W/"…"` and `Last-Modified`.
+        case weakETag
+        /// A strong `ETag`, no `Last-Modified`.
+        case etagOnly
+        /// `Last-Modified` only.
+        case lastModifiedOnly
+        /// Neither.
+        case none
+    }
+
+    /// A one-shot misbehaviour for one request to a resource path.
+    enum Fault: Sendable, Equatable {
+        /// Close the connection after `afterBodyBytes` bytes of the body.
+        case cut(afterBodyBytes: Int)
+        /// Send `afterBodyBytes` bytes, then nothing until the client goes or `stallBound` passes.
+        case stall(afterBodyBytes: Int)
+        /// Answer `status` (e.g. 404, 429, 500, 503) with an optional `Retry-After` value.
+        case status(Int, retryAfter: String?)
+    }
+
+    /// Behaviour switches; change them with `update`.
+    struct Settings: Sendable {
+        var validators: Validators = .strong
+        /// Ignore `Range` and always answer 200 with the whole body.
+        var ignoreRanges = false
+        /// Answer 206 with a range starting one byte before the requested start (after it for 0).
+        var wrongContentRangeStart = false
+        /// Throttle bodies to about this many bytes per second; nil is unthrottled.
+        var bytesPerSecond: Int? = nil
+        /// Send no Content-Length and close the connection to end the body.
+        var closeDelimited = false
+        /// Longest a `.stall` fault holds the connection, in seconds.
+        var stallBound: Double = 10
+    }
+
+    private struct State: Sendable {
+        var resources: [String: OriginResource] = [:]
+        var redirects: [String: Redirect] = [:]
+        var settings = Settings()
+        var faults: [(fault: Fault, remaining: Int)] = []
+        var requests: [RecordedRequest] = []
+        var getCounts: [String: Int] = [:]
+        var open: Set<Int32> = []
+        var accepted = 0
+        var stopped = false
+    }
+
+    private struct Redirect: Sendable {
+        var to: String
+        var status: Int
+    }
+
+    /// The port it listens on (127.0.0.1).
+    let port: UInt16
+    /// The default resource's path.
+    let path: String
+    private let listener: Int32
+    private let state: Mutex<State>
+    private let threads = DispatchGroup()
+
+    private static let maxConnections = 64
+    private static let maxRecordedRequests = 10_000
+
+    /// Starts listening at once; `bodySize` bytes are served at `path`.
+    init(bodySize: Int = 1 << 20, path: String = "/file", settings: Settings = Settings()) throws {
+        let (fd, port) = try OriginSocket.listenOnLoopback()
+        self.listener = fd
+        self.port = port
+        self.path = path
+        var initial = State()
+        initial.settings = settings
+        initial.resources[path] = OriginResource(path: path, size: bodySize, version: 1)
+        self.state = Mutex(initial)
+        threads.enter()
+        Thread.detachNewThread { [self] in
+            acceptLoop()
+            threads.leave()
+        }
+    }
+
+    // MARK: URLs and expected content
+
+    /// `http://127.0.0.1:<port>`.
+    var baseURL: String { "http://127.0.0.1:\(port)" }
+    /// The default resource's URL.
+    var url: String { baseURL + path }
+    /// The URL of `path`.
+    func url(_ path: String) -> String { baseURL + path }
+
+    /// The exact body currently served at `path` (default: the default resource).
+    func expectedBody(path: String? = nil) -> [UInt8] {
+        let resource = state.withLock { $0.resources[path ?? self.path] }
+        guard let resource else { return [] }
+        return OriginBody.bytes(seed: resource.seed, range: 0..<resource.size)
+    }
+
+    /// The strong ETag of the current version at `path` as the origin would send it under `.strong`.
+    func etag(path: String? = nil) -> String? { state.withLock { $0.resources[path ?? self.path]?.etag } }
+
+    /// The Last-Modified of the current version at `path`.
+    func lastModified(path: String? = nil) -> String? {
+        state.withLock { $0.resources[path ?? self.path]?.lastModified }
+    }
+
+    // MARK: Switches
+
+    /// Serves another deterministic body at `path`.
+    func addResource(path: String, size: Int) {
+        state.withLock { $0.resources[path] = OriginResource(path: path, size: size, version: 1) }
+    }
+
+    /// Replaces the body at `path` by a new version (new bytes, new ETag, newer Last-Modified).
+    func changeVersion(path: String? = nil) {
+        state.withLock { $0.resources[path ?? self.path]?.version += 1 }
+    }
+
+    /// Answers requests for `from` with `status` and `Location: to` (a path on this origin or an absolute URL).
+    func redirect(from: String, to: String, status: Int = 302) {
+        state.withLock { $0.redirects[from] = Redirect(to: to, status: status) }
+    }
+
+    /// Changes the settings while running.
+    func update(_ change: (inout Settings) -> Void) {
+        state.withLock { change(&$0.settings) }
+    }
+
+    /// Queues `fault` for the next `times` requests to resource paths.
+    func inject(_ fault: Fault, times: Int = 1) {
+        guard times > 0 else { return }
+        state.withLock { $0.faults.append((fault, times)) }
+    }
+
+    /// Drops every queued fault.
+    func clearFaults() {
+        state.withLock { $0.faults.removeAll() }
+    }
+
+    // MARK: Records
+
+    /// Every request received so far, in arrival order (the last 10 000).
+    func requests() -> [RecordedRequest] { state.withLock { $0.requests } }
+
+    /// The requests for `path`.
+    func requests(path: String) -> [RecordedRequest] { requests().filter { $0.path == path } }
+
+    /// GET requests received for `path` (default: the default resource).
+    func getCount(path: String? = nil) -> Int { state.withLock { $0.getCounts[path ?? self.path] ?? 0 } }
+
+    /// Connections accepted so far.
+    var connectionCount: Int { state.withLock { $0.accepted } }
+
+    // MARK: Lifecycle
+
+    /// Closes the listener and all connections, then waits up to 5 s for the origin's threads.
+    func stop() {
+        let first = state.withLock { state -> Bool in
+            guard !state.stopped else { return false }
+            state.stopped = true
+            _ = shutdown(listener, Int32(SHUT_RDWR))
+            for fd in state.open { _ = shutdown(fd, Int32(SHUT_RDWR)) }
+            return true
+        }
+        if first { _ = threads.wait(timeout: .now() + 5) }
+    }
+
+    private var stopped: Bool { state.withLock { $0.stopped } }
+
+    private func acceptLoop() {
+        defer { close(listener) }
+        while let fd = OriginSocket.accept(listener) {
+            let connection = state.withLock { state -> Int? in
+                guard !state.stopped, state.open.count < Self.maxConnections else { return nil }
+                state.open.insert(fd)
+                state.accepted += 1
+                return state.accepted - 1
+            }
+            guard let connection else {
+                close(fd)
+                if stopped { return }
+                continue
+            }
+            threads.enter()
+            Thread.detachNewThread { [self] in
+                serve(fd, connection: connection)
+                state.withLock { _ = $0.open.remove(fd) }  // Before close, so stop() never shuts a reused fd.
+                close(fd)
+                threads.leave()
+            }
+        }
+    }
+
+    // MARK: One connection
+
+    private func serve(_ fd: Int32, connection: Int) {
+        OriginSocket.setReceiveTimeout(fd, seconds: 10)
+        var pending: [UInt8] = []
+        var scratch = [UInt8](repeating: 0, count: 64 * 1024)
+        while !stopped {
+            switch OriginRequestParser.parse(pending) {
+            case .needMoreData:
+                let count = scratch.withUnsafeMutableBytes { OriginSocket.receive(fd, into: $0) }
+                guard let count else { return }
+                pending += scratch[..<count]
+            case .invalid(let reason):
+                _ = OriginSocket.send(fd, "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                _ = reason
+                return
+            case .parsed(let method, let target, let version, let headers, let length):
+                pending.removeFirst(length)
+                let request = RecordedRequest(method: method, path: String(target.split(separator: "?").first ?? ""),
+                                              headers: headers, connection: connection)
+                guard discardRequestBody(fd, request: request, pending: &pending) else {
+                    _ = OriginSocket.send(fd, "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                    return
+                }
+                let response = decide(request)
+                let clientCloses = request.header("connection")?.lowercased() == "close" || version == "HTTP/1.0"
+                guard write(response, to: fd, clientCloses: clientCloses) else { return }
+                if response.close || clientCloses || response.cutAfter != nil || response.stallAfter != nil { return }
+            }
+        }
+    }
+
+    /// Reads and drops a request body of Content-Length ≤ 1 MiB; false for anything else.
+    private func discardRequestBody(_ fd: Int32, request: RecordedRequest, pending: inout [UInt8]) -> Bool {
+        if request.header("transfer-encoding") != nil { return false }
+        guard let lengthText = request.header("content-length") else { return true }
+        guard let length = Int(lengthText), length >= 0, length <= 1 << 20 else { return false }
+        var scratch = [UInt8](repeating: 0, count: 64 * 1024)
+        while pending.count < length {
+            let count = scratch.withUnsafeMutableBytes { OriginSocket.receive(fd, into: $0) }
+            guard let count else { return false }
+            pending += scratch[..<count]
+        }
+        pending.removeFirst(length)
+        return true
+    }
+
+    /// Records `request`, consumes a fault if it hits a resource, and decides the answer.
+    private func decide(_ request: RecordedRequest) -> OriginResponse {
+        state.withLock { state in
+            state.requests.append(request)
+            if state.requests.count > Self.maxRecordedRequests { state.requests.removeFirst() }
+            if request.method == "GET" { state.getCounts[request.path, default: 0] += 1 }
+            let redirect = state.redirects[request.path]
+            let resource = redirect == nil ? state.resources[request.path] : nil
+            var fault: Fault?
+            if resource != nil, !state.faults.isEmpty {
+                fault = state.faults[0].fault
+                state.faults[0].remaining -= 1
+                if state.faults[0].remaining == 0 { state.faults.removeFirst() }
+            }
+            return OriginResponder.respond(
+                method: request.method, path: request.path, headers: request.headers,
+                resource: resource, redirect: redirect.map { ($0.to, $0.status) },
+                settings: state.settings, fault: fault, baseURL: baseURL, now: Int(Date().timeIntervalSince1970))
+        }
+    }
+
+    private func write(_ response: OriginResponse, to fd: Int32, clientCloses: Bool) -> Bool {
+        var head = "HTTP/1.1 \(response.status) \(Self.reason(response.status))\r\n"
+        for field in response.headers { head += "\(field.name): \(field.value)\r\n" }
+        var body: [UInt8] = []
+        if case .text(let text) = response.body {
+            body = Array(text.utf8)
+            head += "Content-Length: \(body.count)\r\nContent-Type: text/plain\r\n"
+        }
+        if response.close || clientCloses { head += "Connection: close\r\n" }
+        head += "\r\n"
+        guard OriginSocket.send(fd, head) else { return false }
+        switch response.body {
+        case .none:
+            return true
+        case .text:
+            return body.withUnsafeBytes { OriginSocket.send(fd, $0) }
+        case .resource(let seed, let range):
+            let limit = min(range.count, response.cutAfter ?? response.stallAfter ?? range.count)
+            guard sendBody(fd, seed: seed, range: range.lowerBound..<(range.lowerBound + limit)) else { return false }
+            if response.cutAfter != nil {
+                _ = shutdown(fd, Int32(SHUT_WR))
+                return false
+            }
+            if response.stallAfter != nil {
+                holdStalled(fd)
+                return false
+            }
+            return true
+        }
+    }
+
+    /// Sends body bytes in chunks, throttled when `bytesPerSecond` is set (checked per chunk).
+    private func sendBody(_ fd: Int32, seed: UInt64, range: Range<Int>) -> Bool {
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        var offset = range.lowerBound
+        while offset < range.upperBound {
+            let (rate, stopped) = state.withLock { ($0.settings.bytesPerSecond, $0.stopped) }
+            if stopped { return false }
+            var chunk = min(buffer.count, range.upperBound - offset)
+            if let rate { chunk = min(chunk, max(1, rate / 20)) }
+            let sent = buffer.withUnsafeMutableBytes { raw -> Bool in
+                let slice = UnsafeMutableRawBufferPointer(rebasing: raw[0..<chunk])
+                OriginBody.fill(slice, seed: seed, offset: offset)
+                return OriginSocket.send(fd, UnsafeRawBufferPointer(slice))
+            }
+            guard sent else { return false }
+            offset += chunk
+            if rate != nil { usleep(50_000) }  // Pacing the origin, not synchronising a test.
+        }
+        return true
+    }
+
+    /// Holds a stalled connection until the peer leaves, `stallBound` passes or the origin stops.
+    private func holdStalled(_ fd: Int32) {
+        let bound = state.withLock { $0.settings.stallBound }
+        let deadline = Date().addingTimeInterval(bound)
+        while Date() < deadline && !stopped {
+            if OriginSocket.peerClosed(fd, withinMilliseconds: 50) { return }
+        }
+    }
+
+    private static func reason(_ status: Int) -> String {
+        switch status {
+        case 200: "OK"
+        case 206: "Partial Content"
+        case 301: "Moved Permanently"
+        case 302: "Found"
+        case 303: "See Other"
+        case 307: "Temporary Redirect"
+        case 308: "Permanent Redirect"
+        case 400: "Bad Request"
+        case 404: "Not Found"
+        case 405: "Method Not Allowed"
+        case 416: "Range Not Satisfiable"
+        case 429: "Too Many Requests"
+        case 500: "Internal Server Error"
+        case 503: "Service Unavailable"
+        default: "Status"
+        }
+    }
+}

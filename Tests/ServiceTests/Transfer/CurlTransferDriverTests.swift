@@ -1,0 +1,350 @@
+@testable import DownloaderEngine
+import Foundation
+import Glibc
+import Testing
+
+/// The libcurl driver against the in-process `TestOrigin`.
+@Suite struct CurlTransferDriverTests {
+    @Test func fullBodyArrivesByteIdenticalWithValidators() async throws {
+        let origin = try TestOrigin(bodySize: 3 * 1024 * 1024 + 17)
+        defer { origin.stop() }
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+        let recorder = TransferRecorder()
+
+        _ = driver.start(.test(origin.url), delegate: recorder)
+        let summary = try await recorder.outcome().get()
+
+        #expect(summary.head.status == 200)
+        #expect(summary.head.value("ETag") == origin.etag())
+        #expect(summary.head.value("last-modified") == origin.lastModified())
+        #expect(summary.head.effectiveURL == origin.url)
+        #expect(summary.bodyBytes == Int64(origin.expectedBody().count))
+        #expect(recorder.sink.bytes == origin.expectedBody())
+        #expect(recorder.heads.count == 1)
+        let sent = try #require(origin.requests().first)
+        #expect(sent.header("user-agent") == "transfer-tests/1")
+        #expect(sent.header("accept-encoding") == nil)
+        #expect(sent.header("range") == nil)
+    }
+
+    @Test func rangeRequestGetsTheRest() async throws {
+        let origin = try TestOrigin(bodySize: 1_000_000)
+        defer { origin.stop() }
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+        let recorder = TransferRecorder()
+        let etag = try #require(origin.etag())
+
+        _ = driver.start(.test(origin.url, headers: [("Range", "bytes=400000-"), ("If-Range", etag)]), delegate: recorder)
+        let summary = try await recorder.outcome().get()
+
+        #expect(summary.head.status == 206)
+        #expect(summary.head.value("content-range") == "bytes 400000-999999/1000000")
+        #expect(recorder.sink.bytes == Array(origin.expectedBody()[400_000...]))
+        let sent = try #require(origin.requests().last)
+        #expect(sent.header("range") == "bytes=400000-")
+        #expect(sent.header("if-range") == etag)
+    }
+
+    @Test func redirectChainReportsOnlyTheFinalHop() async throws {
+        let origin = try TestOrigin(bodySize: 50_000)
+        defer { origin.stop() }
+        origin.redirect(from: "/a", to: "/b")
+        origin.redirect(from: "/b", to: "/file", status: 307)
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+        let recorder = TransferRecorder()
+
+        _ = driver.start(.test(origin.url("/a"), headers: [("Range", "bytes=10-")]), delegate: recorder)
+        let summary = try await recorder.outcome().get()
+
+        #expect(recorder.heads.count == 1)
+        #expect(summary.head.status == 206)
+        #expect(summary.head.headers["etag"] == [try #require(origin.etag())])
+        #expect(summary.head.headers["last-modified"] == [try #require(origin.lastModified())])
+        #expect(summary.head.headers["location"] == nil)
+        #expect(summary.head.effectiveURL == origin.url)
+        #expect(recorder.sink.bytes == Array(origin.expectedBody()[10...]))
+        #expect(origin.requests().map(\.path) == ["/a", "/b", "/file"])
+        #expect(origin.requests().allSatisfy { $0.header("range") == "bytes=10-" })
+    }
+
+    @Test func tooManyRedirects() async throws {
+        let origin = try TestOrigin(bodySize: 10)
+        defer { origin.stop() }
+        origin.redirect(from: "/r1", to: "/r2")
+        origin.redirect(from: "/r2", to: "/r3")
+        origin.redirect(from: "/r3", to: "/file")
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+        let recorder = TransferRecorder()
+
+        _ = driver.start(.test(origin.url("/r1"), maxRedirects: 2), delegate: recorder)
+
+        #expect(try await recorder.failureKind() == .tooManyRedirects)
+        #expect(recorder.heads.isEmpty)
+        #expect(origin.getCount() == 0)
+
+        let none = TransferRecorder()
+        _ = driver.start(.test(origin.url("/r3"), maxRedirects: 0), delegate: none)
+        #expect(try await none.failureKind() == .tooManyRedirects)
+        #expect(none.heads.isEmpty)
+    }
+
+    @Test func errorHeadIsDeliveredAndRejectingItWritesNothing() async throws {
+        let origin = try TestOrigin(bodySize: 10_000)
+        defer { origin.stop() }
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+
+        let missing = TransferRecorder()
+        _ = driver.start(.test(origin.url("/missing")), delegate: missing)
+        #expect(try await missing.failureKind() == .rejected)
+        #expect(missing.heads.map(\.status) == [404])
+        #expect(missing.sink.count == 0)
+
+        origin.inject(.status(503, retryAfter: "3"))
+        let busy = TransferRecorder()
+        _ = driver.start(.test(origin.url), delegate: busy)
+        #expect(try await busy.failureKind() == .rejected)
+        #expect(busy.heads.first?.status == 503)
+        #expect(busy.heads.first?.value("retry-after") == "3")
+        #expect(busy.sink.count == 0)
+
+        // A non-2xx head the delegate accepts still never gets its body written.
+        origin.inject(.status(500, retryAfter: nil))
+        let accepting = TransferRecorder(decide: { _ in nil })
+        _ = driver.start(.test(origin.url), delegate: accepting)
+        #expect(try await accepting.failureKind() == .rejected)
+        #expect(accepting.sink.count == 0)
+    }
+
+    @Test func rejectingASuccessfulHeadWritesNothing() async throws {
+        let origin = try TestOrigin(bodySize: 2_000_000)
+        defer { origin.stop() }
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+        let recorder = TransferRecorder(decide: { _ in TransferFailure(.rejected, "policy") })
+
+        _ = driver.start(.test(origin.url), delegate: recorder)
+
+        #expect(try await recorder.outcome() == .failure(TransferFailure(.rejected, "policy")))
+        #expect(recorder.sink.count == 0)
+        #expect(recorder.finishCount == 1)
+    }
+
+    @Test func emptyBodyStillDeliversTheHead() async throws {
+        let origin = try TestOrigin(bodySize: 0)
+        defer { origin.stop() }
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+        let recorder = TransferRecorder()
+
+        _ = driver.start(.test(origin.url), delegate: recorder)
+        let summary = try await recorder.outcome().get()
+
+        #expect(summary.head.status == 200)
+        #expect(summary.bodyBytes == 0)
+        #expect(recorder.heads.count == 1)
+    }
+
+    @Test func cutConnectionFailsWithTheBytesSoFar() async throws {
+        let origin = try TestOrigin(bodySize: 1_000_000)
+        defer { origin.stop() }
+        origin.inject(.cut(afterBodyBytes: 300_000))
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+        let recorder = TransferRecorder()
+
+        _ = driver.start(.test(origin.url), delegate: recorder)
+
+        #expect(try await recorder.failureKind() == .connection)
+        #expect(recorder.sink.bytes == Array(origin.expectedBody()[..<300_000]))
+    }
+
+    @Test func closeDelimitedBodyCompletes() async throws {
+        let origin = try TestOrigin(bodySize: 200_000, settings: .init(closeDelimited: true))
+        defer { origin.stop() }
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+        let recorder = TransferRecorder()
+
+        _ = driver.start(.test(origin.url), delegate: recorder)
+        let summary = try await recorder.outcome().get()
+
+        #expect(summary.head.value("content-length") == nil)
+        #expect(recorder.sink.bytes == origin.expectedBody())
+    }
+
+    @Test func stalledOriginFailsWithStalled() async throws {
+        let origin = try TestOrigin(bodySize: 1_000_000)
+        defer { origin.stop() }
+        origin.inject(.stall(afterBodyBytes: 100_000))
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+        let recorder = TransferRecorder()
+
+        _ = driver.start(.test(origin.url, stallTimeout: 0.4), delegate: recorder)
+
+        #expect(try await recorder.failureKind() == .stalled)
+        #expect(recorder.sink.bytes == Array(origin.expectedBody()[..<100_000]))
+    }
+
+    @Test func maxBodyBytesFromContentLength() async throws {
+        let origin = try TestOrigin(bodySize: 1_000_000)
+        defer { origin.stop() }
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+        let recorder = TransferRecorder()
+
+        _ = driver.start(.test(origin.url, maxBodyBytes: 500_000), delegate: recorder)
+
+        #expect(try await recorder.failureKind() == .tooLarge)
+        #expect(recorder.sink.count == 0)
+    }
+
+    @Test func maxBodyBytesWithoutContentLength() async throws {
+        let origin = try TestOrigin(bodySize: 1_000_000, settings: .init(closeDelimited: true))
+        defer { origin.stop() }
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+        let recorder = TransferRecorder()
+
+        _ = driver.start(.test(origin.url, maxBodyBytes: 500_000), delegate: recorder)
+
+        #expect(try await recorder.failureKind() == .tooLarge)
+        #expect(recorder.sink.count <= 500_000)
+        #expect(recorder.sink.bytes == Array(origin.expectedBody()[..<recorder.sink.count]))
+    }
+
+    @Test func sinkFailureIsDiskWithErrno() async throws {
+        let origin = try TestOrigin(bodySize: 100_000)
+        defer { origin.stop() }
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+        let recorder = TransferRecorder(sink: CollectingSink(failWith: POSIXError(.ENOSPC)))
+
+        _ = driver.start(.test(origin.url), delegate: recorder)
+        let result = try await recorder.outcome()
+
+        guard case .failure(let failure) = result else { Issue.record("expected a failure"); return }
+        #expect(failure.kind == .disk)
+        #expect(failure.code == ENOSPC)
+    }
+
+    @Test func cancelMidTransferStopsWrites() async throws {
+        let origin = try TestOrigin(bodySize: 4_000_000, settings: .init(bytesPerSecond: 400_000))
+        defer { origin.stop() }
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+        let recorder = TransferRecorder(sink: CollectingSink(threshold: 40_000))
+
+        let handle = driver.start(.test(origin.url), delegate: recorder)
+        _ = try await withTimeout(10) { try await recorder.sink.reachedThreshold.value() }
+        handle.cancel()
+        handle.cancel()
+
+        #expect(try await recorder.failureKind() == .cancelled)
+        let kept = recorder.sink.count
+        #expect(kept < 4_000_000)
+        #expect(recorder.sink.bytes == Array(origin.expectedBody()[..<kept]))
+        #expect(recorder.sink.writesAfterFinish == 0)
+        handle.cancel()
+        #expect(recorder.finishCount == 1)
+    }
+
+    @Test func cancelBeforeAnyByte() async throws {
+        let origin = try TestOrigin(bodySize: 1000)
+        defer { origin.stop() }
+        origin.inject(.stall(afterBodyBytes: 0))
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+        let recorder = TransferRecorder()
+
+        let handle = driver.start(.test(origin.url), delegate: recorder)
+        _ = try await withTimeout(10) { try await recorder.headArrived.value() }
+        handle.cancel()
+
+        #expect(try await recorder.failureKind() == .cancelled)
+        #expect(recorder.sink.count == 0)
+    }
+
+    @Test func loopbackIsRefusedWithoutAllowPrivateNetworks() async throws {
+        let origin = try TestOrigin(bodySize: 1000)
+        defer { origin.stop() }
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+        let recorder = TransferRecorder()
+
+        _ = driver.start(.test(origin.url, allowPrivateNetworks: false), delegate: recorder)
+
+        #expect(try await recorder.failureKind() == .blockedAddress)
+        #expect(origin.connectionCount == 0)
+        #expect(recorder.heads.isEmpty)
+
+        let byName = TransferRecorder()
+        _ = driver.start(.test("http://localhost:\(origin.port)/file", allowPrivateNetworks: false), delegate: byName)
+        #expect(try await byName.failureKind() == .blockedAddress)
+        #expect(origin.connectionCount == 0)
+    }
+
+    @Test func connectionRefusedIsAConnectionFailure() async throws {
+        let origin = try TestOrigin(bodySize: 10)
+        let port = origin.port
+        origin.stop()
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+        let recorder = TransferRecorder()
+
+        _ = driver.start(.test("http://127.0.0.1:\(port)/file"), delegate: recorder)
+
+        #expect(try await recorder.failureKind() == .connection)
+    }
+
+    @Test func nonHTTPSchemesAreRefused() async throws {
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+        let recorder = TransferRecorder()
+
+        _ = driver.start(.test("file:///etc/passwd"), delegate: recorder)
+
+        #expect(try await recorder.failureKind() == .connection)
+        #expect(recorder.sink.count == 0)
+    }
+
+    @Test func manyConcurrentTransfersOnOneDriver() async throws {
+        let origin = try TestOrigin(bodySize: 10)
+        defer { origin.stop() }
+        let paths = (0..<24).map { "/file\($0)" }
+        for (index, path) in paths.enumerated() { origin.addResource(path: path, size: 100_000 + index * 7_919) }
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+
+        let recorders = paths.map { path in (path, TransferRecorder()) }
+        for (path, recorder) in recorders { _ = driver.start(.test(origin.url(path)), delegate: recorder) }
+        for (path, recorder) in recorders {
+            let summary = try await recorder.outcome().get()
+            #expect(summary.head.status == 200)
+            #expect(recorder.sink.bytes == origin.expectedBody(path: path), "\(path)")
+            #expect(recorder.finishCount == 1)
+        }
+    }
+
+    @Test func shutdownCancelsRunningTransfers() async throws {
+        let origin = try TestOrigin(bodySize: 10_000)
+        defer { origin.stop() }
+        origin.inject(.stall(afterBodyBytes: 10))
+        let driver = CurlTransferDriver()
+        let recorder = TransferRecorder()
+
+        _ = driver.start(.test(origin.url), delegate: recorder)
+        _ = try await withTimeout(10) { try await recorder.headArrived.value() }
+        driver.shutdown()
+
+        #expect(try await recorder.failureKind() == .cancelled)
+        let late = TransferRecorder()
+        _ = driver.start(.test(origin.url), delegate: late)
+        #expect(try await late.failureKind() == .cancelled)
+    }
+}

@@ -1,0 +1,60 @@
+@testable import DownloaderEngine
+import Testing
+
+/// Which hop's head is reported, from libcurl's header lines.
+@Suite struct ResponseHeadCollectorTests {
+    private func feed(_ lines: [String], followsRedirects: Bool = true) -> [ResponseHeadCollector.Event] {
+        var collector = ResponseHeadCollector(followsRedirects: followsRedirects)
+        return lines.map { collector.consume(Array(($0 + "\r\n").utf8)) }.filter { $0 != .none }
+    }
+
+    @Test func plainResponse() {
+        let events = feed(["HTTP/1.1 200 OK", "ETag: \"a\"", "Content-Length: 5", "X-Multi: 1", "x-multi: 2", ""])
+        #expect(events == [.finalHead(status: 200, headers: [
+            "etag": ["\"a\""], "content-length": ["5"], "x-multi": ["1", "2"],
+        ])])
+    }
+
+    @Test func redirectHopsAndInterimResponsesAreSkipped() {
+        let events = feed([
+            "HTTP/1.1 302 Found", "Location: /b", "ETag: \"hop\"", "",
+            "HTTP/1.1 100 Continue", "",
+            "HTTP/1.1 103 Early Hints", "Link: </style.css>", "",
+            "HTTP/1.1 206 Partial Content", "Last-Modified: Tue, 14 Nov 2023 22:13:20 GMT", "",
+        ])
+        #expect(events == [
+            .interimHead(status: 302), .interimHead(status: 100), .interimHead(status: 103),
+            .finalHead(status: 206, headers: ["last-modified": ["Tue, 14 Nov 2023 22:13:20 GMT"]]),
+        ])
+    }
+
+    @Test func redirectWithoutLocationOrWithoutFollowingIsFinal() {
+        #expect(feed(["HTTP/1.1 304 Not Modified", "ETag: \"x\"", ""])
+            == [.finalHead(status: 304, headers: ["etag": ["\"x\""]])])
+        #expect(feed(["HTTP/1.1 301 Moved", "Location: /x", ""], followsRedirects: false)
+            == [.finalHead(status: 301, headers: ["location": ["/x"]])])
+    }
+
+    @Test func valuesAreTrimmedAndFoldedLinesJoined() {
+        #expect(feed(["HTTP/1.1 200 OK", "X-A:   spaced \t", "X-B: one", "  two", ""])
+            == [.finalHead(status: 200, headers: ["x-a": ["spaced"], "x-b": ["one two"]])])
+    }
+
+    @Test(arguments: [
+        ["HTTP/1.1 2000 OK"],
+        ["HTTP/1.1 OK"],
+        ["HTTP/1.1 099 Low"],
+        ["Content-Length: 1"],
+        ["HTTP/1.1 200 OK", ": empty name"],
+        ["HTTP/1.1 200 OK", " folded first"],
+    ])
+    func malformedHeads(lines: [String]) {
+        #expect(feed(lines).contains { if case .invalid = $0 { true } else { false } })
+    }
+
+    @Test func headSizeIsBounded() {
+        var lines = ["HTTP/1.1 200 OK"]
+        lines += Array(repeating: "X-Filler: " + String(repeating: "a", count: 1000), count: 300)
+        #expect(feed(lines).contains { if case .invalid = $0 { true } else { false } })
+    }
+}
