@@ -68,6 +68,7 @@ public final class DownloadEngine: Sendable {
     /// after a restart; ends every subscription. Later requests fail with `shuttingDown`.
     public func shutdown() async {
         await core.shutdown()
+        (core.driver as? CurlTransferDriver)?.shutdown()
     }
 }
 
