@@ -22,7 +22,7 @@ import Testing
 
     /// Starts a throttled download, waits for at least `atLeast` bytes, then the only caller cancels.
     /// Returns the settled partial size.
-    static func pauseMidway(_ engine: DownloadEngine, _ origin: TestOrigin, url: String, atLeast: Int64 = 50_000)
+    static func pauseMidway(_ engine: DownloadEngine, url: String, atLeast: Int64 = 50_000)
         async throws -> (id: String, kept: Int64) {
         let r = try engine.request(DownloadRequest(url: url))
         let sub = try #require(engine.subscribe(id: r.snapshot.id))
@@ -80,7 +80,7 @@ import Testing
         defer { origin.stop() }
         origin.update { $0.bytesPerSecond = 400_000 }
         let engine = try Self.engine()
-        let (id, kept) = try await Self.pauseMidway(engine, origin, url: origin.url)
+        let (id, kept) = try await Self.pauseMidway(engine, url: origin.url)
         #expect(kept >= 50_000 && kept < 600_000)
         origin.update { $0.bytesPerSecond = nil }
         let again = try engine.request(DownloadRequest(url: origin.url))
@@ -99,7 +99,7 @@ import Testing
         defer { origin.stop() }
         origin.update { $0.bytesPerSecond = 400_000 }
         let engine = try Self.engine()
-        let (id, kept) = try await Self.pauseMidway(engine, origin, url: origin.url)
+        let (id, kept) = try await Self.pauseMidway(engine, url: origin.url)
         #expect(kept > 0)
         let oldETag = origin.etag()
         origin.changeVersion()
@@ -119,7 +119,7 @@ import Testing
         defer { origin.stop() }
         origin.update { $0.bytesPerSecond = 400_000; $0.validators = .weakETag }
         let engine = try Self.engine()
-        let (id, kept) = try await Self.pauseMidway(engine, origin, url: origin.url)
+        let (id, kept) = try await Self.pauseMidway(engine, url: origin.url)
         #expect(kept == 0)
         #expect(engine.snapshot(id: id)?.resumable == false)
         origin.update { $0.bytesPerSecond = nil }
@@ -139,7 +139,7 @@ import Testing
         defer { origin.stop() }
         origin.update { $0.bytesPerSecond = 400_000; $0.validators = .lastModifiedOnly }
         let engine = try Self.engine()
-        let (id, kept) = try await Self.pauseMidway(engine, origin, url: origin.url)
+        let (id, kept) = try await Self.pauseMidway(engine, url: origin.url)
         #expect(kept > 0)
         origin.update { $0.bytesPerSecond = nil }
         _ = try engine.request(DownloadRequest(url: origin.url))
@@ -258,7 +258,7 @@ import Testing
         origin.update { $0.bytesPerSecond = 400_000 }
         let root = EngineFixture.root()
         let first = try Self.engine(root)
-        let (id, kept) = try await Self.pauseMidway(first, origin, url: origin.url)
+        let (id, kept) = try await Self.pauseMidway(first, url: origin.url)
         #expect(kept > 0)
         await first.shutdown()
         origin.update { $0.bytesPerSecond = nil }
