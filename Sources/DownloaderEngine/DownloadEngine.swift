@@ -1,67 +1,99 @@
+import Foundation
+
 /// The one owner of download state: coalescing, caller tokens, transfers, storage and subscribers.
-/// CONTRACT ONLY: the engine helper replaces these bodies; the signatures are what callers use.
+///
+/// - One download per normalised URL; every request gets its own caller token.
+/// - Cancel is pause: when the last caller leaves, the transfer stops and the partial is kept
+///   (with its validator) for a later `Range`/`If-Range` resume under the same id.
+/// - State is journaled in the state area. After a restart, downloads that were running carry on
+///   without callers (held by the service until a caller joins); paused ones stay paused;
+///   caller tokens do not survive a restart, downloads do.
 public final class DownloadEngine: Sendable {
     public let configuration: EngineConfiguration
+    let core: EngineCore
+    /// What start-up recovered from the journal.
+    let recovery: EngineCore.RecoveryReport
 
     /// Creates the storage areas, loads the state journal and carries on downloads that were running.
-    public init(configuration: EngineConfiguration) throws {
+    public convenience init(configuration: EngineConfiguration) throws {
+        try self.init(configuration: configuration, driver: makeDefaultTransferDriver(configuration),
+                      clock: SystemClock(), random: SystemRandom(), diskPressure: DiskPressure())
+    }
+
+    /// Injects the transfer layer, clock, randomness and disk-pressure thresholds (tests).
+    init(configuration: EngineConfiguration, driver: TransferStarting, clock: EngineClock = SystemClock(),
+         random: RandomSource = SystemRandom(), diskPressure: DiskPressure = DiskPressure()) throws {
         self.configuration = configuration
-        fatalError("not implemented yet")
+        core = try EngineCore(configuration: configuration, driver: driver, clock: clock, random: random,
+                              diskPressure: diskPressure)
+        recovery = core.recover()
     }
 
     /// Registers a caller for `request.url`: joins the existing download for the normalised URL,
     /// resumes a paused one, answers from a stored file, or starts a new one. Never awaits.
     public func request(_ request: DownloadRequest) throws(EngineError) -> Enqueued {
-        fatalError("not implemented yet")
+        try core.request(request)
     }
 
     /// Withdraws the caller's interest. Returns the download's snapshot (state `paused` when it was
     /// the last caller of an unfinished download), or nil for an unknown or already-used token.
     public func cancel(token: String) -> DownloadSnapshot? {
-        fatalError("not implemented yet")
+        core.cancel(token: token)
     }
 
     public func snapshot(id: String) -> DownloadSnapshot? {
-        fatalError("not implemented yet")
+        core.snapshot(id: id)
     }
 
     /// Every download, newest first.
     public func list() -> [DownloadSnapshot] {
-        fatalError("not implemented yet")
+        core.list()
     }
 
     /// Events for download `id`, starting with its current snapshot; nil for an unknown id.
     public func subscribe(id: String) -> DownloadSubscription? {
-        fatalError("not implemented yet")
+        core.subscribe(id: id).map(DownloadSubscription.init)
     }
 
-    /// The stored file of a completed download; nil when unknown or not completed.
+    /// The stored file of a completed download; nil when unknown, not completed, or gone from disk.
     public func completedFile(id: String) -> CompletedFile? {
-        fatalError("not implemented yet")
+        core.completedFile(id: id)
     }
 
     public var statistics: EngineStatistics {
-        fatalError("not implemented yet")
+        core.statistics
     }
 
     /// Stops every transfer, keeping partials and journaling running downloads so they carry on
-    /// after a restart; ends every subscription.
+    /// after a restart; ends every subscription. Later requests fail with `shuttingDown`.
     public func shutdown() async {
-        fatalError("not implemented yet")
+        await core.shutdown()
+        (core.driver as? CurlTransferDriver)?.shutdown()
     }
 }
 
 /// Events of one download for one subscriber. Progress is conflated (a slow reader sees the latest
 /// snapshot); lifecycle events are kept. Ends after `completed`/`failed`, on engine shutdown, or
-/// when the consuming task is cancelled.
+/// when the consuming task is cancelled. Dropping the subscription unsubscribes.
 public final class DownloadSubscription: AsyncSequence, Sendable {
     public typealias Element = DownloadEvent
 
+    let queue: SubscriberQueue
+
+    init(queue: SubscriberQueue) { self.queue = queue }
+
+    deinit { queue.cancel() }
+
+    /// Stops the subscription now (also done when the consuming task is cancelled).
+    public func cancel() { queue.cancel() }
+
     public struct AsyncIterator: AsyncIteratorProtocol {
+        let subscription: DownloadSubscription
+
         public mutating func next() async -> DownloadEvent? {
-            fatalError("not implemented yet")
+            await subscription.queue.next()
         }
     }
 
-    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator() }
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(subscription: self) }
 }

@@ -1,0 +1,110 @@
+import Foundation
+
+/// The engine's mutable view of one download. Only touched under the engine's lock.
+final class DownloadRecord {
+    let id: String
+    /// Normalised URL (the coalescing key).
+    let url: String
+    var storage: StorageClass
+    var state: DownloadState
+    var expectedSHA256: String?
+    var expectedSize: Int64?
+    /// Live caller tokens.
+    var tokens: Set<String> = []
+    /// Carried on after an engine restart without callers: it keeps running until the first real
+    /// caller joins (from then on the normal "last caller leaves → pause" rule applies).
+    var systemHold = false
+    var createdAt: Date
+    var updatedAt: Date
+    /// Last time the stored file was requested or served (LRU purging).
+    var lastAccess: Date
+
+    // The partial file.
+    /// Settled bytes in the partial (no attempt writing).
+    var keptBytes: Int64 = 0
+    /// Bytes of the partial known to be durable; what the journal records.
+    var durableOffset: Int64 = 0
+    /// Hash state covering exactly `keptBytes` (in-process resumes skip re-reading the file).
+    var keptHasher: SHA256Hasher?
+    var validator: Validator?
+    var expectedTotal: Int64?
+
+    // Attempts.
+    var attempt: Attempt?
+    /// A new attempt is wanted as soon as the abandoned one has drained.
+    var startAfterDrain = false
+    var attemptsMade = 0
+    var retryTimer: DispatchWorkItem?
+    var retryToken: UInt64 = 0
+    var holdsSlot = false
+    /// Bytes shown in snapshots.
+    var bytesWritten: Int64 = 0
+
+    // Result.
+    var fileName: String?
+    var finalPath: String?
+    var sha256: String?
+    var size: Int64?
+    var error: DownloadFailure?
+
+    // Progress.
+    var rate: RateEstimator
+    var lastProgressAt: Double = -Double.infinity
+
+    init(id: String, url: String, storage: StorageClass, state: DownloadState, now: Date, tau: Double) {
+        self.id = id
+        self.url = url
+        self.storage = storage
+        self.state = state
+        self.createdAt = now
+        self.updatedAt = now
+        self.lastAccess = now
+        self.rate = RateEstimator(tau: tau)
+    }
+
+    var isTransferring: Bool { state == .downloading && attempt?.headAccepted == true }
+
+    func snapshot() -> DownloadSnapshot {
+        let written = state == .completed ? (size ?? bytesWritten) : bytesWritten
+        let expected = state == .completed ? size : expectedTotal
+        var fraction: Double?
+        if let expected, expected > 0 { fraction = min(1, Double(written) / Double(expected)) } else if expected == 0 { fraction = 1 }
+        let transferring = isTransferring
+        return DownloadSnapshot(
+            id: id, url: url, state: state, storage: storage,
+            bytesWritten: written, bytesExpected: expected, fraction: fraction,
+            bytesPerSecond: transferring ? rate.rate : 0,
+            etaSeconds: transferring ? rate.eta(remaining: expected.map { $0 - written }) : nil,
+            callers: tokens.count,
+            resumable: state != .completed && validator != nil,
+            createdAt: createdAt, updatedAt: updatedAt,
+            sha256: state == .completed ? sha256 : nil, size: state == .completed ? size : nil,
+            path: state == .completed ? finalPath : nil, fileName: fileName, error: error)
+    }
+
+    func journalEntry() -> JournalEntry {
+        JournalEntry(
+            id: id, url: url, storage: storage, state: state, validator: validator, expectedTotal: expectedTotal,
+            verifiedOffset: attempt == nil ? min(keptBytes, durableOffset) : durableOffset,
+            expectedSHA256: expectedSHA256, expectedSize: expectedSize, fileName: fileName, finalPath: finalPath,
+            sha256: sha256, size: size, createdAt: createdAt, updatedAt: updatedAt, lastAccess: lastAccess, error: error)
+    }
+
+    convenience init(entry: JournalEntry, tau: Double) {
+        self.init(id: entry.id, url: entry.url, storage: entry.storage, state: entry.state, now: entry.createdAt, tau: tau)
+        updatedAt = entry.updatedAt
+        lastAccess = entry.lastAccess
+        validator = entry.validator
+        expectedTotal = entry.expectedTotal
+        keptBytes = entry.verifiedOffset
+        durableOffset = entry.verifiedOffset
+        bytesWritten = entry.verifiedOffset
+        expectedSHA256 = entry.expectedSHA256
+        expectedSize = entry.expectedSize
+        fileName = entry.fileName
+        finalPath = entry.finalPath
+        sha256 = entry.sha256
+        size = entry.size
+        error = entry.error
+    }
+}

@@ -1,0 +1,177 @@
+import Foundation
+
+// Ends of downloads, events, the journal, purging and shutdown. Under `lock` unless noted.
+extension EngineCore {
+    func complete(_ record: DownloadRecord, path: String, sha256: String, size: Int64, storage: StorageClass) {
+        let now = clock.now()
+        record.finalPath = path
+        record.sha256 = sha256
+        record.size = size
+        record.expectedTotal = size
+        record.keptBytes = 0
+        record.durableOffset = 0
+        record.keptHasher = nil
+        record.bytesWritten = size
+        record.error = nil
+        record.state = .completed
+        record.attemptsMade = 0
+        record.startAfterDrain = false
+        record.lastAccess = now
+        record.updatedAt = now
+        record.systemHold = false
+        if record.storage != storage, let name = record.fileName {
+            let target = store.finalPath(id: record.id, fileName: name, storage: record.storage)
+            if (try? store.publish(from: path, to: target)) != nil { record.finalPath = target } else { record.storage = storage }
+        }
+        releaseSlot(record)
+        emit(record, .completed(record.snapshot()))
+        purgeCache()
+        saveJournal()
+    }
+
+    func fail(_ record: DownloadRecord, _ failure: DownloadFailure) {
+        record.retryTimer?.cancel()
+        record.retryTimer = nil
+        record.error = failure
+        record.state = .failed
+        record.attemptsMade = 0
+        record.startAfterDrain = false
+        record.systemHold = false
+        record.updatedAt = clock.now()
+        releaseSlot(record)
+        emit(record, .failed(record.snapshot()))
+        saveJournal()
+    }
+
+    func emit(_ record: DownloadRecord, _ event: DownloadEvent) {
+        subscribers.publish(event, to: record.id)
+    }
+
+    /// Queues the current state for the journal writer (never waits for disk).
+    func saveJournal() {
+        journalGeneration += 1
+        journalWriter.submit(byID.values.map { $0.journalEntry() }, generation: journalGeneration)
+    }
+
+    /// Keeps cache usage under `cacheMaxBytes`: paused partials go first (oldest first), then the
+    /// least recently used completed cache files. Never persistent files, never running downloads.
+    func purgeCache() {
+        guard let limit = configuration.cacheMaxBytes else { return }
+        let idle = byID.values.filter { $0.attempt == nil && ($0.state == .paused || $0.state == .failed) && $0.keptBytes > 0 }
+        let cached = byID.values.filter { $0.state == .completed && $0.storage == .cache }
+        var usage = idle.reduce(0) { $0 + $1.keptBytes } + cached.reduce(0) { $0 + ($1.size ?? 0) }
+        guard usage > limit else { return }
+        for record in idle.sorted(by: { $0.updatedAt < $1.updatedAt }) where usage > limit {
+            usage -= record.keptBytes
+            discardPartial(record)
+        }
+        for record in cached.sorted(by: { $0.lastAccess < $1.lastAccess }) where usage > limit {
+            usage -= record.size ?? 0
+            if let path = record.finalPath { FileStore.remove(path) }
+            forget(record)
+        }
+    }
+
+    /// Removes a download entirely (its tokens stop working).
+    func forget(_ record: DownloadRecord) {
+        byID[record.id] = nil
+        if byURL[record.url] === record { byURL[record.url] = nil }
+        for token in record.tokens { tokens[token] = nil }
+        record.tokens.removeAll()
+    }
+
+    func resumeShutdownIfDrained() {
+        guard shuttingDown, !byID.values.contains(where: { $0.attempt != nil }) else { return }
+        let waiter = shutdownWaiter
+        shutdownWaiter = nil
+        waiter?.resume()
+    }
+
+    // MARK: Queries
+
+    func snapshot(id: String) -> DownloadSnapshot? { locked { byID[id]?.snapshot() } }
+
+    func list() -> [DownloadSnapshot] {
+        locked { byID.values.map { $0.snapshot() } }
+            .sorted { $0.createdAt != $1.createdAt ? $0.createdAt > $1.createdAt : $0.id > $1.id }
+    }
+
+    func completedFile(id: String) -> CompletedFile? {
+        locked {
+            guard let record = byID[id], record.state == .completed, let path = record.finalPath,
+                  let sha = record.sha256, let size = record.size, FileStore.fileSize(path) == size else { return nil }
+            record.lastAccess = clock.now()
+            return CompletedFile(path: path, fileName: record.fileName ?? FileNameSanitizer.fallback, size: size, sha256: sha)
+        }
+    }
+
+    var statistics: EngineStatistics {
+        var s = locked { stats }
+        s.subscribers = subscribers.count
+        return s
+    }
+
+    /// The subscription's first element is the current progress, or the terminal event of an ended download.
+    func subscribe(id: String) -> SubscriberQueue? {
+        locked {
+            guard let record = byID[id] else { return nil }
+            let queue = subscribers.makeQueue(for: id)
+            if shuttingDown {
+                queue.finish()
+                return queue
+            }
+            let snapshot = record.snapshot()
+            switch record.state {
+            case .completed: queue.push(.completed(snapshot))
+            case .failed: queue.push(.failed(snapshot))
+            default: queue.push(.progress(snapshot))
+            }
+            return queue
+        }
+    }
+
+    // MARK: Shutdown
+
+    /// Stops every transfer, keeps the partials (journaled as still running), ends subscriptions.
+    func shutdown() async {
+        let (handles, alreadyDown): ([TransferHandle], Bool) = locked {
+            if shuttingDown { return ([], true) }
+            shuttingDown = true
+            var handles: [TransferHandle] = []
+            for record in byID.values {
+                record.retryTimer?.cancel()
+                record.retryTimer = nil
+                if let attempt = record.attempt {
+                    attempt.abandoned = true
+                    if let handle = attempt.handle { handles.append(handle) }
+                }
+            }
+            waiting.removeAll()
+            return (handles, false)
+        }
+        for queue in subscribers.all() { queue.finish() }
+        guard !alreadyDown else { return }
+        handles.forEach { $0.cancel() }
+        // Bounded: a driver that never reports back does not hold shutdown forever.
+        timerQueue.asyncAfter(deadline: .now() + 10) { [weak self] in
+            guard let self else { return }
+            let waiter: CheckedContinuation<Void, Never>? = self.locked {
+                defer { self.shutdownWaiter = nil }
+                return self.shutdownWaiter
+            }
+            waiter?.resume()
+        }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let drained: Bool = locked {
+                if byID.values.contains(where: { $0.attempt != nil }) {
+                    shutdownWaiter = continuation
+                    return false
+                }
+                return true
+            }
+            if drained { continuation.resume() }
+        }
+        locked { saveJournal() }
+        journalWriter.flush()
+    }
+}

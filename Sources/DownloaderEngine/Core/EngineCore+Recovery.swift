@@ -1,0 +1,80 @@
+import Foundation
+import Glibc
+
+// Loading the journal at start-up.
+extension EngineCore {
+    /// What start-up found, for logs and tests.
+    struct RecoveryReport: Sendable, Equatable {
+        var loaded = 0
+        var resumed = 0
+        var dropped = 0
+        var corruptJournalKeptAt: String?
+    }
+
+    /// Restores downloads from the journal: partials are cut back to their journaled (durable)
+    /// offset; `downloading`/`queued` ones carry on without callers (held by the service until a
+    /// caller joins); `paused` stay paused; `completed` whose file vanished are dropped.
+    /// Caller tokens do not survive a restart. Partials that no entry owns are deleted.
+    func recover() -> RecoveryReport {
+        var report = RecoveryReport()
+        let journal = StateJournal(directory: store.stateDirectory)
+        var entries: [JournalEntry] = []
+        switch journal.load() {
+        case .empty: break
+        case .loaded(let loaded): entries = loaded
+        case .corrupt(let preserved): report.corruptJournalKeptAt = preserved
+        }
+        lock.lock()
+        defer { lock.unlock() }
+        for entry in entries where byID[entry.id] == nil && byURL[entry.url] == nil {
+            let record = DownloadRecord(entry: entry, tau: configuration.rateTimeConstant)
+            switch entry.state {
+            case .completed:
+                guard let path = entry.finalPath, FileStore.fileSize(path) != nil else {
+                    report.dropped += 1
+                    continue
+                }
+            case .paused, .failed, .queued, .downloading:
+                restorePartial(record)
+            }
+            byID[record.id] = record
+            byURL[record.url] = record
+            report.loaded += 1
+        }
+        removeOrphanPartials()
+        let carryOn = byID.values
+            .filter { $0.state == .downloading || $0.state == .queued }
+            .sorted { $0.createdAt < $1.createdAt }
+        for record in carryOn {
+            record.systemHold = true
+            schedule(record)
+            report.resumed += 1
+        }
+        saveJournal()
+        return report
+    }
+
+    /// Cuts the partial back to the journaled offset (a tail past it may be garbage after a crash).
+    private func restorePartial(_ record: DownloadRecord) {
+        let path = store.partialPath(id: record.id)
+        let onDisk = FileStore.fileSize(path) ?? 0
+        var keep = min(record.keptBytes, onDisk)
+        if record.validator == nil { keep = 0 }
+        if keep == 0 {
+            FileStore.remove(path)
+        } else if onDisk != keep {
+            if truncate(path, off_t(keep)) != 0 { keep = 0; FileStore.remove(path) }
+        }
+        record.keptBytes = keep
+        record.durableOffset = keep
+        record.bytesWritten = keep
+    }
+
+    private func removeOrphanPartials() {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: store.partialDirectory) else { return }
+        for name in names where name.hasSuffix(".part") {
+            let id = String(name.dropLast(5))
+            if byID[id] == nil { FileStore.remove(store.partialDirectory + "/" + name) }
+        }
+    }
+}

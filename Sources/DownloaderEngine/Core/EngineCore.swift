@@ -1,0 +1,220 @@
+import Foundation
+
+/// Free-space thresholds below which paused partials are purged (statvfs on the state area).
+struct DiskPressure: Sendable {
+    var minFreeBytes: Int64 = 1 << 30
+    var minFreeFraction: Double = 0.05
+
+    func isLow(free: Int64, total: Int64) -> Bool {
+        free < minFreeBytes || (total > 0 && Double(free) < minFreeFraction * Double(total))
+    }
+
+    static let disabled = DiskPressure(minFreeBytes: 0, minFreeFraction: 0)
+}
+
+/// All shared engine state behind ONE lock. Coalescing checks and inserts under that lock with
+/// no suspension point in between. Slow work (hashing, fsync, rename) runs on `workQueue`;
+/// subscribers are fed without blocking; journal writes go to their own queue.
+final class EngineCore: @unchecked Sendable {
+    let configuration: EngineConfiguration
+    let driver: TransferStarting
+    let clock: EngineClock
+    let random: RandomSource
+    let store: FileStore
+    let retryPolicy: RetryPolicy
+    let diskPressure: DiskPressure
+    let journalWriter: JournalWriter
+    let workQueue = DispatchQueue(label: "download-engine.work", attributes: .concurrent)
+    let timerQueue = DispatchQueue(label: "download-engine.timers")
+    let subscribers = SubscriberRegistry()
+
+    let lock = NSLock()
+    // Everything below is guarded by `lock`.
+    var byID: [String: DownloadRecord] = [:]
+    var byURL: [String: DownloadRecord] = [:]
+    var tokens: [String: String] = [:]
+    var waiting: [String] = []
+    var activeSlots = 0
+    var stats = EngineStatistics()
+    var nextSerial: UInt64 = 0
+    var journalGeneration: UInt64 = 0
+    var shuttingDown = false
+    var shutdownWaiter: CheckedContinuation<Void, Never>?
+
+    init(configuration: EngineConfiguration, driver: TransferStarting, clock: EngineClock, random: RandomSource,
+         diskPressure: DiskPressure) throws(SystemError) {
+        self.configuration = configuration
+        self.driver = driver
+        self.clock = clock
+        self.random = random
+        self.diskPressure = diskPressure
+        store = try FileStore(configuration: configuration)
+        retryPolicy = RetryPolicy(configuration)
+        journalWriter = JournalWriter(journal: StateJournal(directory: store.stateDirectory))
+    }
+
+    func locked<T>(_ body: () throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body()
+    }
+
+    func makeSerial() -> UInt64 {
+        nextSerial += 1
+        return nextSerial
+    }
+
+    // MARK: Requests
+
+    func request(_ request: DownloadRequest) throws(EngineError) -> Enqueued {
+        let url = try URLNormalizer.normalize(request.url).get()
+        var sha: String?
+        if let given = request.sha256 {
+            guard let normalized = ChecksumFormat.normalizedSHA256(given) else {
+                throw .invalidChecksum("sha256 must be 64 hex digits")
+            }
+            sha = normalized
+        }
+        if let size = request.size, size < 0 { throw .invalidURL("size must not be negative") }
+        let token = random.hex(byteCount: 16)
+        lock.lock()
+        defer { lock.unlock() }
+        guard !shuttingDown else { throw .shuttingDown() }
+        let now = clock.now()
+        guard let record = byURL[url] else {
+            var id = random.hex(byteCount: 8)
+            while byID[id] != nil { id = random.hex(byteCount: 8) }
+            let record = DownloadRecord(id: id, url: url, storage: request.storage, state: .queued, now: now,
+                                        tau: configuration.rateTimeConstant)
+            record.expectedSHA256 = sha
+            record.expectedSize = request.size
+            byID[id] = record
+            byURL[url] = record
+            addToken(token, to: record)
+            schedule(record)
+            saveJournal()
+            return Enqueued(token: token, snapshot: record.snapshot(), coalesced: false)
+        }
+        try checkExpectations(record, sha: sha, size: request.size)
+        if record.state == .completed, let path = record.finalPath, FileStore.fileSize(path) == nil {
+            resetForRedownload(record)
+        }
+        if request.storage == .persistent && record.storage == .cache { promoteToPersistent(record) }
+        record.updatedAt = now
+        var coalesced = true
+        switch record.state {
+        case .completed:
+            record.lastAccess = now
+            stats.coalescedJoins += 1
+        case .queued, .downloading:
+            stats.coalescedJoins += 1
+        case .paused, .failed:
+            coalesced = false
+            record.error = nil
+            schedule(record)
+        }
+        if record.systemHold { record.systemHold = false }
+        addToken(token, to: record)
+        saveJournal()
+        return Enqueued(token: token, snapshot: record.snapshot(), coalesced: coalesced)
+    }
+
+    private func addToken(_ token: String, to record: DownloadRecord) {
+        tokens[token] = record.id
+        record.tokens.insert(token)
+    }
+
+    private func checkExpectations(_ record: DownloadRecord, sha: String?, size: Int64?) throws(EngineError) {
+        if let sha {
+            if let known = record.expectedSHA256 ?? (record.state == .completed ? record.sha256 : nil), known != sha {
+                throw .conflict("sha256 differs from the existing download's")
+            }
+        }
+        if let size {
+            if let known = record.expectedSize ?? (record.state == .completed ? record.size : nil), known != size {
+                throw .conflict("size differs from the existing download's")
+            }
+        }
+        if record.state != .completed {
+            if record.expectedSHA256 == nil { record.expectedSHA256 = sha }
+            if record.expectedSize == nil { record.expectedSize = size }
+        }
+    }
+
+    /// A completed download whose file vanished starts over under the same id.
+    private func resetForRedownload(_ record: DownloadRecord) {
+        record.state = .failed
+        record.finalPath = nil
+        record.sha256 = nil
+        record.size = nil
+        record.keptBytes = 0
+        record.durableOffset = 0
+        record.keptHasher = nil
+        record.bytesWritten = 0
+        record.validator = nil
+        record.expectedTotal = nil
+    }
+
+    /// `persistent` wins over `cache`; a completed cache file moves into the data area.
+    private func promoteToPersistent(_ record: DownloadRecord) {
+        record.storage = .persistent
+        guard record.state == .completed, let path = record.finalPath, let name = record.fileName else { return }
+        let target = store.finalPath(id: record.id, fileName: name, storage: .persistent)
+        do {
+            try store.publish(from: path, to: target)
+            record.finalPath = target
+        } catch {
+            record.storage = .cache  // the file stays where it is; still served
+        }
+    }
+
+    // MARK: Cancel
+
+    func cancel(token: String) -> DownloadSnapshot? {
+        var cancels: [TransferHandle] = []
+        defer { cancels.forEach { $0.cancel() } }
+        lock.lock()
+        defer { lock.unlock() }
+        guard let id = tokens.removeValue(forKey: token), let record = byID[id] else { return nil }
+        record.tokens.remove(token)
+        record.updatedAt = clock.now()
+        if record.tokens.isEmpty, !record.systemHold, record.state == .queued || record.state == .downloading {
+            if let handle = pause(record) { cancels.append(handle) }
+        }
+        saveJournal()
+        return record.snapshot()
+    }
+
+    /// Stops work on `record` and keeps its partial; returns a transfer handle to cancel after unlocking.
+    func pause(_ record: DownloadRecord) -> TransferHandle? {
+        var handle: TransferHandle?
+        if let index = waiting.firstIndex(of: record.id) { waiting.remove(at: index) }
+        record.retryTimer?.cancel()
+        record.retryTimer = nil
+        record.startAfterDrain = false
+        if let attempt = record.attempt {
+            attempt.abandoned = true
+            handle = attempt.handle
+        }
+        releaseSlot(record)
+        record.state = .paused
+        record.attemptsMade = 0
+        if record.attempt == nil { settlePausedPartial(record) }
+        emit(record, .paused(record.snapshot()))
+        return handle
+    }
+
+    /// Without a usable validator the kept bytes cannot be resumed safely: drop them.
+    func settlePausedPartial(_ record: DownloadRecord) {
+        guard record.validator == nil, record.keptBytes > 0 else { return }
+        discardPartial(record)
+    }
+
+    func discardPartial(_ record: DownloadRecord) {
+        FileStore.remove(store.partialPath(id: record.id))
+        record.keptBytes = 0
+        record.durableOffset = 0
+        record.keptHasher = nil
+        record.bytesWritten = 0
+    }
+}

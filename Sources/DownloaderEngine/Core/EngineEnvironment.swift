@@ -1,0 +1,55 @@
+import Foundation
+
+/// Time as the engine sees it. Injected so rate, ETA and progress pacing can be tested.
+protocol EngineClock: Sendable {
+    /// Monotonic seconds (only differences matter).
+    func monotonic() -> Double
+    /// Wall-clock time for timestamps and HTTP dates.
+    func now() -> Date
+}
+
+/// The real clock: `CLOCK_MONOTONIC` and `Date()`.
+struct SystemClock: EngineClock {
+    func monotonic() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
+    func now() -> Date { Date() }
+}
+
+/// Randomness for ids, caller tokens and retry jitter. Injected for tests.
+protocol RandomSource: Sendable {
+    /// `count` random bytes (cryptographically secure in the system source).
+    func bytes(_ count: Int) -> [UInt8]
+    /// A uniform value in `0..<1`.
+    func unit() -> Double
+}
+
+/// `SystemRandomNumberGenerator` (getrandom(2) on Linux).
+struct SystemRandom: RandomSource {
+    func bytes(_ count: Int) -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+    }
+
+    func unit() -> Double {
+        var generator = SystemRandomNumberGenerator()
+        return Double.random(in: 0..<1, using: &generator)
+    }
+}
+
+extension RandomSource {
+    /// `byteCount` random bytes as lower-case hex.
+    func hex(byteCount: Int) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(byteCount * 2)
+        for b in bytes(byteCount) {
+            out.append(digits[Int(b >> 4)])
+            out.append(digits[Int(b & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

@@ -1,0 +1,145 @@
+import Foundation
+
+/// What identifies one version of the origin's file, taken from the final hop's response.
+struct Validator: Sendable, Codable, Equatable {
+    /// A strong entity tag, quotes included (never `W/`).
+    var etag: String?
+    /// A strong `Last-Modified` date (only used when the origin sent no ETag at all).
+    var lastModified: String?
+
+    /// The `If-Range` value: the ETag, else the Last-Modified date.
+    var ifRange: String? { etag ?? lastModified }
+}
+
+/// Pure decisions about resuming: what to ask for, which validator a response carries, and what a
+/// response means for the bytes already kept (RFC 9110 §13.1.5, §14.4, §8.8.2.2).
+enum ResumePlan {
+    /// The request side of one attempt.
+    struct Request: Equatable {
+        /// Bytes kept from before; the body will be appended here (0: start over).
+        var offset: Int64
+        /// True when kept bytes must be thrown away (no usable validator).
+        var discardsKeptBytes: Bool
+        var headers: [HeaderField]
+    }
+
+    struct HeaderField: Equatable {
+        var name: String
+        var value: String
+    }
+
+    /// `Range: bytes=N-` with `If-Range` when `kept > 0` and a validator is known; otherwise a plain GET.
+    static func request(kept: Int64, validator: Validator?) -> Request {
+        guard kept > 0 else { return Request(offset: 0, discardsKeptBytes: false, headers: []) }
+        guard let ifRange = validator?.ifRange else {
+            return Request(offset: 0, discardsKeptBytes: true, headers: [])
+        }
+        return Request(offset: kept, discardsKeptBytes: false, headers: [
+            HeaderField(name: "Range", value: "bytes=\(kept)-"),
+            HeaderField(name: "If-Range", value: ifRange),
+        ])
+    }
+
+    /// The validator a response offers: a strong ETag; or, only when there is no ETag at all, a
+    /// Last-Modified at least one second older than the response's Date. Weak ETag → nil.
+    static func validator(of head: ResponseHead) -> Validator? {
+        if let etag = head.value("etag")?.trimmingCharacters(in: .whitespaces) {
+            guard !etag.hasPrefix("W/"), etag.count >= 2, etag.hasPrefix("\""), etag.hasSuffix("\"") else { return nil }
+            return Validator(etag: etag, lastModified: nil)
+        }
+        guard let lastModifiedText = head.value("last-modified")?.trimmingCharacters(in: .whitespaces),
+              let lastModified = HTTPDate.parse(lastModifiedText),
+              let dateText = head.value("date"), let date = HTTPDate.parse(dateText),
+              date.timeIntervalSince(lastModified) >= 1
+        else { return nil }
+        return Validator(etag: nil, lastModified: lastModifiedText)
+    }
+
+    /// What a response head means for this attempt.
+    enum Decision: Equatable {
+        /// Write the body at `offset` (0 for a full body). `restarted`: kept bytes are discarded.
+        case accept(offset: Int64, restarted: Bool, total: Int64?)
+        /// Unusable partial answer: discard the kept bytes and try again from 0.
+        case restartNextAttempt(reason: String)
+        /// A transient HTTP answer (5xx, 408, 429): retry, honouring `Retry-After`.
+        case retry(status: Int, retryAfter: String?)
+        /// A final HTTP answer: fail without storing anything.
+        case fail(status: Int)
+    }
+
+    /// Judges `head` for an attempt that asked for `requested`; `knownTotal` is the total size seen
+    /// before (from an earlier attempt), `sentValidator` what went into `If-Range`.
+    static func decide(head: ResponseHead, requested: Request, sentValidator: Validator?, knownTotal: Int64?) -> Decision {
+        let status = head.status
+        switch status {
+        case 200, 203:
+            let length = head.value("content-length").flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }
+            return .accept(offset: 0, restarted: requested.offset > 0 || requested.discardsKeptBytes, total: length)
+        case 206:
+            guard let range = ContentRange.parse(head.value("content-range") ?? "") else {
+                return .restartNextAttempt(reason: "206 without a usable Content-Range")
+            }
+            if let total = range.total, range.last != total - 1 {
+                return .restartNextAttempt(reason: "206 with a Content-Range that does not reach the end")
+            }
+            if range.first == 0 {
+                // A whole body in 206 form: usable as a fresh start.
+                return .accept(offset: 0, restarted: requested.offset > 0 || requested.discardsKeptBytes, total: range.total)
+            }
+            guard requested.offset > 0, range.first == requested.offset else {
+                return .restartNextAttempt(reason: "206 starting at \(range.first), expected \(requested.offset)")
+            }
+            if let known = knownTotal, let total = range.total, known != total {
+                return .restartNextAttempt(reason: "the total size changed from \(known) to \(total)")
+            }
+            if let sent = sentValidator, let offered = rawValidator(head) {
+                if let etag = sent.etag, offered.etag != nil, offered.etag != etag {
+                    return .restartNextAttempt(reason: "206 for a different ETag")
+                }
+                if let lm = sent.lastModified, let seen = offered.lastModified, seen != lm {
+                    return .restartNextAttempt(reason: "206 for a different Last-Modified")
+                }
+            }
+            return .accept(offset: requested.offset, restarted: false, total: range.total)
+        case 416 where requested.offset > 0:
+            return .restartNextAttempt(reason: "416: the kept bytes no longer fit the file")
+        case 408, 429, 500...599:
+            return .retry(status: status, retryAfter: head.value("retry-after"))
+        default:
+            return .fail(status: status)
+        }
+    }
+
+    /// The ETag/Last-Modified as sent, for comparison only (no strength requirement).
+    private static func rawValidator(_ head: ResponseHead) -> Validator? {
+        let etag = head.value("etag")?.trimmingCharacters(in: .whitespaces)
+        let lm = head.value("last-modified")?.trimmingCharacters(in: .whitespaces)
+        if etag == nil && lm == nil { return nil }
+        return Validator(etag: etag, lastModified: lm)
+    }
+}
+
+/// `Content-Range: bytes first-last/total` (total may be `*`). Pure.
+struct ContentRange: Equatable {
+    var first: Int64
+    var last: Int64
+    var total: Int64?
+
+    static func parse(_ text: String) -> ContentRange? {
+        let t = text.trimmingCharacters(in: .whitespaces)
+        guard t.lowercased().hasPrefix("bytes ") else { return nil }
+        let rest = t.dropFirst(6).trimmingCharacters(in: .whitespaces)
+        let slash = rest.split(separator: "/", omittingEmptySubsequences: false)
+        guard slash.count == 2 else { return nil }
+        let bounds = slash[0].split(separator: "-", omittingEmptySubsequences: false)
+        guard bounds.count == 2, let first = Int64(bounds[0]), let last = Int64(bounds[1]), first >= 0, last >= first else {
+            return nil
+        }
+        var total: Int64?
+        if slash[1] != "*" {
+            guard let n = Int64(slash[1]), n > last else { return nil }
+            total = n
+        }
+        return ContentRange(first: first, last: last, total: total)
+    }
+}

@@ -1,0 +1,48 @@
+import Foundation
+
+/// Turns a caller's URL into the coalescing key: scheme and host lower-cased, default port,
+/// fragment dropped, empty path made `/`. Pure; rejects what the engine must never fetch.
+enum URLNormalizer {
+    /// Longest URL accepted.
+    static let maxLength = 8192
+
+    static func normalize(_ raw: String) -> Result<String, EngineError> {
+        guard !raw.isEmpty, raw.utf8.count <= maxLength else {
+            return .failure(.invalidURL("the URL is empty or longer than \(maxLength) bytes"))
+        }
+        guard !raw.unicodeScalars.contains(where: { $0.value <= 0x20 || $0.value == 0x7f || $0.value > 0x7e }) else {
+            return .failure(.invalidURL("the URL contains spaces, control or non-ASCII characters"))
+        }
+        guard let components = URLComponents(string: raw) else {
+            return .failure(.invalidURL("the URL cannot be parsed"))
+        }
+        guard let scheme = components.scheme?.lowercased() else {
+            return .failure(.invalidURL("the URL is not absolute"))
+        }
+        guard scheme == "http" || scheme == "https" else {
+            return .failure(.invalidURL("only http and https URLs are accepted"))
+        }
+        if components.percentEncodedUser != nil || components.percentEncodedPassword != nil {
+            return .failure(.invalidURL("credentials in the URL are not accepted"))
+        }
+        guard let host = components.percentEncodedHost?.lowercased(), !host.isEmpty else {
+            return .failure(.invalidURL("the URL has no host"))
+        }
+        var out = scheme + "://"
+        // IPv6 literals come back with or without brackets depending on the parser.
+        if host.contains(":") && !host.hasPrefix("[") {
+            out += "[" + host + "]"
+        } else {
+            out += host
+        }
+        if let port = components.port {
+            guard (1...65535).contains(port) else { return .failure(.invalidURL("the port is out of range")) }
+            let defaultPort = scheme == "http" ? 80 : 443
+            if port != defaultPort { out += ":\(port)" }
+        }
+        let path = components.percentEncodedPath
+        out += path.isEmpty ? "/" : path
+        if let query = components.percentEncodedQuery { out += "?" + query }
+        return .success(out)
+    }
+}

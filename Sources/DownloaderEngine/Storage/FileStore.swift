@@ -1,0 +1,100 @@
+import Foundation
+import Glibc
+
+/// The three storage areas and the file operations between them: partials in the state area,
+/// completed files in the cache or data area, atomic publication with fsync of file and directory.
+struct FileStore: Sendable {
+    let stateDirectory: String
+    let partialDirectory: String
+    let cacheDirectory: String
+    let dataDirectory: String
+
+    init(configuration: EngineConfiguration) throws(SystemError) {
+        stateDirectory = configuration.stateDirectory.path
+        partialDirectory = configuration.stateDirectory.appendingPathComponent("partials").path
+        cacheDirectory = configuration.cacheDirectory.path
+        dataDirectory = configuration.dataDirectory.path
+        for dir in [stateDirectory, partialDirectory, cacheDirectory, dataDirectory] {
+            try Self.makeDirectory(dir)
+        }
+    }
+
+    static func makeDirectory(_ path: String) throws(SystemError) {
+        do {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw SystemError(errno: EACCES, function: "mkdir \(path)")
+        }
+    }
+
+    func partialPath(id: String) -> String { partialDirectory + "/" + id + ".part" }
+
+    func area(_ storage: StorageClass) -> String { storage == .cache ? cacheDirectory : dataDirectory }
+
+    /// Where download `id` named `fileName` is stored: `<area>/<id>-<fileName>`.
+    func finalPath(id: String, fileName: String, storage: StorageClass) -> String {
+        area(storage) + "/" + id + "-" + fileName
+    }
+
+    /// Moves `from` to `to` atomically: rename; across file systems copy + fsync + rename.
+    /// The target directory is fsynced afterwards.
+    func publish(from: String, to: String) throws(SystemError) {
+        if rename(from, to) != 0 {
+            let code = errno
+            guard code == EXDEV else { throw SystemError(errno: code, function: "rename") }
+            let temp = to + ".tmp-copy"
+            try Self.copyFile(from: from, to: temp)
+            guard rename(temp, to) == 0 else {
+                let e = errno
+                unlink(temp)
+                throw SystemError(errno: e, function: "rename")
+            }
+            unlink(from)
+        }
+        Self.syncDirectory(of: to)
+    }
+
+    static func copyFile(from: String, to: String) throws(SystemError) {
+        let input = try retryingEINTR("open") { open(from, O_RDONLY | O_CLOEXEC) }
+        defer { Glibc.close(input) }
+        let output = try retryingEINTR("open") { open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
+        defer { Glibc.close(output) }
+        let size = 1 << 20
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
+        defer { buffer.deallocate() }
+        while true {
+            let n = try retryingEINTR("read") { read(input, buffer, size) }
+            if n == 0 { break }
+            var done = 0
+            while done < n {
+                done += try retryingEINTR("write") { write(output, buffer + done, n - done) }
+            }
+        }
+        try retryingEINTR("fsync") { fsync(output) }
+    }
+
+    /// fsync of the directory holding `path` (best effort: some file systems refuse).
+    static func syncDirectory(of path: String) {
+        let dir = (path as NSString).deletingLastPathComponent
+        let fd = open(dir.isEmpty ? "." : dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        _ = fsync(fd)
+        Glibc.close(fd)
+    }
+
+    static func fileSize(_ path: String) -> Int64? {
+        var st = stat()
+        guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return Int64(st.st_size)
+    }
+
+    static func remove(_ path: String) { unlink(path) }
+
+    /// Free and total bytes of the file system holding `path`.
+    static func space(_ path: String) -> (free: Int64, total: Int64)? {
+        var s = statvfs()
+        guard statvfs(path, &s) == 0 else { return nil }
+        return (Int64(s.f_bavail) * Int64(s.f_frsize), Int64(s.f_blocks) * Int64(s.f_frsize))
+    }
+}

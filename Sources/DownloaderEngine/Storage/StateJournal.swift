@@ -1,0 +1,142 @@
+import Foundation
+import Glibc
+
+/// One download as it survives a restart.
+struct JournalEntry: Sendable, Codable, Equatable {
+    var id: String
+    var url: String
+    var storage: StorageClass
+    var state: DownloadState
+    var validator: Validator?
+    /// Total size announced by the origin, when known.
+    var expectedTotal: Int64?
+    /// Bytes of the partial known to be on stable storage (never ahead of durable data).
+    var verifiedOffset: Int64
+    var expectedSHA256: String?
+    var expectedSize: Int64?
+    var fileName: String?
+    var finalPath: String?
+    var sha256: String?
+    var size: Int64?
+    var createdAt: Date
+    var updatedAt: Date
+    var lastAccess: Date
+    var error: DownloadFailure?
+}
+
+/// The engine's state file: `journal.json` in the state area, replaced atomically
+/// (temp file, fsync, rename, fsync of the directory).
+struct StateJournal: Sendable {
+    struct Document: Codable, Equatable {
+        var version: Int = 1
+        var downloads: [JournalEntry]
+    }
+
+    let path: String
+
+    init(directory: String) { path = directory + "/journal.json" }
+
+    enum LoadResult: Equatable {
+        case empty
+        case loaded([JournalEntry])
+        /// Unreadable; a copy was kept at `preservedAt`.
+        case corrupt(preservedAt: String)
+    }
+
+    /// Reads the journal. A corrupt file is renamed to `journal.json.corrupt` and reported.
+    func load() -> LoadResult {
+        guard let data = FileManager.default.contents(atPath: path) else { return .empty }
+        do {
+            let decoder = JSONDecoder()
+            decoder.dateDecodingStrategy = .secondsSince1970
+            let doc = try decoder.decode(Document.self, from: data)
+            return .loaded(doc.downloads)
+        } catch {
+            let preserved = path + ".corrupt"
+            unlink(preserved)
+            rename(path, preserved)
+            FileStore.syncDirectory(of: path)
+            return .corrupt(preservedAt: preserved)
+        }
+    }
+
+    static func encode(_ entries: [JournalEntry]) -> Data? {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .secondsSince1970
+        encoder.outputFormatting = [.sortedKeys]
+        return try? encoder.encode(Document(downloads: entries))
+    }
+
+    /// Replaces the journal with `data` so that a crash leaves either the old or the new file.
+    func write(_ data: Data) throws(SystemError) {
+        let temp = path + ".tmp"
+        let fd = try retryingEINTR("open") { open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }
+        do throws(SystemError) {
+            let failure = data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> SystemError? in
+                guard let base = raw.baseAddress else { return nil }
+                var done = 0
+                while done < raw.count {
+                    do throws(SystemError) {
+                        done += try retryingEINTR("write") { Glibc.write(fd, base + done, raw.count - done) }
+                    } catch {
+                        return error
+                    }
+                }
+                return nil
+            }
+            if let failure { throw failure }
+            try retryingEINTR("fsync") { fsync(fd) }
+        } catch {
+            Glibc.close(fd)
+            unlink(temp)
+            throw error
+        }
+        Glibc.close(fd)
+        try retryingEINTR("rename") { rename(temp, path) }
+        FileStore.syncDirectory(of: path)
+    }
+}
+
+/// Writes journal snapshots on its own serial queue, newest wins: callers never wait for disk.
+final class JournalWriter: @unchecked Sendable {
+    private let journal: StateJournal
+    private let queue = DispatchQueue(label: "download-engine.journal")
+    private let lock = NSLock()
+    private var pending: (generation: UInt64, entries: [JournalEntry])?
+    private var written: UInt64 = 0
+    private var scheduled = false
+    /// The last write error, for diagnostics.
+    private(set) var lastError: SystemError?
+
+    init(journal: StateJournal) { self.journal = journal }
+
+    /// Queues `entries` (taken at `generation`); older pending snapshots are dropped.
+    func submit(_ entries: [JournalEntry], generation: UInt64) {
+        lock.lock()
+        if (pending?.generation ?? 0) < generation { pending = (generation, entries) }
+        let needSchedule = !scheduled
+        scheduled = true
+        lock.unlock()
+        if needSchedule { queue.async { self.drain() } }
+    }
+
+    private func drain() {
+        lock.lock()
+        let next = pending
+        pending = nil
+        scheduled = false
+        lock.unlock()
+        guard let next, next.generation > written, let data = StateJournal.encode(next.entries) else { return }
+        do throws(SystemError) {
+            try journal.write(data)
+            written = next.generation
+        } catch {
+            lock.lock(); lastError = error; lock.unlock()
+        }
+    }
+
+    /// Waits until everything submitted so far is on disk.
+    func flush() {
+        queue.sync { self.drain() }
+    }
+}

@@ -1,0 +1,111 @@
+import Foundation
+import Testing
+@testable import DownloaderEngine
+
+@Suite struct EngineCoalescingTests {
+    @Test func thousandConcurrentRequestsMakeOneTransfer() async throws {
+        let root = EngineFixture.root()
+        let driver = FakeTransferDriver()
+        let engine = try EngineFixture.engine(root, driver: driver)
+        let results = try await withThrowingTaskGroup(of: Enqueued.self) { group in
+            for i in 0..<1000 {
+                // Spellings that normalise to the same URL.
+                let url = i % 3 == 0 ? "http://Origin.test/file.bin" : (i % 3 == 1 ? "http://origin.test:80/file.bin#x" : "HTTP://origin.test/file.bin")
+                group.addTask { try engine.request(DownloadRequest(url: url)) }
+            }
+            var all: [Enqueued] = []
+            for try await r in group { all.append(r) }
+            return all
+        }
+        try await withTimeout(5) { await driver.waitForStarts(1) }
+        #expect(driver.startCount == 1)
+        #expect(Set(results.map(\.snapshot.id)).count == 1)
+        #expect(Set(results.map(\.token)).count == 1000)
+        #expect(results.filter { !$0.coalesced }.count == 1)
+        #expect(engine.statistics.coalescedJoins == 999)
+        #expect(engine.snapshot(id: results[0].snapshot.id)?.callers == 1000)
+        #expect(driver.transfer(0).request.url == "http://origin.test/file.bin")
+        await engine.shutdown()
+    }
+
+    @Test func tokensAndIdsAreRandomHex() throws {
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: FakeTransferDriver())
+        let a = try engine.request(DownloadRequest(url: "http://o.test/a"))
+        let b = try engine.request(DownloadRequest(url: "http://o.test/a"))
+        let c = try engine.request(DownloadRequest(url: "http://o.test/c"))
+        let hex = { (s: String) in s.allSatisfy { "0123456789abcdef".contains($0) } }
+        #expect(a.token.count == 32 && hex(a.token))
+        #expect(a.snapshot.id.count == 16 && hex(a.snapshot.id))
+        #expect(a.token != b.token && a.token != a.snapshot.id)
+        #expect(a.snapshot.id == b.snapshot.id && a.snapshot.id != c.snapshot.id)
+    }
+
+    @Test func rejectsBadInput() throws {
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: FakeTransferDriver())
+        #expect(throws: EngineError.invalidURL("")) { try engine.request(DownloadRequest(url: "ftp://x/y")) }
+        #expect(throws: EngineError.invalidURL("")) { try engine.request(DownloadRequest(url: "http://u:p@x/y")) }
+        #expect(throws: EngineError.invalidChecksum("")) { try engine.request(DownloadRequest(url: "http://x/y", sha256: "abc")) }
+        let sha = String(repeating: "a", count: 64)
+        _ = try engine.request(DownloadRequest(url: "http://x/y", sha256: sha, size: 10))
+        #expect(throws: EngineError.conflict("")) { try engine.request(DownloadRequest(url: "http://x/y", sha256: String(repeating: "b", count: 64))) }
+        #expect(throws: EngineError.conflict("")) { try engine.request(DownloadRequest(url: "http://x/y", size: 11)) }
+        _ = try engine.request(DownloadRequest(url: "http://x/y", sha256: sha.uppercased(), size: 10))
+    }
+
+    @Test func completesAndAnswersLaterRequestsFromTheStoredFile() async throws {
+        let root = EngineFixture.root()
+        let body = EngineFixture.body(50_000)
+        let driver = FakeTransferDriver { _, _ in
+            .init(status: 200, headers: ["Content-Length": "\(body.count)", "ETag": "\"v1\"",
+                                         "Content-Disposition": "attachment; filename=\"data.bin\""], body: body)
+        }
+        let engine = try EngineFixture.engine(root, driver: driver)
+        let first = try engine.request(DownloadRequest(url: "http://o.test/x/file"))
+        let done = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: first.snapshot.id, [.completed, .failed]) }
+        #expect(done.state == .completed)
+        #expect(done.size == Int64(body.count))
+        #expect(done.sha256 == SHA256Hasher.hex(body))
+        #expect(done.fileName == "data.bin")
+        let file = try #require(engine.completedFile(id: first.snapshot.id))
+        #expect(file.path.hasPrefix(root.appendingPathComponent("cache").path))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: file.path)) == Data(body))
+        let again = try engine.request(DownloadRequest(url: "http://o.test/x/file"))
+        #expect(again.coalesced && again.snapshot.state == .completed && again.snapshot.id == first.snapshot.id)
+        #expect(driver.startCount == 1)
+        // persistent wins and moves the file into the data area.
+        let persistent = try engine.request(DownloadRequest(url: "http://o.test/x/file", storage: .persistent))
+        #expect(persistent.snapshot.storage == .persistent)
+        let moved = try #require(engine.completedFile(id: first.snapshot.id))
+        #expect(moved.path.hasPrefix(root.appendingPathComponent("data").path))
+        #expect(!FileManager.default.fileExists(atPath: file.path))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: moved.path)) == Data(body))
+        // The file vanishing makes it downloadable again (same id).
+        try FileManager.default.removeItem(atPath: moved.path)
+        #expect(engine.completedFile(id: first.snapshot.id) == nil)
+        let redo = try engine.request(DownloadRequest(url: "http://o.test/x/file"))
+        #expect(!redo.coalesced && redo.snapshot.id == first.snapshot.id)
+        try await withTimeout(5) { await driver.waitForStarts(2) }
+    }
+
+    @Test func queuesBeyondMaxConcurrentTransfersInOrder() async throws {
+        let driver = FakeTransferDriver()
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver) { $0.maxConcurrentTransfers = 2 }
+        let a = try engine.request(DownloadRequest(url: "http://o.test/a"))
+        _ = try engine.request(DownloadRequest(url: "http://o.test/b"))
+        let c = try engine.request(DownloadRequest(url: "http://o.test/c"))
+        let d = try engine.request(DownloadRequest(url: "http://o.test/d"))
+        try await withTimeout(5) { await driver.waitForStarts(2) }
+        #expect(c.snapshot.state == .queued && d.snapshot.state == .queued)
+        #expect(engine.statistics.activeTransfers == 2)
+        // Cancelling the first frees its slot for c (FIFO), not d.
+        #expect(engine.cancel(token: a.token)?.state == .paused)
+        try await withTimeout(5) { await driver.waitForStarts(3) }
+        #expect(driver.transfer(2).request.url == "http://o.test/c")
+        #expect(engine.snapshot(id: d.snapshot.id)?.state == .queued)
+        // Cancelling a queued download dequeues it.
+        #expect(engine.cancel(token: d.token)?.state == .paused)
+        #expect(engine.cancel(token: d.token) == nil)
+        await engine.shutdown()
+        #expect(throws: EngineError.shuttingDown()) { try engine.request(DownloadRequest(url: "http://o.test/z")) }
+    }
+}

@@ -1,0 +1,298 @@
+import Foundation
+import Testing
+@testable import DownloaderEngine
+
+/// The engine with the real libcurl driver against the in-process `TestOrigin`.
+@Suite struct EngineLiveTests {
+    static func engine(_ root: URL = EngineFixture.root(), configure: (inout EngineConfiguration) -> Void = { _ in }) throws -> DownloadEngine {
+        var c = EngineFixture.configuration(root)
+        c.progressInterval = 0.05
+        configure(&c)
+        return try DownloadEngine(configuration: c, driver: CurlTransferDriver(), diskPressure: .disabled)
+    }
+
+    static func finish(_ engine: DownloadEngine, _ id: String) async throws -> DownloadSnapshot {
+        try await withTimeout(20) { try await EngineFixture.waitFor(engine, id: id, [.completed, .failed]) }
+    }
+
+    static func stored(_ engine: DownloadEngine, _ id: String) throws -> [UInt8] {
+        let file = try #require(engine.completedFile(id: id))
+        return Array(try Data(contentsOf: URL(fileURLWithPath: file.path)))
+    }
+
+    /// Starts a throttled download, waits for at least `atLeast` bytes, then the only caller cancels.
+    /// Returns the settled partial size.
+    static func pauseMidway(_ engine: DownloadEngine, url: String, atLeast: Int64 = 50_000)
+        async throws -> (id: String, kept: Int64) {
+        let r = try engine.request(DownloadRequest(url: url))
+        let sub = try #require(engine.subscribe(id: r.snapshot.id))
+        _ = try await withTimeout(20) {
+            await EngineFixture.events(sub) { $0.snapshot.bytesWritten >= atLeast || $0.isTerminal }
+        }
+        let paused = try #require(engine.cancel(token: r.token))
+        #expect(paused.state == .paused)
+        let partial = engine.configuration.stateDirectory.appendingPathComponent("partials/\(r.snapshot.id).part").path
+        // The cancelled attempt drains on the work queue; wait until the snapshot matches the file.
+        let kept: Int64 = try await withTimeout(10) {
+            while true {
+                if let s = engine.snapshot(id: r.snapshot.id), s.state == .paused, engine.core.locked({ engine.core.byID[r.snapshot.id]?.attempt == nil }) {
+                    return s.bytesWritten
+                }
+                await Task.yield()
+            }
+        }
+        if kept > 0 { #expect(FileStore.fileSize(partial) == kept) }
+        return (r.snapshot.id, kept)
+    }
+
+    @Test func byteIdenticalDownload() async throws {
+        let origin = try TestOrigin(bodySize: 3 * 1024 * 1024 + 5)
+        defer { origin.stop() }
+        let engine = try Self.engine()
+        let r = try engine.request(DownloadRequest(url: origin.url))
+        let done = try await Self.finish(engine, r.snapshot.id)
+        #expect(done.state == .completed)
+        #expect(try Self.stored(engine, r.snapshot.id) == origin.expectedBody())
+        #expect(done.sha256 == SHA256Hasher.hex(origin.expectedBody()))
+        #expect(done.fileName == "file")
+        #expect(origin.getCount() == 1)
+        await engine.shutdown()
+    }
+
+    @Test func cutAtByteKResumesWithExactRangeAndIfRange() async throws {
+        let origin = try TestOrigin(bodySize: 1_000_000)
+        defer { origin.stop() }
+        origin.inject(.cut(afterBodyBytes: 123_457))
+        let engine = try Self.engine()
+        let r = try engine.request(DownloadRequest(url: origin.url))
+        let done = try await Self.finish(engine, r.snapshot.id)
+        #expect(done.state == .completed, "\(String(describing: done.error))")
+        #expect(try Self.stored(engine, r.snapshot.id) == origin.expectedBody())
+        let requests = origin.requests(path: "/file")
+        #expect(requests.count == 2)
+        #expect(requests[1].header("Range") == "bytes=123457-")
+        #expect(requests[1].header("If-Range") == origin.etag())
+        await engine.shutdown()
+    }
+
+    @Test func pauseByLastCancelThenResumeFromKeptOffset() async throws {
+        let origin = try TestOrigin(bodySize: 600_000)
+        defer { origin.stop() }
+        origin.update { $0.bytesPerSecond = 400_000 }
+        let engine = try Self.engine()
+        let (id, kept) = try await Self.pauseMidway(engine, url: origin.url)
+        #expect(kept >= 50_000 && kept < 600_000)
+        origin.update { $0.bytesPerSecond = nil }
+        let again = try engine.request(DownloadRequest(url: origin.url))
+        #expect(again.snapshot.id == id)
+        let done = try await Self.finish(engine, id)
+        #expect(done.state == .completed)
+        let last = try #require(origin.requests(path: "/file").last)
+        #expect(last.header("Range") == "bytes=\(kept)-")
+        #expect(last.header("If-Range") == origin.etag())
+        #expect(try Self.stored(engine, id) == origin.expectedBody())
+        await engine.shutdown()
+    }
+
+    @Test func versionChangeRestartsAndStoresTheNewVersion() async throws {
+        let origin = try TestOrigin(bodySize: 600_000)
+        defer { origin.stop() }
+        origin.update { $0.bytesPerSecond = 400_000 }
+        let engine = try Self.engine()
+        let (id, kept) = try await Self.pauseMidway(engine, url: origin.url)
+        #expect(kept > 0)
+        let oldETag = origin.etag()
+        origin.changeVersion()
+        origin.update { $0.bytesPerSecond = nil }
+        let sub = try #require(engine.subscribe(id: id))
+        _ = try engine.request(DownloadRequest(url: origin.url))
+        let events = try await withTimeout(20) { await EngineFixture.events(sub) { $0.isTerminal } }
+        #expect(events.contains { if case .resumed(0, true, _) = $0 { return true } else { return false } })
+        #expect(events.last?.snapshot.state == .completed)
+        #expect(origin.requests(path: "/file").last?.header("If-Range") == oldETag)
+        #expect(try Self.stored(engine, id) == origin.expectedBody())
+        await engine.shutdown()
+    }
+
+    @Test func weakETagResumesWithoutRange() async throws {
+        let origin = try TestOrigin(bodySize: 600_000)
+        defer { origin.stop() }
+        origin.update { $0.bytesPerSecond = 400_000; $0.validators = .weakETag }
+        let engine = try Self.engine()
+        let (id, kept) = try await Self.pauseMidway(engine, url: origin.url)
+        #expect(kept == 0)
+        #expect(engine.snapshot(id: id)?.resumable == false)
+        origin.update { $0.bytesPerSecond = nil }
+        _ = try engine.request(DownloadRequest(url: origin.url))
+        let done = try await Self.finish(engine, id)
+        #expect(done.state == .completed)
+        for request in origin.requests(path: "/file") {
+            #expect(request.header("Range") == nil)
+            #expect(request.header("If-Range") == nil)
+        }
+        #expect(try Self.stored(engine, id) == origin.expectedBody())
+        await engine.shutdown()
+    }
+
+    @Test func lastModifiedOnlyResume() async throws {
+        let origin = try TestOrigin(bodySize: 600_000)
+        defer { origin.stop() }
+        origin.update { $0.bytesPerSecond = 400_000; $0.validators = .lastModifiedOnly }
+        let engine = try Self.engine()
+        let (id, kept) = try await Self.pauseMidway(engine, url: origin.url)
+        #expect(kept > 0)
+        origin.update { $0.bytesPerSecond = nil }
+        _ = try engine.request(DownloadRequest(url: origin.url))
+        let done = try await Self.finish(engine, id)
+        #expect(done.state == .completed)
+        let last = try #require(origin.requests(path: "/file").last)
+        #expect(last.header("Range") == "bytes=\(kept)-")
+        #expect(last.header("If-Range") == origin.lastModified())
+        #expect(try Self.stored(engine, id) == origin.expectedBody())
+        await engine.shutdown()
+    }
+
+    @Test func originIgnoringRangesIsRestartedCleanly() async throws {
+        let origin = try TestOrigin(bodySize: 300_000)
+        defer { origin.stop() }
+        origin.update { $0.ignoreRanges = true }
+        origin.inject(.cut(afterBodyBytes: 100_000))
+        let engine = try Self.engine()
+        let r = try engine.request(DownloadRequest(url: origin.url))
+        let done = try await Self.finish(engine, r.snapshot.id)
+        #expect(done.state == .completed)
+        #expect(origin.requests(path: "/file")[1].header("Range") == "bytes=100000-")
+        #expect(try Self.stored(engine, r.snapshot.id) == origin.expectedBody())
+        #expect(engine.statistics.restarts == 1)
+        await engine.shutdown()
+    }
+
+    @Test func wrongContentRangeIsNeverSpliced() async throws {
+        let origin = try TestOrigin(bodySize: 300_000)
+        defer { origin.stop() }
+        origin.update { $0.wrongContentRangeStart = true }
+        origin.inject(.cut(afterBodyBytes: 100_000))
+        let engine = try Self.engine()
+        let r = try engine.request(DownloadRequest(url: origin.url))
+        let done = try await Self.finish(engine, r.snapshot.id)
+        #expect(done.state == .completed)
+        #expect(try Self.stored(engine, r.snapshot.id) == origin.expectedBody())
+        await engine.shutdown()
+    }
+
+    @Test func redirectedDownloadKeepsTheFinalHopsValidator() async throws {
+        let origin = try TestOrigin(bodySize: 400_000)
+        defer { origin.stop() }
+        origin.redirect(from: "/a", to: "/b")
+        origin.redirect(from: "/b", to: "/file", status: 307)
+        origin.inject(.cut(afterBodyBytes: 70_000))
+        let engine = try Self.engine()
+        let r = try engine.request(DownloadRequest(url: origin.url("/a")))
+        let done = try await Self.finish(engine, r.snapshot.id)
+        #expect(done.state == .completed)
+        let finals = origin.requests(path: "/file")
+        #expect(finals.count == 2)
+        #expect(finals[1].header("If-Range") == origin.etag())
+        #expect(finals[1].header("Range") == "bytes=70000-")
+        #expect(try Self.stored(engine, r.snapshot.id) == origin.expectedBody())
+        await engine.shutdown()
+    }
+
+    @Test func notFoundFailsAtOnceWithoutStoring() async throws {
+        let origin = try TestOrigin(bodySize: 1000)
+        defer { origin.stop() }
+        let engine = try Self.engine()
+        let r = try engine.request(DownloadRequest(url: origin.url("/nope")))
+        let done = try await Self.finish(engine, r.snapshot.id)
+        #expect(done.state == .failed && done.error?.code == "http_error" && done.error?.httpStatus == 404)
+        #expect(origin.requests(path: "/nope").count == 1)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: engine.configuration.cacheDirectory.path).isEmpty)
+        await engine.shutdown()
+    }
+
+    @Test func serverErrorsWithRetryAfterAreRetried() async throws {
+        let origin = try TestOrigin(bodySize: 100_000)
+        defer { origin.stop() }
+        origin.inject(.status(500, retryAfter: nil))
+        origin.inject(.status(429, retryAfter: "0"))
+        origin.inject(.status(503, retryAfter: "1"))
+        let engine = try Self.engine { $0.retryMaxDelay = 0.2 }
+        let r = try engine.request(DownloadRequest(url: origin.url))
+        let done = try await Self.finish(engine, r.snapshot.id)
+        #expect(done.state == .completed)
+        #expect(origin.getCount() == 4)
+        #expect(engine.statistics.retries == 3)
+        #expect(try Self.stored(engine, r.snapshot.id) == origin.expectedBody())
+        await engine.shutdown()
+    }
+
+    @Test func stallReconnectsAndResumes() async throws {
+        let origin = try TestOrigin(bodySize: 200_000)
+        defer { origin.stop() }
+        origin.inject(.stall(afterBodyBytes: 60_000))
+        let engine = try Self.engine { $0.stallTimeout = 1 }
+        let r = try engine.request(DownloadRequest(url: origin.url))
+        let done = try await Self.finish(engine, r.snapshot.id)
+        #expect(done.state == .completed)
+        let requests = origin.requests(path: "/file")
+        #expect(requests.count == 2)
+        #expect(requests[1].header("Range") == "bytes=60000-")
+        #expect(try Self.stored(engine, r.snapshot.id) == origin.expectedBody())
+        await engine.shutdown()
+    }
+
+    @Test func checksumMismatchFails() async throws {
+        let origin = try TestOrigin(bodySize: 10_000)
+        defer { origin.stop() }
+        let engine = try Self.engine()
+        let r = try engine.request(DownloadRequest(url: origin.url, sha256: String(repeating: "ab", count: 32)))
+        let done = try await Self.finish(engine, r.snapshot.id)
+        #expect(done.state == .failed && done.error?.code == "checksum_mismatch")
+        #expect(engine.completedFile(id: r.snapshot.id) == nil)
+        await engine.shutdown()
+    }
+
+    @Test func restartedEngineResumesAPausedDownload() async throws {
+        let origin = try TestOrigin(bodySize: 600_000)
+        defer { origin.stop() }
+        origin.update { $0.bytesPerSecond = 400_000 }
+        let root = EngineFixture.root()
+        let first = try Self.engine(root)
+        let (id, kept) = try await Self.pauseMidway(first, url: origin.url)
+        #expect(kept > 0)
+        await first.shutdown()
+        origin.update { $0.bytesPerSecond = nil }
+        let second = try Self.engine(root)
+        let restored = try #require(second.snapshot(id: id))
+        #expect(restored.state == .paused && restored.bytesWritten == kept && restored.resumable)
+        let again = try second.request(DownloadRequest(url: origin.url))
+        #expect(again.snapshot.id == id)
+        let done = try await Self.finish(second, id)
+        #expect(done.state == .completed)
+        #expect(origin.requests(path: "/file").last?.header("Range") == "bytes=\(kept)-")
+        #expect(try Self.stored(second, id) == origin.expectedBody())
+        await second.shutdown()
+    }
+
+    @Test func runningDownloadCarriesOnAfterRestart() async throws {
+        let origin = try TestOrigin(bodySize: 600_000)
+        defer { origin.stop() }
+        origin.update { $0.bytesPerSecond = 400_000 }
+        let root = EngineFixture.root()
+        let first = try Self.engine(root)
+        let r = try first.request(DownloadRequest(url: origin.url))
+        let sub = try #require(first.subscribe(id: r.snapshot.id))
+        _ = try await withTimeout(20) { await EngineFixture.events(sub) { $0.snapshot.bytesWritten >= 100_000 } }
+        await first.shutdown()
+        origin.update { $0.bytesPerSecond = nil }
+        let second = try Self.engine(root)
+        #expect(second.recovery.resumed == 1)
+        let done = try await Self.finish(second, r.snapshot.id)
+        #expect(done.state == .completed)
+        #expect(try Self.stored(second, r.snapshot.id) == origin.expectedBody())
+        let last = try #require(origin.requests(path: "/file").last)
+        #expect(last.header("If-Range") == origin.etag())
+        #expect(last.header("Range") != nil)
+        await second.shutdown()
+    }
+}

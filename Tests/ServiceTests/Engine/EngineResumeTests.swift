@@ -1,0 +1,218 @@
+import Foundation
+import Testing
+@testable import DownloaderEngine
+
+@Suite struct EngineResumeTests {
+    let body = EngineFixture.body(40_000)
+
+    /// Starts a download, lets it write `kept` bytes under `headers`, then the last caller cancels.
+    func pausedDownload(headers: [String: String], kept: Int) async throws
+        -> (engine: DownloadEngine, driver: FakeTransferDriver, id: String, root: URL) {
+        let root = EngineFixture.root()
+        let driver = FakeTransferDriver()
+        let engine = try EngineFixture.engine(root, driver: driver)
+        let a = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
+        let b = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
+        try await withTimeout(5) { await driver.waitForStarts(1) }
+        let t = driver.transfer(0)
+        #expect(t.header("Range") == nil)
+        #expect(t.respond(200, headers.merging(["Content-Length": "\(body.count)"]) { a, _ in a }))
+        try t.send(Array(body[0..<kept]))
+        // One caller leaving changes nothing.
+        #expect(engine.cancel(token: a.token)?.state == .downloading)
+        #expect(!t.isCancelled)
+        let paused = try #require(engine.cancel(token: b.token))
+        #expect(paused.state == .paused && paused.callers == 0)
+        #expect(t.isCancelled)
+        #expect(engine.cancel(token: b.token) == nil)
+        return (engine, driver, a.snapshot.id, root)
+    }
+
+    @Test func lastCancelPausesAndNextRequestResumesWithRangeAndIfRange() async throws {
+        let (engine, driver, id, root) = try await pausedDownload(headers: ["ETag": "\"v1\""], kept: 12_345)
+        let partial = root.appendingPathComponent("state/partials/\(id).part").path
+        // Settling happens on the work queue after the cancel; wait for the resumable snapshot.
+        try await withTimeout(5) {
+            while FileStore.fileSize(partial) != 12_345 || engine.snapshot(id: id)?.bytesWritten != 12_345 { await Task.yield() }
+        }
+        #expect(engine.snapshot(id: id)?.resumable == true)
+        let sub = try #require(engine.subscribe(id: id))
+        let again = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
+        #expect(again.snapshot.id == id)
+        try await withTimeout(5) { await driver.waitForStarts(2) }
+        let t = driver.transfer(1)
+        #expect(t.header("Range") == "bytes=12345-")
+        #expect(t.header("If-Range") == "\"v1\"")
+        #expect(t.respond(206, ["Content-Range": "bytes 12345-39999/40000", "ETag": "\"v1\""]))
+        try t.send(Array(body[12_345...]))
+        t.finish()
+        let events = try await withTimeout(5) { await EngineFixture.events(sub) { $0.isTerminal } }
+        #expect(events.contains { if case .resumed(12_345, false, _) = $0 { return true } else { return false } })
+        guard case .completed(let done) = events.last else { Issue.record("not completed: \(events)"); return }
+        #expect(done.sha256 == SHA256Hasher.hex(body))
+        let file = try #require(engine.completedFile(id: id))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: file.path)) == Data(body))
+        #expect(!FileManager.default.fileExists(atPath: partial))
+        #expect(engine.statistics.resumes == 1)
+    }
+
+    @Test func weakETagIsNotResumable() async throws {
+        let (engine, driver, id, root) = try await pausedDownload(headers: ["ETag": "W/\"v1\""], kept: 5000)
+        try await withTimeout(5) {
+            while FileManager.default.fileExists(atPath: root.appendingPathComponent("state/partials/\(id).part").path) { await Task.yield() }
+        }
+        #expect(engine.snapshot(id: id)?.resumable == false)
+        #expect(engine.snapshot(id: id)?.bytesWritten == 0)
+        _ = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
+        try await withTimeout(5) { await driver.waitForStarts(2) }
+        #expect(driver.transfer(1).header("Range") == nil)
+        #expect(driver.transfer(1).header("If-Range") == nil)
+    }
+
+    @Test func lastModifiedOnlyResume() async throws {
+        let lm = "Sun, 06 Nov 1994 08:49:37 GMT"
+        let (engine, driver, id, _) = try await pausedDownload(headers: ["Last-Modified": lm, "Date": "Mon, 07 Nov 1994 08:49:37 GMT"], kept: 777)
+        try await withTimeout(5) { while engine.snapshot(id: id)?.bytesWritten != 777 { await Task.yield() } }
+        _ = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
+        try await withTimeout(5) { await driver.waitForStarts(2) }
+        #expect(driver.transfer(1).header("Range") == "bytes=777-")
+        #expect(driver.transfer(1).header("If-Range") == lm)
+    }
+
+    @Test func changedVersionAnswered200RestartsFromZero() async throws {
+        let (engine, driver, id, _) = try await pausedDownload(headers: ["ETag": "\"v1\""], kept: 9000)
+        try await withTimeout(5) { while engine.snapshot(id: id)?.bytesWritten != 9000 { await Task.yield() } }
+        let sub = try #require(engine.subscribe(id: id))
+        _ = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
+        try await withTimeout(5) { await driver.waitForStarts(2) }
+        let v2 = EngineFixture.body(30_000, seed: 9)
+        let t = driver.transfer(1)
+        #expect(t.header("If-Range") == "\"v1\"")
+        #expect(t.respond(200, ["Content-Length": "30000", "ETag": "\"v2\""]))
+        try t.send(v2)
+        t.finish()
+        let events = try await withTimeout(5) { await EngineFixture.events(sub) { $0.isTerminal } }
+        #expect(events.contains { if case .resumed(0, true, _) = $0 { return true } else { return false } })
+        guard case .completed(let done) = events.last else { Issue.record("not completed: \(events)"); return }
+        #expect(done.size == 30_000)
+        let file = try #require(engine.completedFile(id: id))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: file.path)) == Data(v2))
+        #expect(engine.statistics.restarts == 1)
+    }
+
+    @Test func wrongContentRangeDiscardsAndRetriesFromZero() async throws {
+        let (engine, driver, id, _) = try await pausedDownload(headers: ["ETag": "\"v1\""], kept: 1000)
+        try await withTimeout(5) { while engine.snapshot(id: id)?.bytesWritten != 1000 { await Task.yield() } }
+        _ = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
+        try await withTimeout(5) { await driver.waitForStarts(2) }
+        #expect(!driver.transfer(1).respond(206, ["Content-Range": "bytes 500-39999/40000", "ETag": "\"v1\""]))
+        try await withTimeout(5) { await driver.waitForStarts(3) }
+        #expect(driver.transfer(2).header("Range") == nil)
+    }
+
+    @Test func dropMidBodyRetriesFromKeptBytes() async throws {
+        let body = self.body
+        let driver = FakeTransferDriver { request, index in
+            if index == 0 {
+                return .init(status: 200, headers: ["Content-Length": "40000", "ETag": "\"e\""], body: body, cutAfter: 17_000)
+            }
+            return .init(status: 206, headers: ["Content-Range": "bytes 17000-39999/40000", "ETag": "\"e\""], body: Array(body[17_000...]))
+        }
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
+        let r = try engine.request(DownloadRequest(url: "http://o.test/f.bin", sha256: SHA256Hasher.hex(body), size: 40_000))
+        let done = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.completed, .failed]) }
+        #expect(done.state == .completed)
+        #expect(driver.startCount == 2)
+        #expect(driver.transfer(1).header("Range") == "bytes=17000-")
+        #expect(driver.transfer(1).header("If-Range") == "\"e\"")
+        #expect(engine.statistics.retries == 1)
+    }
+
+    @Test func transientHTTPErrorsRetriedThenSucceed() async throws {
+        let body = EngineFixture.body(3000)
+        let driver = FakeTransferDriver { _, index in
+            switch index {
+            case 0: return .init(status: 503, headers: ["Retry-After": "0"], body: [])
+            case 1: return .init(status: 429, headers: [:], body: [])
+            default: return .init(status: 200, headers: ["Content-Length": "3000"], body: body)
+            }
+        }
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
+        let r = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
+        let done = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.completed, .failed]) }
+        #expect(done.state == .completed)
+        #expect(driver.startCount == 3)
+    }
+
+    @Test func notFoundFailsAtOnceAndAFreshRequestRestarts() async throws {
+        let driver = FakeTransferDriver { _, index in
+            index == 0 ? .init(status: 404, headers: [:], body: []) : .init(status: 200, headers: [:], body: [1, 2, 3])
+        }
+        let root = EngineFixture.root()
+        let engine = try EngineFixture.engine(root, driver: driver)
+        let r = try engine.request(DownloadRequest(url: "http://o.test/missing"))
+        let failed = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.completed, .failed]) }
+        #expect(failed.state == .failed)
+        #expect(failed.error?.code == "http_error" && failed.error?.httpStatus == 404)
+        #expect(driver.startCount == 1)
+        #expect(engine.completedFile(id: r.snapshot.id) == nil)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("cache").path).isEmpty)
+        let again = try engine.request(DownloadRequest(url: "http://o.test/missing"))
+        #expect(again.snapshot.id == r.snapshot.id)
+        let done = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.completed]) }
+        #expect(done.size == 3)
+    }
+
+    @Test func retriesExhaustedReportsStatus() async throws {
+        let driver = FakeTransferDriver { _, _ in .init(status: 500, headers: [:], body: []) }
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
+        let r = try engine.request(DownloadRequest(url: "http://o.test/broken"))
+        let failed = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.failed]) }
+        #expect(failed.error?.code == "retries_exhausted" && failed.error?.httpStatus == 500)
+        #expect(driver.startCount == 4)
+    }
+
+    @Test(arguments: [
+        (TransferFailure.Kind.tooLarge, "too_large"), (.blockedAddress, "blocked_address"),
+        (.tooManyRedirects, "too_many_redirects"),
+    ])
+    func policyFailuresAreFinal(_ kind: TransferFailure.Kind, _ code: String) async throws {
+        let driver = FakeTransferDriver()
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
+        let r = try engine.request(DownloadRequest(url: "http://o.test/x"))
+        try await withTimeout(5) { await driver.waitForStarts(1) }
+        driver.transfer(0).fail(kind)
+        let failed = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.failed]) }
+        #expect(failed.error?.code == code)
+        #expect(driver.startCount == 1)
+    }
+
+    @Test func checksumMismatchFailsAndDeletesTheFile() async throws {
+        let body = EngineFixture.body(2000)
+        let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: ["Content-Length": "2000"], body: body) }
+        let root = EngineFixture.root()
+        let engine = try EngineFixture.engine(root, driver: driver)
+        let r = try engine.request(DownloadRequest(url: "http://o.test/x", sha256: String(repeating: "0", count: 64)))
+        let failed = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.failed, .completed]) }
+        #expect(failed.error?.code == "checksum_mismatch")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("cache").path).isEmpty)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("state/partials").path).isEmpty)
+    }
+
+    @Test func sizeMismatchFailsEarly() async throws {
+        let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: ["Content-Length": "2000"], body: EngineFixture.body(2000)) }
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
+        let r = try engine.request(DownloadRequest(url: "http://o.test/x", size: 1999))
+        let failed = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.failed, .completed]) }
+        #expect(failed.error?.code == "size_mismatch")
+    }
+
+    @Test func maxFileSizeRejectsAnnouncedLength() async throws {
+        let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: ["Content-Length": "2000"], body: EngineFixture.body(2000)) }
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver) { $0.maxFileSize = 1000 }
+        let r = try engine.request(DownloadRequest(url: "http://o.test/x"))
+        let failed = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.failed, .completed]) }
+        #expect(failed.error?.code == "too_large")
+        #expect(driver.transfer(0).request.maxBodyBytes == 1000)
+    }
+}

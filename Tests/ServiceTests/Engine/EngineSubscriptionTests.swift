@@ -1,0 +1,137 @@
+import Foundation
+import Testing
+@testable import DownloaderEngine
+
+@Suite struct EngineSubscriptionTests {
+    @Test func slowSubscriberSeesLatestProgressAndEveryLifecycleEvent() async throws {
+        let driver = FakeTransferDriver()
+        let clock = ManualClock()
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver, clock: clock) { $0.progressInterval = 0.1 }
+        let r = try engine.request(DownloadRequest(url: "http://o.test/f"))
+        let sub = try #require(engine.subscribe(id: r.snapshot.id))
+        #expect(engine.statistics.subscribers == 1)
+        try await withTimeout(5) { await driver.waitForStarts(1) }
+        let t = driver.transfer(0)
+        #expect(t.respond(200, ["Content-Length": "100000", "ETag": "\"a\""]))
+        // 100 writes, the clock moving 0.05 s each: at most one progress per 0.1 s is emitted,
+        // and the subscriber (not reading) only keeps the newest.
+        for _ in 0..<100 {
+            clock.advance(0.05)
+            try t.send([UInt8](repeating: 7, count: 1000))
+        }
+        t.finish()
+        let events = try await withTimeout(5) { await EngineFixture.events(sub) { $0.isTerminal } }
+        let kinds = events.map { e -> String in
+            switch e {
+            case .progress: return "progress"
+            case .resumed: return "resumed"
+            case .paused: return "paused"
+            case .completed: return "completed"
+            case .failed: return "failed"
+            }
+        }
+        #expect(kinds == ["progress", "resumed", "progress", "completed"], "\(kinds)")
+        if case .progress(let p) = events[2] {
+            #expect(p.bytesWritten >= 99_000)
+            #expect(p.bytesExpected == 100_000)
+            #expect(p.bytesPerSecond > 0)
+            #expect(p.etaSeconds != nil)
+        }
+        #expect(engine.statistics.subscribers == 0)
+    }
+
+    @Test func progressIsPacedPerInterval() async throws {
+        let driver = FakeTransferDriver()
+        let clock = ManualClock()
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver, clock: clock) { $0.progressInterval = 0.1 }
+        let r = try engine.request(DownloadRequest(url: "http://o.test/f"))
+        try await withTimeout(5) { await driver.waitForStarts(1) }
+        let t = driver.transfer(0)
+        #expect(t.respond(200, ["Content-Length": "10000"]))
+        let sub = try #require(engine.subscribe(id: r.snapshot.id))
+        let reader = Task { await EngineFixture.events(sub) { $0.isTerminal } }
+        for i in 0..<10 {
+            if i % 5 == 0 { clock.advance(0.1) }  // two intervals in total
+            try t.send([UInt8](repeating: 1, count: 1000))
+        }
+        t.finish()
+        let events = try await withTimeout(5) { await reader.value }
+        let progress = events.dropFirst().filter { if case .progress = $0 { return true } else { return false } }
+        #expect(progress.count <= 2, "\(events.count) events")
+    }
+
+    @Test func cancellingTheConsumingTaskEndsTheSubscription() async throws {
+        let driver = FakeTransferDriver()
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
+        let r = try engine.request(DownloadRequest(url: "http://o.test/f"))
+        let sub = try #require(engine.subscribe(id: r.snapshot.id))
+        let second = try #require(engine.subscribe(id: r.snapshot.id))
+        #expect(engine.statistics.subscribers == 2)
+        let reader = Task { () -> Int in
+            var n = 0
+            for await _ in sub { n += 1 }
+            return n
+        }
+        try await withTimeout(5) { await driver.waitForStarts(1) }
+        reader.cancel()
+        let count = try await withTimeout(5) { await reader.value }
+        #expect(count >= 0)
+        #expect(engine.statistics.subscribers == 1)
+        _ = second
+    }
+
+    @Test func endedDownloadGivesItsTerminalEventThenEnds() async throws {
+        let driver = FakeTransferDriver { _, _ in .init(status: 410, headers: [:], body: []) }
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
+        let r = try engine.request(DownloadRequest(url: "http://o.test/gone"))
+        _ = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.failed]) }
+        let sub = try #require(engine.subscribe(id: r.snapshot.id))
+        var events: [DownloadEvent] = []
+        for await e in sub { events.append(e) }
+        #expect(events.count == 1)
+        if case .failed(let s) = events.first { #expect(s.error?.httpStatus == 410) } else { Issue.record("\(events)") }
+        #expect(engine.subscribe(id: "nope") == nil)
+    }
+
+    @Test func shutdownEndsSubscriptions() async throws {
+        let driver = FakeTransferDriver()
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
+        let r = try engine.request(DownloadRequest(url: "http://o.test/f"))
+        let sub = try #require(engine.subscribe(id: r.snapshot.id))
+        let reader = Task { await EngineFixture.events(sub) { _ in false } }
+        try await withTimeout(5) { await driver.waitForStarts(1) }
+        await engine.shutdown()
+        let events = try await withTimeout(5) { await reader.value }
+        #expect(!events.isEmpty)
+        #expect(engine.statistics.subscribers == 0)
+        #expect(driver.transfer(0).isCancelled)
+    }
+
+    @Test func queueConflatesProgressAndBoundsLifecycle() async {
+        let q = SubscriberQueue(id: 1) { _ in }
+        let s = DownloadSnapshot(id: "x", url: "u", state: .downloading, storage: .cache, createdAt: Date(), updatedAt: Date())
+        for i in 0..<100 {
+            var p = s
+            p.bytesWritten = Int64(i)
+            q.push(.progress(p))
+            if i % 2 == 0 { q.push(.resumed(offset: Int64(i), restarted: false, s)) }
+        }
+        #expect(q.pendingCount <= 2 * SubscriberQueue.lifecycleLimit + 1)
+        var lifecycle = 0
+        var previousWasProgress = false
+        var newest: Int64 = -1
+        while q.pendingCount > 0 {
+            let e = await q.next()
+            if case .progress(let p) = e {
+                #expect(!previousWasProgress)
+                previousWasProgress = true
+                newest = p.bytesWritten
+            } else {
+                lifecycle += 1
+                previousWasProgress = false
+            }
+        }
+        #expect(lifecycle == SubscriberQueue.lifecycleLimit)
+        #expect(newest == 99)
+    }
+}

@@ -1,0 +1,206 @@
+import Foundation
+@testable import DownloaderEngine
+
+/// A scripted stand-in for the libcurl driver: records every attempt, and either plays a script
+/// (head, body chunks, end) on a background queue or waits for the test to drive it.
+final class FakeTransferDriver: TransferStarting, @unchecked Sendable {
+    /// What an automatic attempt does.
+    struct Script: Sendable {
+        var status: Int
+        var headers: [String: String]
+        var body: [UInt8]
+        /// Stop after this many body bytes and fail with `failure` (nil: deliver all and succeed).
+        var cutAfter: Int?
+        var failure: TransferFailure.Kind = .connection
+        var chunk = 1000
+    }
+
+    private let lock = NSLock()
+    private(set) var transfers: [FakeTransfer] = []
+    private var waiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+    /// nil: the attempt stays pending for manual control.
+    private let responder: @Sendable (TransferRequest, Int) -> Script?
+
+    init(responder: @escaping @Sendable (TransferRequest, Int) -> Script? = { _, _ in nil }) {
+        self.responder = responder
+    }
+
+    var startCount: Int { lock.lock(); defer { lock.unlock() }; return transfers.count }
+
+    func transfer(_ index: Int) -> FakeTransfer { lock.lock(); defer { lock.unlock() }; return transfers[index] }
+
+    func start(_ request: TransferRequest, delegate: TransferDelegate) -> TransferHandle {
+        let transfer = FakeTransfer(request: request, delegate: delegate)
+        lock.lock()
+        transfers.append(transfer)
+        let index = transfers.count - 1
+        let ready = waiters.filter { $0.count <= transfers.count }
+        waiters.removeAll { $0.count <= transfers.count }
+        lock.unlock()
+        ready.forEach { $0.continuation.resume() }
+        if let script = responder(request, index) {
+            DispatchQueue.global().async { transfer.play(script) }
+        }
+        return transfer
+    }
+
+    /// Waits until at least `count` attempts started.
+    func waitForStarts(_ count: Int) async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            lock.lock()
+            if transfers.count >= count {
+                lock.unlock()
+                c.resume()
+            } else {
+                waiters.append((count, c))
+                lock.unlock()
+            }
+        }
+    }
+}
+
+final class FakeTransfer: TransferHandle, @unchecked Sendable {
+    let request: TransferRequest
+    private let delegate: TransferDelegate
+    private let lock = NSLock()
+    private var sink: BodySink?
+    private var finished = false
+    private(set) var cancelled = false
+    private var written: Int64 = 0
+    private var head: ResponseHead?
+
+    init(request: TransferRequest, delegate: TransferDelegate) {
+        self.request = request
+        self.delegate = delegate
+    }
+
+    func header(_ name: String) -> String? {
+        request.headers.first { $0.name.lowercased() == name.lowercased() }?.value
+    }
+
+    var isCancelled: Bool { lock.lock(); defer { lock.unlock() }; return cancelled }
+
+    func cancel() {
+        lock.lock()
+        cancelled = true
+        lock.unlock()
+        end(.failure(TransferFailure(.cancelled, "cancelled")))
+    }
+
+    /// Sends the head; returns whether the engine accepted the body.
+    @discardableResult
+    func respond(_ status: Int, _ headers: [String: String] = [:]) -> Bool {
+        let h = ResponseHead(status: status, headers: headers.reduce(into: [:]) { $0[$1.key.lowercased()] = [$1.value] },
+                             effectiveURL: request.url)
+        head = h
+        switch delegate.transfer(didReceive: h) {
+        case .success(let s):
+            lock.lock(); sink = s; lock.unlock()
+            return true
+        case .failure(let f):
+            end(.failure(f))
+            return false
+        }
+    }
+
+    func send(_ bytes: [UInt8]) throws {
+        lock.lock()
+        let s = sink
+        let done = finished
+        lock.unlock()
+        guard let s, !done else { return }
+        try bytes.withUnsafeBytes { try s.write($0) }
+        lock.lock(); written += Int64(bytes.count); lock.unlock()
+    }
+
+    func finish() {
+        guard let head else { return }
+        end(.success(TransferSummary(head: head, bodyBytes: written)))
+    }
+
+    func fail(_ kind: TransferFailure.Kind, _ message: String = "fake failure") {
+        end(.failure(TransferFailure(kind, message)))
+    }
+
+    private func end(_ result: Result<TransferSummary, TransferFailure>) {
+        lock.lock()
+        if finished { lock.unlock(); return }
+        finished = true
+        lock.unlock()
+        delegate.transfer(didFinishWith: result)
+    }
+
+    func play(_ script: FakeTransferDriver.Script) {
+        guard respond(script.status, script.headers) else { return }
+        let limit = script.cutAfter ?? script.body.count
+        var offset = 0
+        while offset < limit {
+            if isCancelled { return }
+            let end = min(limit, offset + script.chunk)
+            do { try send(Array(script.body[offset..<end])) } catch { fail(.disk, "\(error)"); return }
+            offset = end
+        }
+        if script.cutAfter != nil { fail(script.failure) } else { finish() }
+    }
+}
+
+/// A clock the test moves by hand.
+final class ManualClock: EngineClock, @unchecked Sendable {
+    private let lock = NSLock()
+    private var t: Double = 1000
+
+    func monotonic() -> Double { lock.lock(); defer { lock.unlock() }; return t }
+    func now() -> Date { Date(timeIntervalSince1970: 1_800_000_000 + monotonic()) }
+    func advance(_ seconds: Double) { lock.lock(); t += seconds; lock.unlock() }
+}
+
+/// Helpers shared by the engine tests.
+enum EngineFixture {
+    static func root() -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("engine-test-\(UUID().uuidString)")
+        try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    static func configuration(_ root: URL) -> EngineConfiguration {
+        var c = EngineConfiguration(root: root)
+        c.retryBaseDelay = 0.01
+        c.retryMaxDelay = 0.05
+        c.maxAttempts = 4
+        c.progressInterval = 0
+        c.allowPrivateNetworks = true
+        return c
+    }
+
+    static func engine(_ root: URL, driver: FakeTransferDriver, clock: EngineClock = SystemClock(),
+                       configure: (inout EngineConfiguration) -> Void = { _ in }) throws -> DownloadEngine {
+        var c = configuration(root)
+        configure(&c)
+        return try DownloadEngine(configuration: c, driver: driver, clock: clock, diskPressure: .disabled)
+    }
+
+    static func body(_ count: Int, seed: UInt8 = 1) -> [UInt8] {
+        (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed) &* 7 &+ ($0 >> 8)) }
+    }
+
+    /// Collects events until `stop` says so (bounded by the caller's timeout).
+    static func events(_ subscription: DownloadSubscription, until stop: @escaping @Sendable (DownloadEvent) -> Bool) async -> [DownloadEvent] {
+        var out: [DownloadEvent] = []
+        for await event in subscription {
+            out.append(event)
+            if stop(event) { break }
+        }
+        return out
+    }
+
+    /// Waits for the download to reach one of `states`.
+    static func waitFor(_ engine: DownloadEngine, id: String, _ states: Set<DownloadState>) async throws -> DownloadSnapshot {
+        guard let subscription = engine.subscribe(id: id) else { throw TimeoutError(seconds: 0) }
+        for await event in subscription where states.contains(event.snapshot.state) {
+            if case .progress = event, event.snapshot.state == .downloading, !states.contains(.downloading) { continue }
+            return engine.snapshot(id: id) ?? event.snapshot
+        }
+        if let s = engine.snapshot(id: id), states.contains(s.state) { return s }
+        throw TimeoutError(seconds: 0)
+    }
+}

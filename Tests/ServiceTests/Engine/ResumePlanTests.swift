@@ -1,0 +1,94 @@
+import Testing
+@testable import DownloaderEngine
+
+@Suite struct ResumePlanTests {
+    static func head(_ status: Int, _ fields: [String: String]) -> ResponseHead {
+        ResponseHead(status: status, headers: fields.reduce(into: [:]) { $0[$1.key.lowercased()] = [$1.value] },
+                     effectiveURL: "http://o/f")
+    }
+
+    @Test func freshRequestHasNoRange() {
+        #expect(ResumePlan.request(kept: 0, validator: Validator(etag: "\"a\"")).headers.isEmpty)
+        #expect(ResumePlan.request(kept: 0, validator: nil) == .init(offset: 0, discardsKeptBytes: false, headers: []))
+    }
+
+    @Test func resumeWithStrongETag() {
+        let plan = ResumePlan.request(kept: 1234, validator: Validator(etag: "\"v1\""))
+        #expect(plan.offset == 1234)
+        #expect(plan.headers == [.init(name: "Range", value: "bytes=1234-"), .init(name: "If-Range", value: "\"v1\"")])
+    }
+
+    @Test func resumeWithLastModified() {
+        let lm = "Sun, 06 Nov 1994 08:49:37 GMT"
+        let plan = ResumePlan.request(kept: 10, validator: Validator(etag: nil, lastModified: lm))
+        #expect(plan.headers == [.init(name: "Range", value: "bytes=10-"), .init(name: "If-Range", value: lm)])
+    }
+
+    @Test func noValidatorDiscardsKeptBytes() {
+        let plan = ResumePlan.request(kept: 99, validator: nil)
+        #expect(plan == .init(offset: 0, discardsKeptBytes: true, headers: []))
+    }
+
+    @Test(arguments: [
+        // (headers, expected validator)
+        (["ETag": "\"abc\""], Validator(etag: "\"abc\"")),
+        (["ETag": "W/\"abc\""], nil),
+        (["ETag": "W/\"abc\"", "Last-Modified": "Sun, 06 Nov 1994 08:49:37 GMT", "Date": "Mon, 07 Nov 1994 08:49:37 GMT"], nil),
+        (["ETag": "\"abc\"", "Last-Modified": "Sun, 06 Nov 1994 08:49:37 GMT"], Validator(etag: "\"abc\"")),
+        (["Last-Modified": "Sun, 06 Nov 1994 08:49:37 GMT", "Date": "Sun, 06 Nov 1994 08:49:38 GMT"],
+         Validator(etag: nil, lastModified: "Sun, 06 Nov 1994 08:49:37 GMT")),
+        (["Last-Modified": "Sun, 06 Nov 1994 08:49:37 GMT", "Date": "Sun, 06 Nov 1994 08:49:37 GMT"], nil),
+        (["Last-Modified": "Sun, 06 Nov 1994 08:49:37 GMT"], nil),
+        (["Last-Modified": "garbage", "Date": "Sun, 06 Nov 1994 08:49:37 GMT"], nil),
+        (["ETag": "abc"], nil),
+        ([:], nil),
+    ] as [([String: String], Validator?)])
+    func validatorStrength(_ fields: [String: String], _ expected: Validator?) {
+        #expect(ResumePlan.validator(of: Self.head(200, fields)) == expected)
+    }
+
+    static let resume = ResumePlan.request(kept: 100, validator: Validator(etag: "\"v1\""))
+
+    @Test(arguments: [
+        (200, ["Content-Length": "500"], ResumePlan.Decision.accept(offset: 0, restarted: true, total: 500)),
+        (206, ["Content-Range": "bytes 100-499/500", "ETag": "\"v1\""], .accept(offset: 100, restarted: false, total: 500)),
+        (206, ["Content-Range": "bytes 100-499/*"], .accept(offset: 100, restarted: false, total: nil)),
+        (206, ["Content-Range": "bytes 0-499/500"], .accept(offset: 0, restarted: true, total: 500)),
+        (206, ["Content-Range": "bytes 50-499/500"], .restartNextAttempt(reason: "206 starting at 50, expected 100")),
+        (206, ["Content-Range": "bytes 100-200/500"], .restartNextAttempt(reason: "206 with a Content-Range that does not reach the end")),
+        (206, [:], .restartNextAttempt(reason: "206 without a usable Content-Range")),
+        (206, ["Content-Range": "bytes 100-599/600"], .restartNextAttempt(reason: "the total size changed from 500 to 600")),
+        (206, ["Content-Range": "bytes 100-499/500", "ETag": "\"v2\""], .restartNextAttempt(reason: "206 for a different ETag")),
+        (416, [:], .restartNextAttempt(reason: "416: the kept bytes no longer fit the file")),
+        (503, ["Retry-After": "7"], .retry(status: 503, retryAfter: "7")),
+        (429, [:], .retry(status: 429, retryAfter: nil)),
+        (520, [:], .retry(status: 520, retryAfter: nil)),
+        (404, [:], .fail(status: 404)),
+        (403, [:], .fail(status: 403)),
+        (410, [:], .fail(status: 410)),
+        (204, [:], .fail(status: 204)),
+    ] as [(Int, [String: String], ResumePlan.Decision)])
+    func decisionsOnResume(_ status: Int, _ fields: [String: String], _ expected: ResumePlan.Decision) {
+        let decision = ResumePlan.decide(head: Self.head(status, fields), requested: Self.resume,
+                                         sentValidator: Validator(etag: "\"v1\""), knownTotal: 500)
+        #expect(decision == expected)
+    }
+
+    @Test func freshAttemptAccepts200() {
+        let fresh = ResumePlan.request(kept: 0, validator: nil)
+        #expect(ResumePlan.decide(head: Self.head(200, [:]), requested: fresh, sentValidator: nil, knownTotal: nil)
+            == .accept(offset: 0, restarted: false, total: nil))
+        #expect(ResumePlan.decide(head: Self.head(206, ["Content-Range": "bytes 5-9/10"]), requested: fresh,
+                                  sentValidator: nil, knownTotal: nil)
+            == .restartNextAttempt(reason: "206 starting at 5, expected 0"))
+    }
+
+    @Test(arguments: [
+        ("bytes 0-9/10", ContentRange(first: 0, last: 9, total: 10)),
+        ("bytes 5-9/*", ContentRange(first: 5, last: 9, total: nil)),
+        ("bytes 9-5/10", nil), ("bytes 0-10/10", nil), ("items 0-1/2", nil), ("bytes */10", nil), ("bytes 0-9", nil),
+    ] as [(String, ContentRange?)])
+    func contentRange(_ text: String, _ expected: ContentRange?) {
+        #expect(ContentRange.parse(text) == expected)
+    }
+}

@@ -1,0 +1,129 @@
+import Foundation
+import Glibc
+
+/// A real nginx for integration tests: temp prefix directory, one worker, `daemon off`, listening
+/// on a free 127.0.0.1 port (found by binding port 0, then released). Files go in `html/`; the
+/// access log records each request's Range and If-Range. Always call `stop()`.
+final class NginxOrigin: @unchecked Sendable {
+    static let binaryCandidates = ["/usr/sbin/nginx", "/usr/bin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx"]
+
+    /// The nginx binary, or nil when it is not installed.
+    static var binary: String? { binaryCandidates.first { FileManager.default.isExecutableFile(atPath: $0) } }
+
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    let prefix: URL
+    let port: UInt16
+    private let process = Process()
+
+    var baseURL: String { "http://127.0.0.1:\(port)" }
+
+    /// Starts nginx serving `files` (name → bytes), each location throttled to `limitRate` bytes/s when given.
+    init(files: [String: [UInt8]], limitRate: Int? = nil) throws {
+        guard let binary = Self.binary else { throw Failure(description: "nginx is not installed") }
+        prefix = FileManager.default.temporaryDirectory.appendingPathComponent("nginx-\(UUID().uuidString)")
+        let html = prefix.appendingPathComponent("html")
+        for dir in ["html", "logs", "tmp"] {
+            try FileManager.default.createDirectory(at: prefix.appendingPathComponent(dir), withIntermediateDirectories: true)
+        }
+        for (name, bytes) in files { try Data(bytes).write(to: html.appendingPathComponent(name)) }
+        port = try Self.freePort()
+        let user = geteuid() == 0 ? "user root root;\n" : ""
+        let rate = limitRate.map { "limit_rate \($0); limit_rate_after 0;" } ?? ""
+        let conf = """
+        \(user)worker_processes 1;
+        daemon off;
+        pid \(prefix.path)/nginx.pid;
+        error_log \(prefix.path)/logs/error.log warn;
+        events { worker_connections 64; }
+        http {
+            default_type application/octet-stream;
+            log_format ranges '$request_uri|$status|$http_range|$http_if_range';
+            access_log \(prefix.path)/logs/access.log ranges;
+            client_body_temp_path \(prefix.path)/tmp/body;
+            proxy_temp_path \(prefix.path)/tmp/proxy;
+            fastcgi_temp_path \(prefix.path)/tmp/fastcgi;
+            uwsgi_temp_path \(prefix.path)/tmp/uwsgi;
+            scgi_temp_path \(prefix.path)/tmp/scgi;
+            sendfile on;
+            server {
+                listen 127.0.0.1:\(port);
+                root \(html.path);
+                location / { \(rate) }
+            }
+        }
+        """
+        let confPath = prefix.appendingPathComponent("nginx.conf").path
+        try conf.write(toFile: confPath, atomically: true, encoding: .utf8)
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = ["-p", prefix.path, "-c", confPath]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        do {
+            try waitUntilAnswering(seconds: 10)
+        } catch {
+            stop()
+            let log = (try? String(contentsOfFile: prefix.path + "/logs/error.log", encoding: .utf8)) ?? ""
+            throw Failure(description: "nginx did not start: \(error) \(log)")
+        }
+    }
+
+    /// Access log lines: `uri|status|range|if-range` (`-` for an absent header).
+    func accessLog() -> [[String]] {
+        let text = (try? String(contentsOfFile: prefix.path + "/logs/access.log", encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").map { $0.split(separator: "|", omittingEmptySubsequences: false).map(String.init) }
+    }
+
+    func stop() {
+        guard process.isRunning else { return }
+        process.terminate()
+        let deadline = Date().addingTimeInterval(5)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+
+    deinit { stop() }
+
+    /// Binds 127.0.0.1:0, reads the port the kernel chose, releases it.
+    private static func freePort() throws -> UInt16 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Failure(description: "socket: errno \(errno)") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr = in_addr(s_addr: UInt32(0x7f00_0001).bigEndian)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else { throw Failure(description: "bind: errno \(errno)") }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        return UInt16(bigEndian: address.sin_port)
+    }
+
+    /// Connects until nginx accepts (bounded: `seconds`, or nginx exiting).
+    private func waitUntilAnswering(seconds: Double) throws {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            guard process.isRunning else { throw Failure(description: "nginx exited with \(process.terminationStatus)") }
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = port.bigEndian
+            address.sin_addr = in_addr(s_addr: UInt32(0x7f00_0001).bigEndian)
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            close(fd)
+            if connected == 0 { return }
+            usleep(20_000)  // Start-up poll: nginx gives no other readiness signal.
+        }
+        throw Failure(description: "timed out after \(seconds) s")
+    }
+}
