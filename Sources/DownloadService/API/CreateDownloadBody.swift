@@ -1,8 +1,9 @@
 import DownloaderEngine
 import Foundation
 
-/// The body of `POST /downloads`: `{"url", "storage"?, "sha256"?, "size"?}`, validated into a
-/// `DownloadRequest` or an `APIError` that says exactly what is wrong. Pure.
+/// The body of `POST /downloads`: `{"url", "storage"?, "sha256"?, "size"?}`, checked for shape and
+/// types into a `DownloadRequest`, or an `APIError` that says exactly what is wrong. Pure. Whether
+/// the URL is one the service fetches is the engine's call (`EngineError.invalidURL`).
 enum CreateDownloadBody {
     static func parse(_ body: [UInt8]) -> Result<DownloadRequest, APIError> {
         let data = Data(body)
@@ -16,16 +17,6 @@ enum CreateDownloadBody {
         } catch {
             return .failure(.badRequest("invalid_body", "the body must be a JSON object with a \"url\""))
         }
-    }
-
-    /// Absolute `http`/`https` with a host, no spaces or control characters.
-    static func isAbsoluteHTTPURL(_ s: String) -> Bool {
-        guard s.utf8.count <= 8192, !s.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }),
-              let components = URLComponents(string: s),
-              let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
-              let host = components.host, !host.isEmpty
-        else { return false }
-        return true
     }
 
     private struct Key: CodingKey {
@@ -48,9 +39,6 @@ enum CreateDownloadBody {
             let notString = APIError.badRequest("invalid_url", "\"url\" must be a string")
             guard let url = try field("url", String.self, notString) else {
                 throw APIError.badRequest("missing_url", "\"url\" is required")
-            }
-            guard CreateDownloadBody.isAbsoluteHTTPURL(url) else {
-                throw APIError.badRequest("invalid_url", "\"url\" must be an absolute http or https URL")
             }
             request = DownloadRequest(url: url)
             let badStorage = APIError.badRequest("invalid_storage", "\"storage\" must be \"cache\" or \"persistent\"")

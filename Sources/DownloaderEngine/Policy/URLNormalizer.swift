@@ -28,6 +28,9 @@ enum URLNormalizer {
         guard let host = components.percentEncodedHost?.lowercased(), !host.isEmpty else {
             return .failure(.invalidURL("the URL has no host"))
         }
+        guard URLGrammar.accepts(raw) else {
+            return .failure(.invalidURL("the URL must be a host name or IP address, an optional port 1-65535, then a path, query and fragment of URL characters"))
+        }
         var out = scheme + "://"
         // IPv6 literals come back with or without brackets depending on the parser.
         if host.contains(":") && !host.hasPrefix("[") {

@@ -1,0 +1,264 @@
+import Foundation
+import Testing
+
+/// Live tests through the real `download-service` executable, against the in-process `TestOrigin`
+/// on loopback (hence `--allow-private-networks`). Every wait is bounded by socket timeouts.
+@Suite(.timeLimit(.minutes(2)))
+struct ServiceLiveTests {
+    static let allowLoopback = ["--allow-private-networks"]
+
+    /// Waits on the progress stream of `id` until an event satisfies `matches`; returns its data.
+    private func waitFor(_ service: ServiceProcess, id: String, _ what: String,
+                         where matches: @escaping @Sendable (HTTPTestClient.EventStream.Event) -> Bool) async throws -> [String: Any] {
+        let (head, stream) = try await service.client.openStream("/downloads/\(id)/progress")
+        defer { stream.close() }
+        #expect(head.status == 200)
+        let event = try await stream.next(where: matches)
+        return try #require(event, "the progress stream ended before \(what)").json
+    }
+
+    private func waitForEnd(_ service: ServiceProcess, id: String) async throws -> [String: Any] {
+        try await waitFor(service, id: id, "completed/failed") { $0.event == "completed" || $0.event == "failed" }
+    }
+
+    @Test func callersJourneyFromPostToFile() async throws {
+        let origin = try TestOrigin(bodySize: 3 << 20, path: "/pkg/data.bin")
+        defer { origin.stop() }
+        let service = try await ServiceProcess.start(arguments: Self.allowLoopback)
+        let client = service.client
+
+        let created = try await client.post("/downloads", json: #"{"url":"\#(origin.url)","storage":"persistent"}"#)
+        #expect(created.status == 202)
+        let id = try #require(created.string("id"))
+        let token = try #require(created.string("token"))
+        #expect(created.header("Location") == "/downloads/\(id)")
+        #expect(token != id && token.count >= 32)
+        #expect(created.json["coalesced"] as? Bool == false)
+        let links = try #require(created.json["links"] as? [String: String])
+        #expect(links == ["self": "/downloads/\(id)", "progress": "/downloads/\(id)/progress",
+                          "file": "/downloads/\(id)/file", "cancel": "/downloads/\(token)"])
+
+        let done = try await waitForEnd(service, id: id)
+        #expect(done["state"] as? String == "completed")
+        let snapshot = try await client.request("GET", "/downloads/\(id)")
+        #expect(snapshot.string("state") == "completed")
+        #expect(snapshot.json["size"] as? Int == 3 << 20)
+        #expect(snapshot.string("storage") == "persistent")
+        let path = try #require(snapshot.string("path"))
+        #expect(path.hasPrefix(service.root.appendingPathComponent("data").path))
+
+        let file = try await client.request("GET", "/downloads/\(id)/file")
+        #expect(file.status == 200)
+        #expect(file.body == origin.expectedBody())
+        #expect(file.header("ETag") == "\"\(snapshot.string("sha256") ?? "-")\"")
+        #expect(file.header("Content-Disposition")?.contains("data.bin") == true)
+        let range = try await client.request("GET", "/downloads/\(id)/file", headers: ["Range": "bytes=100-199"])
+        #expect(range.status == 206)
+        #expect(range.body == Array(origin.expectedBody()[100..<200]))
+        let head = try await client.request("HEAD", "/downloads/\(id)/file")
+        #expect(head.status == 200 && head.header("Content-Length") == String(3 << 20) && head.body.isEmpty)
+
+        let again = try await client.post("/downloads", json: #"{"url":"\#(origin.url)"}"#)
+        #expect(again.status == 200)
+        #expect(again.string("id") == id && again.json["coalesced"] as? Bool == true)
+        #expect(origin.getCount(path: "/pkg/data.bin") == 1)
+
+        let list = try await client.request("GET", "/downloads?state=completed")
+        #expect((list.json["downloads"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [id])
+        let metrics = try await client.request("GET", "/metrics")
+        #expect(metrics.text.contains("download_service_downloads{state=\"completed\"} 1"))
+        #expect(metrics.text.contains("download_service_coalesced_joins_total 1"))
+        #expect(try await service.stop() == 0)
+    }
+
+    @Test func twoCallersCoalesceAndOneCancelling() async throws {
+        let origin = try TestOrigin(bodySize: 4 << 20)
+        defer { origin.stop() }
+        origin.update { $0.bytesPerSecond = 4 << 20 }
+        let service = try await ServiceProcess.start(arguments: Self.allowLoopback)
+        let client = service.client
+
+        let first = try await client.post("/downloads", json: #"{"url":"\#(origin.url)"}"#)
+        let second = try await client.post("/downloads", json: #"{"url":"\#(origin.url)"}"#)
+        let id = try #require(first.string("id"))
+        #expect(second.string("id") == id)
+        #expect(second.json["coalesced"] as? Bool == true)
+        #expect(first.string("token") != second.string("token"))
+
+        _ = try await waitFor(service, id: id, "bytes") { ($0.json["bytesWritten"] as? Int ?? 0) > 0 }
+        let cancelled = try await client.request("DELETE", "/downloads/\(try #require(first.string("token")))")
+        #expect(cancelled.status == 200)
+        #expect(cancelled.json["callers"] as? Int == 1)
+        #expect(cancelled.string("state") == "downloading")
+        let reused = try await client.request("DELETE", "/downloads/\(try #require(first.string("token")))")
+        #expect(reused.status == 404)
+
+        origin.update { $0.bytesPerSecond = nil }
+        let done = try await waitForEnd(service, id: id)
+        #expect(done["state"] as? String == "completed")
+        let file = try await client.request("GET", "/downloads/\(id)/file")
+        #expect(file.body == origin.expectedBody())
+        #expect(origin.getCount() == 1)
+    }
+
+    @Test func lastCallerCancelPausesAndANewRequestResumesFromTheKeptOffset() async throws {
+        let origin = try TestOrigin(bodySize: 4 << 20)
+        defer { origin.stop() }
+        origin.update { $0.bytesPerSecond = 2 << 20 }
+        let service = try await ServiceProcess.start(arguments: Self.allowLoopback)
+        let client = service.client
+
+        let first = try await client.post("/downloads", json: #"{"url":"\#(origin.url)"}"#)
+        let id = try #require(first.string("id"))
+        _ = try await waitFor(service, id: id, "bytes") { ($0.json["bytesWritten"] as? Int ?? 0) > 256 << 10 }
+        let paused = try await client.request("DELETE", "/downloads/\(try #require(first.string("token")))")
+        #expect(paused.string("state") == "paused")
+        #expect(paused.json["resumable"] as? Bool == true)
+        let kept = try #require(paused.json["bytesWritten"] as? Int)
+        #expect(kept > 0 && kept < 4 << 20)
+
+        origin.update { $0.bytesPerSecond = nil }
+        let resumed = try await client.post("/downloads", json: #"{"url":"\#(origin.url)"}"#)
+        #expect(resumed.status == 202)
+        #expect(resumed.string("id") == id)
+        let done = try await waitForEnd(service, id: id)
+        #expect(done["state"] as? String == "completed")
+        let last = try #require(origin.requests(path: origin.path).last)
+        #expect(last.header("range") == "bytes=\(kept)-")
+        #expect(last.header("if-range") == origin.etag())
+        let file = try await client.request("GET", "/downloads/\(id)/file")
+        #expect(file.body == origin.expectedBody())
+    }
+
+    @Test func progressStreamFraming() async throws {
+        let origin = try TestOrigin(bodySize: 1 << 20)
+        defer { origin.stop() }
+        let service = try await ServiceProcess.start(arguments: Self.allowLoopback)
+        let client = service.client
+        let created = try await client.post("/downloads", json: #"{"url":"\#(origin.url)"}"#)
+        let id = try #require(created.string("id"))
+
+        let (head, stream) = try await client.openStream("/downloads/\(id)/progress")
+        defer { stream.close() }
+        #expect(head.status == 200)
+        #expect(head.header("Content-Type")?.hasPrefix("text/event-stream") == true)
+        #expect(head.header("Cache-Control") == "no-cache")
+        var events: [HTTPTestClient.EventStream.Event] = []
+        while let event = try await stream.next() { events.append(event) }
+        let first = try #require(events.first)
+        #expect(first.event == "progress" && first.retry == "2000")
+        let ids = events.compactMap { $0.id.flatMap(UInt64.init) }
+        #expect(ids.count == events.count && ids == ids.sorted() && Set(ids).count == ids.count)
+        #expect(events.last?.event == "completed")
+        #expect(Set(events.compactMap(\.event)).isSubset(of: ["progress", "resumed", "paused", "completed", "failed"]))
+        #expect(events.allSatisfy { $0.json["id"] as? String == id })
+
+        // An ended download: one completed event, then the end. Ids continue after Last-Event-ID.
+        let (_, again) = try await client.openStream("/downloads/\(id)/progress", headers: ["Last-Event-ID": "41"])
+        defer { again.close() }
+        let replay = try await again.next()
+        #expect(replay?.event == "completed" && replay?.id == "42")
+        #expect(try await again.next() == nil)
+    }
+
+    @Test func errorAnswers() async throws {
+        let service = try await ServiceProcess.start()
+        let client = service.client
+        let cases: [(String, String, String?, Int, String)] = [
+            ("POST", "/downloads", "{not json", 400, "malformed_json"),
+            ("POST", "/downloads", "{}", 400, "missing_url"),
+            ("POST", "/downloads", #"{"url":42}"#, 400, "invalid_url"),
+            ("POST", "/downloads", #"{"url":"ftp://example.com/x"}"#, 400, "invalid_url"),
+            ("POST", "/downloads", #"{"url":"example.com/x"}"#, 400, "invalid_url"),
+            ("POST", "/downloads", #"{"url":"http://example.com/x","storage":"forever"}"#, 400, "invalid_storage"),
+            ("GET", "/downloads?state=sleeping", nil, 400, "invalid_state"),
+            ("GET", "/downloads/nope", nil, 404, "not_found"),
+            ("DELETE", "/downloads/nope", nil, 404, "not_found"),
+            ("GET", "/downloads/nope/file", nil, 404, "not_found"),
+            ("GET", "/downloads/nope/progress", nil, 404, "not_found"),
+            ("GET", "/elsewhere", nil, 404, "not_found"),
+            ("PUT", "/downloads", "{}", 405, "method_not_allowed"),
+            ("DELETE", "/healthz", nil, 405, "method_not_allowed"),
+        ]
+        for (method, path, body, status, code) in cases {
+            let reply = try await client.request(method, path, headers: body == nil ? [:] : ["Content-Type": "application/json"],
+                                                 body: Array((body ?? "").utf8))
+            #expect(reply.status == status, "\(method) \(path)")
+            #expect((reply.json["error"] as? [String: Any])?["code"] as? String == code, "\(method) \(path): \(reply.text)")
+            #expect(reply.header("Content-Type") == "application/json")
+        }
+        let notAllowed = try await client.request("PUT", "/downloads")
+        #expect(notAllowed.header("Allow") == "GET, HEAD, POST")
+
+        // Without --allow-private-networks a loopback origin is refused, and the download fails so.
+        let origin = try TestOrigin(bodySize: 1024)
+        defer { origin.stop() }
+        let blocked = try await client.post("/downloads", json: #"{"url":"\#(origin.url)"}"#)
+        let id = try #require(blocked.string("id"))
+        let end = try await waitForEnd(service, id: id)
+        #expect(end["state"] as? String == "failed")
+        #expect((end["error"] as? [String: Any])?["code"] as? String == "blocked_address")
+        #expect(origin.getCount() == 0)
+        let stillNotThere = try await client.request("GET", "/downloads/\(id)/file")
+        #expect(stillNotThere.status == 409)
+    }
+
+    @Test func bearerAuthGuardsEverythingButHealth() async throws {
+        let service = try await ServiceProcess.start(arguments: ["--auth-token", "tok-123"])
+        let client = service.client
+        #expect(try await client.request("GET", "/healthz").status == 200)
+        let missing = try await client.request("GET", "/downloads")
+        #expect(missing.status == 401 && missing.header("WWW-Authenticate")?.hasPrefix("Bearer") == true)
+        #expect(try await client.request("GET", "/downloads", headers: ["Authorization": "Bearer tok-12"]).status == 401)
+        #expect(try await client.request("GET", "/metrics", headers: ["Authorization": "Bearer nope"]).status == 401)
+        #expect(try await client.request("GET", "/downloads", headers: ["Authorization": "Bearer tok-123"]).status == 200)
+
+        let open = try await ServiceProcess.start()
+        #expect(try await open.client.request("GET", "/downloads").status == 200)
+    }
+
+    @Test func pausedDownloadSurvivesARestart() async throws {
+        let origin = try TestOrigin(bodySize: 4 << 20)
+        defer { origin.stop() }
+        origin.update { $0.bytesPerSecond = 2 << 20 }
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("ds-restart-\(UUID().uuidString)")
+        let first = try await ServiceProcess.start(root: root, arguments: Self.allowLoopback)
+        let created = try await first.client.post("/downloads", json: #"{"url":"\#(origin.url)"}"#)
+        let id = try #require(created.string("id"))
+        _ = try await waitFor(first, id: id, "bytes") { ($0.json["bytesWritten"] as? Int ?? 0) > 256 << 10 }
+        let paused = try await first.client.request("DELETE", "/downloads/\(try #require(created.string("token")))")
+        let kept = try #require(paused.json["bytesWritten"] as? Int)
+        #expect(paused.string("state") == "paused")
+        #expect(try await first.stop() == 0)
+
+        origin.update { $0.bytesPerSecond = nil }
+        let second = try await ServiceProcess.start(root: root, arguments: Self.allowLoopback)
+        let listed = try await second.client.request("GET", "/downloads/\(id)")
+        #expect(listed.string("state") == "paused")
+        #expect(listed.json["bytesWritten"] as? Int == kept)
+        let resumed = try await second.client.post("/downloads", json: #"{"url":"\#(origin.url)"}"#)
+        #expect(resumed.string("id") == id)
+        let done = try await waitForEnd(second, id: id)
+        #expect(done["state"] as? String == "completed")
+        #expect(origin.requests(path: origin.path).last?.header("range") == "bytes=\(kept)-")
+        #expect(try await second.client.request("GET", "/downloads/\(id)/file").body == origin.expectedBody())
+    }
+
+    @Test func helpAndBadFlags() async throws {
+        let executable = try ServiceProcess.executable()
+        let (help, bad) = try await onThread { () -> (Int32, Int32) in
+            func run(_ args: [String]) throws -> Int32 {
+                let p = Process()
+                p.executableURL = executable
+                p.arguments = args
+                p.standardOutput = FileHandle.nullDevice
+                p.standardError = FileHandle.nullDevice
+                try p.run()
+                p.waitUntilExit()
+                return p.terminationStatus
+            }
+            return (try run(["--help"]), try run(["--port", "banana"]))
+        }
+        #expect(help == 0 && bad == 2)
+    }
+}
