@@ -13,6 +13,9 @@ extension Connection {
         let startedAt = headStartedAt
         let handler = server.handler
         let loop = self.loop
+        // The task prefers this loop as its executor: it runs on the loop thread right after the
+        // current I/O batch, so a handler that never suspends costs no thread hop. (Task.immediate
+        // was measured: ~30% more CPU per request here, so it is not used.)
         task = Task(executorPreference: loop) { [self] in
             var response: Response
             do {
@@ -206,6 +209,7 @@ extension Connection {
         case .resumeReading:
             headStartedAt = loop.now
             current = nil
+            if isProcessing { return }  // the parsing loop below us continues with the next request
             processInbound()
             if !isClosed && machine.wantsToRead { readAndProcess() }
             updateDeadline()

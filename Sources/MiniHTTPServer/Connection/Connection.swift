@@ -36,6 +36,9 @@ final class Connection: Selectable, @unchecked Sendable {
     /// Response sent and our side shut down; discarding input until the peer closes.
     @exclusivity(unchecked)
     var lingering = false
+    /// `process` is on the stack: a response finished synchronously must not re-enter it.
+    @exclusivity(unchecked)
+    var isProcessing = false
 
     // Timers.
     @exclusivity(unchecked)
@@ -133,18 +136,21 @@ final class Connection: Selectable, @unchecked Sendable {
     /// Parses whatever is buffered in `inbound`.
     func processInbound() {
         guard !inbound.isEmpty else { return }
-        let used = inbound.withUnsafeBufferPointer { process($0) }
-        if isClosed { return }
-        if used == inbound.count {
+        let input = inbound  // keeps the bytes alive even if processing replaces `inbound`
+        let used = input.withUnsafeBufferPointer { process($0) }
+        if isClosed || lingering { return }
+        if used == input.count {
             inbound = []
         } else if used > 0 {
-            inbound.removeFirst(used)
+            inbound = Array(input[used...])
         }
     }
 
     /// Parses heads and bodies from `input` until more data is needed or a request is complete.
     /// Returns how many bytes were consumed.
     func process(_ input: UnsafeBufferPointer<UInt8>) -> Int {
+        isProcessing = true
+        defer { isProcessing = false }
         var used = 0
         while used < input.count && !isClosed {
             let rest = UnsafeBufferPointer(rebasing: input[used...])
@@ -172,7 +178,7 @@ final class Connection: Selectable, @unchecked Sendable {
                     switch machine.headReceived(keepAlive: head.keepAlive, hasBody: hasBody) {
                     case .startHandler:
                         startHandler()
-                        return used
+                        continue  // answered synchronously? then the next pipelined request follows
                     case .continueReading:
                         lastProgressAt = loop.now
                         if head.expectsContinue && used == input.count { writes.append(ResponseHeadEncoder.continueResponse); flush() }
@@ -208,7 +214,7 @@ final class Connection: Selectable, @unchecked Sendable {
                 }
                 if complete {
                     if machine.bodyReceived() == .startHandler { startHandler() }
-                    return used
+                    continue
                 }
             case .responding, .closed:
                 return used
