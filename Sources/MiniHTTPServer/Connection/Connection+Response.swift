@@ -84,8 +84,7 @@ extension Connection {
             self.response = ResponseProgress(sequence: sequence, method: method, path: path, status: status,
                                              startedAt: startedAt, headBytes: headBytes, bodyBytes: bodyBytes,
                                              isStream: false, chunked: false, complete: true)
-            writes.append(out)
-            flush()
+            writeNow(out)
             return nil
         case .file(let fileResponse):
             switch FileServer.prepare(fileResponse, method: method, requestHeaders: requestHeaders) {
@@ -188,6 +187,36 @@ extension Connection {
             }
         }
         if progressed { lastProgressAt = loop.now }
+        afterWrite()
+    }
+
+    /// Sends `bytes` straight away when nothing is queued (the common case: no queue churn),
+    /// queueing whatever the socket does not take.
+    func writeNow(_ bytes: [UInt8]) {
+        guard writes.isEmpty, !isClosed else {
+            writes.append(bytes)
+            flush()
+            return
+        }
+        let result: IOResult<Int>
+        do {
+            result = try bytes.withUnsafeBytes { try Socket.send(fd, $0) }
+        } catch {
+            close()
+            return
+        }
+        var sent = 0
+        if case .processed(let n) = result {
+            sent = n
+            response?.bytesWritten += Int64(n)
+            lastProgressAt = loop.now
+        }
+        if sent < bytes.count { writes.append(sent == 0 ? bytes : Array(bytes[sent...])) }
+        afterWrite()
+    }
+
+    /// Bookkeeping after output progressed: wake a suspended stream writer, finish the response.
+    func afterWrite() {
         if let waiter = streamWaiter, writes.isBelowLowWatermark {
             streamWaiter = nil
             waiter.resume()
