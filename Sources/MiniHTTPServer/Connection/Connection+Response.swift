@@ -76,6 +76,10 @@ extension Connection {
                 framing = .length(Int64(bytes.count))
                 if !isHead { bodyBytes = Int64(bytes.count) }
             }
+            // Reuse the loop's scratch buffer: it comes back unique when the send completed.
+            out = loop.scratch
+            loop.scratch = []
+            out.removeAll(keepingCapacity: true)
             out.reserveCapacity(160 + headers.count * 40 + Int(bodyBytes))
             ResponseHeadEncoder.encode(status: status, headers: headers, date: loop.dateHeader, framing: framing,
                                        keepAlive: machine.keepAlive, into: &out)
@@ -85,6 +89,7 @@ extension Connection {
                                              startedAt: startedAt, headBytes: headBytes, bodyBytes: bodyBytes,
                                              isStream: false, chunked: false, complete: true)
             writeNow(out)
+            if out.capacity <= 64 * 1024 { loop.scratch = out }
             return nil
         case .file(let fileResponse):
             switch FileServer.prepare(fileResponse, method: method, requestHeaders: requestHeaders) {

@@ -53,6 +53,10 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
     @exclusivity(unchecked)
     private var onExit: [() -> Void] = []
 
+    /// A reusable output buffer for response heads and small bodies (loop-thread only).
+    @exclusivity(unchecked)
+    var scratch: [UInt8] = []
+
     /// Reusable read buffer shared by every connection of this loop (loop-thread only).
     let readBuffer: UnsafeMutableRawBufferPointer
     /// Cached `Date` header value, refreshed at most once a second.
@@ -184,7 +188,11 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
             box.closures.append(body)
             return (wasEmpty, false)
         }
-        if stopped { return }
+        if stopped {
+            // The loop is gone and everything it owned is closed: run here so nobody waits forever.
+            body()
+            return
+        }
         inboxPending.store(true, ordering: .releasing)
         if wake { selector.wakeup() }
     }
