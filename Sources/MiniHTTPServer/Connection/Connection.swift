@@ -36,6 +36,9 @@ final class Connection: Selectable, @unchecked Sendable {
     /// Response sent and our side shut down; discarding input until the peer closes.
     @exclusivity(unchecked)
     var lingering = false
+    /// The connection stopped reading a request part-way (error response or timeout).
+    @exclusivity(unchecked)
+    var abandonedInput = false
     /// `process` is on the stack: a response finished synchronously must not re-enter it.
     @exclusivity(unchecked)
     var isProcessing = false
@@ -231,6 +234,7 @@ final class Connection: Selectable, @unchecked Sendable {
         }
         inbound = []
         mayRead = false
+        abandonedInput = true
         let method = current?.method ?? "-"
         let response = Response.error(status: status, code: HTTPStatus.errorCode(status), message: failure.reason)
         beginResponse(response, method: method, path: current.map { pathOf($0.target) } ?? "-", minor: 1,
@@ -283,6 +287,7 @@ final class Connection: Selectable, @unchecked Sendable {
                                           message: "request not received in time")
             mayRead = false
             inbound = []
+            abandonedInput = true
             beginResponse(response, method: current?.method ?? "-", path: current.map { pathOf($0.target) } ?? "-",
                           minor: 1, requestHeaders: HTTPHeaders(), sequence: requestSequence, startedAt: headStartedAt)
         case .close:
@@ -311,7 +316,10 @@ final class Connection: Selectable, @unchecked Sendable {
     /// reset that could destroy the response, then discard input until the peer closes (bounded).
     func lingeringClose() {
         guard !isClosed, !lingering else { return }
-        if server.draining || Glibc.shutdown(fd, Int32(SHUT_WR)) != 0 {
+        // Only when the client may still be sending (a rejected or unread request, buffered or
+        // unread input); a cleanly finished exchange closes at once, as nginx does.
+        let clientMaySend = abandonedInput || !inbound.isEmpty || mayRead
+        if !clientMaySend || server.draining || Glibc.shutdown(fd, Int32(SHUT_WR)) != 0 {
             close()
             return
         }
@@ -336,7 +344,7 @@ final class Connection: Selectable, @unchecked Sendable {
         guard !isClosed else { return }
         isClosed = true
         machine.closed()
-        loop.deregister(fd: fd)
+        loop.deregister(fd: fd, closing: true)
         Glibc.close(fd)
         writes.removeAll()
         inbound = []

@@ -239,9 +239,10 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
         return id
     }
 
-    /// Removes `fd` from epoll and forgets its registration. Call before closing the fd.
-    func deregister(fd: Int32) {
-        selector.remove(fd: fd)
+    /// Forgets the registration of `fd` and removes it from epoll. Call before closing the fd;
+    /// with `closing` the epoll_ctl is skipped (close(2) of the only descriptor removes it).
+    func deregister(fd: Int32, closing: Bool = false) {
+        if !closing { selector.remove(fd: fd) }
         if Int(fd) < registrations.count { registrations[Int(fd)] = nil }
     }
 
