@@ -1,0 +1,69 @@
+import Foundation
+import Testing
+@testable import MiniHTTPServer
+
+@Suite("HTTPServer protocol details")
+struct HTTPServerProtocolDetailTests {
+    @Test func idleStreamIsCancelledWhenTheClientLeaves() async throws {
+        let cancelled = Gate()
+        let handler: HTTPHandler = { _ in
+            Response(body: .stream { writer in
+                try await writer.write(Array("hello".utf8))
+                do {
+                    try await Task.sleep(nanoseconds: 60_000_000_000)
+                } catch {
+                    cancelled.open()
+                    throw error
+                }
+            })
+        }
+        try await withServer(handler: handler) { port in
+            let client = try await RawHTTPClient.connect(port: port)
+            try await client.send(get("/events"))
+            _ = try await client.readResponseHead()
+            #expect(try await client.readChunk() == Array("hello".utf8))
+            client.close()
+            await cancelled.wait()  // bounded by withServer's timeout
+        }
+    }
+
+    @Test func expectContinueGetsInterimResponse() async throws {
+        let handler: HTTPHandler = { request in Response(body: .bytes(request.body)) }
+        try await withServer(handler: handler) { port in
+            let client = try await RawHTTPClient.connect(port: port)
+            try await client.send("POST /u HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n")
+            let interim = try await client.readResponseHead(interim: true)
+            #expect(interim.status == 100)
+            try await client.send("data")
+            #expect(try await client.readResponse().bodyText == "data")
+        }
+    }
+
+    @Test func headOnBytesResponseSendsNoBody() async throws {
+        let handler: HTTPHandler = { _ in Response(body: .bytes(Array("0123456789".utf8))) }
+        try await withServer(handler: handler) { port in
+            let client = try await RawHTTPClient.connect(port: port)
+            try await client.send("HEAD / HTTP/1.1\r\nHost: t\r\n\r\n" + get("/"))
+            let head = try await client.readResponse(bodyless: true)
+            #expect(head.header("Content-Length") == "10")
+            let next = try await client.readResponse()
+            #expect(next.status == 200)
+            #expect(next.bodyText == "0123456789")
+        }
+    }
+
+    @Test func handlerMayAnswerFromAnotherThread() async throws {
+        let handler: HTTPHandler = { _ in
+            await withCheckedContinuation { (c: CheckedContinuation<Response, Never>) in
+                Thread.detachNewThread { c.resume(returning: Response(body: .bytes(Array("elsewhere".utf8)))) }
+            }
+        }
+        try await withServer(handler: handler) { port in
+            let client = try await RawHTTPClient.connect(port: port)
+            for _ in 0..<3 {
+                try await client.send(get("/"))
+                #expect(try await client.readResponse().bodyText == "elsewhere")
+            }
+        }
+    }
+}
