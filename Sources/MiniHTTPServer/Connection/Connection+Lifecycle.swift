@@ -113,6 +113,11 @@ extension Connection {
         body = []
         task?.cancel()
         task = nil
+        queuedRequest = nil
+        if let waiter = requestWaiter {
+            requestWaiter = nil
+            waiter.resume(returning: nil)
+        }
         if let waiter = streamWaiter {
             streamWaiter = nil
             waiter.resume(throwing: ConnectionClosedError())

@@ -80,7 +80,6 @@ extension Connection {
     func finishResponse() {
         guard let progress = response else { return }
         response = nil
-        task = nil
         logAccess(progress)
         switch machine.responseSent() {
         case .resumeReading:

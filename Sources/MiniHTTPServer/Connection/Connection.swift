@@ -58,6 +58,15 @@ final class Connection: Selectable, @unchecked Sendable {
     var requestSequence: UInt64 = 0
     @exclusivity(unchecked)
     var task: Task<Void, Never>?
+    /// The handler task exists and has not finished.
+    @exclusivity(unchecked)
+    var handlerTaskActive = false
+    /// The handler task waits here for the next request.
+    @exclusivity(unchecked)
+    var requestWaiter: UnsafeContinuation<PendingRequest?, Never>?
+    /// A request that arrived while the handler task was still finishing the previous one.
+    @exclusivity(unchecked)
+    var queuedRequest: PendingRequest?
     @exclusivity(unchecked)
     var response: ResponseProgress?
     @exclusivity(unchecked)
@@ -241,6 +250,13 @@ final class Connection: Selectable, @unchecked Sendable {
                       requestHeaders: HTTPHeaders(), sequence: requestSequence, startedAt: headStartedAt)
     }
 
+}
+
+/// A complete request waiting for the handler task.
+struct PendingRequest: Sendable {
+    var request: Request
+    var sequence: UInt64
+    var startedAt: UInt64
 }
 
 /// Thrown by a stream writer once the client is gone or the connection closed.
