@@ -114,6 +114,7 @@ extension Connection {
         task?.cancel()
         task = nil
         queuedRequest = nil
+        handlerTaskActive = false
         if let waiter = requestWaiter {
             requestWaiter = nil
             waiter.resume(returning: nil)

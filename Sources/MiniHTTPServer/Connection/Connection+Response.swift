@@ -69,7 +69,18 @@ extension Connection {
             queuedRequest = nil
             return queued
         }
+        waitingSince = loop.now
         return await withUnsafeContinuation { requestWaiter = $0 }
+    }
+
+    /// Ends the handler task if it has waited for a request since before `cutoff`, so idle
+    /// keep-alive connections hold no task (the next request starts a new one).
+    func releaseIdleHandlerTask(waitingSince cutoff: UInt64) {
+        guard let waiter = requestWaiter, waitingSince < cutoff else { return }
+        requestWaiter = nil
+        handlerTaskActive = false
+        task = nil
+        waiter.resume(returning: nil)
     }
 
     /// Queues the response head and body. Returns the stream closure when the body is a stream

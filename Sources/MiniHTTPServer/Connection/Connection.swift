@@ -64,6 +64,9 @@ final class Connection: Selectable, @unchecked Sendable {
     /// The handler task waits here for the next request.
     @exclusivity(unchecked)
     var requestWaiter: UnsafeContinuation<PendingRequest?, Never>?
+    /// When the handler task started waiting for the next request.
+    @exclusivity(unchecked)
+    var waitingSince: UInt64 = 0
     /// A request that arrived while the handler task was still finishing the previous one.
     @exclusivity(unchecked)
     var queuedRequest: PendingRequest?
