@@ -44,7 +44,7 @@ extension Connection {
         } catch {
             response = Response.error(status: 500, code: "internal", message: "the request handler failed")
         }
-        await loop.hopIfNeeded()
+        if !loop.inEventLoop { await loop.hop() }
         guard let stream = beginResponse(response, method: request.method, path: request.path,
                                          minor: request.version.minor, requestHeaders: request.headers,
                                          sequence: sequence, startedAt: pending.startedAt) else { return }
@@ -54,13 +54,13 @@ extension Connection {
         } catch {
             failed = true
         }
-        await loop.hopIfNeeded()
+        if !loop.inEventLoop { await loop.hop() }
         endStream(sequence: sequence, failed: failed)
     }
 
     /// Suspends the handler task until the next request (nil once the connection closed).
     private func nextRequest() async -> PendingRequest? {
-        await loop.hopIfNeeded()
+        if !loop.inEventLoop { await loop.hop() }
         if isClosed {
             handlerTaskActive = false
             return nil
@@ -107,7 +107,7 @@ extension Connection {
         var headers = response.headers
         var out: [UInt8] = []
         var bodyBytes: Int64 = 0
-        var file: (fd: Int32, start: off_t, end: off_t)?
+        var file: FileRange?
         var stream: (@Sendable (any ResponseBodyWriter) async throws -> Void)?
         var chunked = false
         let framing: ResponseHeadEncoder.Framing
