@@ -11,6 +11,8 @@ public final class HTTPServer: Sendable {
     private enum State {
         case idle
         case running(EventLoop, ServerContext)
+        /// Shutting down; other callers of `shutdown()` wait here.
+        case stopping([CheckedContinuation<Void, Never>])
         case stopped
     }
 
@@ -53,19 +55,44 @@ public final class HTTPServer: Sendable {
     /// Stops accepting, lets in-flight requests finish within `shutdownGracePeriod`, cancels
     /// streams, closes every connection and stops the loop. Returns when all of that is done.
     public func shutdown() async {
-        let running = state.withLock { state -> (EventLoop, ServerContext)? in
-            guard case .running(let loop, let context) = state else { return nil }
-            state = .stopped
-            return (loop, context)
+        enum Role { case stop(EventLoop, ServerContext), wait, done }
+        let role = state.withLock { state -> Role in
+            switch state {
+            case .running(let loop, let context):
+                state = .stopping([])
+                return .stop(loop, context)
+            case .stopping: return .wait
+            case .idle, .stopped: return .done
+            }
         }
-        guard let (loop, context) = running else { return }
-        let grace = configuration.shutdownGracePeriod
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            loop.execute {
-                context.shutdown(gracePeriod: grace) {
-                    loop.stop { continuation.resume() }
+        switch role {
+        case .done:
+            return
+        case .wait:
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let finished = state.withLock { state -> Bool in
+                    guard case .stopping(var waiters) = state else { return true }
+                    waiters.append(continuation)
+                    state = .stopping(waiters)
+                    return false
+                }
+                if finished { continuation.resume() }
+            }
+        case .stop(let loop, let context):
+            let grace = configuration.shutdownGracePeriod
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                loop.execute {
+                    context.shutdown(gracePeriod: grace) {
+                        loop.stop { continuation.resume() }
+                    }
                 }
             }
+            let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+                defer { state = .stopped }
+                if case .stopping(let waiters) = state { return waiters }
+                return []
+            }
+            for waiter in waiters { waiter.resume() }
         }
     }
 }
