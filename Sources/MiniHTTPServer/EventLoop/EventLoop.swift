@@ -116,10 +116,7 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
             }
             do {
                 try selector.wait(timeoutMilliseconds: timeout, woke: { now = monotonicNanoseconds() }) { events, data in
-                    let fd = Int(truncatingIfNeeded: data & 0xFFFF_FFFF)
-                    let id = UInt32(truncatingIfNeeded: data >> 32)
-                    guard fd < registrations.count, let reg = registrations[fd], reg.id == id else { return }
-                    reg.handler.handleEvent(events)
+                    dispatch(events, data: data)
                 }
             } catch {
                 FileHandle.standardError.write(Data("event loop: \(error)\n".utf8))
@@ -138,6 +135,9 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
         for closure in leftovers.closures { closure() }
         for job in localJobs + leftovers.jobs { globalConcurrentExecutor.enqueue(ExecutorJob(job)) }
         localJobs = []
+        // Drop what could keep objects (and this loop) alive in a cycle.
+        timers = TimerHeap()
+        registrations = []
         for body in onExit { body() }
         onExit = []
     }
@@ -220,6 +220,19 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
 
     // MARK: Registrations (loop thread)
 
+    /// Delivers one epoll event: `data` carries fd and registration id, so an event for a closed
+    /// (and possibly reused) descriptor never reaches the new owner.
+    func dispatch(_ events: UInt32, data: UInt64) {
+        let fd = Int(truncatingIfNeeded: data & 0xFFFF_FFFF)
+        let id = UInt32(truncatingIfNeeded: data >> 32)
+        guard fd < registrations.count, let reg = registrations[fd], reg.id == id else { return }
+        reg.handler.handleEvent(events)
+    }
+
+    static func eventData(fd: Int32, registrationID: UInt32) -> UInt64 {
+        UInt64(registrationID) << 32 | UInt64(UInt32(bitPattern: fd))
+    }
+
     /// Registers `fd` for `events`; returns the registration id that guards against fd reuse.
     @discardableResult
     func register(fd: Int32, events: UInt32, handler: Selectable) throws -> UInt32 {
@@ -231,7 +244,7 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
         }
         registrations[index] = Registration(id: id, handler: handler)
         do {
-            try selector.add(fd: fd, events: events, data: UInt64(id) << 32 | UInt64(UInt32(bitPattern: fd)))
+            try selector.add(fd: fd, events: events, data: Self.eventData(fd: fd, registrationID: id))
         } catch {
             registrations[index] = nil
             throw error
