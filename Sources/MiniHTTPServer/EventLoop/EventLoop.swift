@@ -138,6 +138,7 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
         // Drop what could keep objects (and this loop) alive in a cycle.
         timers = TimerHeap()
         registrations = []
+        selector.close()
         for body in onExit { body() }
         onExit = []
     }
@@ -182,19 +183,20 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
 
     /// Runs `body` on the loop thread (later, even when called on it). Thread-safe.
     func execute(_ body: @escaping @Sendable () -> Void) {
-        let (wake, stopped) = inbox.withLock { box -> (Bool, Bool) in
-            if box.stopped { return (false, true) }
+        // The wake-up write happens under the lock: once the loop marked itself stopped (under the
+        // same lock) and closed its eventfd, nobody writes to that descriptor number again.
+        let stopped = inbox.withLock { box -> Bool in
+            if box.stopped { return true }
             let wasEmpty = box.isEmpty
             box.closures.append(body)
-            return (wasEmpty, false)
+            inboxPending.store(true, ordering: .releasing)
+            if wasEmpty { selector.wakeup() }
+            return false
         }
         if stopped {
             // The loop is gone and everything it owned is closed: run here so nobody waits forever.
             body()
-            return
         }
-        inboxPending.store(true, ordering: .releasing)
-        if wake { selector.wakeup() }
     }
 
     /// TaskExecutor: jobs of tasks that prefer this loop run on its thread.
@@ -204,18 +206,15 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
             localJobs.append(unowned)
             return
         }
-        let (wake, stopped) = inbox.withLock { box -> (Bool, Bool) in
-            if box.stopped { return (false, true) }
+        let stopped = inbox.withLock { box -> Bool in
+            if box.stopped { return true }
             let wasEmpty = box.isEmpty
             box.jobs.append(unowned)
-            return (wasEmpty, false)
+            inboxPending.store(true, ordering: .releasing)
+            if wasEmpty { selector.wakeup() }
+            return false
         }
-        if stopped {
-            globalConcurrentExecutor.enqueue(ExecutorJob(unowned))
-            return
-        }
-        inboxPending.store(true, ordering: .releasing)
-        if wake { selector.wakeup() }
+        if stopped { globalConcurrentExecutor.enqueue(ExecutorJob(unowned)) }
     }
 
     // MARK: Registrations (loop thread)
