@@ -36,6 +36,9 @@ final class Connection: Selectable, @unchecked Sendable {
     /// Response sent and our side shut down; discarding input until the peer closes.
     @exclusivity(unchecked)
     var lingering = false
+    /// The peer shut down its sending side (EPOLLRDHUP): an end-of-stream is waiting to be read.
+    @exclusivity(unchecked)
+    var peerHalfClosed = false
     /// The connection stopped reading a request part-way (error response or timeout).
     @exclusivity(unchecked)
     var abandonedInput = false
@@ -105,7 +108,8 @@ final class Connection: Selectable, @unchecked Sendable {
         }
         if events & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0 {
             mayRead = true
-            if events & EPOLLRDHUP.rawValue != 0, response?.isStream == true {
+            if events & EPOLLRDHUP.rawValue != 0 { peerHalfClosed = true }
+            if peerHalfClosed, response?.isStream == true {
                 // A streaming client went away: nothing more will be read, stop the stream now.
                 close()
                 return
@@ -135,7 +139,9 @@ final class Connection: Selectable, @unchecked Sendable {
                 if machine.peerClosed() == .close { close() }
                 return
             }
-            if n < buffer.count { mayRead = false }
+            // A short read drained the socket (edge-triggered: new data brings a new event) unless
+            // the peer already closed its side: then the end-of-stream is still to be read.
+            if n < buffer.count && !peerHalfClosed { mayRead = false }
             let chunk = UnsafeBufferPointer(start: buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), count: n)
             if inbound.isEmpty {
                 let used = process(chunk)

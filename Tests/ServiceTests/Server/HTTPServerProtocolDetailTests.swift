@@ -67,3 +67,18 @@ struct HTTPServerProtocolDetailTests {
         }
     }
 }
+
+@Suite("HTTPServer half-close")
+struct HTTPServerHalfCloseTests {
+    @Test func clientHalfCloseAfterRequestGetsResponseThenClose() async throws {
+        let handler: HTTPHandler = { _ in Response(body: .bytes(Array("bye".utf8))) }
+        // A long idle timeout: the close must come from the end-of-stream, not from a timer.
+        try await withServer(configure: { $0.idleTimeout = 60 }, handler: handler) { port in
+            let client = try await RawHTTPClient.connect(port: port)
+            try await client.send(get("/"))
+            client.shutdownWrite()
+            #expect(try await client.readResponse().bodyText == "bye")
+            #expect(try await client.readsEndOfStream())
+        }
+    }
+}
