@@ -4,6 +4,17 @@ import Synchronization
 /// An HTTP/1.1 server on epoll: one event-loop thread owns the listening socket and every
 /// connection; handlers run as tasks that prefer the loop as their executor, so a handler that
 /// does not suspend answers without any thread hop.
+///
+/// Layout: `Posix/` (syscall wrapper: EINTR retried, EAGAIN → would-block, `SystemError`; sockets),
+/// `EventLoop/` (epoll `Selector` + eventfd wake-up, `EventLoop` thread with a timer heap, a
+/// cross-thread queue and the `TaskExecutor` conformance; registration ids guard against fd reuse),
+/// `HTTP/` (pure parsers and encoders: request head, chunked bodies, `Range`, conditionals, dates),
+/// `Connection/` (the pure `ConnectionStateMachine`, `PendingWrites` with watermarks, and the
+/// `Connection` glue: edge-triggered reads, one handler task per busy connection, sendfile, streams,
+/// timeouts, lingering close) and `ServerContext` (accepting, bookkeeping, graceful shutdown).
+///
+/// Limits and timeouts come from `ServerConfiguration`; every error the server itself answers is the
+/// JSON shape of `Response.error` with `Connection: close`.
 public final class HTTPServer: Sendable {
     public let configuration: ServerConfiguration
     private let handler: HTTPHandler
