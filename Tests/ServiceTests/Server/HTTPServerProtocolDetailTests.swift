@@ -82,3 +82,40 @@ struct HTTPServerHalfCloseTests {
         }
     }
 }
+
+@Suite("HTTPServer isolation between connections")
+struct HTTPServerIsolationTests {
+    @Test func slowHandlerAndStalledReaderDoNotBlockOthers() async throws {
+        let dir = try makeTempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("big.bin").path
+        try Data(count: 16 << 20).write(to: URL(fileURLWithPath: path))
+        let release = Gate()
+        let entered = Gate()
+        let handler: HTTPHandler = { request in
+            switch request.path {
+            case "/wait":
+                entered.open()
+                await release.wait()
+                return Response(body: .bytes(Array("waited".utf8)))
+            case "/big": return Response(body: .file(FileResponse(path: path)))
+            default: return Response(body: .bytes(Array("ok".utf8)))
+            }
+        }
+        try await withServer(handler: handler) { port in
+            let waiting = try await RawHTTPClient.connect(port: port)
+            try await waiting.send(get("/wait"))
+            await entered.wait()
+            let stalled = try await RawHTTPClient.connect(port: port)
+            try await stalled.send(get("/big"))  // never read: its socket buffers fill up
+            let other = try await RawHTTPClient.connect(port: port)
+            for _ in 0..<3 {
+                try await other.send(get("/ok"))
+                #expect(try await other.readResponse().bodyText == "ok")
+            }
+            release.open()
+            #expect(try await waiting.readResponse().bodyText == "waited")
+            stalled.close()
+        }
+    }
+}
