@@ -68,4 +68,10 @@ public protocol ResponseBodyWriter: Sendable {
 }
 
 /// The function that answers requests. A thrown error becomes a JSON 500 for that request only.
+///
+/// Handlers (and stream closures) start on the server's event-loop thread and stay there until they
+/// suspend (e.g. by calling into an actor), which makes simple handlers cheap. So they must not block:
+/// no `sleep`, no large synchronous disk or network I/O; move such work elsewhere (an actor, a
+/// detached task, a dispatch queue) and `await` it. Cancellation means the client went away or the
+/// server is shutting down.
 public typealias HTTPHandler = @Sendable (Request) async throws -> Response

@@ -18,6 +18,8 @@ final class ServerContext: Selectable, @unchecked Sendable {
     @exclusivity(unchecked)
     private var listening = false
     @exclusivity(unchecked)
+    private var sweeping = false
+    @exclusivity(unchecked)
     private var listenerClosed = false
     @exclusivity(unchecked)
     private var connections: [ObjectIdentifier: Connection] = [:]
@@ -44,6 +46,21 @@ final class ServerContext: Selectable, @unchecked Sendable {
     func startListening() throws {
         try loop.register(fd: listenerFD, events: EPOLLIN.rawValue, handler: self)
         listening = true
+        if !sweeping {
+            sweeping = true
+            scheduleHandlerTaskSweep()
+        }
+    }
+
+    /// Once a second, end handler tasks that have waited over a second for a next request: busy
+    /// keep-alive connections reuse their task, idle ones cost no task memory.
+    private func scheduleHandlerTaskSweep() {
+        loop.schedule(at: loop.now + 1_000_000_000) { [self] in
+            guard !draining else { return }
+            let cutoff = loop.now &- 1_000_000_000
+            for connection in connections.values { connection.releaseIdleHandlerTask(waitingSince: cutoff) }
+            scheduleHandlerTaskSweep()
+        }
     }
 
     /// The listening socket is readable: accept what is pending (bounded per wake-up).

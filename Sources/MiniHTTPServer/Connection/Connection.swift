@@ -36,6 +36,15 @@ final class Connection: Selectable, @unchecked Sendable {
     /// Response sent and our side shut down; discarding input until the peer closes.
     @exclusivity(unchecked)
     var lingering = false
+    /// The peer shut down its sending side (EPOLLRDHUP): an end-of-stream is waiting to be read.
+    @exclusivity(unchecked)
+    var peerHalfClosed = false
+    /// The connection stopped reading a request part-way (error response or timeout).
+    @exclusivity(unchecked)
+    var abandonedInput = false
+    /// `process` is on the stack: a response finished synchronously must not re-enter it.
+    @exclusivity(unchecked)
+    var isProcessing = false
 
     // Timers.
     @exclusivity(unchecked)
@@ -52,6 +61,18 @@ final class Connection: Selectable, @unchecked Sendable {
     var requestSequence: UInt64 = 0
     @exclusivity(unchecked)
     var task: Task<Void, Never>?
+    /// The handler task exists and has not finished.
+    @exclusivity(unchecked)
+    var handlerTaskActive = false
+    /// The handler task waits here for the next request.
+    @exclusivity(unchecked)
+    var requestWaiter: UnsafeContinuation<PendingRequest?, Never>?
+    /// When the handler task started waiting for the next request.
+    @exclusivity(unchecked)
+    var waitingSince: UInt64 = 0
+    /// A request that arrived while the handler task was still finishing the previous one.
+    @exclusivity(unchecked)
+    var queuedRequest: PendingRequest?
     @exclusivity(unchecked)
     var response: ResponseProgress?
     @exclusivity(unchecked)
@@ -87,7 +108,8 @@ final class Connection: Selectable, @unchecked Sendable {
         }
         if events & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue) != 0 {
             mayRead = true
-            if events & EPOLLRDHUP.rawValue != 0, response?.isStream == true {
+            if events & EPOLLRDHUP.rawValue != 0 { peerHalfClosed = true }
+            if peerHalfClosed, response?.isStream == true {
                 // A streaming client went away: nothing more will be read, stop the stream now.
                 close()
                 return
@@ -117,7 +139,9 @@ final class Connection: Selectable, @unchecked Sendable {
                 if machine.peerClosed() == .close { close() }
                 return
             }
-            if n < buffer.count { mayRead = false }
+            // A short read drained the socket (edge-triggered: new data brings a new event) unless
+            // the peer already closed its side: then the end-of-stream is still to be read.
+            if n < buffer.count && !peerHalfClosed { mayRead = false }
             let chunk = UnsafeBufferPointer(start: buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), count: n)
             if inbound.isEmpty {
                 let used = process(chunk)
@@ -133,18 +157,21 @@ final class Connection: Selectable, @unchecked Sendable {
     /// Parses whatever is buffered in `inbound`.
     func processInbound() {
         guard !inbound.isEmpty else { return }
-        let used = inbound.withUnsafeBufferPointer { process($0) }
-        if isClosed { return }
-        if used == inbound.count {
+        let input = inbound  // keeps the bytes alive even if processing replaces `inbound`
+        let used = input.withUnsafeBufferPointer { process($0) }
+        if isClosed || lingering { return }
+        if used == input.count {
             inbound = []
         } else if used > 0 {
-            inbound.removeFirst(used)
+            inbound = Array(input[used...])
         }
     }
 
     /// Parses heads and bodies from `input` until more data is needed or a request is complete.
     /// Returns how many bytes were consumed.
     func process(_ input: UnsafeBufferPointer<UInt8>) -> Int {
+        isProcessing = true
+        defer { isProcessing = false }
         var used = 0
         while used < input.count && !isClosed {
             let rest = UnsafeBufferPointer(rebasing: input[used...])
@@ -172,7 +199,7 @@ final class Connection: Selectable, @unchecked Sendable {
                     switch machine.headReceived(keepAlive: head.keepAlive, hasBody: hasBody) {
                     case .startHandler:
                         startHandler()
-                        return used
+                        continue  // answered synchronously? then the next pipelined request follows
                     case .continueReading:
                         lastProgressAt = loop.now
                         if head.expectsContinue && used == input.count { writes.append(ResponseHeadEncoder.continueResponse); flush() }
@@ -208,7 +235,7 @@ final class Connection: Selectable, @unchecked Sendable {
                 }
                 if complete {
                     if machine.bodyReceived() == .startHandler { startHandler() }
-                    return used
+                    continue
                 }
             case .responding, .closed:
                 return used
@@ -225,128 +252,20 @@ final class Connection: Selectable, @unchecked Sendable {
         }
         inbound = []
         mayRead = false
+        abandonedInput = true
         let method = current?.method ?? "-"
         let response = Response.error(status: status, code: HTTPStatus.errorCode(status), message: failure.reason)
         beginResponse(response, method: method, path: current.map { pathOf($0.target) } ?? "-", minor: 1,
                       requestHeaders: HTTPHeaders(), sequence: requestSequence, startedAt: headStartedAt)
     }
 
-    // MARK: Timers
+}
 
-    func updateDeadline() {
-        guard !isClosed, !lingering else { return }
-        let server = self.server
-        let next: UInt64?
-        switch machine.deadline(writesPending: !writes.isEmpty) {
-        case nil: next = nil
-        case .idle?: next = loop.now + server.idleTimeout
-        case .header?: next = headStartedAt + server.headerTimeout
-        case .body?: next = lastProgressAt + server.headerTimeout
-        case .write?: next = lastProgressAt + server.writeTimeout
-        }
-        setDeadline(next)
-    }
-
-    /// At most one live timer entry per connection: only an earlier deadline schedules a new one;
-    /// a later one is picked up when the earlier entry fires.
-    func setDeadline(_ next: UInt64?) {
-        deadline = next
-        if let next, scheduledDeadline.map({ next < $0 }) ?? true {
-            scheduledDeadline = next
-            loop.schedule(at: next, fd: fd, registrationID: registrationID)
-        }
-    }
-
-    func timerFired(deadline fired: UInt64) {
-        guard !isClosed, scheduledDeadline == fired else { return }
-        scheduledDeadline = nil
-        guard let deadline else { return }
-        if deadline > loop.now {
-            scheduledDeadline = deadline
-            loop.schedule(at: deadline, fd: fd, registrationID: registrationID)
-            return
-        }
-        self.deadline = nil
-        if lingering {
-            close()
-            return
-        }
-        switch machine.timedOut() {
-        case .sendErrorAndClose(let status):
-            let response = Response.error(status: status, code: HTTPStatus.errorCode(status),
-                                          message: "request not received in time")
-            mayRead = false
-            inbound = []
-            beginResponse(response, method: current?.method ?? "-", path: current.map { pathOf($0.target) } ?? "-",
-                          minor: 1, requestHeaders: HTTPHeaders(), sequence: requestSequence, startedAt: headStartedAt)
-        case .close:
-            close()
-        default:
-            break
-        }
-    }
-
-    // MARK: Shutdown and close
-
-    func beginShutdown() {
-        guard !isClosed else { return }
-        if lingering {
-            close()
-            return
-        }
-        if machine.shutdownRequested() == .close {
-            close()
-            return
-        }
-        if response?.isStream == true { task?.cancel() }
-    }
-
-    /// Closes after a response: shut down our side first so unread input does not turn into a
-    /// reset that could destroy the response, then discard input until the peer closes (bounded).
-    func lingeringClose() {
-        guard !isClosed, !lingering else { return }
-        if server.draining || Glibc.shutdown(fd, Int32(SHUT_WR)) != 0 {
-            close()
-            return
-        }
-        lingering = true
-        inbound = []
-        setDeadline(loop.now + 2_000_000_000)
-        drainLingering()
-    }
-
-    func drainLingering() {
-        while !isClosed {
-            let result = try? Socket.read(fd, into: loop.readBuffer)
-            switch result {
-            case .wouldBlock?: return
-            case .processed(let n)? where n > 0: continue
-            default: close(); return
-            }
-        }
-    }
-
-    func close() {
-        guard !isClosed else { return }
-        isClosed = true
-        machine.closed()
-        loop.deregister(fd: fd)
-        Glibc.close(fd)
-        writes.removeAll()
-        inbound = []
-        body = []
-        task?.cancel()
-        task = nil
-        if let waiter = streamWaiter {
-            streamWaiter = nil
-            waiter.resume(throwing: ConnectionClosedError())
-        }
-        if let progress = response {
-            response = nil
-            logAccess(progress)
-        }
-        server.connectionClosed(self)
-    }
+/// A complete request waiting for the handler task.
+struct PendingRequest: Sendable {
+    var request: Request
+    var sequence: UInt64
+    var startedAt: UInt64
 }
 
 /// Thrown by a stream writer once the client is gone or the connection closed.

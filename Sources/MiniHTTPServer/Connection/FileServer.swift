@@ -1,5 +1,13 @@
 import Foundation
 
+/// An open file and the half-open byte range of it to send. (A struct, not a tuple: optional tuples
+/// need runtime metadata instantiation on the hot path.)
+struct FileRange {
+    var fd: Int32
+    var start: off_t
+    var end: off_t
+}
+
 /// Opens and stats a file for a `.file` response and decides status, headers and byte range.
 /// open/fstat are fast local calls and run on the loop thread; the body is sent with sendfile.
 enum FileServer {
@@ -8,7 +16,7 @@ enum FileServer {
         var headers: HTTPHeaders
         var framing: ResponseHeadEncoder.Framing
         /// The open file and the half-open byte range to send; the fd is owned by the caller.
-        var range: (fd: Int32, start: off_t, end: off_t)?
+        var range: FileRange?
         /// A small in-memory body instead (the 416 error).
         var body: [UInt8]?
     }
@@ -59,14 +67,14 @@ enum FileServer {
             headers["Accept-Ranges"] = "bytes"
             if size == 0 { close(fd) }
             return .success(Prepared(status: 200, headers: headers, framing: .length(size),
-                                     range: size > 0 ? (fd, 0, off_t(size)) : nil))
+                                     range: size > 0 ? FileRange(fd: fd, start: 0, end: off_t(size)) : nil))
         case .partial(let start, let end):
             headers["Content-Type"] = file.contentType
             if let disposition = file.contentDisposition { headers["Content-Disposition"] = disposition }
             headers["Accept-Ranges"] = "bytes"
             headers["Content-Range"] = "bytes \(start)-\(end)/\(size)"
             return .success(Prepared(status: 206, headers: headers, framing: .length(end - start + 1),
-                                     range: (fd, off_t(start), off_t(end + 1))))
+                                     range: FileRange(fd: fd, start: off_t(start), end: off_t(end + 1))))
         }
     }
 }

@@ -1,5 +1,6 @@
-/// Bookkeeping for the response currently being sent on a connection.
-struct ResponseProgress {
+/// Bookkeeping for the response currently being sent on a connection (loop thread only).
+/// A class so the hot write path updates counters in place instead of copying the record.
+final class ResponseProgress {
     var sequence: UInt64
     var method: String
     var path: String
@@ -15,6 +16,20 @@ struct ResponseProgress {
     var chunked: Bool
     /// Everything the response will send is queued.
     var complete: Bool
+
+    init(sequence: UInt64, method: String, path: String, status: Int, startedAt: UInt64, headBytes: Int,
+         bodyBytes: Int64, isStream: Bool, chunked: Bool, complete: Bool) {
+        self.sequence = sequence
+        self.method = method
+        self.path = path
+        self.status = status
+        self.startedAt = startedAt
+        self.headBytes = headBytes
+        self.bodyBytes = bodyBytes
+        self.isStream = isStream
+        self.chunked = chunked
+        self.complete = complete
+    }
 
     /// Body bytes actually delivered, for the access log.
     var deliveredBodyBytes: Int64 {

@@ -59,9 +59,9 @@ extension Connection {
 }
 
 extension EventLoop {
-    /// Continues on the loop thread (a task preferring this loop resumes here).
-    func hopIfNeeded() async {
-        if inEventLoop { return }
+    /// Continues on the loop thread (a task preferring this loop resumes here). Callers check
+    /// `inEventLoop` first: an async call costs an executor switch even when nothing needs to move.
+    func hop() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             execute { continuation.resume() }
         }

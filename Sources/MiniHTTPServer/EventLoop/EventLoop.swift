@@ -53,6 +53,10 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
     @exclusivity(unchecked)
     private var onExit: [() -> Void] = []
 
+    /// A reusable output buffer for response heads and small bodies (loop-thread only).
+    @exclusivity(unchecked)
+    var scratch: [UInt8] = []
+
     /// Reusable read buffer shared by every connection of this loop (loop-thread only).
     let readBuffer: UnsafeMutableRawBufferPointer
     /// Cached `Date` header value, refreshed at most once a second.
@@ -112,10 +116,7 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
             }
             do {
                 try selector.wait(timeoutMilliseconds: timeout, woke: { now = monotonicNanoseconds() }) { events, data in
-                    let fd = Int(truncatingIfNeeded: data & 0xFFFF_FFFF)
-                    let id = UInt32(truncatingIfNeeded: data >> 32)
-                    guard fd < registrations.count, let reg = registrations[fd], reg.id == id else { return }
-                    reg.handler.handleEvent(events)
+                    dispatch(events, data: data)
                 }
             } catch {
                 FileHandle.standardError.write(Data("event loop: \(error)\n".utf8))
@@ -134,6 +135,10 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
         for closure in leftovers.closures { closure() }
         for job in localJobs + leftovers.jobs { globalConcurrentExecutor.enqueue(ExecutorJob(job)) }
         localJobs = []
+        // Drop what could keep objects (and this loop) alive in a cycle.
+        timers = TimerHeap()
+        registrations = []
+        selector.close()
         for body in onExit { body() }
         onExit = []
     }
@@ -178,15 +183,20 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
 
     /// Runs `body` on the loop thread (later, even when called on it). Thread-safe.
     func execute(_ body: @escaping @Sendable () -> Void) {
-        let (wake, stopped) = inbox.withLock { box -> (Bool, Bool) in
-            if box.stopped { return (false, true) }
+        // The wake-up write happens under the lock: once the loop marked itself stopped (under the
+        // same lock) and closed its eventfd, nobody writes to that descriptor number again.
+        let stopped = inbox.withLock { box -> Bool in
+            if box.stopped { return true }
             let wasEmpty = box.isEmpty
             box.closures.append(body)
-            return (wasEmpty, false)
+            inboxPending.store(true, ordering: .releasing)
+            if wasEmpty { selector.wakeup() }
+            return false
         }
-        if stopped { return }
-        inboxPending.store(true, ordering: .releasing)
-        if wake { selector.wakeup() }
+        if stopped {
+            // The loop is gone and everything it owned is closed: run here so nobody waits forever.
+            body()
+        }
     }
 
     /// TaskExecutor: jobs of tasks that prefer this loop run on its thread.
@@ -196,21 +206,31 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
             localJobs.append(unowned)
             return
         }
-        let (wake, stopped) = inbox.withLock { box -> (Bool, Bool) in
-            if box.stopped { return (false, true) }
+        let stopped = inbox.withLock { box -> Bool in
+            if box.stopped { return true }
             let wasEmpty = box.isEmpty
             box.jobs.append(unowned)
-            return (wasEmpty, false)
+            inboxPending.store(true, ordering: .releasing)
+            if wasEmpty { selector.wakeup() }
+            return false
         }
-        if stopped {
-            globalConcurrentExecutor.enqueue(ExecutorJob(unowned))
-            return
-        }
-        inboxPending.store(true, ordering: .releasing)
-        if wake { selector.wakeup() }
+        if stopped { globalConcurrentExecutor.enqueue(ExecutorJob(unowned)) }
     }
 
     // MARK: Registrations (loop thread)
+
+    /// Delivers one epoll event: `data` carries fd and registration id, so an event for a closed
+    /// (and possibly reused) descriptor never reaches the new owner.
+    func dispatch(_ events: UInt32, data: UInt64) {
+        let fd = Int(truncatingIfNeeded: data & 0xFFFF_FFFF)
+        let id = UInt32(truncatingIfNeeded: data >> 32)
+        guard fd < registrations.count, let reg = registrations[fd], reg.id == id else { return }
+        reg.handler.handleEvent(events)
+    }
+
+    static func eventData(fd: Int32, registrationID: UInt32) -> UInt64 {
+        UInt64(registrationID) << 32 | UInt64(UInt32(bitPattern: fd))
+    }
 
     /// Registers `fd` for `events`; returns the registration id that guards against fd reuse.
     @discardableResult
@@ -223,7 +243,7 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
         }
         registrations[index] = Registration(id: id, handler: handler)
         do {
-            try selector.add(fd: fd, events: events, data: UInt64(id) << 32 | UInt64(UInt32(bitPattern: fd)))
+            try selector.add(fd: fd, events: events, data: Self.eventData(fd: fd, registrationID: id))
         } catch {
             registrations[index] = nil
             throw error
@@ -231,9 +251,10 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
         return id
     }
 
-    /// Removes `fd` from epoll and forgets its registration. Call before closing the fd.
-    func deregister(fd: Int32) {
-        selector.remove(fd: fd)
+    /// Forgets the registration of `fd` and removes it from epoll. Call before closing the fd;
+    /// with `closing` the epoll_ctl is skipped (close(2) of the only descriptor removes it).
+    func deregister(fd: Int32, closing: Bool = false) {
+        if !closing { selector.remove(fd: fd) }
         if Int(fd) < registrations.count { registrations[Int(fd)] = nil }
     }
 

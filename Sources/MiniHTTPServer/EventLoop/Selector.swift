@@ -15,17 +15,26 @@ final class Selector {
         do {
             eventFD = try syscall("eventfd") { eventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC)) }
         } catch {
-            close(epollFD)
+            Glibc.close(epollFD)
             throw error
         }
         events = .allocate(capacity: maxEvents)
         try add(fd: eventFD, events: EPOLLIN.rawValue, data: Selector.wakeupToken)
     }
 
+    private var closed = false
+
     deinit {
         events.deallocate()
-        close(eventFD)
-        close(epollFD)
+        close()
+    }
+
+    /// Closes epoll and the eventfd (once). Only the loop thread calls this, when it exits.
+    func close() {
+        guard !closed else { return }
+        closed = true
+        Glibc.close(eventFD)
+        Glibc.close(epollFD)
     }
 
     func add(fd: Int32, events: UInt32, data: UInt64) throws {

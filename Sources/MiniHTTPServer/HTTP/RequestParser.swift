@@ -101,8 +101,8 @@ struct RequestParser {
                 let c = b[k]
                 if (c < 32 && c != 9) || c == 127 { return bad("control character in header value") }
             }
-            fields.append((name: String(decoding: b[p..<colon], as: UTF8.self),
-                           value: String(decoding: b[vs..<ve], as: UTF8.self)))
+            fields.append((name: String(decoding: UnsafeBufferPointer(rebasing: b[p..<colon]), as: UTF8.self),
+                           value: String(decoding: UnsafeBufferPointer(rebasing: b[vs..<ve]), as: UTF8.self)))
             p = e + 1
         }
         let headers = HTTPHeaders(fields)

@@ -54,28 +54,43 @@ enum ResponseHeadEncoder {
         }
     }
 
+    private static let dateName: [UInt8] = Array("Date: ".utf8)
+    private static let contentLengthName: [UInt8] = Array("\r\nContent-Length: ".utf8)
+    private static let chunkedLine: [UInt8] = Array("\r\nTransfer-Encoding: chunked".utf8)
+    private static let keepAliveEnd: [UInt8] = Array("\r\nConnection: keep-alive\r\n\r\n".utf8)
+    private static let closeEnd: [UInt8] = Array("\r\nConnection: close\r\n\r\n".utf8)
+
+    /// Appends a string's UTF-8 bytes, from contiguous storage when the string has it.
+    @inline(__always)
+    private static func append(_ text: String, to out: inout [UInt8]) {
+        var text = text
+        text.withUTF8 { out.append(contentsOf: $0) }
+    }
+
     static func encode(status: Int, headers: HTTPHeaders, date: [UInt8], framing: Framing, keepAlive: Bool,
                        into out: inout [UInt8]) {
         out.append(contentsOf: statusLine(status))
-        for (name, value) in headers where !isServerOwned(name) {
+        for field in headers.fields where !isServerOwned(field.name) {
             // Never let a handler inject a line break into the head.
-            guard isSafe(name: name, value: value) else { continue }
-            out.append(contentsOf: name.utf8)
-            out.append(contentsOf: ": ".utf8)
-            out.append(contentsOf: value.utf8)
-            out.append(contentsOf: "\r\n".utf8)
+            guard isSafe(name: field.name, value: field.value) else { continue }
+            append(field.name, to: &out)
+            out.append(58)
+            out.append(32)
+            append(field.value, to: &out)
+            out.append(13)
+            out.append(10)
         }
-        out.append(contentsOf: "Date: ".utf8)
+        out.append(contentsOf: dateName)
         out.append(contentsOf: date)
         switch framing {
         case .none, .closeDelimited: break
         case .length(let n):
-            out.append(contentsOf: "\r\nContent-Length: ".utf8)
+            out.append(contentsOf: contentLengthName)
             appendDecimal(n, to: &out)
         case .chunked:
-            out.append(contentsOf: "\r\nTransfer-Encoding: chunked".utf8)
+            out.append(contentsOf: chunkedLine)
         }
-        out.append(contentsOf: (keepAlive ? "\r\nConnection: keep-alive\r\n\r\n" : "\r\nConnection: close\r\n\r\n").utf8)
+        out.append(contentsOf: keepAlive ? keepAliveEnd : closeEnd)
     }
 
     /// The framing line and trailer of one chunk around `count` payload bytes.

@@ -62,7 +62,8 @@ enum Socket {
         var a = addr.sin_addr
         var buf = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
         inet_ntop(AF_INET, &a, &buf, socklen_t(INET_ADDRSTRLEN))
-        return "\(String(cString: buf)):\(UInt16(bigEndian: addr.sin_port))"
+        let text = String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return "\(text):\(UInt16(bigEndian: addr.sin_port))"
     }
 
     /// Reads into `buffer`; `.processed(0)` means the peer closed its side.

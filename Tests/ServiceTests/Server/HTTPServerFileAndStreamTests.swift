@@ -251,6 +251,7 @@ struct HTTPServerFileAndStreamTests {
             await inHandler.wait()
 
             let shutdown = Task { await server.shutdown() }
+            let secondShutdown = Task { await server.shutdown() }  // waits for the same shutdown
             // The idle keep-alive connection is closed at once: shutdown has begun.
             #expect(try await idle.readsEndOfStream())
             release.open()
@@ -258,6 +259,7 @@ struct HTTPServerFileAndStreamTests {
             #expect(response.bodyText == "finished")
             #expect(response.header("Connection") == "close")
             await shutdown.value
+            await secondShutdown.value
             await #expect(throws: (any Error).self) { _ = try await RawHTTPClient.connect(port: port) }
         }
     }

@@ -143,9 +143,9 @@ final class RawHTTPClient: @unchecked Sendable {
         return out
     }
 
-    private func readHead() throws -> (Int, String, [(name: String, value: String)]) {
-        var statusLine = try readLine()
-        var parts = statusLine.split(separator: " ", maxSplits: 2).map(String.init)
+    private func readHead(interim: Bool = false) throws -> (Int, String, [(name: String, value: String)]) {
+        let statusLine = try readLine()
+        let parts = statusLine.split(separator: " ", maxSplits: 2).map(String.init)
         guard parts.count >= 2, let status = Int(parts[1]) else {
             throw RawHTTPClientError(description: "bad status line: \(statusLine)")
         }
@@ -156,12 +156,8 @@ final class RawHTTPClient: @unchecked Sendable {
             guard let colon = line.firstIndex(of: ":") else { throw RawHTTPClientError(description: "bad header: \(line)") }
             headers.append((String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
         }
-        if (100..<200).contains(status) {
-            // Interim response: read the final one.
-            let next = try readHead()
-            statusLine = ""
-            parts = []
-            return next
+        if !interim, (100..<200).contains(status) {
+            return try readHead()  // interim response: read the final one
         }
         return (status, parts.count > 2 ? parts[2] : "", headers)
     }
@@ -202,10 +198,11 @@ final class RawHTTPClient: @unchecked Sendable {
         }
     }
 
-    /// Reads only a response head (for streams read chunk by chunk afterwards).
-    func readResponseHead() async throws -> RawHTTPResponse {
+    /// Reads only a response head (for streams read chunk by chunk afterwards); with `interim`,
+    /// a 1xx head is returned instead of skipped.
+    func readResponseHead(interim: Bool = false) async throws -> RawHTTPResponse {
         try await run { client in
-            let (status, reason, headers) = try client.readHead()
+            let (status, reason, headers) = try client.readHead(interim: interim)
             return RawHTTPResponse(status: status, reason: reason, headers: headers, body: [])
         }
     }

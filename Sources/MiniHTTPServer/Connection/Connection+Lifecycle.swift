@@ -1,0 +1,132 @@
+import CLinux
+import Foundation
+
+/// Timeouts, shutdown and closing.
+extension Connection {
+    // MARK: Timers
+
+    func updateDeadline() {
+        guard !isClosed, !lingering else { return }
+        let server = self.server
+        let next: UInt64?
+        switch machine.deadline(writesPending: !writes.isEmpty) {
+        case nil: next = nil
+        case .idle?: next = loop.now + server.idleTimeout
+        case .header?: next = headStartedAt + server.headerTimeout
+        case .body?: next = lastProgressAt + server.headerTimeout
+        case .write?: next = lastProgressAt + server.writeTimeout
+        }
+        setDeadline(next)
+    }
+
+    /// At most one live timer entry per connection: only an earlier deadline schedules a new one;
+    /// a later one is picked up when the earlier entry fires.
+    func setDeadline(_ next: UInt64?) {
+        deadline = next
+        if let next, scheduledDeadline.map({ next < $0 }) ?? true {
+            scheduledDeadline = next
+            loop.schedule(at: next, fd: fd, registrationID: registrationID)
+        }
+    }
+
+    func timerFired(deadline fired: UInt64) {
+        guard !isClosed, scheduledDeadline == fired else { return }
+        scheduledDeadline = nil
+        guard let deadline else { return }
+        if deadline > loop.now {
+            scheduledDeadline = deadline
+            loop.schedule(at: deadline, fd: fd, registrationID: registrationID)
+            return
+        }
+        self.deadline = nil
+        if lingering {
+            close()
+            return
+        }
+        switch machine.timedOut() {
+        case .sendErrorAndClose(let status):
+            let response = Response.error(status: status, code: HTTPStatus.errorCode(status),
+                                          message: "request not received in time")
+            mayRead = false
+            inbound = []
+            abandonedInput = true
+            beginResponse(response, method: current?.method ?? "-", path: current.map { pathOf($0.target) } ?? "-",
+                          minor: 1, requestHeaders: HTTPHeaders(), sequence: requestSequence, startedAt: headStartedAt)
+        case .close:
+            close()
+        default:
+            break
+        }
+    }
+
+    // MARK: Shutdown and close
+
+    func beginShutdown() {
+        guard !isClosed else { return }
+        if lingering {
+            close()
+            return
+        }
+        if machine.shutdownRequested() == .close {
+            close()
+            return
+        }
+        if response?.isStream == true { task?.cancel() }
+    }
+
+    /// Closes after a response: shut down our side first so unread input does not turn into a
+    /// reset that could destroy the response, then discard input until the peer closes (bounded).
+    func lingeringClose() {
+        guard !isClosed, !lingering else { return }
+        // Only when the client may still be sending (a rejected or unread request, buffered or
+        // unread input); a cleanly finished exchange closes at once, as nginx does.
+        let clientMaySend = abandonedInput || !inbound.isEmpty || mayRead
+        if !clientMaySend || server.draining || Glibc.shutdown(fd, Int32(SHUT_WR)) != 0 {
+            close()
+            return
+        }
+        lingering = true
+        inbound = []
+        setDeadline(loop.now + 2_000_000_000)
+        drainLingering()
+    }
+
+    func drainLingering() {
+        while !isClosed {
+            let result = try? Socket.read(fd, into: loop.readBuffer)
+            switch result {
+            case .wouldBlock?: return
+            case .processed(let n)? where n > 0: continue
+            default: close(); return
+            }
+        }
+    }
+
+    func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        machine.closed()
+        loop.deregister(fd: fd, closing: true)
+        Glibc.close(fd)
+        writes.removeAll()
+        inbound = []
+        body = []
+        task?.cancel()
+        task = nil
+        queuedRequest = nil
+        handlerTaskActive = false
+        if let waiter = requestWaiter {
+            requestWaiter = nil
+            waiter.resume(returning: nil)
+        }
+        if let waiter = streamWaiter {
+            streamWaiter = nil
+            waiter.resume(throwing: ConnectionClosedError())
+        }
+        if let progress = response {
+            response = nil
+            logAccess(progress)
+        }
+        server.connectionClosed(self)
+    }
+}

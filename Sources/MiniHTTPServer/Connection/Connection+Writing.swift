@@ -1,0 +1,96 @@
+import CLinux
+import Foundation
+
+/// Output: non-blocking sends and sendfile from the queue, completion of a response.
+extension Connection {
+    /// Writes as much queued output as the socket takes without blocking.
+    func flush() {
+        guard !isClosed else { return }
+        var progressed = false
+        drain: while let item = writes.first {
+            let result: IOResult<Int>
+            do {
+                switch item {
+                case .bytes(let bytes, let offset):
+                    result = try bytes.withUnsafeBytes { try Socket.send(fd, UnsafeRawBufferPointer(rebasing: $0[offset...])) }
+                case .file(let file, let offset, let end):
+                    var position = offset
+                    result = try Socket.sendfile(fd, file: file, offset: &position, count: Int(min(end - offset, 1 << 30)))
+                    if case .processed(0) = result {
+                        close()  // the file shrank under us: the body cannot be completed
+                        return
+                    }
+                }
+            } catch {
+                close()
+                return
+            }
+            switch result {
+            case .wouldBlock:
+                break drain
+            case .processed(let n):
+                writes.advance(by: n)
+                response?.bytesWritten += Int64(n)
+                progressed = true
+            }
+        }
+        if progressed { lastProgressAt = loop.now }
+        afterWrite()
+    }
+
+    /// Sends `bytes` straight away when nothing is queued (the common case: no queue churn),
+    /// queueing whatever the socket does not take.
+    func writeNow(_ bytes: [UInt8]) {
+        guard writes.isEmpty, !isClosed else {
+            writes.append(bytes)
+            flush()
+            return
+        }
+        let result: IOResult<Int>
+        do {
+            result = try bytes.withUnsafeBytes { try Socket.send(fd, $0) }
+        } catch {
+            close()
+            return
+        }
+        var sent = 0
+        if case .processed(let n) = result {
+            sent = n
+            response?.bytesWritten += Int64(n)
+            lastProgressAt = loop.now
+        }
+        if sent < bytes.count { writes.append(sent == 0 ? bytes : Array(bytes[sent...])) }
+        afterWrite()
+    }
+
+    /// Bookkeeping after output progressed: wake a suspended stream writer, finish the response.
+    func afterWrite() {
+        if let waiter = streamWaiter, writes.isBelowLowWatermark {
+            streamWaiter = nil
+            waiter.resume()
+        }
+        if writes.isEmpty, response?.complete == true {
+            finishResponse()
+            return
+        }
+        updateDeadline()
+    }
+
+    /// The whole response was written: log it, then read the next request or close.
+    func finishResponse() {
+        guard let progress = response else { return }
+        response = nil
+        logAccess(progress)
+        switch machine.responseSent() {
+        case .resumeReading:
+            headStartedAt = loop.now
+            current = nil
+            if isProcessing { return }  // the parsing loop below us continues with the next request
+            processInbound()
+            if !isClosed && machine.wantsToRead { readAndProcess() }
+            updateDeadline()
+        default:
+            lingeringClose()
+        }
+    }
+}
