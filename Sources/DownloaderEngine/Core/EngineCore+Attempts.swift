@@ -159,7 +159,10 @@ extension EngineCore {
             return
         }
         if attempt.abandoned {
-            if record.state == .paused { settlePausedPartial(record) }
+            if record.state == .paused {
+                settlePausedPartial(record)
+                emit(record, .paused(record.snapshot()))
+            }
             if record.startAfterDrain, record.state == .downloading {
                 record.startAfterDrain = false
                 beginAttempt(record)

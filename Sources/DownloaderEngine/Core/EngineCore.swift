@@ -199,8 +199,12 @@ final class EngineCore: @unchecked Sendable {
         releaseSlot(record)
         record.state = .paused
         record.attemptsMade = 0
-        if record.attempt == nil { settlePausedPartial(record) }
-        emit(record, .paused(record.snapshot()))
+        // `.paused` is published once the partial is settled (flushed, or dropped when not
+        // resumable): at once without a running attempt, else when the cancelled attempt ends.
+        if record.attempt == nil {
+            settlePausedPartial(record)
+            emit(record, .paused(record.snapshot()))
+        }
         return handle
     }
 

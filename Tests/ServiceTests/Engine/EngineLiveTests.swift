@@ -29,18 +29,13 @@ import Testing
         _ = try await withTimeout(20) {
             await EngineFixture.events(sub) { $0.snapshot.bytesWritten >= atLeast || $0.isTerminal }
         }
-        let paused = try #require(engine.cancel(token: r.token))
-        #expect(paused.state == .paused)
-        let partial = engine.configuration.stateDirectory.appendingPathComponent("partials/\(r.snapshot.id).part").path
-        // The cancelled attempt drains on the work queue; wait until the snapshot matches the file.
-        let kept: Int64 = try await withTimeout(10) {
-            while true {
-                if let s = engine.snapshot(id: r.snapshot.id), s.state == .paused, engine.core.locked({ engine.core.byID[r.snapshot.id]?.attempt == nil }) {
-                    return s.bytesWritten
-                }
-                await Task.yield()
-            }
+        let event = try await EngineFixture.cancelAndSettle(engine, token: r.token, id: r.snapshot.id)
+        guard case .paused(let paused) = event else {
+            Issue.record("expected a pause, got \(event)")
+            throw TimeoutError(seconds: 0)
         }
+        let partial = engine.configuration.stateDirectory.appendingPathComponent("partials/\(r.snapshot.id).part").path
+        let kept = paused.bytesWritten
         if kept > 0 { #expect(FileStore.fileSize(partial) == kept) }
         return (r.snapshot.id, kept)
     }
@@ -76,12 +71,12 @@ import Testing
     }
 
     @Test func pauseByLastCancelThenResumeFromKeptOffset() async throws {
-        let origin = try TestOrigin(bodySize: 600_000)
+        let origin = try TestOrigin(bodySize: 2_000_000)
         defer { origin.stop() }
-        origin.update { $0.bytesPerSecond = 400_000 }
+        origin.update { $0.bytesPerSecond = 300_000 }
         let engine = try Self.engine()
         let (id, kept) = try await Self.pauseMidway(engine, url: origin.url)
-        #expect(kept >= 50_000 && kept < 600_000)
+        #expect(kept >= 50_000 && kept < 2_000_000)
         origin.update { $0.bytesPerSecond = nil }
         let again = try engine.request(DownloadRequest(url: origin.url))
         #expect(again.snapshot.id == id)
@@ -95,9 +90,9 @@ import Testing
     }
 
     @Test func versionChangeRestartsAndStoresTheNewVersion() async throws {
-        let origin = try TestOrigin(bodySize: 600_000)
+        let origin = try TestOrigin(bodySize: 2_000_000)
         defer { origin.stop() }
-        origin.update { $0.bytesPerSecond = 400_000 }
+        origin.update { $0.bytesPerSecond = 300_000 }
         let engine = try Self.engine()
         let (id, kept) = try await Self.pauseMidway(engine, url: origin.url)
         #expect(kept > 0)
@@ -115,9 +110,9 @@ import Testing
     }
 
     @Test func weakETagResumesWithoutRange() async throws {
-        let origin = try TestOrigin(bodySize: 600_000)
+        let origin = try TestOrigin(bodySize: 2_000_000)
         defer { origin.stop() }
-        origin.update { $0.bytesPerSecond = 400_000; $0.validators = .weakETag }
+        origin.update { $0.bytesPerSecond = 300_000; $0.validators = .weakETag }
         let engine = try Self.engine()
         let (id, kept) = try await Self.pauseMidway(engine, url: origin.url)
         #expect(kept == 0)
@@ -135,9 +130,9 @@ import Testing
     }
 
     @Test func lastModifiedOnlyResume() async throws {
-        let origin = try TestOrigin(bodySize: 600_000)
+        let origin = try TestOrigin(bodySize: 2_000_000)
         defer { origin.stop() }
-        origin.update { $0.bytesPerSecond = 400_000; $0.validators = .lastModifiedOnly }
+        origin.update { $0.bytesPerSecond = 300_000; $0.validators = .lastModifiedOnly }
         let engine = try Self.engine()
         let (id, kept) = try await Self.pauseMidway(engine, url: origin.url)
         #expect(kept > 0)
@@ -253,9 +248,9 @@ import Testing
     }
 
     @Test func restartedEngineResumesAPausedDownload() async throws {
-        let origin = try TestOrigin(bodySize: 600_000)
+        let origin = try TestOrigin(bodySize: 2_000_000)
         defer { origin.stop() }
-        origin.update { $0.bytesPerSecond = 400_000 }
+        origin.update { $0.bytesPerSecond = 300_000 }
         let root = EngineFixture.root()
         let first = try Self.engine(root)
         let (id, kept) = try await Self.pauseMidway(first, url: origin.url)
@@ -275,9 +270,9 @@ import Testing
     }
 
     @Test func runningDownloadCarriesOnAfterRestart() async throws {
-        let origin = try TestOrigin(bodySize: 600_000)
+        let origin = try TestOrigin(bodySize: 2_000_000)
         defer { origin.stop() }
-        origin.update { $0.bytesPerSecond = 400_000 }
+        origin.update { $0.bytesPerSecond = 300_000 }
         let root = EngineFixture.root()
         let first = try Self.engine(root)
         let r = try first.request(DownloadRequest(url: origin.url))
