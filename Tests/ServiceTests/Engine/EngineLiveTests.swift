@@ -54,6 +54,24 @@ import Testing
         await engine.shutdown()
     }
 
+    @Test func thousandSimultaneousRequestsMakeOneUpstreamGET() async throws {
+        let origin = try TestOrigin(bodySize: 500_000)
+        defer { origin.stop() }
+        let engine = try Self.engine()
+        let url = origin.url
+        let ids = try await withThrowingTaskGroup(of: String.self) { group in
+            for _ in 0..<1000 { group.addTask { try engine.request(DownloadRequest(url: url)).snapshot.id } }
+            var all = Set<String>()
+            for try await id in group { all.insert(id) }
+            return all
+        }
+        #expect(ids.count == 1)
+        let done = try await Self.finish(engine, try #require(ids.first))
+        #expect(done.state == .completed && done.callers == 1000)
+        #expect(origin.getCount() == 1)
+        await engine.shutdown()
+    }
+
     @Test func cutAtByteKResumesWithExactRangeAndIfRange() async throws {
         let origin = try TestOrigin(bodySize: 1_000_000)
         defer { origin.stop() }

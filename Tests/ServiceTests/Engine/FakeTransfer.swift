@@ -131,8 +131,8 @@ final class FakeTransfer: TransferHandle, @unchecked Sendable {
         end(.success(TransferSummary(head: head, bodyBytes: written)))
     }
 
-    func fail(_ kind: TransferFailure.Kind, _ message: String = "fake failure") {
-        end(.failure(TransferFailure(kind, message)))
+    func fail(_ kind: TransferFailure.Kind, _ message: String = "fake failure", code: Int32? = nil) {
+        end(.failure(TransferFailure(kind, message, code: code)))
     }
 
     private func end(_ result: Result<TransferSummary, TransferFailure>) {
