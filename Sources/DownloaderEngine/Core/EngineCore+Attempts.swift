@@ -204,25 +204,22 @@ extension EngineCore {
         }
     }
 
-    /// nil: retry. Otherwise the failure to report.
+    /// nil: retry. Otherwise the failure to report (codes from `RetryPolicy.classify`).
     private func failureAfter(_ failure: TransferFailure, attempt: Attempt) -> DownloadFailure? {
         switch failure.kind {
-        case .connection, .timeout, .stalled, .cancelled:
-            return nil
-        case .tooLarge:
-            // The limit was reduced by kept bytes that a full answer then discarded: try again.
-            if attempt.plan.offset > 0 && attempt.acceptedOffset == 0 { return nil }
-            return DownloadFailure(code: "too_large", message: failure.message)
+        case .cancelled:
+            return nil  // Not cancelled by us (we only cancel abandoned attempts): try again.
+        case .tooLarge where attempt.plan.offset > 0 && attempt.acceptedOffset == 0:
+            return nil  // The limit was reduced by kept bytes that a full answer then discarded.
         case .disk:
             if let error = attempt.diskError { return diskFailure(error) }
             if let code = failure.code { return diskFailure(SystemError(errno: code, function: "write")) }
             return DownloadFailure(code: "disk_error", message: failure.message)
-        case .blockedAddress:
-            return DownloadFailure(code: "blocked_address", message: failure.message)
-        case .tooManyRedirects:
-            return DownloadFailure(code: "too_many_redirects", message: failure.message)
-        case .rejected:
-            return DownloadFailure(code: "http_error", message: failure.message)
+        default:
+            switch RetryPolicy.classify(failure.kind) {
+            case .retry: return nil
+            case .fail(let code): return DownloadFailure(code: code, message: failure.message)
+            }
         }
     }
 
