@@ -6,6 +6,17 @@ extension CurlTransfer {
     /// Read buffer per transfer: big reads keep CPU per byte low (measured: 512 KiB beats curl's default).
     static let bufferSize = 512 * 1024
 
+    /// RFC 9110 `tchar`: what a header name may contain.
+    static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+             UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return true
+        default:
+            return "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        }
+    }
+
     /// Sets every option on `easy`; `context` is the retained pointer to `self` libcurl hands back.
     /// Returns a failure if the request cannot be expressed safely.
     func configure(_ easy: UnsafeMutableRawPointer, context: UnsafeMutableRawPointer) -> TransferFailure? {
@@ -16,8 +27,8 @@ extension CurlTransfer {
 
         for header in request.headers {
             let line = "\(header.name): \(header.value)"
-            guard !header.name.isEmpty, !header.name.contains(":"),
-                  !line.utf8.contains(where: { $0 == 13 || $0 == 10 || $0 == 0 }) else {
+            guard !header.name.isEmpty, header.name.utf8.allSatisfy(Self.isTokenByte),
+                  !header.value.utf8.contains(where: { $0 == 13 || $0 == 10 || $0 == 0 }) else {
                 return TransferFailure(.rejected, "invalid request header \(header.name.debugDescription)")
             }
             guard let appended = curl_slist_append(headerList, line) else {

@@ -21,6 +21,9 @@ final class CurlMultiLoop: @unchecked Sendable {
     /// exactly once, thread-safely).
     private static let globalInit: CURLcode = curl_global_init(ccurl_global_all())
 
+    /// Marks the loop thread in its thread dictionary.
+    fileprivate static let loopMarker = "DownloaderEngine.CurlMultiLoop"
+
     private let multi: UnsafeMutableRawPointer?
     private let inbox = Mutex(Inbox())
     private let exited = DispatchSemaphore(value: 0)
@@ -69,7 +72,7 @@ final class CurlMultiLoop: @unchecked Sendable {
             if let multi, !inbox.stopped { curl_multi_wakeup(multi) }
             return true
         }
-        if first && wait {
+        if first && wait && !Thread.current.isTransferLoop {  // Never wait for itself.
             _ = exited.wait(timeout: .now() + 10)
             exited.signal()  // Let a later waiter through too.
         }
@@ -78,6 +81,7 @@ final class CurlMultiLoop: @unchecked Sendable {
     // MARK: The loop thread
 
     private func run() {
+        Thread.current.threadDictionary[Self.loopMarker] = true
         defer { exited.signal() }
         guard let multi else {
             failEverythingAndStop(TransferFailure(.connection, "libcurl could not be initialised"))
@@ -207,4 +211,9 @@ final class CurlMultiLoop: @unchecked Sendable {
         clock_gettime(CLOCK_MONOTONIC, &now)
         return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
     }
+}
+
+private extension Thread {
+    /// True on a `CurlMultiLoop` thread (where waiting for the loop to exit would wait for itself).
+    var isTransferLoop: Bool { threadDictionary[CurlMultiLoop.loopMarker] as? Bool == true }
 }

@@ -36,7 +36,8 @@ final class CurlTransferDriver: TransferStarting {
     }
 
     /// Stops the transfer thread after finishing every running attempt with `.cancelled`; waits for
-    /// the thread (bounded). Later `start`s finish at once with `.cancelled`.
+    /// the thread (bounded; not when called on the transfer thread itself, e.g. from a delegate
+    /// callback). Later `start`s finish at once with `.cancelled`.
     func shutdown() {
         loop.shutdown(wait: true)
     }

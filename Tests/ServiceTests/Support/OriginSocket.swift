@@ -6,7 +6,7 @@ import Glibc
 /// the connection when something goes wrong.
 enum OriginSocket {
     /// A listening TCP socket on 127.0.0.1 with a kernel-chosen port.
-    static func listenOnLoopback() throws -> (fd: Int32, port: UInt16) {
+    static func listenOnLoopback(backlog: Int32 = 128) throws -> (fd: Int32, port: UInt16) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw OriginError("socket: errno \(errno)") }
         var one: Int32 = 1
@@ -20,7 +20,7 @@ enum OriginSocket {
                 bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
             }
         }
-        guard bound == 0, listen(fd, 128) == 0 else {
+        guard bound == 0, listen(fd, backlog) == 0 else {
             let code = errno
             close(fd)
             throw OriginError("bind/listen: errno \(code)")

@@ -1,7 +1,6 @@
 import Dispatch
 import Foundation
 import Glibc
-import Synchronization
 
 /// An in-process HTTP/1.1 origin on 127.0.0.1 (port 0) for tests: plain blocking POSIX sockets and a
 /// thread per connection, independent of `MiniHTTPServer`.
@@ -33,7 +32,8 @@ import Synchronization
 /// What it records
 /// - `requests()` / `requests(path:)`: every request (method, path, headers in wire order, connection
 ///   number), so a test can assert the exact `Range`/`If-Range` each attempt sent.
-/// - `getCount(path:)`: GETs per path; `connectionCount`: accepted connections.
+/// - `getCount(path:)`: GETs per path; `connectionCount`: accepted connections;
+///   `waitForGETs(n, path:)` waits (bounded, no polling) until n GETs for a path arrived.
 ///
 /// Bounds: 64 connections at once (more are closed at once), 64 KiB request heads, 10 s idle
 /// receive timeout, stalls end after `stallBound`. Always call `stop()` (e.g. `defer`): it closes the
@@ -78,7 +78,8 @@ final class TestOrigin: Sendable {
         var stallBound: Double = 10
     }
 
-    private struct State: Sendable {
+    /// Everything mutable, behind `state` (internal only for OriginConnection.swift).
+    struct State: Sendable {
         var resources: [String: OriginResource] = [:]
         var redirects: [String: Redirect] = [:]
         var settings = Settings()
@@ -88,9 +89,16 @@ final class TestOrigin: Sendable {
         var open: Set<Int32> = []
         var accepted = 0
         var stopped = false
+        var waiters: [UUID: GETWaiter] = [:]
     }
 
-    private struct Redirect: Sendable {
+    struct GETWaiter: Sendable {
+        var path: String
+        var count: Int
+        var continuation: CheckedContinuation<Void, Error>
+    }
+
+    struct Redirect: Sendable {
         var to: String
         var status: Int
     }
@@ -99,12 +107,12 @@ final class TestOrigin: Sendable {
     let port: UInt16
     /// The default resource's path.
     let path: String
-    private let listener: Int32
-    private let state: Mutex<State>
-    private let threads = DispatchGroup()
+    let listener: Int32
+    let state: OriginLock<State>
+    let threads = DispatchGroup()
 
-    private static let maxConnections = 64
-    private static let maxRecordedRequests = 10_000
+    static let maxConnections = 64
+    static let maxRecordedRequests = 10_000
 
     /// Starts listening at once; `bodySize` bytes are served at `path`.
     init(bodySize: Int = 1 << 20, path: String = "/file", settings: Settings = Settings()) throws {
@@ -115,7 +123,7 @@ final class TestOrigin: Sendable {
         var initial = State()
         initial.settings = settings
         initial.resources[path] = OriginResource(path: path, size: bodySize, version: 1)
-        self.state = Mutex(initial)
+        self.state = OriginLock(initial)
         threads.enter()
         Thread.detachNewThread { [self] in
             acceptLoop()
@@ -208,178 +216,28 @@ final class TestOrigin: Sendable {
         if first { _ = threads.wait(timeout: .now() + 5) }
     }
 
-    private var stopped: Bool { state.withLock { $0.stopped } }
+    // MARK: Waiting
 
-    private func acceptLoop() {
-        defer { close(listener) }
-        while let fd = OriginSocket.accept(listener) {
-            let connection = state.withLock { state -> Int? in
-                guard !state.stopped, state.open.count < Self.maxConnections else { return nil }
-                state.open.insert(fd)
-                state.accepted += 1
-                return state.accepted - 1
-            }
-            guard let connection else {
-                close(fd)
-                if stopped { return }
-                continue
-            }
-            threads.enter()
-            Thread.detachNewThread { [self] in
-                serve(fd, connection: connection)
-                state.withLock { _ = $0.open.remove(fd) }  // Before close, so stop() never shuts a reused fd.
-                close(fd)
-                threads.leave()
-            }
-        }
-    }
-
-    // MARK: One connection
-
-    private func serve(_ fd: Int32, connection: Int) {
-        OriginSocket.setReceiveTimeout(fd, seconds: 10)
-        var pending: [UInt8] = []
-        var scratch = [UInt8](repeating: 0, count: 64 * 1024)
-        while !stopped {
-            switch OriginRequestParser.parse(pending) {
-            case .needMoreData:
-                let count = scratch.withUnsafeMutableBytes { OriginSocket.receive(fd, into: $0) }
-                guard let count else { return }
-                pending += scratch[..<count]
-            case .invalid(let reason):
-                _ = OriginSocket.send(fd, "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-                _ = reason
-                return
-            case .parsed(let method, let target, let version, let headers, let length):
-                pending.removeFirst(length)
-                let request = RecordedRequest(method: method, path: String(target.split(separator: "?").first ?? ""),
-                                              headers: headers, connection: connection)
-                guard discardRequestBody(fd, request: request, pending: &pending) else {
-                    _ = OriginSocket.send(fd, "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-                    return
+    /// Waits until at least `count` GETs for `path` (default: the default resource) arrived; throws
+    /// `TimeoutError` after `timeout` seconds.
+    func waitForGETs(_ count: Int, path: String? = nil, timeout: Double = 10) async throws {
+        let path = path ?? self.path
+        let id = UUID()
+        try await withTimeout(timeout) { [self] in
+            try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
+                    let outcome = state.withLock { state -> Result<Void, Error>? in
+                        if (state.getCounts[path] ?? 0) >= count { return .success(()) }
+                        if Task.isCancelled { return .failure(CancellationError()) }  // onCancel already ran.
+                        state.waiters[id] = GETWaiter(path: path, count: count, continuation: continuation)
+                        return nil
+                    }
+                    if let outcome { continuation.resume(with: outcome) }
                 }
-                let response = decide(request)
-                let clientCloses = request.header("connection")?.lowercased() == "close" || version == "HTTP/1.0"
-                guard write(response, to: fd, clientCloses: clientCloses) else { return }
-                if response.close || clientCloses || response.cutAfter != nil || response.stallAfter != nil { return }
+            } onCancel: {
+                let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
+                waiter?.continuation.resume(throwing: CancellationError())
             }
-        }
-    }
-
-    /// Reads and drops a request body of Content-Length ≤ 1 MiB; false for anything else.
-    private func discardRequestBody(_ fd: Int32, request: RecordedRequest, pending: inout [UInt8]) -> Bool {
-        if request.header("transfer-encoding") != nil { return false }
-        guard let lengthText = request.header("content-length") else { return true }
-        guard let length = Int(lengthText), length >= 0, length <= 1 << 20 else { return false }
-        var scratch = [UInt8](repeating: 0, count: 64 * 1024)
-        while pending.count < length {
-            let count = scratch.withUnsafeMutableBytes { OriginSocket.receive(fd, into: $0) }
-            guard let count else { return false }
-            pending += scratch[..<count]
-        }
-        pending.removeFirst(length)
-        return true
-    }
-
-    /// Records `request`, consumes a fault if it hits a resource, and decides the answer.
-    private func decide(_ request: RecordedRequest) -> OriginResponse {
-        state.withLock { state in
-            state.requests.append(request)
-            if state.requests.count > Self.maxRecordedRequests { state.requests.removeFirst() }
-            if request.method == "GET" { state.getCounts[request.path, default: 0] += 1 }
-            let redirect = state.redirects[request.path]
-            let resource = redirect == nil ? state.resources[request.path] : nil
-            var fault: Fault?
-            if resource != nil, !state.faults.isEmpty {
-                fault = state.faults[0].fault
-                state.faults[0].remaining -= 1
-                if state.faults[0].remaining == 0 { state.faults.removeFirst() }
-            }
-            return OriginResponder.respond(
-                method: request.method, path: request.path, headers: request.headers,
-                resource: resource, redirect: redirect.map { ($0.to, $0.status) },
-                settings: state.settings, fault: fault, baseURL: baseURL, now: Int(Date().timeIntervalSince1970))
-        }
-    }
-
-    private func write(_ response: OriginResponse, to fd: Int32, clientCloses: Bool) -> Bool {
-        var head = "HTTP/1.1 \(response.status) \(Self.reason(response.status))\r\n"
-        for field in response.headers { head += "\(field.name): \(field.value)\r\n" }
-        var body: [UInt8] = []
-        if case .text(let text) = response.body {
-            body = Array(text.utf8)
-            head += "Content-Length: \(body.count)\r\nContent-Type: text/plain\r\n"
-        }
-        if response.close || clientCloses { head += "Connection: close\r\n" }
-        head += "\r\n"
-        guard OriginSocket.send(fd, head) else { return false }
-        switch response.body {
-        case .none:
-            return true
-        case .text:
-            return body.withUnsafeBytes { OriginSocket.send(fd, $0) }
-        case .resource(let seed, let range):
-            let limit = min(range.count, response.cutAfter ?? response.stallAfter ?? range.count)
-            guard sendBody(fd, seed: seed, range: range.lowerBound..<(range.lowerBound + limit)) else { return false }
-            if response.cutAfter != nil {
-                _ = shutdown(fd, Int32(SHUT_WR))
-                return false
-            }
-            if response.stallAfter != nil {
-                holdStalled(fd)
-                return false
-            }
-            return true
-        }
-    }
-
-    /// Sends body bytes in chunks, throttled when `bytesPerSecond` is set (checked per chunk).
-    private func sendBody(_ fd: Int32, seed: UInt64, range: Range<Int>) -> Bool {
-        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-        var offset = range.lowerBound
-        while offset < range.upperBound {
-            let (rate, stopped) = state.withLock { ($0.settings.bytesPerSecond, $0.stopped) }
-            if stopped { return false }
-            var chunk = min(buffer.count, range.upperBound - offset)
-            if let rate { chunk = min(chunk, max(1, rate / 20)) }
-            let sent = buffer.withUnsafeMutableBytes { raw -> Bool in
-                let slice = UnsafeMutableRawBufferPointer(rebasing: raw[0..<chunk])
-                OriginBody.fill(slice, seed: seed, offset: offset)
-                return OriginSocket.send(fd, UnsafeRawBufferPointer(slice))
-            }
-            guard sent else { return false }
-            offset += chunk
-            if rate != nil { usleep(50_000) }  // Pacing the origin, not synchronising a test.
-        }
-        return true
-    }
-
-    /// Holds a stalled connection until the peer leaves, `stallBound` passes or the origin stops.
-    private func holdStalled(_ fd: Int32) {
-        let bound = state.withLock { $0.settings.stallBound }
-        let deadline = Date().addingTimeInterval(bound)
-        while Date() < deadline && !stopped {
-            if OriginSocket.peerClosed(fd, withinMilliseconds: 50) { return }
-        }
-    }
-
-    private static func reason(_ status: Int) -> String {
-        switch status {
-        case 200: "OK"
-        case 206: "Partial Content"
-        case 301: "Moved Permanently"
-        case 302: "Found"
-        case 303: "See Other"
-        case 307: "Temporary Redirect"
-        case 308: "Permanent Redirect"
-        case 400: "Bad Request"
-        case 404: "Not Found"
-        case 405: "Method Not Allowed"
-        case 416: "Range Not Satisfiable"
-        case 429: "Too Many Requests"
-        case 500: "Internal Server Error"
-        case 503: "Service Unavailable"
-        default: "Status"
         }
     }
 }

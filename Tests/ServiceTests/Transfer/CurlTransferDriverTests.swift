@@ -1,3 +1,4 @@
+import CLinux
 @testable import DownloaderEngine
 import Foundation
 import Glibc
@@ -289,6 +290,84 @@ import Testing
         #expect(origin.connectionCount == 0)
     }
 
+    @Test func aReusedConnectionIsCheckedToo() async throws {
+        let origin = try TestOrigin(bodySize: 1000)
+        defer { origin.stop() }
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+        let allowed = TransferRecorder()
+        _ = driver.start(.test(origin.url), delegate: allowed)
+        _ = try await allowed.outcome().get()
+
+        // The kept-alive connection to 127.0.0.1 is offered for reuse: no socket is opened, so only the
+        // pre-request check can refuse it.
+        let refused = TransferRecorder()
+        _ = driver.start(.test(origin.url, allowPrivateNetworks: false), delegate: refused)
+
+        #expect(try await refused.failureKind() == .blockedAddress)
+        #expect(origin.getCount() == 1)
+        #expect(origin.connectionCount == 1)
+    }
+
+    @Test func staleIfRangeGetsTheWholeNewBody() async throws {
+        let origin = try TestOrigin(bodySize: 100_000)
+        defer { origin.stop() }
+        let oldETag = try #require(origin.etag())
+        origin.changeVersion()
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+        let recorder = TransferRecorder()
+
+        _ = driver.start(.test(origin.url, headers: [("Range", "bytes=500-"), ("If-Range", oldETag)]), delegate: recorder)
+        let summary = try await recorder.outcome().get()
+
+        #expect(summary.head.status == 200)
+        #expect(summary.head.value("etag") == origin.etag())
+        #expect(recorder.sink.bytes == origin.expectedBody())
+    }
+
+    @Test func headerInjectionIsRefused() async throws {
+        let origin = try TestOrigin(bodySize: 10)
+        defer { origin.stop() }
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+        let recorder = TransferRecorder()
+
+        _ = driver.start(.test(origin.url, headers: [("If-Range", "\"a\"\r\nX-Evil: 1")]), delegate: recorder)
+
+        #expect(try await recorder.failureKind() == .rejected)
+        #expect(origin.connectionCount == 0)
+    }
+
+    @Test func connectTimeoutIsATimeout() async throws {
+        // A listener that never accepts, its accept queue filled: further SYNs are dropped, so a
+        // connect hangs until the client's connect timeout (all on loopback).
+        let (listener, port) = try OriginSocket.listenOnLoopback(backlog: 0)
+        defer { close(listener) }
+        var fillers: [Int32] = []
+        defer { fillers.forEach { close($0) } }
+        for _ in 0..<3 {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = port.bigEndian
+            address.sin_addr = in_addr(s_addr: UInt32(0x7f00_0001).bigEndian)
+            _ = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            fillers.append(fd)
+        }
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+        let recorder = TransferRecorder()
+        var request = TransferRequest.test("http://127.0.0.1:\(port)/file")
+        request.connectTimeout = 0.5
+
+        _ = driver.start(request, delegate: recorder)
+
+        #expect(try await recorder.failureKind() == .timeout)
+    }
+
     @Test func connectionRefusedIsAConnectionFailure() async throws {
         let origin = try TestOrigin(bodySize: 10)
         let port = origin.port
@@ -329,6 +408,58 @@ import Testing
             #expect(recorder.sink.bytes == origin.expectedBody(path: path), "\(path)")
             #expect(recorder.finishCount == 1)
         }
+    }
+
+    @Test func aDelegateMayStartTheNextAttemptAndShutDownFromItsCallback() async throws {
+        let origin = try TestOrigin(bodySize: 1000)
+        defer { origin.stop() }
+        origin.inject(.cut(afterBodyBytes: 400))
+        let driver = CurlTransferDriver()
+        let second = TransferRecorder()
+
+        /// Retries from inside `didFinishWith` (on the transfer thread), like the engine may.
+        final class Retrying: TransferDelegate, @unchecked Sendable {
+            let driver: CurlTransferDriver
+            let next: TransferRecorder
+            let url: String
+            let first = TransferRecorder()
+            init(driver: CurlTransferDriver, next: TransferRecorder, url: String) {
+                self.driver = driver
+                self.next = next
+                self.url = url
+            }
+            func transfer(didReceive head: ResponseHead) -> Result<BodySink, TransferFailure> {
+                first.transfer(didReceive: head)
+            }
+            func transfer(didFinishWith result: Result<TransferSummary, TransferFailure>) {
+                first.transfer(didFinishWith: result)
+                _ = driver.start(.test(url, headers: [("Range", "bytes=\(first.sink.count)-")]), delegate: next)
+            }
+        }
+        let retrying = Retrying(driver: driver, next: second, url: origin.url)
+        _ = driver.start(.test(origin.url), delegate: retrying)
+
+        #expect(try await retrying.first.failureKind() == .connection)
+        let summary = try await second.outcome().get()
+        #expect(summary.head.status == 206)
+        #expect(retrying.first.sink.bytes + second.sink.bytes == origin.expectedBody())
+
+        /// Shutting down from the transfer thread must not wait for itself.
+        final class ShuttingDown: TransferDelegate, @unchecked Sendable {
+            let driver: CurlTransferDriver
+            let done = OneShot<Bool>()
+            init(driver: CurlTransferDriver) { self.driver = driver }
+            func transfer(didReceive head: ResponseHead) -> Result<BodySink, TransferFailure> {
+                .success(CollectingSink())
+            }
+            func transfer(didFinishWith result: Result<TransferSummary, TransferFailure>) {
+                driver.shutdown()
+                done.set(true)
+            }
+        }
+        let stopper = ShuttingDown(driver: driver)
+        _ = driver.start(.test(origin.url), delegate: stopper)
+        #expect(try await withTimeout(5) { try await stopper.done.value() })
     }
 
     @Test func shutdownCancelsRunningTransfers() async throws {

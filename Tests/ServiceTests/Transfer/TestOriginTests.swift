@@ -96,6 +96,8 @@ import Testing
         #expect(recorded[1].header("if-range") == etag)
         #expect(origin.getCount() == 6)
         #expect(origin.getCount(path: "/old") == 1)
+        try await origin.waitForGETs(6)
+        await #expect(throws: TimeoutError.self) { try await origin.waitForGETs(7, timeout: 0.2) }
     }
 }
 

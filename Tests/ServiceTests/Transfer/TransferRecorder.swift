@@ -1,6 +1,5 @@
 @testable import DownloaderEngine
 import Foundation
-import Synchronization
 
 /// A value that arrives once; `value()` waits for it and gives up when the waiting task is cancelled
 /// (so `withTimeout` can end the wait).
@@ -9,7 +8,7 @@ final class OneShot<Value: Sendable>: Sendable {
         var value: Value?
         var waiters: [UUID: CheckedContinuation<Value?, Never>] = [:]
     }
-    private let state = Mutex(State())
+    private let state = OriginLock(State())
 
     init() {}
 
@@ -55,7 +54,7 @@ final class CollectingSink: BodySink, @unchecked Sendable {
         var writesAfterFinish = 0
         var finished = false
     }
-    private let state = Mutex(State())
+    private let state = OriginLock(State())
     /// Fires once at least `threshold` bytes arrived.
     let reachedThreshold = OneShot<Int>()
     private let threshold: Int
@@ -90,7 +89,7 @@ final class TransferRecorder: TransferDelegate, @unchecked Sendable {
     let finished = OneShot<Result<TransferSummary, TransferFailure>>()
     let headArrived = OneShot<ResponseHead>()
     private let decide: @Sendable (ResponseHead) -> TransferFailure?
-    private let state = Mutex<(heads: [ResponseHead], finishes: Int)>(([], 0))
+    private let state = OriginLock<(heads: [ResponseHead], finishes: Int)>(([], 0))
 
     init(sink: CollectingSink = CollectingSink(),
          decide: @escaping @Sendable (ResponseHead) -> TransferFailure? = { head in
