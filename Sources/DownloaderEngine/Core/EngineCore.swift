@@ -95,6 +95,7 @@ final class EngineCore: @unchecked Sendable {
             saveJournal()
             return Enqueued(token: token, snapshot: record.snapshot(), coalesced: false)
         }
+        let before = (record.expectedSHA256, record.expectedSize, record.storage, record.state)
         try checkExpectations(record, sha: sha, size: request.size)
         if record.state == .completed, let path = record.finalPath, FileStore.fileSize(path) == nil {
             resetForRedownload(record)
@@ -115,7 +116,8 @@ final class EngineCore: @unchecked Sendable {
         }
         if record.systemHold { record.systemHold = false }
         addToken(token, to: record)
-        saveJournal()
+        // Joining changes nothing durable (tokens are not journaled): no journal write per join.
+        if before != (record.expectedSHA256, record.expectedSize, record.storage, record.state) { saveJournal() }
         return Enqueued(token: token, snapshot: record.snapshot(), coalesced: coalesced)
     }
 
@@ -180,8 +182,8 @@ final class EngineCore: @unchecked Sendable {
         record.updatedAt = clock.now()
         if record.tokens.isEmpty, !record.systemHold, record.state == .queued || record.state == .downloading {
             if let handle = pause(record) { cancels.append(handle) }
+            saveJournal()
         }
-        saveJournal()
         return record.snapshot()
     }
 
