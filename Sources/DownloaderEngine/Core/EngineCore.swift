@@ -127,6 +127,12 @@ final class EngineCore: @unchecked Sendable {
     }
 
     private func checkExpectations(_ record: DownloadRecord, sha: String?, size: Int64?) throws(EngineError) {
+        if record.state == .failed {
+            // A failed download starts afresh: the restarting request's expectations apply.
+            record.expectedSHA256 = sha
+            record.expectedSize = size
+            return
+        }
         if let sha {
             if let known = record.expectedSHA256 ?? (record.state == .completed ? record.sha256 : nil), known != sha {
                 throw .conflict("sha256 differs from the existing download's")

@@ -47,6 +47,29 @@ import Testing
         #expect(second.cancel(token: keep.token) == nil)
     }
 
+    @Test func orphanCacheFilesAreSweptOnStart() throws {
+        let root = EngineFixture.root()
+        _ = try EngineFixture.engine(root, driver: FakeTransferDriver())
+        let cache = root.appendingPathComponent("cache")
+        try Data([1]).write(to: cache.appendingPathComponent("0123456789abcdef-left.bin"))
+        try Data([2]).write(to: cache.appendingPathComponent("notours.txt"))
+        _ = try EngineFixture.engine(root, driver: FakeTransferDriver())
+        #expect(try FileManager.default.contentsOfDirectory(atPath: cache.path) == ["notours.txt"])
+    }
+
+    @Test func failedDownloadTakesTheRestartingRequestsExpectations() async throws {
+        let body: [UInt8] = [1, 2, 3]
+        let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: [:], body: body) }
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
+        let wrong = try engine.request(DownloadRequest(url: "http://o.test/f", sha256: String(repeating: "0", count: 64)))
+        let failed = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: wrong.snapshot.id, [.failed, .completed]) }
+        #expect(failed.error?.code == "checksum_mismatch")
+        let right = try engine.request(DownloadRequest(url: "http://o.test/f", sha256: SHA256Hasher.hex(body)))
+        #expect(right.snapshot.id == wrong.snapshot.id)
+        let done = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: right.snapshot.id, [.completed, .failed]) }
+        #expect(done.state == .completed)
+    }
+
     @Test func noSpaceMapsToDiskFull() async throws {
         let driver = FakeTransferDriver()
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
