@@ -33,7 +33,7 @@ final class NginxOrigin: @unchecked Sendable {
         port = try Self.freePort()
         let user = geteuid() == 0 ? "user root root;\n" : ""
         // Throttled plain GETs (so a test can pause mid-body); range requests go at full speed.
-        let rate = limitRate.map { "limit_rate \($0); if ($http_range) { set $limit_rate 0; }" } ?? ""
+        let rateMap = "map $http_range $origin_rate { \"\" \(limitRate ?? 0); default 0; }"
         let conf = """
         \(user)worker_processes 1;
         daemon off;
@@ -50,10 +50,11 @@ final class NginxOrigin: @unchecked Sendable {
             uwsgi_temp_path \(prefix.path)/tmp/uwsgi;
             scgi_temp_path \(prefix.path)/tmp/scgi;
             sendfile on;
+            \(rateMap)
             server {
                 listen 127.0.0.1:\(port);
                 root \(html.path);
-                location / { \(rate) }
+                location / { limit_rate $origin_rate; }
             }
         }
         """
