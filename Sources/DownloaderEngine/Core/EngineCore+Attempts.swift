@@ -80,11 +80,34 @@ extension EngineCore {
             record.durableOffset = durable
             saveJournal()
         }
-        if !attempt.abandoned, now - record.lastProgressAt >= configuration.progressInterval {
-            record.lastProgressAt = now
-            record.updatedAt = clock.now()
-            emit(record, .progress(record.snapshot()))
+        guard !attempt.abandoned else { return }
+        let sinceLast = now - record.lastProgressAt
+        if sinceLast >= configuration.progressInterval {
+            emitProgress(record, at: now)
+        } else if !record.trailingProgressPending {
+            // Paced out: make sure the last bytes are reported even if no further write comes
+            // (a stalling origin), one interval after the previous event.
+            record.trailingProgressPending = true
+            let id = record.id
+            let delay = configuration.progressInterval - sinceLast
+            timerQueue.asyncAfter(deadline: .now() + delay) { [weak self] in
+                guard let self else { return }
+                self.locked {
+                    guard let record = self.byID[id] else { return }
+                    record.trailingProgressPending = false
+                    guard let current = record.attempt, current === attempt, !current.abandoned,
+                          record.bytesWritten != record.lastProgressBytes else { return }
+                    self.emitProgress(record, at: self.clock.monotonic())
+                }
+            }
         }
+    }
+
+    private func emitProgress(_ record: DownloadRecord, at now: Double) {
+        record.lastProgressAt = now
+        record.lastProgressBytes = record.bytesWritten
+        record.updatedAt = clock.now()
+        emit(record, .progress(record.snapshot()))
     }
 
     func diskFailure(_ error: SystemError) -> DownloadFailure {
