@@ -79,6 +79,7 @@ extension EngineCore {
         if let durable {
             record.durableOffset = durable
             saveJournal()
+            relieveDiskPressure()  // Every checkpoint (a few MB): paused partials go first when space is low.
         }
         guard !attempt.abandoned else { return }
         let sinceLast = now - record.lastProgressAt
