@@ -50,6 +50,8 @@ final class DownloadRecord {
     // Progress.
     var rate: RateEstimator
     var lastProgressAt: Double = -Double.infinity
+    var lastProgressBytes: Int64 = -1
+    var trailingProgressPending = false
 
     init(id: String, url: String, storage: StorageClass, state: DownloadState, now: Date, tau: Double) {
         self.id = id

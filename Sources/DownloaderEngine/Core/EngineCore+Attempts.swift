@@ -79,12 +79,36 @@ extension EngineCore {
         if let durable {
             record.durableOffset = durable
             saveJournal()
+            relieveDiskPressure()  // Every checkpoint (a few MB): paused partials go first when space is low.
         }
-        if !attempt.abandoned, now - record.lastProgressAt >= configuration.progressInterval {
-            record.lastProgressAt = now
-            record.updatedAt = clock.now()
-            emit(record, .progress(record.snapshot()))
+        guard !attempt.abandoned else { return }
+        let sinceLast = now - record.lastProgressAt
+        if sinceLast >= configuration.progressInterval {
+            emitProgress(record, at: now)
+        } else if !record.trailingProgressPending {
+            // Paced out: make sure the last bytes are reported even if no further write comes
+            // (a stalling origin), one interval after the previous event.
+            record.trailingProgressPending = true
+            let id = record.id
+            let delay = configuration.progressInterval - sinceLast
+            timerQueue.asyncAfter(deadline: .now() + delay) { [weak self] in
+                guard let self else { return }
+                self.locked {
+                    guard let record = self.byID[id] else { return }
+                    record.trailingProgressPending = false
+                    guard let current = record.attempt, current === attempt, !current.abandoned,
+                          record.bytesWritten != record.lastProgressBytes else { return }
+                    self.emitProgress(record, at: self.clock.monotonic())
+                }
+            }
         }
+    }
+
+    private func emitProgress(_ record: DownloadRecord, at now: Double) {
+        record.lastProgressAt = now
+        record.lastProgressBytes = record.bytesWritten
+        record.updatedAt = clock.now()
+        emit(record, .progress(record.snapshot()))
     }
 
     func diskFailure(_ error: SystemError) -> DownloadFailure {
@@ -159,7 +183,10 @@ extension EngineCore {
             return
         }
         if attempt.abandoned {
-            if record.state == .paused { settlePausedPartial(record) }
+            if record.state == .paused {
+                settlePausedPartial(record)
+                emit(record, .paused(record.snapshot()))
+            }
             if record.startAfterDrain, record.state == .downloading {
                 record.startAfterDrain = false
                 beginAttempt(record)
@@ -201,25 +228,22 @@ extension EngineCore {
         }
     }
 
-    /// nil: retry. Otherwise the failure to report.
+    /// nil: retry. Otherwise the failure to report (codes from `RetryPolicy.classify`).
     private func failureAfter(_ failure: TransferFailure, attempt: Attempt) -> DownloadFailure? {
         switch failure.kind {
-        case .connection, .timeout, .stalled, .cancelled:
-            return nil
-        case .tooLarge:
-            // The limit was reduced by kept bytes that a full answer then discarded: try again.
-            if attempt.plan.offset > 0 && attempt.acceptedOffset == 0 { return nil }
-            return DownloadFailure(code: "too_large", message: failure.message)
+        case .cancelled:
+            return nil  // Not cancelled by us (we only cancel abandoned attempts): try again.
+        case .tooLarge where attempt.plan.offset > 0 && attempt.acceptedOffset == 0:
+            return nil  // The limit was reduced by kept bytes that a full answer then discarded.
         case .disk:
             if let error = attempt.diskError { return diskFailure(error) }
             if let code = failure.code { return diskFailure(SystemError(errno: code, function: "write")) }
             return DownloadFailure(code: "disk_error", message: failure.message)
-        case .blockedAddress:
-            return DownloadFailure(code: "blocked_address", message: failure.message)
-        case .tooManyRedirects:
-            return DownloadFailure(code: "too_many_redirects", message: failure.message)
-        case .rejected:
-            return DownloadFailure(code: "http_error", message: failure.message)
+        default:
+            switch RetryPolicy.classify(failure.kind) {
+            case .retry: return nil
+            case .fail(let code): return DownloadFailure(code: code, message: failure.message)
+            }
         }
     }
 

@@ -89,10 +89,16 @@ extension EngineCore {
 
     // MARK: Queries
 
-    func snapshot(id: String) -> DownloadSnapshot? { locked { byID[id]?.snapshot() } }
+    /// A snapshot whose rate has decayed over any quiet time since the last byte.
+    func freshSnapshot(_ record: DownloadRecord) -> DownloadSnapshot {
+        if record.isTransferring { record.rate.tick(at: clock.monotonic()) }
+        return record.snapshot()
+    }
+
+    func snapshot(id: String) -> DownloadSnapshot? { locked { byID[id].map(freshSnapshot) } }
 
     func list() -> [DownloadSnapshot] {
-        locked { byID.values.map { $0.snapshot() } }
+        locked { byID.values.map(freshSnapshot) }
             .sorted { $0.createdAt != $1.createdAt ? $0.createdAt > $1.createdAt : $0.id > $1.id }
     }
 
@@ -120,7 +126,7 @@ extension EngineCore {
                 queue.finish()
                 return queue
             }
-            let snapshot = record.snapshot()
+            let snapshot = freshSnapshot(record)
             switch record.state {
             case .completed: queue.push(.completed(snapshot))
             case .failed: queue.push(.failed(snapshot))

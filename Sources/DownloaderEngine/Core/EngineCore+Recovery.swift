@@ -42,6 +42,7 @@ extension EngineCore {
             report.loaded += 1
         }
         removeOrphanPartials()
+        removeOrphanCacheFiles()
         let carryOn = byID.values
             .filter { $0.state == .downloading || $0.state == .queued }
             .sorted { $0.createdAt < $1.createdAt }
@@ -68,6 +69,20 @@ extension EngineCore {
         record.keptBytes = keep
         record.durableOffset = keep
         record.bytesWritten = keep
+    }
+
+    /// Cache files named like ours (`<16 hex id>-name`) that no completed download owns: left by a
+    /// crash between publishing and journaling. The data area is never swept.
+    private func removeOrphanCacheFiles() {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: store.cacheDirectory) else { return }
+        let owned = Set(byID.values.compactMap { $0.state == .completed ? $0.finalPath : nil })
+        for name in names {
+            let id = name.prefix(16)
+            guard name.count > 17, name.dropFirst(16).first == "-",
+                  id.allSatisfy({ "0123456789abcdef".contains($0) }) else { continue }
+            let path = store.cacheDirectory + "/" + name
+            if !owned.contains(path) { FileStore.remove(path) }
+        }
     }
 
     private func removeOrphanPartials() {

@@ -95,6 +95,7 @@ final class EngineCore: @unchecked Sendable {
             saveJournal()
             return Enqueued(token: token, snapshot: record.snapshot(), coalesced: false)
         }
+        let before = (record.expectedSHA256, record.expectedSize, record.storage, record.state)
         try checkExpectations(record, sha: sha, size: request.size)
         if record.state == .completed, let path = record.finalPath, FileStore.fileSize(path) == nil {
             resetForRedownload(record)
@@ -115,7 +116,8 @@ final class EngineCore: @unchecked Sendable {
         }
         if record.systemHold { record.systemHold = false }
         addToken(token, to: record)
-        saveJournal()
+        // Joining changes nothing durable (tokens are not journaled): no journal write per join.
+        if before != (record.expectedSHA256, record.expectedSize, record.storage, record.state) { saveJournal() }
         return Enqueued(token: token, snapshot: record.snapshot(), coalesced: coalesced)
     }
 
@@ -125,6 +127,12 @@ final class EngineCore: @unchecked Sendable {
     }
 
     private func checkExpectations(_ record: DownloadRecord, sha: String?, size: Int64?) throws(EngineError) {
+        if record.state == .failed {
+            // A failed download starts afresh: the restarting request's expectations apply.
+            record.expectedSHA256 = sha
+            record.expectedSize = size
+            return
+        }
         if let sha {
             if let known = record.expectedSHA256 ?? (record.state == .completed ? record.sha256 : nil), known != sha {
                 throw .conflict("sha256 differs from the existing download's")
@@ -180,8 +188,8 @@ final class EngineCore: @unchecked Sendable {
         record.updatedAt = clock.now()
         if record.tokens.isEmpty, !record.systemHold, record.state == .queued || record.state == .downloading {
             if let handle = pause(record) { cancels.append(handle) }
+            saveJournal()
         }
-        saveJournal()
         return record.snapshot()
     }
 
@@ -199,8 +207,12 @@ final class EngineCore: @unchecked Sendable {
         releaseSlot(record)
         record.state = .paused
         record.attemptsMade = 0
-        if record.attempt == nil { settlePausedPartial(record) }
-        emit(record, .paused(record.snapshot()))
+        // `.paused` is published once the partial is settled (flushed, or dropped when not
+        // resumable): at once without a running attempt, else when the cancelled attempt ends.
+        if record.attempt == nil {
+            settlePausedPartial(record)
+            emit(record, .paused(record.snapshot()))
+        }
         return handle
     }
 

@@ -1,15 +1,19 @@
 import Glibc
 
-/// The partial download on disk: appends with write(2) loops and keeps an incremental SHA-256 of
-/// everything in the file. Used from one thread at a time (the transfer's, or the engine's work queue).
+/// The partial download on disk: appends through a 1 MiB buffer with write(2) loops and keeps an
+/// incremental SHA-256 of everything appended. Used from one thread at a time (the transfer's, or the engine's work queue).
 final class PartialFile {
     let path: String
     private var fd: Int32
-    /// Bytes in the file (and hashed).
+    /// Bytes appended and hashed (buffered ones included).
     private(set) var length: Int64
     /// Bytes known to be on stable storage (after `sync()`).
     private(set) var durableLength: Int64
     private let hasher: SHA256Hasher
+    /// Appended bytes not yet written to the file (at most `bufferSize`).
+    private var buffer: UnsafeMutableRawBufferPointer?
+    private var buffered = 0
+    static let bufferSize = 1 << 20
 
     /// Opens (creating) `path`, keeps at most `keep` bytes (dropping any tail), and hashes the
     /// kept bytes with a bounded buffer. `hasher`, when given, already covers exactly `keep`
@@ -43,7 +47,10 @@ final class PartialFile {
         durableLength = kept
     }
 
-    deinit { if fd >= 0 { Glibc.close(fd) } }
+    deinit {
+        if fd >= 0 { Glibc.close(fd) }
+        buffer?.deallocate()
+    }
 
     private static func hash(fd: Int32, count: Int64, into hasher: SHA256Hasher) throws(SystemError) {
         let chunk = 1 << 20
@@ -59,20 +66,57 @@ final class PartialFile {
         }
     }
 
-    /// Appends all of `bytes` (looping over short writes) and hashes them.
+    /// Appends `bytes` (hashed at once, written through a bounded buffer to save system calls).
     func append(_ bytes: UnsafeRawBufferPointer) throws(SystemError) {
-        guard let base = bytes.baseAddress else { return }
-        var done = 0
-        while done < bytes.count {
-            let n = try retryingEINTR("write") { write(fd, base + done, bytes.count - done) }
-            done += n
-        }
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
         hasher.update(bytes)
         length += Int64(bytes.count)
+        if buffered + bytes.count > Self.bufferSize { try flush() }
+        if bytes.count >= Self.bufferSize {
+            try writeAll(base, bytes.count)
+        } else {
+            let buffer = writeBuffer()
+            (buffer.baseAddress! + buffered).copyMemory(from: base, byteCount: bytes.count)
+            buffered += bytes.count
+        }
+    }
+
+    private func writeBuffer() -> UnsafeMutableRawBufferPointer {
+        if let buffer { return buffer }
+        let fresh = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.bufferSize, alignment: 64)
+        buffer = fresh
+        return fresh
+    }
+
+    /// write(2) loop over short writes; on failure the unwritten rest stays buffered.
+    private func writeAll(_ base: UnsafeRawPointer, _ count: Int) throws(SystemError) {
+        var done = 0
+        while done < count {
+            done += try retryingEINTR("write") { write(fd, base + done, count - done) }
+        }
+    }
+
+    /// Writes the buffered bytes to the file.
+    func flush() throws(SystemError) {
+        guard buffered > 0, let buffer, let base = buffer.baseAddress else { return }
+        var done = 0
+        do throws(SystemError) {
+            while done < buffered {
+                done += try retryingEINTR("write") { write(fd, base + done, buffered - done) }
+            }
+        } catch {
+            if done > 0 {
+                (base).copyMemory(from: base + done, byteCount: buffered - done)
+                buffered -= done
+            }
+            throw error
+        }
+        buffered = 0
     }
 
     /// Drops every byte: the next append starts a new version of the file at 0.
     func truncateToZero() throws(SystemError) {
+        buffered = 0
         try retryingEINTR("ftruncate") { ftruncate(fd, 0) }
         try retryingEINTR("lseek") { lseek(fd, 0, SEEK_SET) }
         hasher.reset()
@@ -80,23 +124,31 @@ final class PartialFile {
         durableLength = 0
     }
 
-    /// fdatasync: everything appended so far survives a crash.
+    /// Flush + fdatasync: everything appended so far survives a crash.
     func sync() throws(SystemError) {
+        try flush()
         try retryingEINTR("fdatasync") { fdatasync(fd) }
         durableLength = length
     }
 
-    /// Full fsync before the file is published.
+    /// Flush + full fsync before the file is published.
     func fullSync() throws(SystemError) {
+        try flush()
         try retryingEINTR("fsync") { fsync(fd) }
         durableLength = length
     }
 
     var sha256Hex: String { hasher.hexDigest() }
 
-    /// Closes the descriptor; the hasher state is handed back for a later in-process resume.
-    func close() -> (hasher: SHA256Hasher, length: Int64) {
-        if fd >= 0 { Glibc.close(fd); fd = -1 }
-        return (hasher, length)
+    /// Flushes and closes the descriptor. Returns the bytes in the file and, when they are exactly
+    /// what was hashed, the hasher state for a later in-process resume.
+    func close() -> (hasher: SHA256Hasher?, length: Int64) {
+        var intact = true
+        if fd >= 0 {
+            do { try flush() } catch { intact = false }
+            Glibc.close(fd)
+            fd = -1
+        }
+        return intact ? (hasher, length) : (nil, length - Int64(buffered))
     }
 }

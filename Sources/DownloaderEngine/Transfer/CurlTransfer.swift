@@ -15,7 +15,7 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
     private let cancelRequested = Atomic<Bool>(false)
 
     // Loop-thread state.
-    /// The easy handle while the attempt runs (owned here, cleaned up in `release`).
+    /// The easy handle while the attempt runs (cleaned up by `CurlMultiLoop.finish`).
     var easy: UnsafeMutableRawPointer?
     /// The retain that keeps this object alive while libcurl holds its pointer.
     var context: Unmanaged<CurlTransfer>?

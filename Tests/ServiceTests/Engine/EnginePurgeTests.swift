@@ -25,10 +25,7 @@ import Testing
         let t = driver.transfer(3)
         #expect(t.respond(200, ["Content-Length": "10000", "ETag": "\"c\""]))
         try t.send(Array(body[0..<8000]))
-        _ = engine.cancel(token: c.token)
-        try await withTimeout(5) {
-            while engine.core.locked({ engine.core.byID[c.snapshot.id]?.attempt != nil }) { await Task.yield() }
-        }
+        _ = try await EngineFixture.cancelAndSettle(engine, token: c.token, id: c.snapshot.id)
         #expect(engine.snapshot(id: c.snapshot.id)?.bytesWritten == 8000)
         // b used more recently than a.
         _ = engine.completedFile(id: b)
@@ -57,10 +54,7 @@ import Testing
         try await withTimeout(5) { await driver.waitForStarts(1) }
         #expect(driver.transfer(0).respond(200, ["Content-Length": "10000", "ETag": "\"x\""]))
         try driver.transfer(0).send([UInt8](repeating: 1, count: 5000))
-        _ = engine.cancel(token: x.token)
-        try await withTimeout(5) {
-            while engine.core.locked({ engine.core.byID[x.snapshot.id]?.attempt != nil }) { await Task.yield() }
-        }
+        _ = try await EngineFixture.cancelAndSettle(engine, token: x.token, id: x.snapshot.id)
         #expect(engine.snapshot(id: x.snapshot.id)?.bytesWritten == 5000)
         _ = try engine.request(DownloadRequest(url: "http://o.test/y"))
         try await withTimeout(5) { await driver.waitForStarts(2) }

@@ -21,8 +21,10 @@ import Testing
         // One caller leaving changes nothing.
         #expect(engine.cancel(token: a.token)?.state == .downloading)
         #expect(!t.isCancelled)
-        let paused = try #require(engine.cancel(token: b.token))
-        #expect(paused.state == .paused && paused.callers == 0)
+        let event = try await EngineFixture.cancelAndSettle(engine, token: b.token, id: a.snapshot.id)
+        guard case .paused(let paused) = event else { throw TimeoutError(seconds: 0) }
+        #expect(paused.callers == 0)
+        #expect(paused.bytesWritten == (paused.resumable ? Int64(kept) : 0))
         #expect(t.isCancelled)
         #expect(engine.cancel(token: b.token) == nil)
         return (engine, driver, a.snapshot.id, root)
@@ -31,10 +33,8 @@ import Testing
     @Test func lastCancelPausesAndNextRequestResumesWithRangeAndIfRange() async throws {
         let (engine, driver, id, root) = try await pausedDownload(headers: ["ETag": "\"v1\""], kept: 12_345)
         let partial = root.appendingPathComponent("state/partials/\(id).part").path
-        // Settling happens on the work queue after the cancel; wait for the resumable snapshot.
-        try await withTimeout(5) {
-            while FileStore.fileSize(partial) != 12_345 || engine.snapshot(id: id)?.bytesWritten != 12_345 { await Task.yield() }
-        }
+        #expect(FileStore.fileSize(partial) == 12_345)
+        #expect(engine.snapshot(id: id)?.bytesWritten == 12_345)
         #expect(engine.snapshot(id: id)?.resumable == true)
         let sub = try #require(engine.subscribe(id: id))
         let again = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
@@ -58,9 +58,7 @@ import Testing
 
     @Test func weakETagIsNotResumable() async throws {
         let (engine, driver, id, root) = try await pausedDownload(headers: ["ETag": "W/\"v1\""], kept: 5000)
-        try await withTimeout(5) {
-            while FileManager.default.fileExists(atPath: root.appendingPathComponent("state/partials/\(id).part").path) { await Task.yield() }
-        }
+        #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("state/partials/\(id).part").path))
         #expect(engine.snapshot(id: id)?.resumable == false)
         #expect(engine.snapshot(id: id)?.bytesWritten == 0)
         _ = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
@@ -72,7 +70,7 @@ import Testing
     @Test func lastModifiedOnlyResume() async throws {
         let lm = "Sun, 06 Nov 1994 08:49:37 GMT"
         let (engine, driver, id, _) = try await pausedDownload(headers: ["Last-Modified": lm, "Date": "Mon, 07 Nov 1994 08:49:37 GMT"], kept: 777)
-        try await withTimeout(5) { while engine.snapshot(id: id)?.bytesWritten != 777 { await Task.yield() } }
+        #expect(engine.snapshot(id: id)?.bytesWritten == 777)
         _ = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
         try await withTimeout(5) { await driver.waitForStarts(2) }
         #expect(driver.transfer(1).header("Range") == "bytes=777-")
@@ -81,7 +79,7 @@ import Testing
 
     @Test func changedVersionAnswered200RestartsFromZero() async throws {
         let (engine, driver, id, _) = try await pausedDownload(headers: ["ETag": "\"v1\""], kept: 9000)
-        try await withTimeout(5) { while engine.snapshot(id: id)?.bytesWritten != 9000 { await Task.yield() } }
+        #expect(engine.snapshot(id: id)?.bytesWritten == 9000)
         let sub = try #require(engine.subscribe(id: id))
         _ = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
         try await withTimeout(5) { await driver.waitForStarts(2) }
@@ -102,7 +100,7 @@ import Testing
 
     @Test func wrongContentRangeDiscardsAndRetriesFromZero() async throws {
         let (engine, driver, id, _) = try await pausedDownload(headers: ["ETag": "\"v1\""], kept: 1000)
-        try await withTimeout(5) { while engine.snapshot(id: id)?.bytesWritten != 1000 { await Task.yield() } }
+        #expect(engine.snapshot(id: id)?.bytesWritten == 1000)
         _ = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
         try await withTimeout(5) { await driver.waitForStarts(2) }
         #expect(!driver.transfer(1).respond(206, ["Content-Range": "bytes 500-39999/40000", "ETag": "\"v1\""]))

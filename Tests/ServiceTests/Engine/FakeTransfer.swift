@@ -17,7 +17,8 @@ final class FakeTransferDriver: TransferStarting, @unchecked Sendable {
 
     private let lock = NSLock()
     private(set) var transfers: [FakeTransfer] = []
-    private var waiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+    private var waiters: [(key: Int, count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+    private var nextWaiter = 0
     /// nil: the attempt stays pending for manual control.
     private let responder: @Sendable (TransferRequest, Int) -> Script?
 
@@ -44,17 +45,29 @@ final class FakeTransferDriver: TransferStarting, @unchecked Sendable {
         return transfer
     }
 
-    /// Waits until at least `count` attempts started.
+    /// Waits until at least `count` attempts started; returns early when the task is cancelled.
     func waitForStarts(_ count: Int) async {
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            lock.lock()
-            if transfers.count >= count {
-                lock.unlock()
-                c.resume()
-            } else {
-                waiters.append((count, c))
-                lock.unlock()
+        let key = lock.withLock {
+            nextWaiter += 1
+            return nextWaiter
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                lock.lock()
+                if transfers.count >= count || Task.isCancelled {
+                    lock.unlock()
+                    c.resume()
+                } else {
+                    waiters.append((key, count, c))
+                    lock.unlock()
+                }
             }
+        } onCancel: {
+            lock.lock()
+            let mine = waiters.filter { $0.key == key }
+            waiters.removeAll { $0.key == key }
+            lock.unlock()
+            mine.forEach { $0.continuation.resume() }
         }
     }
 }
@@ -118,8 +131,8 @@ final class FakeTransfer: TransferHandle, @unchecked Sendable {
         end(.success(TransferSummary(head: head, bodyBytes: written)))
     }
 
-    func fail(_ kind: TransferFailure.Kind, _ message: String = "fake failure") {
-        end(.failure(TransferFailure(kind, message)))
+    func fail(_ kind: TransferFailure.Kind, _ message: String = "fake failure", code: Int32? = nil) {
+        end(.failure(TransferFailure(kind, message, code: code)))
     }
 
     private func end(_ result: Result<TransferSummary, TransferFailure>) {
@@ -191,6 +204,20 @@ enum EngineFixture {
             if stop(event) { break }
         }
         return out
+    }
+
+    /// The caller `token` leaves; waits (cancellation-aware) for the `.paused` event that follows once
+    /// the partial is settled, or a terminal event when the download ended first. Returns that event.
+    static func cancelAndSettle(_ engine: DownloadEngine, token: String, id: String) async throws -> DownloadEvent {
+        guard let subscription = engine.subscribe(id: id) else { throw TimeoutError(seconds: 0) }
+        _ = engine.cancel(token: token)
+        return try await withTimeout(10) {
+            for await event in subscription {
+                if case .paused = event { return event }
+                if event.isTerminal { return event }
+            }
+            throw TimeoutError(seconds: 10)
+        }
     }
 
     /// Waits for the download to reach one of `states`.

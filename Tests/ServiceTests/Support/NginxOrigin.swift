@@ -2,7 +2,8 @@ import Foundation
 import Glibc
 
 /// A real nginx for integration tests: temp prefix directory, one worker, `daemon off`, listening
-/// on a free 127.0.0.1 port (found by binding port 0, then released). Files go in `html/`; the
+/// on a free 127.0.0.1 port (found by binding port 0, then released). Files go in `html/` (plain GETs
+/// throttled to `limitRate` when given, range requests not); the
 /// access log records each request's Range and If-Range. Always call `stop()`.
 final class NginxOrigin: @unchecked Sendable {
     static let binaryCandidates = ["/usr/sbin/nginx", "/usr/bin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx"]
@@ -31,7 +32,8 @@ final class NginxOrigin: @unchecked Sendable {
         for (name, bytes) in files { try Data(bytes).write(to: html.appendingPathComponent(name)) }
         port = try Self.freePort()
         let user = geteuid() == 0 ? "user root root;\n" : ""
-        let rate = limitRate.map { "limit_rate \($0); limit_rate_after 0;" } ?? ""
+        // Throttled plain GETs (so a test can pause mid-body); range requests go at full speed.
+        let rateMap = "map $http_range $origin_rate { \"\" \(limitRate ?? 0); default 0; }"
         let conf = """
         \(user)worker_processes 1;
         daemon off;
@@ -48,10 +50,11 @@ final class NginxOrigin: @unchecked Sendable {
             uwsgi_temp_path \(prefix.path)/tmp/uwsgi;
             scgi_temp_path \(prefix.path)/tmp/scgi;
             sendfile on;
+            \(rateMap)
             server {
                 listen 127.0.0.1:\(port);
                 root \(html.path);
-                location / { \(rate) }
+                location / { limit_rate $origin_rate; }
             }
         }
         """

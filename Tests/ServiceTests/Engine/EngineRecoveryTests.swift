@@ -1,0 +1,83 @@
+import Foundation
+import Glibc
+import Testing
+@testable import DownloaderEngine
+
+@Suite struct EngineRecoveryTests {
+    @Test func crashTailBeyondTheJournaledOffsetIsCutOff() async throws {
+        let root = EngineFixture.root()
+        let driver = FakeTransferDriver()
+        let first = try EngineFixture.engine(root, driver: driver)
+        let r = try first.request(DownloadRequest(url: "http://o.test/f"))
+        try await withTimeout(5) { await driver.waitForStarts(1) }
+        #expect(driver.transfer(0).respond(200, ["Content-Length": "100000", "ETag": "\"e\""]))
+        try driver.transfer(0).send(EngineFixture.body(30_000))
+        _ = try await EngineFixture.cancelAndSettle(first, token: r.token, id: r.snapshot.id)
+        await first.shutdown()
+        // A crash after more (unjournaled) bytes reached the file: garbage past the offset.
+        let partial = root.appendingPathComponent("state/partials/\(r.snapshot.id).part").path
+        let handle = try #require(FileHandle(forWritingAtPath: partial))
+        handle.seekToEndOfFile()
+        handle.write(Data(repeating: 0xEE, count: 5000))
+        try handle.close()
+        #expect(FileStore.fileSize(partial) == 35_000)
+
+        let second = try EngineFixture.engine(root, driver: FakeTransferDriver())
+        let restored = try #require(second.snapshot(id: r.snapshot.id))
+        #expect(restored.state == .paused && restored.bytesWritten == 30_000 && restored.resumable)
+        #expect(FileStore.fileSize(partial) == 30_000)
+        #expect(second.recovery.loaded == 1)
+    }
+
+    @Test func completedDownloadWhoseFileVanishedIsDropped() async throws {
+        let root = EngineFixture.root()
+        let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: [:], body: [1, 2, 3]) }
+        let first = try EngineFixture.engine(root, driver: driver)
+        let r = try first.request(DownloadRequest(url: "http://o.test/f"))
+        let done = try await withTimeout(5) { try await EngineFixture.waitFor(first, id: r.snapshot.id, [.completed]) }
+        let keep = try first.request(DownloadRequest(url: "http://o.test/g"))
+        _ = try await withTimeout(5) { try await EngineFixture.waitFor(first, id: keep.snapshot.id, [.completed]) }
+        await first.shutdown()
+        try FileManager.default.removeItem(atPath: try #require(done.path))
+        let second = try EngineFixture.engine(root, driver: FakeTransferDriver())
+        #expect(second.snapshot(id: r.snapshot.id) == nil)
+        #expect(second.completedFile(id: keep.snapshot.id)?.size == 3)
+        #expect(second.recovery.dropped == 1)
+        // Tokens do not survive a restart; downloads do.
+        #expect(second.cancel(token: keep.token) == nil)
+    }
+
+    @Test func orphanCacheFilesAreSweptOnStart() throws {
+        let root = EngineFixture.root()
+        _ = try EngineFixture.engine(root, driver: FakeTransferDriver())
+        let cache = root.appendingPathComponent("cache")
+        try Data([1]).write(to: cache.appendingPathComponent("0123456789abcdef-left.bin"))
+        try Data([2]).write(to: cache.appendingPathComponent("notours.txt"))
+        _ = try EngineFixture.engine(root, driver: FakeTransferDriver())
+        #expect(try FileManager.default.contentsOfDirectory(atPath: cache.path) == ["notours.txt"])
+    }
+
+    @Test func failedDownloadTakesTheRestartingRequestsExpectations() async throws {
+        let body: [UInt8] = [1, 2, 3]
+        let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: [:], body: body) }
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
+        let wrong = try engine.request(DownloadRequest(url: "http://o.test/f", sha256: String(repeating: "0", count: 64)))
+        let failed = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: wrong.snapshot.id, [.failed, .completed]) }
+        #expect(failed.error?.code == "checksum_mismatch")
+        let right = try engine.request(DownloadRequest(url: "http://o.test/f", sha256: SHA256Hasher.hex(body)))
+        #expect(right.snapshot.id == wrong.snapshot.id)
+        let done = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: right.snapshot.id, [.completed, .failed]) }
+        #expect(done.state == .completed)
+    }
+
+    @Test func noSpaceMapsToDiskFull() async throws {
+        let driver = FakeTransferDriver()
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
+        let r = try engine.request(DownloadRequest(url: "http://o.test/f"))
+        try await withTimeout(5) { await driver.waitForStarts(1) }
+        #expect(driver.transfer(0).respond(200, [:]))
+        driver.transfer(0).fail(.disk, "write failed", code: ENOSPC)
+        let failed = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.failed]) }
+        #expect(failed.error?.code == "disk_full")
+    }
+}

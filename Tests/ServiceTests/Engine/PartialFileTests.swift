@@ -1,0 +1,59 @@
+import Foundation
+import Testing
+@testable import DownloaderEngine
+
+@Suite struct PartialFileTests {
+    @Test func appendsHashesAndResumesWithRehash() throws {
+        let path = EngineFixture.root().appendingPathComponent("p.part").path
+        let body = EngineFixture.body(3 * PartialFile.bufferSize + 12_345)
+        let file = try PartialFile(path: path, keep: 0)
+        // Mixed chunk sizes: small (buffered) and larger than the buffer (written through).
+        var offset = 0
+        for size in [10, 70_000, PartialFile.bufferSize + 5, 1, 500_000] where offset < body.count {
+            let end = min(body.count, offset + size)
+            try body[offset..<end].withUnsafeBytes { try file.append($0) }
+            offset = end
+        }
+        try body[offset...].withUnsafeBytes { try file.append($0) }
+        #expect(file.length == Int64(body.count))
+        try file.sync()
+        #expect(file.durableLength == Int64(body.count))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data(body))
+        #expect(file.sha256Hex == SHA256Hasher.hex(body))
+        let closed = file.close()
+        #expect(closed.length == Int64(body.count) && closed.hasher != nil)
+
+        // Re-open keeping fewer bytes: the tail is cut and the kept bytes re-hashed from disk.
+        let kept = 1_234_567
+        let again = try PartialFile(path: path, keep: Int64(kept))
+        #expect(again.length == Int64(kept))
+        #expect(FileStore.fileSize(path) == Int64(kept))
+        try body[kept...].withUnsafeBytes { try again.append($0) }
+        try again.fullSync()
+        #expect(again.sha256Hex == SHA256Hasher.hex(body))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data(body))
+
+        // Starting over drops the buffered and written bytes alike.
+        try ([1, 2, 3] as [UInt8]).withUnsafeBytes { try again.append($0) }
+        try again.truncateToZero()
+        try ([9, 8] as [UInt8]).withUnsafeBytes { try again.append($0) }
+        _ = again.close()
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data([9, 8]))
+    }
+
+    @Test func inProcessHasherSkipsTheReRead() throws {
+        let path = EngineFixture.root().appendingPathComponent("q.part").path
+        let body = EngineFixture.body(100_000)
+        let first = try PartialFile(path: path, keep: 0)
+        try body[0..<60_000].withUnsafeBytes { try first.append($0) }
+        let closed = first.close()
+        let second = try PartialFile(path: path, keep: closed.length, hasher: closed.hasher, hashedLength: closed.length)
+        try body[60_000...].withUnsafeBytes { try second.append($0) }
+        #expect(second.sha256Hex == SHA256Hasher.hex(body))
+    }
+
+    @Test func sha256KnownAnswer() {
+        #expect(SHA256Hasher.hex(Array("abc".utf8)) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(SHA256Hasher.hex([]) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+    }
+}
