@@ -131,8 +131,9 @@ struct ServiceLiveTests {
     }
 
     @Test func progressStreamFraming() async throws {
-        let origin = try TestOrigin(bodySize: 1 << 20)
+        let origin = try TestOrigin(bodySize: 2 << 20)
         defer { origin.stop() }
+        origin.update { $0.bytesPerSecond = 2 << 20 }  // still running when the stream opens
         let service = try await ServiceProcess.start(arguments: Self.allowLoopback)
         let client = service.client
         let created = try await client.post("/downloads", json: #"{"url":"\#(origin.url)"}"#)
