@@ -169,8 +169,23 @@ final class ManualClock: EngineClock, @unchecked Sendable {
 
 /// Helpers shared by the engine tests.
 enum EngineFixture {
+    /// All engine test roots live here; roots older than 15 minutes (earlier runs) are swept once
+    /// per process, so runs do not pile up directories.
+    static let parent: URL = {
+        let parent = FileManager.default.temporaryDirectory.appendingPathComponent("engine-tests")
+        let fm = FileManager.default
+        let cutoff = Date().addingTimeInterval(-15 * 60)
+        for name in (try? fm.contentsOfDirectory(atPath: parent.path)) ?? [] {
+            let url = parent.appendingPathComponent(name)
+            if let modified = (try? fm.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date, modified < cutoff {
+                try? fm.removeItem(at: url)
+            }
+        }
+        return parent
+    }()
+
     static func root() -> URL {
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("engine-test-\(UUID().uuidString)")
+        let url = parent.appendingPathComponent(UUID().uuidString)
         try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
         return url
     }
