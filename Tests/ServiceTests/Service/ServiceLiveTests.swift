@@ -9,7 +9,7 @@ struct ServiceLiveTests {
 
     /// Waits on the progress stream of `id` until an event satisfies `matches`; returns its data.
     private func waitFor(_ service: ServiceProcess, id: String, _ what: String,
-                         where matches: @escaping @Sendable (HTTPTestClient.EventStream.Event) -> Bool) async throws -> [String: Any] {
+                         where matches: @escaping @Sendable (EventStream.Event) -> Bool) async throws -> [String: Any] {
         let (head, stream) = try await service.client.openStream("/downloads/\(id)/progress")
         defer { stream.close() }
         #expect(head.status == 200)
@@ -144,7 +144,7 @@ struct ServiceLiveTests {
         #expect(head.status == 200)
         #expect(head.header("Content-Type")?.hasPrefix("text/event-stream") == true)
         #expect(head.header("Cache-Control") == "no-cache")
-        var events: [HTTPTestClient.EventStream.Event] = []
+        var events: [EventStream.Event] = []
         while let event = try await stream.next() { events.append(event) }
         let first = try #require(events.first)
         #expect(first.event == "progress" && first.retry == "2000")
