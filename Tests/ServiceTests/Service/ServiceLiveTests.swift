@@ -245,6 +245,28 @@ struct ServiceLiveTests {
         #expect(try await second.client.request("GET", "/downloads/\(id)/file").body == origin.expectedBody())
     }
 
+    @Test func aRunningDownloadCarriesOnAfterACrash() async throws {
+        // The engine makes kept bytes durable (fdatasync, then journal) every 32 MiB or 2 s, so
+        // crash after more than 2 s of transfer: what was checkpointed must not be fetched again.
+        let origin = try TestOrigin(bodySize: 12 << 20)
+        defer { origin.stop() }
+        origin.update { $0.bytesPerSecond = 2 << 20 }
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("ds-crash-\(UUID().uuidString)")
+        let first = try await ServiceProcess.start(root: root, arguments: Self.allowLoopback)
+        let created = try await first.client.ask(origin.url)
+        let id = try #require(created.string("id"))
+        _ = try await waitFor(first, id: id, "bytes") { ($0.json["bytesWritten"] as? Int ?? 0) > 6 << 20 }
+        #expect(try await first.stop(signal: SIGKILL) == SIGKILL)
+
+        origin.update { $0.bytesPerSecond = nil }
+        let second = try await ServiceProcess.start(root: root, arguments: Self.allowLoopback)
+        let done = try await waitForEnd(second, id: id)
+        #expect(done["state"] as? String == "completed")
+        #expect(try await second.client.request("GET", "/downloads/\(id)/file").body == origin.expectedBody())
+        let resumedAt = origin.requests(path: origin.path).last?.header("range")
+        #expect(resumedAt?.hasPrefix("bytes=") == true && resumedAt != "bytes=0-", "resumed with \(resumedAt ?? "no Range")")
+    }
+
     @Test func helpAndBadFlags() async throws {
         let executable = try ServiceProcess.executable()
         let (help, bad) = try await onThread { () -> (Int32, Int32) in
