@@ -41,8 +41,11 @@ extension EngineCore {
             byURL[record.url] = record
             report.loaded += 1
         }
+        forgetOldFailures()
         removeOrphanPartials()
         removeOrphanCacheFiles()
+        // A move into the data area that a crash interrupted starts again.
+        for record in byID.values where record.state == .completed { scheduleMove(record) }
         let carryOn = byID.values
             .filter { $0.state == .downloading || $0.state == .queued }
             .sorted { $0.createdAt < $1.createdAt }

@@ -43,7 +43,7 @@ extension EngineCore {
         }
         relieveDiskPressure()
         record.attemptsMade += 1
-        let attempt = Attempt(serial: makeSerial(), recordID: record.id, core: self)
+        let attempt = Attempt(serial: makeSerial(), recordID: record.id, core: self, checkpointBytes: checkpointBytes)
         record.attempt = attempt
         let kept = record.keptBytes
         let hasher = record.keptHasher

@@ -40,6 +40,10 @@ final class EngineCore: @unchecked Sendable {
     var journalGeneration: UInt64 = 0
     var shuttingDown = false
     var shutdownWaiter: CheckedContinuation<Void, Never>?
+    /// Test seams (all nil in production).
+    var hooks = EngineHooks()
+    /// Unsynced bytes that trigger a checkpoint (tests lower it).
+    var checkpointBytes = Attempt.checkpointBytes
 
     init(configuration: EngineConfiguration, driver: TransferStarting, clock: EngineClock, random: RandomSource,
          diskPressure: DiskPressure) throws(SystemError) {
@@ -94,6 +98,9 @@ final class EngineCore: @unchecked Sendable {
             schedule(record)
             saveJournal()
             return Enqueued(token: token, snapshot: record.snapshot(), coalesced: false)
+        }
+        guard record.tokens.count < max(1, configuration.maxCallersPerDownload) else {
+            throw .tooManyCallers("the download already has \(record.tokens.count) callers")
         }
         let before = (record.expectedSHA256, record.expectedSize, record.storage, record.state)
         try checkExpectations(record, sha: sha, size: request.size)
@@ -163,17 +170,11 @@ final class EngineCore: @unchecked Sendable {
         record.expectedTotal = nil
     }
 
-    /// `persistent` wins over `cache`; a completed cache file moves into the data area.
+    /// `persistent` wins over `cache`; a completed cache file moves into the data area on the work
+    /// queue (served from where it is until then).
     private func promoteToPersistent(_ record: DownloadRecord) {
         record.storage = .persistent
-        guard record.state == .completed, let path = record.finalPath, let name = record.fileName else { return }
-        let target = store.finalPath(id: record.id, fileName: name, storage: .persistent)
-        do {
-            try store.publish(from: path, to: target)
-            record.finalPath = target
-        } catch {
-            record.storage = .cache  // the file stays where it is; still served
-        }
+        scheduleMove(record)
     }
 
     // MARK: Cancel

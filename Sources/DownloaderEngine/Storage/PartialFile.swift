@@ -131,6 +131,11 @@ final class PartialFile {
         durableLength = length
     }
 
+    /// A second descriptor for the same open file (for a sync elsewhere); the caller closes it.
+    func duplicateDescriptor() throws(SystemError) -> Int32 {
+        try retryingEINTR("fcntl") { fcntl(fd, F_DUPFD_CLOEXEC, 0) }
+    }
+
     /// Flush + full fsync before the file is published.
     func fullSync() throws(SystemError) {
         try flush()

@@ -222,6 +222,29 @@ import Testing
         await engine.shutdown()
     }
 
+    @Test func notFoundLargerThanTheSizeLimitIsAnHTTPErrorNotTooLarge() async throws {
+        let origin = try TestOrigin(bodySize: 1000)
+        defer { origin.stop() }
+        let engine = try Self.engine { $0.maxFileSize = 4 }  // "not found\n" is 10 bytes.
+        let r = try engine.request(DownloadRequest(url: origin.url("/nope")))
+        let done = try await Self.finish(engine, r.snapshot.id)
+        #expect(done.state == .failed && done.error?.code == "http_error" && done.error?.httpStatus == 404)
+        #expect(origin.requests(path: "/nope").count == 1)
+        await engine.shutdown()
+    }
+
+    @Test func redirectToFTPFailsAtOnceAsUnsupportedRedirect() async throws {
+        let origin = try TestOrigin(bodySize: 1000)
+        defer { origin.stop() }
+        origin.redirect(from: "/ftp", to: "ftp://127.0.0.1:\(origin.port)/file")
+        let engine = try Self.engine()
+        let r = try engine.request(DownloadRequest(url: origin.url("/ftp")))
+        let done = try await Self.finish(engine, r.snapshot.id)
+        #expect(done.state == .failed && done.error?.code == "unsupported_redirect")
+        #expect(origin.requests(path: "/ftp").count == 1)  // Not retried.
+        await engine.shutdown()
+    }
+
     @Test func serverErrorsWithRetryAfterAreRetried() async throws {
         let origin = try TestOrigin(bodySize: 100_000)
         defer { origin.stop() }
