@@ -51,10 +51,11 @@ extension EngineCore {
         attempt.keptAtStart = kept
         let validator = record.validator
         let path = store.partialPath(id: record.id)
+        let write = hooks.partialWrite
         workQueue.async {
             let partial: PartialFile
             do throws(SystemError) {
-                partial = try PartialFile(path: path, keep: kept, hasher: hasher, hashedLength: kept)
+                partial = try PartialFile(path: path, keep: kept, hasher: hasher, hashedLength: kept, write: write)
                 var plan = ResumePlan.request(kept: partial.length, validator: validator)
                 if plan.discardsKeptBytes || partial.length == 0 {
                     if partial.length > 0 { try partial.truncateToZero() }
