@@ -66,7 +66,7 @@ extension EngineCore {
         }
         for record in cached.sorted(by: { $0.lastAccess < $1.lastAccess }) where usage > limit {
             usage -= record.size ?? 0
-            if let path = record.finalPath { FileStore.remove(path) }
+            if let path = record.finalPath { removeLater(path) }  // Its id (so its name) is never reused.
             forget(record)
         }
     }
@@ -117,12 +117,15 @@ extension EngineCore {
     }
 
     func completedFile(id: String) -> CompletedFile? {
-        locked {
+        let file: CompletedFile? = locked {
             guard let record = byID[id], record.state == .completed, let path = record.finalPath,
-                  let sha = record.sha256, let size = record.size, FileStore.fileSize(path) == size else { return nil }
+                  let sha = record.sha256, let size = record.size else { return nil }
             record.lastAccess = clock.now()
             return CompletedFile(path: path, fileName: record.fileName ?? FileNameSanitizer.fallback, size: size, sha256: sha)
         }
+        // The stat runs without the lock.
+        guard let file, FileStore.fileSize(file.path) == file.size else { return nil }
+        return file
     }
 
     var statistics: EngineStatistics {

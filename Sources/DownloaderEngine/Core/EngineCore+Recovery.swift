@@ -90,6 +90,9 @@ extension EngineCore {
 
     private func removeOrphanPartials() {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: store.partialDirectory) else { return }
+        for name in names where name.hasSuffix(FileStore.trashSuffix) {
+            FileStore.remove(store.partialDirectory + "/" + name)  // Set aside for deletion before a crash.
+        }
         for name in names where name.hasSuffix(".part") {
             let id = String(name.dropLast(5))
             if byID[id] == nil { FileStore.remove(store.partialDirectory + "/" + name) }

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 
 /// Free-space thresholds below which paused partials are purged (statvfs on the state area).
 struct DiskPressure: Sendable {
@@ -177,6 +178,15 @@ final class EngineCore: @unchecked Sendable {
         scheduleMove(record)
     }
 
+    /// Deletes `path` on the work queue (the name must not be reused before then).
+    func removeLater(_ path: String) {
+        let before = hooks.beforeRemove
+        workQueue.async {
+            before?()
+            FileStore.remove(path)
+        }
+    }
+
     // MARK: Cancel
 
     func cancel(token: String) -> DownloadSnapshot? {
@@ -223,8 +233,17 @@ final class EngineCore: @unchecked Sendable {
         discardPartial(record)
     }
 
+    /// Drops the kept bytes. The partial's name is freed at once (renamed aside: the same download
+    /// reuses it) and the file deleted on the work queue, so callers under the lock never wait for
+    /// the file system to free a large file's blocks.
     func discardPartial(_ record: DownloadRecord) {
-        FileStore.remove(store.partialPath(id: record.id))
+        let path = store.partialPath(id: record.id)
+        let aside = path + ".\(makeSerial())" + FileStore.trashSuffix
+        if rename(path, aside) == 0 {
+            removeLater(aside)
+        } else if errno != ENOENT {
+            FileStore.remove(path)
+        }
         record.keptBytes = 0
         record.durableOffset = 0
         record.keptHasher = nil

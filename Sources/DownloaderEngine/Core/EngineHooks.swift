@@ -7,6 +7,8 @@ struct EngineHooks: Sendable {
     var checkpointed: (@Sendable (String, Int64) -> Void)?
     /// On the work queue, before a completed file is placed into another storage area.
     var beforeMove: (@Sendable () -> Void)?
+    /// On the work queue, before a file set aside (a discarded partial, a purged cache file) is deleted.
+    var beforeRemove: (@Sendable () -> Void)?
     /// Stands in for write(2) on partial files (e.g. to fail with ENOSPC).
     var partialWrite: PartialFile.WriteCall?
     /// After a move ended (switched, or given up): download id and the path now served.

@@ -28,6 +28,9 @@ struct FileStore: Sendable {
         }
     }
 
+    /// Partials renamed aside for deletion end with this.
+    static let trashSuffix = ".trash"
+
     func partialPath(id: String) -> String { partialDirectory + "/" + id + ".part" }
 
     func area(_ storage: StorageClass) -> String { storage == .cache ? cacheDirectory : dataDirectory }

@@ -146,4 +146,51 @@ import Testing
         #expect(Self.journal(engine).map(\.id) == [d.snapshot.id])
         await engine.shutdown()
     }
+
+    @Test func discardingAPartialDoesNotWaitForItsDeletion() async throws {
+        let driver = FakeTransferDriver()
+        let root = EngineFixture.root()
+        // Every file system counts as low on space: the next attempt purges paused partials first.
+        let engine = try DownloadEngine(configuration: EngineFixture.configuration(root), driver: driver,
+                                        diskPressure: DiskPressure(minFreeBytes: Int64.max, minFreeFraction: 0))
+        let x = try engine.request(DownloadRequest(url: "http://o.test/x"))
+        try await withTimeout(5) { await driver.waitForStarts(1) }
+        #expect(driver.transfer(0).respond(200, ["Content-Length": "10000", "ETag": "\"x\""]))
+        try driver.transfer(0).send([UInt8](repeating: 1, count: 5000))
+        _ = try await EngineFixture.cancelAndSettle(engine, token: x.token, id: x.snapshot.id)
+        let partials = root.appendingPathComponent("state/partials").path
+        let partial = partials + "/\(x.snapshot.id).part"
+        #expect(FileStore.fileSize(partial) == 5000)
+
+        let gate = DispatchSemaphore(value: 0)
+        let removing = OneShot<Bool>()
+        engine.core.locked {
+            engine.core.hooks.beforeRemove = {
+                removing.set(true)
+                _ = gate.wait(timeout: .now() + 20)
+            }
+        }
+        defer { gate.signal() }
+        // request() purges x's partial on the caller's thread: it must not wait for the deletion.
+        let answer = Self.offThread { (try? engine.request(DownloadRequest(url: "http://o.test/y"))) != nil }
+        #expect(try await withTimeout(5) { try await answer.value() })
+        _ = try await withTimeout(5) { try await removing.value() }
+        #expect(engine.snapshot(id: x.snapshot.id)?.bytesWritten == 0)
+        #expect(FileStore.fileSize(partial) == nil)  // The name is free at once…
+        let aside = try FileManager.default.contentsOfDirectory(atPath: partials).filter { $0.hasSuffix(FileStore.trashSuffix) }
+        #expect(aside.count == 1)  // …the file goes on the work queue.
+        gate.signal()
+        engine.core.workQueue.sync(flags: .barrier) {}
+        #expect(try FileManager.default.contentsOfDirectory(atPath: partials).filter { $0.hasSuffix(FileStore.trashSuffix) }.isEmpty)
+        await engine.shutdown()
+    }
+
+    @Test func partialsSetAsideBeforeACrashAreDeletedOnStart() throws {
+        let root = EngineFixture.root()
+        _ = try EngineFixture.engine(root, driver: FakeTransferDriver())
+        let partials = root.appendingPathComponent("state/partials")
+        try Data([1, 2]).write(to: partials.appendingPathComponent("0123456789abcdef.part.7\(FileStore.trashSuffix)"))
+        _ = try EngineFixture.engine(root, driver: FakeTransferDriver())
+        #expect(try FileManager.default.contentsOfDirectory(atPath: partials.path).isEmpty)
+    }
 }
