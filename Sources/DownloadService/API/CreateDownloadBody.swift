@@ -19,6 +19,9 @@ enum CreateDownloadBody {
         }
     }
 
+    /// The largest `size` accepted: JSON numbers are exact only up to 2^53-1 (openapi.yaml says so).
+    static let maxSize: Int64 = 9_007_199_254_740_991
+
     private struct Key: CodingKey {
         var stringValue: String
         var intValue: Int? { nil }
@@ -51,9 +54,9 @@ enum CreateDownloadBody {
                 guard hex.utf8.count == 64, hex.allSatisfy(\.isHexDigit) else { throw badHash }
                 request.sha256 = hex.lowercased()
             }
-            let badSize = APIError.badRequest("invalid_size", "\"size\" must be a non-negative integer")
+            let badSize = APIError.badRequest("invalid_size", "\"size\" must be an integer from 0 to 2^53-1")
             if let size = try field("size", Int64.self, badSize) {
-                guard size >= 0 else { throw badSize }
+                guard (0...CreateDownloadBody.maxSize).contains(size) else { throw badSize }
                 request.size = size
             }
         }

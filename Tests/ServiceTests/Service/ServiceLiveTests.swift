@@ -58,7 +58,7 @@ struct ServiceLiveTests {
         let head = try await client.request("HEAD", "/downloads/\(id)/file")
         #expect(head.status == 200 && head.header("Content-Length") == String(3 << 20) && head.body.isEmpty)
 
-        let again = try await client.post("/downloads", json: #"{"url":"\#(origin.url)"}"#)
+        let again = try await client.ask(origin.url)
         #expect(again.status == 200)
         #expect(again.string("id") == id && again.json["coalesced"] as? Bool == true)
         #expect(origin.getCount(path: "/pkg/data.bin") == 1)
@@ -78,8 +78,8 @@ struct ServiceLiveTests {
         let service = try await ServiceProcess.start(arguments: Self.allowLoopback)
         let client = service.client
 
-        let first = try await client.post("/downloads", json: #"{"url":"\#(origin.url)"}"#)
-        let second = try await client.post("/downloads", json: #"{"url":"\#(origin.url)"}"#)
+        let first = try await client.ask(origin.url)
+        let second = try await client.ask(origin.url)
         let id = try #require(first.string("id"))
         #expect(second.string("id") == id)
         #expect(second.json["coalesced"] as? Bool == true)
@@ -108,7 +108,7 @@ struct ServiceLiveTests {
         let service = try await ServiceProcess.start(arguments: Self.allowLoopback)
         let client = service.client
 
-        let first = try await client.post("/downloads", json: #"{"url":"\#(origin.url)"}"#)
+        let first = try await client.ask(origin.url)
         let id = try #require(first.string("id"))
         _ = try await waitFor(service, id: id, "bytes") { ($0.json["bytesWritten"] as? Int ?? 0) > 256 << 10 }
         let paused = try await client.request("DELETE", "/downloads/\(try #require(first.string("token")))")
@@ -118,7 +118,7 @@ struct ServiceLiveTests {
         #expect(kept > 0 && kept < 4 << 20)
 
         origin.update { $0.bytesPerSecond = nil }
-        let resumed = try await client.post("/downloads", json: #"{"url":"\#(origin.url)"}"#)
+        let resumed = try await client.ask(origin.url)
         #expect(resumed.status == 202)
         #expect(resumed.string("id") == id)
         let done = try await waitForEnd(service, id: id)
@@ -136,7 +136,7 @@ struct ServiceLiveTests {
         origin.update { $0.bytesPerSecond = 2 << 20 }  // still running when the stream opens
         let service = try await ServiceProcess.start(arguments: Self.allowLoopback)
         let client = service.client
-        let created = try await client.post("/downloads", json: #"{"url":"\#(origin.url)"}"#)
+        let created = try await client.ask(origin.url)
         let id = try #require(created.string("id"))
 
         let (head, stream) = try await client.openStream("/downloads/\(id)/progress")
@@ -194,7 +194,7 @@ struct ServiceLiveTests {
         // Without --allow-private-networks a loopback origin is refused, and the download fails so.
         let origin = try TestOrigin(bodySize: 1024)
         defer { origin.stop() }
-        let blocked = try await client.post("/downloads", json: #"{"url":"\#(origin.url)"}"#)
+        let blocked = try await client.ask(origin.url)
         let id = try #require(blocked.string("id"))
         let end = try await waitForEnd(service, id: id)
         #expect(end["state"] as? String == "failed")
@@ -224,7 +224,7 @@ struct ServiceLiveTests {
         origin.update { $0.bytesPerSecond = 2 << 20 }
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("ds-restart-\(UUID().uuidString)")
         let first = try await ServiceProcess.start(root: root, arguments: Self.allowLoopback)
-        let created = try await first.client.post("/downloads", json: #"{"url":"\#(origin.url)"}"#)
+        let created = try await first.client.ask(origin.url)
         let id = try #require(created.string("id"))
         _ = try await waitFor(first, id: id, "bytes") { ($0.json["bytesWritten"] as? Int ?? 0) > 256 << 10 }
         let paused = try await first.client.request("DELETE", "/downloads/\(try #require(created.string("token")))")
@@ -237,12 +237,34 @@ struct ServiceLiveTests {
         let listed = try await second.client.request("GET", "/downloads/\(id)")
         #expect(listed.string("state") == "paused")
         #expect(listed.json["bytesWritten"] as? Int == kept)
-        let resumed = try await second.client.post("/downloads", json: #"{"url":"\#(origin.url)"}"#)
+        let resumed = try await second.client.ask(origin.url)
         #expect(resumed.string("id") == id)
         let done = try await waitForEnd(second, id: id)
         #expect(done["state"] as? String == "completed")
         #expect(origin.requests(path: origin.path).last?.header("range") == "bytes=\(kept)-")
         #expect(try await second.client.request("GET", "/downloads/\(id)/file").body == origin.expectedBody())
+    }
+
+    @Test func aRunningDownloadCarriesOnAfterACrash() async throws {
+        // The engine makes kept bytes durable (fdatasync, then journal) every 32 MiB or 2 s, so
+        // crash after more than 2 s of transfer: what was checkpointed must not be fetched again.
+        let origin = try TestOrigin(bodySize: 12 << 20)
+        defer { origin.stop() }
+        origin.update { $0.bytesPerSecond = 2 << 20 }
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("ds-crash-\(UUID().uuidString)")
+        let first = try await ServiceProcess.start(root: root, arguments: Self.allowLoopback)
+        let created = try await first.client.ask(origin.url)
+        let id = try #require(created.string("id"))
+        _ = try await waitFor(first, id: id, "bytes") { ($0.json["bytesWritten"] as? Int ?? 0) > 6 << 20 }
+        #expect(try await first.stop(signal: SIGKILL) == SIGKILL)
+
+        origin.update { $0.bytesPerSecond = nil }
+        let second = try await ServiceProcess.start(root: root, arguments: Self.allowLoopback)
+        let done = try await waitForEnd(second, id: id)
+        #expect(done["state"] as? String == "completed")
+        #expect(try await second.client.request("GET", "/downloads/\(id)/file").body == origin.expectedBody())
+        let resumedAt = origin.requests(path: origin.path).last?.header("range")
+        #expect(resumedAt?.hasPrefix("bytes=") == true && resumedAt != "bytes=0-", "resumed with \(resumedAt ?? "no Range")")
     }
 
     @Test func helpAndBadFlags() async throws {

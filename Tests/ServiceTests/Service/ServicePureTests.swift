@@ -72,7 +72,7 @@ import Testing
         (#"{"url":true}"#, "invalid_url"), (#"{"url":"http://h/","storage":"tmp"}"#, "invalid_storage"), (#"{"url":"http://h/","storage":1}"#, "invalid_storage"),
         (#"{"url":"http://h/","sha256":"abc"}"#, "invalid_sha256"), (#"{"url":"http://h/","size":-1}"#, "invalid_size"),
         (#"{"url":"http://h/","size":1.5}"#, "invalid_size"), (#"{"url":"http://h/","size":"1"}"#, "invalid_size"),
-        (#"{"url":"http://h/","size":true}"#, "invalid_size"),
+        (#"{"url":"http://h/","size":true}"#, "invalid_size"), (#"{"url":"http://h/","size":9007199254740992}"#, "invalid_size"),
     ])
     func rejects(json: String, code: String) {
         #expect(error(json) == code, "\(json)")

@@ -18,6 +18,11 @@ struct HTTPTestClient: Sendable {
         return try await request("POST", path, headers: h, body: Array(text.utf8))
     }
 
+    /// `POST /downloads` for `url` with the default storage.
+    func ask(_ url: String) async throws -> RawHTTPResponse {
+        try await post("/downloads", json: #"{"url":"\#(url)"}"#)
+    }
+
     /// Opens a streaming GET (Server-Sent Events) and returns its head and the event reader.
     func openStream(_ path: String, headers: [String: String] = [:]) async throws -> (RawHTTPResponse, EventStream) {
         let connection = try await RawHTTPClient.connect(port: port)

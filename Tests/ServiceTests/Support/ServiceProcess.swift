@@ -52,11 +52,12 @@ final class ServiceProcess: @unchecked Sendable {
         if process.isRunning { process.terminate(); process.waitUntilExit() }
     }
 
-    /// Sends SIGTERM and waits for the exit status (nil if it did not exit within `timeout`).
+    /// Sends `signal` (SIGTERM by default; SIGKILL to simulate a crash) and waits for the exit
+    /// status (nil if it did not exit within `timeout`).
     @discardableResult
-    func stop(timeout: Double = 20) async throws -> Int32? {
+    func stop(signal: Int32 = SIGTERM, timeout: Double = 20) async throws -> Int32? {
         try await onThread { [self] in
-            if process.isRunning { kill(process.processIdentifier, SIGTERM) }
+            if process.isRunning { kill(process.processIdentifier, signal) }
             return log.waitForEnd(timeout: timeout) ? waitForExit() : nil
         }
     }
