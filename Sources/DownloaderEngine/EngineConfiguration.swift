@@ -34,9 +34,11 @@ public struct EngineConfiguration: Sendable {
     public var progressInterval: Double = 0.1
     /// Allow origins on loopback, private, link-local and other non-public addresses (default false).
     public var allowPrivateNetworks: Bool = false
-    /// Live caller tokens one download may have at once (default 10 000). A request beyond that fails
-    /// with `EngineError.tooManyCallers` (code `too_many_callers`) until callers cancel; tokens of a
-    /// download go away when their caller cancels, when the download is forgotten, or at a restart.
+    /// Live caller tokens one download may have at once (default 10 000). While the download is
+    /// queued or running, a request beyond that fails with `EngineError.tooManyCallers` (code
+    /// `too_many_callers`) until callers cancel. For a completed or failed download an arbitrary older
+    /// token is dropped instead (its `cancel` then answers nil), since such tokens keep nothing
+    /// running. Tokens also go when their caller cancels, when the download is forgotten, or at a restart.
     public var maxCallersPerDownload: Int = 10_000
     /// Failed downloads remembered (in memory and in the journal) at most; beyond it the oldest
     /// failed ones are forgotten, with any kept partial (default 1 000). Completed downloads are

@@ -100,8 +100,13 @@ final class EngineCore: @unchecked Sendable {
             saveJournal()
             return Enqueued(token: token, snapshot: record.snapshot(), coalesced: false)
         }
-        guard record.tokens.count < max(1, configuration.maxCallersPerDownload) else {
-            throw .tooManyCallers("the download already has \(record.tokens.count) callers")
+        if record.tokens.count >= max(1, configuration.maxCallersPerDownload) {
+            // Tokens of an ended download hold nothing (no transfer to keep alive): make room by
+            // dropping one. A running download's callers are real: refuse the newcomer.
+            guard record.state == .completed || record.state == .failed else {
+                throw .tooManyCallers("the download already has \(record.tokens.count) callers")
+            }
+            if let dropped = record.tokens.popFirst() { tokens[dropped] = nil }
         }
         let before = (record.expectedSHA256, record.expectedSize, record.storage, record.state)
         try checkExpectations(record, sha: sha, size: request.size)

@@ -119,6 +119,21 @@ import Testing
         #expect(engine.snapshot(id: a.snapshot.id)?.callers == 3)
     }
 
+    @Test func anEndedDownloadDropsOldTokensInsteadOfRefusing() async throws {
+        let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: [:], body: [1, 2, 3]) }
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver) { $0.maxCallersPerDownload = 2 }
+        let first = try engine.request(DownloadRequest(url: "http://o.test/done"))
+        _ = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: first.snapshot.id, [.completed]) }
+        var tokens = [first.token]
+        for _ in 0..<5 { tokens.append(try engine.request(DownloadRequest(url: "http://o.test/done")).token) }
+        #expect(engine.snapshot(id: first.snapshot.id)?.callers == 2)
+        // Exactly the cap's worth of tokens still work; the newest one always does.
+        #expect(engine.cancel(token: try #require(tokens.last)) != nil)
+        #expect(tokens.dropLast().filter { engine.cancel(token: $0) != nil }.count == 1)
+        #expect(driver.startCount == 1)
+        await engine.shutdown()
+    }
+
     @Test func failedDownloadsAreBoundedInCountAndAge() async throws {
         let clock = ManualClock()
         let driver = FakeTransferDriver { _, _ in .init(status: 404, headers: [:], body: []) }
