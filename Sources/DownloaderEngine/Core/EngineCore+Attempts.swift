@@ -33,8 +33,11 @@ extension EngineCore {
             }
             guard let partial = attempt.partial else { return TransferFailure(.rejected, "no partial file") }
             if offset == 0 && partial.length > 0 {
+                // Under the lock, so no waiting for the old bytes' blocks to be freed: set aside.
+                let aside = partial.path + ".\(makeSerial())" + FileStore.trashSuffix
                 do {
-                    try partial.truncateToZero()
+                    try partial.replaceWithEmpty(settingAsideAt: aside)
+                    removeLater(aside)
                 } catch {
                     attempt.diskError = error
                     attempt.outcome = .fail(diskFailure(error), discard: false)
@@ -170,8 +173,8 @@ extension EngineCore {
             settlement = verifyAndPublish(partial, sha: context.sha, size: context.size, total: context.total,
                                           storage: context.storage, name: context.name, id: context.id)
         } else if let partial {
-            if case .restart = attempt.outcome { try? partial.truncateToZero() }
-            try? partial.sync()
+            // A restart discards the partial below: no point syncing it.
+            if case .restart = attempt.outcome {} else { try? partial.sync() }
         }
         let durable = partial?.durableLength ?? 0
         let closed = partial?.close()

@@ -131,6 +131,19 @@ final class PartialFile {
         durableLength = 0
     }
 
+    /// Like `truncateToZero`, without waiting for the file system to free the old bytes: the old
+    /// file is renamed to `aside` (for the caller to delete later) and a new empty one takes its place.
+    func replaceWithEmpty(settingAsideAt aside: String) throws(SystemError) {
+        try retryingEINTR("rename") { rename(path, aside) }
+        let fresh = try retryingEINTR("open") { open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
+        Glibc.close(fd)
+        fd = fresh
+        buffered = 0
+        hasher.reset()
+        length = 0
+        durableLength = 0
+    }
+
     /// Flush + fdatasync: everything appended so far survives a crash.
     func sync() throws(SystemError) {
         try flush()

@@ -95,4 +95,21 @@ import Testing
         #expect(FileStore.fileSize(path) == Int64(budget))
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data(body[..<budget]))
     }
+
+    @Test func replaceWithEmptySetsTheOldBytesAsideAndStartsANewFile() throws {
+        let path = EngineFixture.root().appendingPathComponent("r.part").path
+        let file = try PartialFile(path: path, keep: 0)
+        try [UInt8](repeating: 7, count: 10).withUnsafeBytes { try file.append($0) }
+        try file.sync()
+        let aside = path + ".1" + FileStore.trashSuffix
+        try file.replaceWithEmpty(settingAsideAt: aside)
+        #expect(file.length == 0 && file.durableLength == 0)
+        #expect(FileStore.fileSize(aside) == 10)
+        #expect(FileStore.fileSize(path) == 0)
+        try [UInt8]([1, 2, 3]).withUnsafeBytes { try file.append($0) }
+        try file.sync()
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data([1, 2, 3]))
+        #expect(file.sha256Hex == SHA256Hasher.hex([1, 2, 3]))
+        #expect(file.close().length == 3)
+    }
 }
