@@ -30,7 +30,11 @@ public final class DownloadEngine: Sendable {
     }
 
     /// Registers a caller for `request.url`: joins the existing download for the normalised URL,
-    /// resumes a paused one, answers from a stored file, or starts a new one. Never awaits.
+    /// resumes a paused one, answers from a stored file, or starts a new one. Never awaits and never
+    /// waits for the disk: asking for `persistent` storage of a completed cache file moves it into the
+    /// data area on the engine's work queue (it is served from where it is until then).
+    /// Throws `invalidURL`, `invalidChecksum`, `conflict`, `shuttingDown`, or `tooManyCallers` when a
+    /// running download already has `maxCallersPerDownload` callers.
     public func request(_ request: DownloadRequest) throws(EngineError) -> Enqueued {
         try core.request(request)
     }

@@ -34,6 +34,20 @@ public struct EngineConfiguration: Sendable {
     public var progressInterval: Double = 0.1
     /// Allow origins on loopback, private, link-local and other non-public addresses (default false).
     public var allowPrivateNetworks: Bool = false
+    /// Live caller tokens one download may have at once (default 10 000). While the download is
+    /// queued or running, a request beyond that fails with `EngineError.tooManyCallers` (code
+    /// `too_many_callers`) until callers cancel. For a completed or failed download an arbitrary older
+    /// token is dropped instead (its `cancel` then answers nil), since such tokens keep nothing
+    /// running. Tokens also go when their caller cancels, when the download is forgotten, or at a restart.
+    public var maxCallersPerDownload: Int = 10_000
+    /// Failed downloads remembered (in memory and in the journal) at most; beyond it the oldest
+    /// failed ones are forgotten, with any kept partial (default 1 000). Completed downloads are
+    /// bounded by their files on disk (a vanished file drops the entry) and, for the cache area, by
+    /// `cacheMaxBytes`; running, queued and paused ones by the callers that made them.
+    public var maxFailedDownloads: Int = 1_000
+    /// Seconds a failed download is remembered after it failed (default 7 days); a caller joining it
+    /// restarts it. Older failed downloads are forgotten when another fails and at start-up.
+    public var failedRetention: Double = 7 * 86_400
     /// `User-Agent` sent upstream.
     public var userAgent: String = "download-service/1.0"
 

@@ -5,6 +5,7 @@ public struct EngineError: Error, Sendable, Equatable, CustomStringConvertible {
         case invalidChecksum
         case conflict
         case shuttingDown
+        case tooManyCallers
     }
 
     private let kind: Kind
@@ -16,13 +17,15 @@ public struct EngineError: Error, Sendable, Equatable, CustomStringConvertible {
         self.message = message
     }
 
-    /// Stable machine-readable code: `invalid_url`, `invalid_sha256`, `conflict`, `shutting_down`.
+    /// Stable machine-readable code: `invalid_url`, `invalid_sha256`, `conflict`, `shutting_down`,
+    /// `too_many_callers`.
     public var code: String {
         switch kind {
         case .invalidURL: return "invalid_url"
         case .invalidChecksum: return "invalid_sha256"
         case .conflict: return "conflict"
         case .shuttingDown: return "shutting_down"
+        case .tooManyCallers: return "too_many_callers"
         }
     }
 
@@ -38,6 +41,10 @@ public struct EngineError: Error, Sendable, Equatable, CustomStringConvertible {
     public static func shuttingDown(_ message: String = "the engine is shutting down") -> EngineError {
         EngineError(.shuttingDown, message)
     }
+
+    /// The download already has `EngineConfiguration.maxCallersPerDownload` live caller tokens; try
+    /// again once some caller cancels (maps naturally to HTTP 429).
+    public static func tooManyCallers(_ message: String) -> EngineError { EngineError(.tooManyCallers, message) }
 
     public static func == (a: EngineError, b: EngineError) -> Bool { a.kind == b.kind }
 }

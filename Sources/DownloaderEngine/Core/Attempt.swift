@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 
 /// One attempt at fetching a download: the transfer's delegate and body sink. Its partial file is
 /// used by one thread at a time (work queue to prepare, transfer thread while running, work queue
@@ -32,19 +33,29 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     /// Bytes kept before the attempt (for `restarted`).
     var keptAtStart: Int64 = 0
 
+    /// The attempt is being settled (`attemptFinished` began): checkpoints finishing now are ignored.
+    var settling = false
+
     // Owned by whichever thread currently runs the attempt.
     var partial: PartialFile?
     var diskError: SystemError?
-    private var lastSyncTime: Double = 0
-    /// A checkpoint (fdatasync of the partial, then a journal write) every 32 MiB or 2 s of writing:
-    /// a crash loses at most that much; fewer syncs keep the shared transfer thread moving.
+    private var lastCheckpointTime: Double = 0
+    /// Length handed to the last checkpoint.
+    private var checkpointedLength: Int64 = 0
+    private let checkpointBytes: Int64
+    /// A checkpoint's fdatasync is running on the work queue (at most one per attempt).
+    let checkpointInFlight = Atomic<Bool>(false)
+    /// A checkpoint (fdatasync of the partial on the work queue, then a journal write) every 32 MiB
+    /// or 2 s of writing: a crash loses at most that much. The transfer thread only flushes the
+    /// write buffer and duplicates the descriptor, so a slow disk's sync never stalls other transfers.
     static let checkpointBytes: Int64 = 32 << 20
     static let checkpointSeconds: Double = 2
 
-    init(serial: UInt64, recordID: String, core: EngineCore) {
+    init(serial: UInt64, recordID: String, core: EngineCore, checkpointBytes: Int64 = Attempt.checkpointBytes) {
         self.serial = serial
         self.recordID = recordID
         self.core = core
+        self.checkpointBytes = max(1, checkpointBytes)
     }
 
     // MARK: TransferDelegate
@@ -52,7 +63,8 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     func transfer(didReceive head: ResponseHead) -> Result<BodySink, TransferFailure> {
         guard let core else { return .failure(TransferFailure(.rejected, "engine gone")) }
         if let failure = core.attemptReceivedHead(self, head) { return .failure(failure) }
-        lastSyncTime = core.clock.monotonic()
+        lastCheckpointTime = core.clock.monotonic()
+        checkpointedLength = partial?.length ?? 0
         return .success(self)
     }
 
@@ -72,18 +84,23 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
             throw error
         }
         let now = core.clock.monotonic()
-        var durable: Int64?
-        if partial.length - partial.durableLength >= Self.checkpointBytes
-            || (now - lastSyncTime >= Self.checkpointSeconds && partial.length > partial.durableLength) {
-            lastSyncTime = now
+        let unsynced = partial.length - checkpointedLength
+        if unsynced >= checkpointBytes || (unsynced > 0 && now - lastCheckpointTime >= Self.checkpointSeconds),
+           checkpointInFlight.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged {
             do {
-                try partial.sync()
-                durable = partial.durableLength
+                // Everything up to `length` reaches the file before the descriptor is duplicated;
+                // the work queue syncs through the duplicate, independent of a later close.
+                try partial.flush()
+                let descriptor = try partial.duplicateDescriptor()
+                lastCheckpointTime = now
+                checkpointedLength = partial.length
+                core.checkpoint(self, descriptor: descriptor, length: partial.length)
             } catch {
+                checkpointInFlight.store(false, ordering: .releasing)
                 diskError = error
                 throw error
             }
         }
-        core.attemptWrote(self, count: Int64(bytes.count), length: partial.length, durable: durable, at: now)
+        core.attemptWrote(self, count: Int64(bytes.count), length: partial.length, at: now)
     }
 }

@@ -46,6 +46,8 @@ final class DownloadRecord {
     var sha256: String?
     var size: Int64?
     var error: DownloadFailure?
+    /// The completed file is being placed into the area of `storage` (work queue).
+    var moving = false
 
     // Progress.
     var rate: RateEstimator

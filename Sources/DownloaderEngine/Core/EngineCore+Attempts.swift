@@ -33,8 +33,11 @@ extension EngineCore {
             }
             guard let partial = attempt.partial else { return TransferFailure(.rejected, "no partial file") }
             if offset == 0 && partial.length > 0 {
+                // Under the lock, so no waiting for the old bytes' blocks to be freed: set aside.
+                let aside = partial.path + ".\(makeSerial())" + FileStore.trashSuffix
                 do {
-                    try partial.truncateToZero()
+                    try partial.replaceWithEmpty(settingAsideAt: aside)
+                    removeLater(aside)
                 } catch {
                     attempt.diskError = error
                     attempt.outcome = .fail(diskFailure(error), discard: false)
@@ -69,18 +72,13 @@ extension EngineCore {
     }
 
     /// Body bytes landed in the partial (transfer thread).
-    func attemptWrote(_ attempt: Attempt, count: Int64, length: Int64, durable: Int64?, at now: Double) {
+    func attemptWrote(_ attempt: Attempt, count: Int64, length: Int64, at now: Double) {
         lock.lock()
         defer { lock.unlock() }
         stats.bytesFetched += count
         guard let record = byID[attempt.recordID], record.attempt === attempt, attempt.headAccepted else { return }
         record.bytesWritten = length
         record.rate.add(count, at: now)
-        if let durable {
-            record.durableOffset = durable
-            saveJournal()
-            relieveDiskPressure()  // Every checkpoint (a few MB): paused partials go first when space is low.
-        }
         guard !attempt.abandoned else { return }
         let sinceLast = now - record.lastProgressAt
         if sinceLast >= configuration.progressInterval {
@@ -101,6 +99,35 @@ extension EngineCore {
                     self.emitProgress(record, at: self.clock.monotonic())
                 }
             }
+        }
+    }
+
+    /// A checkpoint (called on the transfer thread): on the work queue, fdatasync `descriptor` (a
+    /// duplicate of the partial's, whose first `length` bytes are written), close it, then journal
+    /// `length` as durable if the attempt is still the running one. The journaled offset is never
+    /// ahead of synced data: it changes only after the sync succeeded, and not once the attempt is
+    /// settling (which may truncate the file).
+    func checkpoint(_ attempt: Attempt, descriptor: Int32, length: Int64) {
+        let before = locked { hooks.beforeCheckpointSync }
+        workQueue.async { [self] in
+            before?()
+            var synced = true
+            do throws(SystemError) {
+                try retryingEINTR("fdatasync") { fdatasync(descriptor) }
+            } catch {
+                synced = false  // The write path or the settling sync reports disk trouble.
+            }
+            Glibc.close(descriptor)
+            let after: (@Sendable (String, Int64) -> Void)? = locked {
+                defer { attempt.checkpointInFlight.store(false, ordering: .releasing) }
+                guard synced, let record = byID[attempt.recordID], record.attempt === attempt,
+                      attempt.headAccepted, !attempt.settling, length > record.durableOffset else { return nil }
+                record.durableOffset = length
+                saveJournal()
+                relieveDiskPressure()  // Every checkpoint: paused partials go first when space is low.
+                return hooks.checkpointed
+            }
+            after?(attempt.recordID, length)
         }
     }
 
@@ -130,6 +157,7 @@ extension EngineCore {
     /// partial and decides between pause, retry and failure.
     func attemptFinished(_ attempt: Attempt, _ result: Result<TransferSummary, TransferFailure>) {
         let context: (sha: String?, size: Int64?, total: Int64?, storage: StorageClass, name: String, id: String)? = locked {
+            attempt.settling = true
             guard let record = byID[attempt.recordID], record.attempt === attempt else { return nil }
             return (record.expectedSHA256, record.expectedSize, record.expectedTotal, record.storage,
                     record.fileName ?? FileNameSanitizer.fallback, record.id)
@@ -145,8 +173,8 @@ extension EngineCore {
             settlement = verifyAndPublish(partial, sha: context.sha, size: context.size, total: context.total,
                                           storage: context.storage, name: context.name, id: context.id)
         } else if let partial {
-            if case .restart = attempt.outcome { try? partial.truncateToZero() }
-            try? partial.sync()
+            // A restart discards the partial below: no point syncing it.
+            if case .restart = attempt.outcome {} else { try? partial.sync() }
         }
         let durable = partial?.durableLength ?? 0
         let closed = partial?.close()

@@ -19,10 +19,8 @@ extension EngineCore {
         record.lastAccess = now
         record.updatedAt = now
         record.systemHold = false
-        if record.storage != storage, let name = record.fileName {
-            let target = store.finalPath(id: record.id, fileName: name, storage: record.storage)
-            if (try? store.publish(from: path, to: target)) != nil { record.finalPath = target } else { record.storage = storage }
-        }
+        // Promoted to persistent while running: the file moves on the work queue, served meanwhile.
+        if record.storage != storage { scheduleMove(record) }
         releaseSlot(record)
         emit(record, .completed(record.snapshot()))
         purgeCache()
@@ -40,6 +38,7 @@ extension EngineCore {
         record.updatedAt = clock.now()
         releaseSlot(record)
         emit(record, .failed(record.snapshot()))
+        forgetOldFailures()
         saveJournal()
     }
 
@@ -67,7 +66,22 @@ extension EngineCore {
         }
         for record in cached.sorted(by: { $0.lastAccess < $1.lastAccess }) where usage > limit {
             usage -= record.size ?? 0
-            if let path = record.finalPath { FileStore.remove(path) }
+            if let path = record.finalPath { removeLater(path) }  // Its id (so its name) is never reused.
+            forget(record)
+        }
+    }
+
+    /// Bounds the failed downloads kept (in memory and in the journal): those failed longer than
+    /// `failedRetention` ago go, then the oldest beyond `maxFailedDownloads`, with their partials.
+    func forgetOldFailures() {
+        let failed = byID.values.filter { $0.state == .failed && $0.attempt == nil }
+        let cutoff = clock.now().addingTimeInterval(-max(0, configuration.failedRetention))
+        let limit = max(1, configuration.maxFailedDownloads)
+        guard failed.count > limit || failed.contains(where: { $0.updatedAt < cutoff }) else { return }
+        var kept = failed.count
+        for record in failed.sorted(by: { $0.updatedAt < $1.updatedAt }) where kept > limit || record.updatedAt < cutoff {
+            kept -= 1
+            discardPartial(record)
             forget(record)
         }
     }
@@ -103,12 +117,15 @@ extension EngineCore {
     }
 
     func completedFile(id: String) -> CompletedFile? {
-        locked {
+        let file: CompletedFile? = locked {
             guard let record = byID[id], record.state == .completed, let path = record.finalPath,
-                  let sha = record.sha256, let size = record.size, FileStore.fileSize(path) == size else { return nil }
+                  let sha = record.sha256, let size = record.size else { return nil }
             record.lastAccess = clock.now()
             return CompletedFile(path: path, fileName: record.fileName ?? FileNameSanitizer.fallback, size: size, sha256: sha)
         }
+        // The stat runs without the lock.
+        guard let file, FileStore.fileSize(file.path) == file.size else { return nil }
+        return file
     }
 
     var statistics: EngineStatistics {

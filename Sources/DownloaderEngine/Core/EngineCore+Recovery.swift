@@ -41,8 +41,11 @@ extension EngineCore {
             byURL[record.url] = record
             report.loaded += 1
         }
+        forgetOldFailures()
         removeOrphanPartials()
         removeOrphanCacheFiles()
+        // A move into the data area that a crash interrupted starts again.
+        for record in byID.values where record.state == .completed { scheduleMove(record) }
         let carryOn = byID.values
             .filter { $0.state == .downloading || $0.state == .queued }
             .sorted { $0.createdAt < $1.createdAt }
@@ -87,6 +90,9 @@ extension EngineCore {
 
     private func removeOrphanPartials() {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: store.partialDirectory) else { return }
+        for name in names where name.hasSuffix(FileStore.trashSuffix) {
+            FileStore.remove(store.partialDirectory + "/" + name)  // Set aside for deletion before a crash.
+        }
         for name in names where name.hasSuffix(".part") {
             let id = String(name.dropLast(5))
             if byID[id] == nil { FileStore.remove(store.partialDirectory + "/" + name) }

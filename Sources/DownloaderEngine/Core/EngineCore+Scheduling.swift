@@ -43,7 +43,7 @@ extension EngineCore {
         }
         relieveDiskPressure()
         record.attemptsMade += 1
-        let attempt = Attempt(serial: makeSerial(), recordID: record.id, core: self)
+        let attempt = Attempt(serial: makeSerial(), recordID: record.id, core: self, checkpointBytes: checkpointBytes)
         record.attempt = attempt
         let kept = record.keptBytes
         let hasher = record.keptHasher
@@ -51,10 +51,11 @@ extension EngineCore {
         attempt.keptAtStart = kept
         let validator = record.validator
         let path = store.partialPath(id: record.id)
+        let write = hooks.partialWrite
         workQueue.async {
             let partial: PartialFile
             do throws(SystemError) {
-                partial = try PartialFile(path: path, keep: kept, hasher: hasher, hashedLength: kept)
+                partial = try PartialFile(path: path, keep: kept, hasher: hasher, hashedLength: kept, write: write)
                 var plan = ResumePlan.request(kept: partial.length, validator: validator)
                 if plan.discardsKeptBytes || partial.length == 0 {
                     if partial.length > 0 { try partial.truncateToZero() }

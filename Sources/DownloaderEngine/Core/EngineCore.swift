@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 
 /// Free-space thresholds below which paused partials are purged (statvfs on the state area).
 struct DiskPressure: Sendable {
@@ -40,6 +41,10 @@ final class EngineCore: @unchecked Sendable {
     var journalGeneration: UInt64 = 0
     var shuttingDown = false
     var shutdownWaiter: CheckedContinuation<Void, Never>?
+    /// Test seams (all nil in production).
+    var hooks = EngineHooks()
+    /// Unsynced bytes that trigger a checkpoint (tests lower it).
+    var checkpointBytes = Attempt.checkpointBytes
 
     init(configuration: EngineConfiguration, driver: TransferStarting, clock: EngineClock, random: RandomSource,
          diskPressure: DiskPressure) throws(SystemError) {
@@ -94,6 +99,14 @@ final class EngineCore: @unchecked Sendable {
             schedule(record)
             saveJournal()
             return Enqueued(token: token, snapshot: record.snapshot(), coalesced: false)
+        }
+        if record.tokens.count >= max(1, configuration.maxCallersPerDownload) {
+            // Tokens of an ended download hold nothing (no transfer to keep alive): make room by
+            // dropping one. A running download's callers are real: refuse the newcomer.
+            guard record.state == .completed || record.state == .failed else {
+                throw .tooManyCallers("the download already has \(record.tokens.count) callers")
+            }
+            if let dropped = record.tokens.popFirst() { tokens[dropped] = nil }
         }
         let before = (record.expectedSHA256, record.expectedSize, record.storage, record.state)
         try checkExpectations(record, sha: sha, size: request.size)
@@ -163,16 +176,19 @@ final class EngineCore: @unchecked Sendable {
         record.expectedTotal = nil
     }
 
-    /// `persistent` wins over `cache`; a completed cache file moves into the data area.
+    /// `persistent` wins over `cache`; a completed cache file moves into the data area on the work
+    /// queue (served from where it is until then).
     private func promoteToPersistent(_ record: DownloadRecord) {
         record.storage = .persistent
-        guard record.state == .completed, let path = record.finalPath, let name = record.fileName else { return }
-        let target = store.finalPath(id: record.id, fileName: name, storage: .persistent)
-        do {
-            try store.publish(from: path, to: target)
-            record.finalPath = target
-        } catch {
-            record.storage = .cache  // the file stays where it is; still served
+        scheduleMove(record)
+    }
+
+    /// Deletes `path` on the work queue (the name must not be reused before then).
+    func removeLater(_ path: String) {
+        let before = hooks.beforeRemove
+        workQueue.async {
+            before?()
+            FileStore.remove(path)
         }
     }
 
@@ -222,8 +238,17 @@ final class EngineCore: @unchecked Sendable {
         discardPartial(record)
     }
 
+    /// Drops the kept bytes. The partial's name is freed at once (renamed aside: the same download
+    /// reuses it) and the file deleted on the work queue, so callers under the lock never wait for
+    /// the file system to free a large file's blocks.
     func discardPartial(_ record: DownloadRecord) {
-        FileStore.remove(store.partialPath(id: record.id))
+        let path = store.partialPath(id: record.id)
+        let aside = path + ".\(makeSerial())" + FileStore.trashSuffix
+        if rename(path, aside) == 0 {
+            removeLater(aside)
+        } else if errno != ENOENT {
+            FileStore.remove(path)
+        }
         record.keptBytes = 0
         record.durableOffset = 0
         record.keptHasher = nil

@@ -53,6 +53,7 @@ struct RetryPolicy: Sendable, Equatable {
         case .tooLarge: return .fail(code: "too_large")
         case .blockedAddress: return .fail(code: "blocked_address")
         case .tooManyRedirects: return .fail(code: "too_many_redirects")
+        case .unsupportedRedirect: return .fail(code: "unsupported_redirect")
         case .disk: return .fail(code: "disk_error")
         case .rejected: return .fail(code: "http_error")
         case .cancelled: return .fail(code: "cancelled")

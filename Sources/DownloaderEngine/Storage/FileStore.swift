@@ -28,6 +28,9 @@ struct FileStore: Sendable {
         }
     }
 
+    /// Partials renamed aside for deletion end with this.
+    static let trashSuffix = ".trash"
+
     func partialPath(id: String) -> String { partialDirectory + "/" + id + ".part" }
 
     func area(_ storage: StorageClass) -> String { storage == .cache ? cacheDirectory : dataDirectory }
@@ -38,21 +41,49 @@ struct FileStore: Sendable {
     }
 
     /// Moves `from` to `to` atomically: rename; across file systems copy + fsync + rename.
-    /// The target directory is fsynced afterwards.
-    func publish(from: String, to: String) throws(SystemError) {
-        if rename(from, to) != 0 {
+    /// The target directory is fsynced afterwards. `rename` is a seam for tests (e.g. EXDEV).
+    func publish(from: String, to: String,
+                 rename renameCall: (String, String) -> Int32 = { Glibc.rename($0, $1) }) throws(SystemError) {
+        if renameCall(from, to) != 0 {
             let code = errno
             guard code == EXDEV else { throw SystemError(errno: code, function: "rename") }
-            let temp = to + ".tmp-copy"
-            try Self.copyFile(from: from, to: temp)
-            guard rename(temp, to) == 0 else {
-                let e = errno
-                unlink(temp)
-                throw SystemError(errno: e, function: "rename")
-            }
+            try Self.copyInto(from: from, to: to, rename: renameCall)
             unlink(from)
         }
         Self.syncDirectory(of: to)
+    }
+
+    /// Makes `to` a durable second name of `from`, leaving `from` in place: a hard link, or a copy
+    /// (copy + fsync + rename) across file systems or where links are refused. Any leftover at `to`
+    /// is replaced. The target directory is fsynced afterwards. `link` is a seam for tests.
+    func place(from: String, to: String,
+               link linkCall: (String, String) -> Int32 = { Glibc.link($0, $1) }) throws(SystemError) {
+        unlink(to)
+        if linkCall(from, to) != 0 {
+            let code = errno
+            guard code == EXDEV || code == EPERM || code == EMLINK || code == ENOTSUP else {
+                throw SystemError(errno: code, function: "link")
+            }
+            try Self.copyInto(from: from, to: to, rename: { Glibc.rename($0, $1) })
+        }
+        Self.syncDirectory(of: to)
+    }
+
+    /// Copies `from` to a temporary name beside `to` (fsynced), then renames it to `to`.
+    private static func copyInto(from: String, to: String,
+                                 rename renameCall: (String, String) -> Int32) throws(SystemError) {
+        let temp = to + ".tmp-copy"
+        do throws(SystemError) {
+            try copyFile(from: from, to: temp)
+        } catch {
+            unlink(temp)
+            throw error
+        }
+        guard renameCall(temp, to) == 0 else {
+            let e = errno
+            unlink(temp)
+            throw SystemError(errno: e, function: "rename")
+        }
     }
 
     static func copyFile(from: String, to: String) throws(SystemError) {

@@ -14,12 +14,17 @@ final class PartialFile {
     private var buffer: UnsafeMutableRawBufferPointer?
     private var buffered = 0
     static let bufferSize = 1 << 20
+    /// write(2), or a stand-in from tests (e.g. one that fails with ENOSPC).
+    typealias WriteCall = @Sendable (Int32, UnsafeRawPointer, Int) -> Int
+    private let writeCall: WriteCall
 
     /// Opens (creating) `path`, keeps at most `keep` bytes (dropping any tail), and hashes the
     /// kept bytes with a bounded buffer. `hasher`, when given, already covers exactly `keep`
     /// bytes of this file (an in-process resume) and saves the re-read.
-    init(path: String, keep: Int64, hasher: SHA256Hasher? = nil, hashedLength: Int64? = nil) throws(SystemError) {
+    init(path: String, keep: Int64, hasher: SHA256Hasher? = nil, hashedLength: Int64? = nil,
+         write writeCall: WriteCall? = nil) throws(SystemError) {
         self.path = path
+        self.writeCall = writeCall ?? { Glibc.write($0, $1, $2) }
         let fd = try retryingEINTR("open") { open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644) }
         let kept: Int64
         let hasherInUse: SHA256Hasher
@@ -66,11 +71,11 @@ final class PartialFile {
         }
     }
 
-    /// Appends `bytes` (hashed at once, written through a bounded buffer to save system calls).
+    /// Appends `bytes` (written through a bounded buffer to save system calls). They are hashed and
+    /// counted in `length` only once written or buffered, so after a failed write (e.g. ENOSPC)
+    /// `length`, the hash and the file (plus buffer) still agree.
     func append(_ bytes: UnsafeRawBufferPointer) throws(SystemError) {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
-        hasher.update(bytes)
-        length += Int64(bytes.count)
         if buffered + bytes.count > Self.bufferSize { try flush() }
         if bytes.count >= Self.bufferSize {
             try writeAll(base, bytes.count)
@@ -79,6 +84,8 @@ final class PartialFile {
             (buffer.baseAddress! + buffered).copyMemory(from: base, byteCount: bytes.count)
             buffered += bytes.count
         }
+        hasher.update(bytes)
+        length += Int64(bytes.count)
     }
 
     private func writeBuffer() -> UnsafeMutableRawBufferPointer {
@@ -92,7 +99,7 @@ final class PartialFile {
     private func writeAll(_ base: UnsafeRawPointer, _ count: Int) throws(SystemError) {
         var done = 0
         while done < count {
-            done += try retryingEINTR("write") { write(fd, base + done, count - done) }
+            done += try retryingEINTR("write") { writeCall(fd, base + done, count - done) }
         }
     }
 
@@ -102,7 +109,7 @@ final class PartialFile {
         var done = 0
         do throws(SystemError) {
             while done < buffered {
-                done += try retryingEINTR("write") { write(fd, base + done, buffered - done) }
+                done += try retryingEINTR("write") { writeCall(fd, base + done, buffered - done) }
             }
         } catch {
             if done > 0 {
@@ -124,11 +131,29 @@ final class PartialFile {
         durableLength = 0
     }
 
+    /// Like `truncateToZero`, without waiting for the file system to free the old bytes: the old
+    /// file is renamed to `aside` (for the caller to delete later) and a new empty one takes its place.
+    func replaceWithEmpty(settingAsideAt aside: String) throws(SystemError) {
+        try retryingEINTR("rename") { rename(path, aside) }
+        let fresh = try retryingEINTR("open") { open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
+        Glibc.close(fd)
+        fd = fresh
+        buffered = 0
+        hasher.reset()
+        length = 0
+        durableLength = 0
+    }
+
     /// Flush + fdatasync: everything appended so far survives a crash.
     func sync() throws(SystemError) {
         try flush()
         try retryingEINTR("fdatasync") { fdatasync(fd) }
         durableLength = length
+    }
+
+    /// A second descriptor for the same open file (for a sync elsewhere); the caller closes it.
+    func duplicateDescriptor() throws(SystemError) -> Int32 {
+        try retryingEINTR("fcntl") { fcntl(fd, F_DUPFD_CLOEXEC, 0) }
     }
 
     /// Flush + full fsync before the file is published.

@@ -53,7 +53,8 @@ extension CurlTransfer {
         long(CURLOPT_TCP_KEEPALIVE, 1)
         long(CURLOPT_TCP_KEEPIDLE, 30)
         long(CURLOPT_TCP_KEEPINTVL, 15)
-        if let limit = request.maxBodyBytes { set(ccurl_setopt_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limit))) }
+        // No CURLOPT_MAXFILESIZE_LARGE: libcurl would fail on any hop's Content-Length (a 404's error
+        // page included) before the head reaches us. `maxBodyBytes` is enforced on 2xx heads and bodies.
         set(ccurl_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer))
         set(ccurl_setopt_pointer(easy, CURLOPT_PRIVATE, context))
 

@@ -7,9 +7,15 @@ import CCurl
 enum CurlFailureMapping {
     /// The failure for `code`; `blockedAddress` names an address the SSRF guard refused during this
     /// attempt (a refused connect then surfaces from libcurl as "couldn't connect").
-    static func failure(for code: CURLcode, detail: String, blockedAddress: String?) -> TransferFailure {
+    /// `redirected`: the attempt followed at least one redirect hop, so an unsupported protocol
+    /// means the redirect pointed at a non-http(s) scheme (a final failure, not a flaky connection).
+    static func failure(for code: CURLcode, detail: String, blockedAddress: String?,
+                        redirected: Bool = false) -> TransferFailure {
         let raw = Int32(bitPattern: code.rawValue)
         let message = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+        if redirected && code == CURLE_UNSUPPORTED_PROTOCOL {
+            return TransferFailure(.unsupportedRedirect, "redirected to an unsupported scheme: \(message)", code: raw)
+        }
         if let blockedAddress, code == CURLE_COULDNT_CONNECT || code == CURLE_ABORTED_BY_CALLBACK {
             return TransferFailure(.blockedAddress, "refused to connect to \(blockedAddress) (not a public address)",
                                    code: raw)

@@ -34,6 +34,8 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
     /// Monotonic nanoseconds since which nothing arrived (starts one connect timeout in the future).
     var quietSince: UInt64 = 0
     var finished = false
+    /// Redirect hops libcurl followed (3xx heads with a Location) before the final one.
+    private(set) var redirectHops = 0
 
     init(request: TransferRequest, delegate: TransferDelegate, loop: CurlMultiLoop) {
         self.request = request
@@ -64,7 +66,10 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         guard head == nil else { return true }  // Trailers after the body: ignored.
         sawActivity = true
         switch collector.consume(Array(line)) {
-        case .none, .interimHead:
+        case .none:
+            return true
+        case .interimHead(let status):
+            if (300..<400).contains(status) { redirectHops += 1 }
             return true
         case .invalid(let reason):
             return abort(TransferFailure(.connection, "bad response head: \(reason)"))
@@ -115,7 +120,8 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         if let abortReason { return .failure(abortReason) }
         guard code == CURLE_OK else {
             let detail = String(cString: errorBuffer)
-            return .failure(CurlFailureMapping.failure(for: code, detail: detail, blockedAddress: refusedAddress))
+            return .failure(CurlFailureMapping.failure(for: code, detail: detail, blockedAddress: refusedAddress,
+                                                       redirected: redirectHops > 0))
         }
         guard let head else { return .failure(TransferFailure(.connection, "no response head")) }
         return .success(TransferSummary(head: head, bodyBytes: bodyBytes))
@@ -132,6 +138,13 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         }
         let head = ResponseHead(status: status, headers: headers, effectiveURL: effectiveURL)
         self.head = head
+        // The size limit applies to bodies that would be accepted (2xx): a 404 with a big error
+        // page still reaches the delegate, which decides on its status.
+        if (200..<300).contains(status), let limit = request.maxBodyBytes,
+           let declared = head.value("content-length").flatMap({ Int64($0.trimmingCharacters(in: .whitespaces)) }),
+           declared > limit {
+            return abort(TransferFailure(.tooLarge, "the body has \(declared) bytes, more than \(limit)"))
+        }
         switch delegate.transfer(didReceive: head) {
         case .success(let sink):
             self.sink = sink

@@ -2,10 +2,13 @@
 /// attempts on it.
 ///
 /// Each attempt (`start`) sends a GET with `TransferRequest.headers` over HTTP/1.1, follows up to
-/// `maxRedirects` redirects (http/https only), and reports the FINAL hop's head to
+/// `maxRedirects` redirects (http/https only: a redirect to another scheme, e.g. `ftp://`, fails
+/// with `.unsupportedRedirect`), and reports the FINAL hop's head to
 /// `delegate.transfer(didReceive:)` once, before any body byte; 1xx and followed 3xx hops are never
 /// reported. Body bytes go to the returned sink synchronously on the transfer thread (a slow disk
-/// slows the download: that is the backpressure). Non-2xx bodies are never written.
+/// slows the download: that is the backpressure). Non-2xx bodies are never written, and non-2xx
+/// heads are reported whatever their Content-Length; `maxBodyBytes` limits 2xx bodies only
+/// (`.tooLarge` before the head when a 2xx declares more, or as soon as more arrives).
 /// `didFinishWith` comes exactly once per attempt, from the transfer thread.
 ///
 /// Safety: no proxies from the environment, no cookies, no content decoding (raw bytes), and unless

@@ -12,7 +12,9 @@ struct TransferRequest: Sendable {
     var connectTimeout: Double
     /// Seconds without a body byte before the attempt fails with `.stalled`.
     var stallTimeout: Double
-    /// Largest body accepted for this attempt (bytes of this response, not counting kept bytes).
+    /// Largest 2xx body accepted for this attempt (bytes of this response, not counting kept bytes).
+    /// Applies to accepted bodies only: a non-2xx head reaches the delegate whatever its
+    /// Content-Length (its body is never written anyway).
     var maxBodyBytes: Int64?
     var maxRedirects: Int
     var allowPrivateNetworks: Bool
@@ -63,6 +65,8 @@ struct TransferFailure: Error, Sendable, Equatable {
         /// The resolved address is not allowed (SSRF guard).
         case blockedAddress
         case tooManyRedirects
+        /// A redirect pointed at a scheme other than http/https (e.g. `ftp://`): final, not retried.
+        case unsupportedRedirect
         /// Writing to the sink failed; `errno` carried in `code`.
         case disk
         /// The engine aborted the attempt from `didReceive(head:)` (status or policy).

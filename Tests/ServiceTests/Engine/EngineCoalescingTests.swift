@@ -72,9 +72,12 @@ import Testing
         let again = try engine.request(DownloadRequest(url: "http://o.test/x/file"))
         #expect(again.coalesced && again.snapshot.state == .completed && again.snapshot.id == first.snapshot.id)
         #expect(driver.startCount == 1)
-        // persistent wins and moves the file into the data area.
+        // persistent wins and moves the file into the data area (on the work queue).
+        let movedTo = OneShot<String>()
+        engine.core.locked { engine.core.hooks.moved = { _, path in movedTo.set(path ?? "") } }
         let persistent = try engine.request(DownloadRequest(url: "http://o.test/x/file", storage: .persistent))
         #expect(persistent.snapshot.storage == .persistent)
+        _ = try await withTimeout(5) { try await movedTo.value() }
         let moved = try #require(engine.completedFile(id: first.snapshot.id))
         #expect(moved.path.hasPrefix(root.appendingPathComponent("data").path))
         #expect(!FileManager.default.fileExists(atPath: file.path))

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Testing
 @testable import DownloaderEngine
 
@@ -219,6 +220,77 @@ import Testing
         #expect(done.state == .failed && done.error?.code == "http_error" && done.error?.httpStatus == 404)
         #expect(origin.requests(path: "/nope").count == 1)
         #expect(try FileManager.default.contentsOfDirectory(atPath: engine.configuration.cacheDirectory.path).isEmpty)
+        await engine.shutdown()
+    }
+
+    @Test func notFoundLargerThanTheSizeLimitIsAnHTTPErrorNotTooLarge() async throws {
+        let origin = try TestOrigin(bodySize: 1000)
+        defer { origin.stop() }
+        let engine = try Self.engine { $0.maxFileSize = 4 }  // "not found\n" is 10 bytes.
+        let r = try engine.request(DownloadRequest(url: origin.url("/nope")))
+        let done = try await Self.finish(engine, r.snapshot.id)
+        #expect(done.state == .failed && done.error?.code == "http_error" && done.error?.httpStatus == 404)
+        #expect(origin.requests(path: "/nope").count == 1)
+        await engine.shutdown()
+    }
+
+    @Test func redirectToFTPFailsAtOnceAsUnsupportedRedirect() async throws {
+        let origin = try TestOrigin(bodySize: 1000)
+        defer { origin.stop() }
+        origin.redirect(from: "/ftp", to: "ftp://127.0.0.1:\(origin.port)/file")
+        let engine = try Self.engine()
+        let r = try engine.request(DownloadRequest(url: origin.url("/ftp")))
+        let done = try await Self.finish(engine, r.snapshot.id)
+        #expect(done.state == .failed && done.error?.code == "unsupported_redirect")
+        #expect(origin.requests(path: "/ftp").count == 1)  // Not retried.
+        await engine.shutdown()
+    }
+
+    @Test func noSpaceWhileWritingFailsAsDiskFullAndKeepsTheWrittenBytesForLater() async throws {
+        let origin = try TestOrigin(bodySize: 3 * 1024 * 1024)
+        defer { origin.stop() }
+        let engine = try Self.engine()
+        // The disk "fills" after 1.5 MiB: a short write, then ENOSPC (injected at the write seam).
+        let budget = 1_572_864
+        let written = OriginLock(0)
+        let full = OriginLock(true)
+        engine.core.locked {
+            engine.core.hooks.partialWrite = { fd, base, count in
+                guard full.withLock({ $0 }) else { return Glibc.write(fd, base, count) }
+                let allowed = written.withLock { total -> Int in
+                    let n = min(count, budget - total)
+                    total += max(0, n)
+                    return n
+                }
+                guard allowed > 0 else {
+                    errno = ENOSPC
+                    return -1
+                }
+                return Glibc.write(fd, base, allowed)
+            }
+        }
+        let r = try engine.request(DownloadRequest(url: origin.url))
+        let failed = try await Self.finish(engine, r.snapshot.id)
+        #expect(failed.state == .failed && failed.error?.code == "disk_full")
+        #expect(origin.getCount() == 1)  // Not retried.
+        let partial = engine.configuration.stateDirectory.appendingPathComponent("partials/\(r.snapshot.id).part").path
+        let onDisk = try #require(FileStore.fileSize(partial))
+        #expect(onDisk == Int64(budget))
+        #expect(failed.bytesWritten <= onDisk)
+        engine.core.journalWriter.flush()
+        if case .loaded(let entries) = StateJournal(directory: engine.core.store.stateDirectory).load() {
+            #expect(try #require(entries.first { $0.id == r.snapshot.id }).verifiedOffset <= onDisk)
+        } else {
+            Issue.record("no journal")
+        }
+        // Space is back: a new request resumes from the kept bytes and completes byte-identical.
+        full.withLock { $0 = false }
+        _ = try engine.request(DownloadRequest(url: origin.url))
+        let done = try await Self.finish(engine, r.snapshot.id)
+        #expect(done.state == .completed)
+        #expect(try Self.stored(engine, r.snapshot.id) == origin.expectedBody())
+        let second = try #require(origin.requests(path: "/file").last)
+        #expect(second.header("Range") == "bytes=\(onDisk)-")
         await engine.shutdown()
     }
 

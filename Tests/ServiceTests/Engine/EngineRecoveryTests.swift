@@ -80,4 +80,51 @@ import Testing
         let failed = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.failed]) }
         #expect(failed.error?.code == "disk_full")
     }
+
+    @Test func anInterruptedMoveToTheDataAreaIsRedoneOnStart() async throws {
+        let root = EngineFixture.root()
+        let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: [:], body: [4, 5, 6]) }
+        let first = try EngineFixture.engine(root, driver: driver)
+        let r = try first.request(DownloadRequest(url: "http://o.test/m"))
+        let done = try await withTimeout(5) { try await EngineFixture.waitFor(first, id: r.snapshot.id, [.completed]) }
+        await first.shutdown()
+        // As if the service died after journaling `persistent` but before the file moved.
+        let journal = StateJournal(directory: root.appendingPathComponent("state").path)
+        guard case .loaded(var entries) = journal.load() else { Issue.record("no journal"); return }
+        entries[0].storage = .persistent
+        try journal.write(try #require(StateJournal.encode(entries)))
+
+        let second = try EngineFixture.engine(root, driver: FakeTransferDriver()) { _ in }
+        let moved = OneShot<String>()
+        second.core.locked {
+            second.core.hooks.moved = { _, path in moved.set(path ?? "") }
+            // The move may have finished before the hook was set.
+            if let path = second.core.byID[r.snapshot.id]?.finalPath, !second.core.byID[r.snapshot.id]!.moving,
+               path.hasPrefix(second.core.store.dataDirectory) {
+                moved.set(path)
+            }
+        }
+        let target = try await withTimeout(10) { try await moved.value() }
+        #expect(target.hasPrefix(root.appendingPathComponent("data").path + "/"))
+        #expect(second.completedFile(id: r.snapshot.id)?.path == target)
+        #expect(!FileManager.default.fileExists(atPath: try #require(done.path)))
+        await second.shutdown()
+    }
+
+    @Test func failuresOlderThanTheRetentionAreForgottenOnStart() async throws {
+        let root = EngineFixture.root()
+        let driver = FakeTransferDriver { _, _ in .init(status: 410, headers: [:], body: []) }
+        let first = try EngineFixture.engine(root, driver: driver) { $0.failedRetention = 3600 }
+        let r = try first.request(DownloadRequest(url: "http://o.test/gone"))
+        _ = try await withTimeout(5) { try await EngineFixture.waitFor(first, id: r.snapshot.id, [.failed]) }
+        await first.shutdown()
+        let fresh = try EngineFixture.engine(root, driver: FakeTransferDriver()) { $0.failedRetention = 3600 }
+        #expect(fresh.snapshot(id: r.snapshot.id)?.state == .failed)
+        await fresh.shutdown()
+        let later = ManualClock()
+        later.advance(Date().timeIntervalSince1970 - 1_800_000_000 + 7200)  // Two hours after now.
+        let old = try EngineFixture.engine(root, driver: FakeTransferDriver(), clock: later) { $0.failedRetention = 3600 }
+        #expect(old.snapshot(id: r.snapshot.id) == nil)
+        await old.shutdown()
+    }
 }

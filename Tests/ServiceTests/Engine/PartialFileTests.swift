@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Testing
 @testable import DownloaderEngine
 
@@ -55,5 +56,60 @@ import Testing
     @Test func sha256KnownAnswer() {
         #expect(SHA256Hasher.hex(Array("abc".utf8)) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
         #expect(SHA256Hasher.hex([]) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+    }
+
+    @Test func noSpaceLeavesLengthHashAndFileInAgreement() throws {
+        let path = EngineFixture.root().appendingPathComponent("full.part").path
+        let budget = PartialFile.bufferSize + 100
+        let used = OriginLock(0)
+        // The device fills after `budget` bytes: one short write, then ENOSPC.
+        let file = try PartialFile(path: path, keep: 0, write: { fd, base, count in
+            let n = used.withLock { total -> Int in
+                let n = min(count, budget - total)
+                total += max(0, n)
+                return n
+            }
+            guard n > 0 else { errno = ENOSPC; return -1 }
+            return Glibc.write(fd, base, n)
+        })
+        let body = EngineFixture.body(3 * PartialFile.bufferSize)
+        var failure: SystemError?
+        var offset = 0
+        while offset < body.count, failure == nil {
+            let end = min(body.count, offset + 300_000)
+            do {
+                try body[offset..<end].withUnsafeBytes { try file.append($0) }
+                offset = end
+            } catch let error as SystemError {
+                failure = error
+            }
+        }
+        #expect(failure?.isNoSpace == true)
+        // The failed chunk is not counted; what was accepted is in the file or still buffered.
+        #expect(file.length == Int64(offset))
+        #expect(file.sha256Hex == SHA256Hasher.hex(Array(body[..<offset])))
+        let closed = file.close()
+        // Closing cannot flush the rest: it reports exactly what reached the file, without a hash.
+        #expect(closed.hasher == nil)
+        #expect(closed.length == Int64(budget))
+        #expect(FileStore.fileSize(path) == Int64(budget))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data(body[..<budget]))
+    }
+
+    @Test func replaceWithEmptySetsTheOldBytesAsideAndStartsANewFile() throws {
+        let path = EngineFixture.root().appendingPathComponent("r.part").path
+        let file = try PartialFile(path: path, keep: 0)
+        try [UInt8](repeating: 7, count: 10).withUnsafeBytes { try file.append($0) }
+        try file.sync()
+        let aside = path + ".1" + FileStore.trashSuffix
+        try file.replaceWithEmpty(settingAsideAt: aside)
+        #expect(file.length == 0 && file.durableLength == 0)
+        #expect(FileStore.fileSize(aside) == 10)
+        #expect(FileStore.fileSize(path) == 0)
+        try [UInt8]([1, 2, 3]).withUnsafeBytes { try file.append($0) }
+        try file.sync()
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data([1, 2, 3]))
+        #expect(file.sha256Hex == SHA256Hasher.hex([1, 2, 3]))
+        #expect(file.close().length == 3)
     }
 }

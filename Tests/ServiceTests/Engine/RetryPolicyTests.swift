@@ -38,6 +38,7 @@ import Testing
         (TransferFailure.Kind.connection, RetryPolicy.Verdict.retry), (.timeout, .retry), (.stalled, .retry),
         (.tooLarge, .fail(code: "too_large")), (.blockedAddress, .fail(code: "blocked_address")),
         (.tooManyRedirects, .fail(code: "too_many_redirects")),
+        (.unsupportedRedirect, .fail(code: "unsupported_redirect")),
     ] as [(TransferFailure.Kind, RetryPolicy.Verdict)])
     func classification(_ kind: TransferFailure.Kind, _ verdict: RetryPolicy.Verdict) {
         #expect(RetryPolicy.classify(kind) == verdict)

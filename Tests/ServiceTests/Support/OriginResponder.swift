@@ -49,7 +49,7 @@ enum OriginResponder {
         if let redirect {
             // An intermediate hop with validators of its own, which a client must not keep.
             fields += [
-                .init(name: "Location", value: redirect.to.hasPrefix("http") ? redirect.to : baseURL + redirect.to),
+                .init(name: "Location", value: redirect.to.hasPrefix("/") ? baseURL + redirect.to : redirect.to),
                 .init(name: "ETag", value: "\"hop-\(path.utf8.count)-redirect\""),
                 .init(name: "Last-Modified", value: OriginHTTPDate.format(epochSeconds: 1_600_000_000)),
             ]

@@ -1,4 +1,6 @@
-import CLinux
+// Re-exported for the whole test target: socket constants such as MSG_NOSIGNAL come from CLinux,
+// and files that use them without importing it otherwise compile only by batching luck.
+@_exported import CLinux
 import Glibc
 
 /// Blocking POSIX socket calls for `TestOrigin` (plain sockets, one thread per connection).

@@ -167,7 +167,8 @@ final class TestOrigin: Sendable {
         state.withLock { $0.resources[path ?? self.path]?.version += 1 }
     }
 
-    /// Answers requests for `from` with `status` and `Location: to` (a path on this origin or an absolute URL).
+    /// Answers requests for `from` with `status` and `Location: to` (a path on this origin, or any absolute
+    /// URL, e.g. `ftp://…`, sent as given).
     func redirect(from: String, to: String, status: Int = 302) {
         state.withLock { $0.redirects[from] = Redirect(to: to, status: status) }
     }

@@ -31,4 +31,13 @@ import Testing
         #expect(CurlFailureMapping.failure(for: CURLE_RECV_ERROR, detail: "x", blockedAddress: "10.0.0.1").kind
             == .connection)
     }
+
+    @Test func anUnsupportedProtocolAfterARedirectIsFinal() {
+        #expect(CurlFailureMapping.failure(for: CURLE_UNSUPPORTED_PROTOCOL, detail: "x", blockedAddress: nil,
+                                           redirected: true).kind == .unsupportedRedirect)
+        #expect(CurlFailureMapping.failure(for: CURLE_UNSUPPORTED_PROTOCOL, detail: "x", blockedAddress: nil,
+                                           redirected: false).kind == .connection)
+        #expect(CurlFailureMapping.failure(for: CURLE_RECV_ERROR, detail: "x", blockedAddress: nil,
+                                           redirected: true).kind == .connection)
+    }
 }

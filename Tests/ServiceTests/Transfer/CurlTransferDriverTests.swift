@@ -205,6 +205,43 @@ import Testing
         #expect(recorder.sink.count == 0)
     }
 
+    @Test func redirectToANonHTTPSchemeIsAFinalUnsupportedRedirect() async throws {
+        let origin = try TestOrigin(bodySize: 1000)
+        defer { origin.stop() }
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+        origin.redirect(from: "/to-ftp", to: "ftp://127.0.0.1:\(origin.port)/file")
+        let recorder = TransferRecorder()
+
+        _ = driver.start(.test(origin.url("/to-ftp")), delegate: recorder)
+
+        #expect(try await recorder.failureKind() == .unsupportedRedirect)
+        #expect(recorder.heads.isEmpty)
+        #expect(recorder.sink.count == 0)
+        #expect(RetryPolicy.classify(.unsupportedRedirect) == .fail(code: "unsupported_redirect"))
+    }
+
+    @Test func anErrorHeadLargerThanMaxBodyBytesStillReachesTheDelegate() async throws {
+        let origin = try TestOrigin(bodySize: 1000)
+        defer { origin.stop() }
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+        let recorder = TransferRecorder()
+
+        // "not found\n" is 10 bytes: over the limit, but the limit is for accepted (2xx) bodies.
+        _ = driver.start(.test(origin.url("/missing"), maxBodyBytes: 4), delegate: recorder)
+
+        #expect(try await recorder.failureKind() == .rejected)
+        #expect(recorder.heads.map(\.status) == [404])
+        #expect(recorder.sink.count == 0)
+
+        // A 2xx over the limit is still refused before its head is accepted.
+        let big = TransferRecorder()
+        _ = driver.start(.test(origin.url, maxBodyBytes: 999), delegate: big)
+        #expect(try await big.failureKind() == .tooLarge)
+        #expect(big.sink.count == 0)
+    }
+
     @Test func maxBodyBytesWithoutContentLength() async throws {
         let origin = try TestOrigin(bodySize: 1_000_000, settings: .init(closeDelimited: true))
         defer { origin.stop() }
@@ -258,16 +295,19 @@ import Testing
     @Test func cancelBeforeAnyByte() async throws {
         let origin = try TestOrigin(bodySize: 1000)
         defer { origin.stop() }
+        // Only the cancel may end it: neither the origin nor the stall timer gives up first, however
+        // long a loaded machine takes to run the test's task.
+        origin.update { $0.stallBound = 60 }
         origin.inject(.stall(afterBodyBytes: 0))
         let driver = CurlTransferDriver()
         defer { driver.shutdown() }
         let recorder = TransferRecorder()
 
-        let handle = driver.start(.test(origin.url), delegate: recorder)
-        _ = try await withTimeout(10) { try await recorder.headArrived.value() }
+        let handle = driver.start(.test(origin.url, stallTimeout: 60), delegate: recorder)
+        _ = try await withTimeout(20) { try await recorder.headArrived.value() }
         handle.cancel()
 
-        #expect(try await recorder.failureKind() == .cancelled)
+        #expect(try await recorder.failureKind(timeout: 30) == .cancelled)
         #expect(recorder.sink.count == 0)
     }
 

@@ -1,0 +1,64 @@
+import Foundation
+
+// Moving a completed file between storage areas (cache → data) off the callers' threads.
+extension EngineCore {
+    /// Under `lock`. When the completed file of `record` does not live in the area of its storage
+    /// class, places it there on the work queue. Until the move is done the record stays
+    /// `completed` and is served from its current path; then `finalPath` switches (journaled) and
+    /// only after the journal is on disk is the old name removed, so a crash at any point leaves
+    /// a journaled path that exists.
+    func scheduleMove(_ record: DownloadRecord) {
+        guard record.state == .completed, !record.moving, let path = record.finalPath, let name = record.fileName else {
+            return
+        }
+        let target = store.finalPath(id: record.id, fileName: name, storage: record.storage)
+        guard target != path else { return }
+        record.moving = true
+        let id = record.id
+        let before = hooks.beforeMove
+        workQueue.async { [self] in
+            before?()
+            let placed: Bool
+            do throws(SystemError) {
+                try store.place(from: path, to: target)
+                placed = true
+            } catch {
+                placed = false
+            }
+            let (obsolete, served, after) = finishMove(id: id, from: path, to: target, placed: placed)
+            if let obsolete {
+                if obsolete == path { journalWriter.flush() }  // The new path is journaled before the old name goes.
+                FileStore.remove(obsolete)
+                FileStore.syncDirectory(of: obsolete)
+            }
+            after?(id, served)
+        }
+    }
+
+    /// Applies a finished placement under the lock. Returns the path to delete afterwards (the old
+    /// name once switched, or the copy when the download changed meanwhile), the path now served,
+    /// and the `moved` hook.
+    private func finishMove(id: String, from path: String, to target: String, placed: Bool)
+        -> (obsolete: String?, served: String?, hook: (@Sendable (String, String?) -> Void)?) {
+        locked {
+            let hook = hooks.moved
+            guard let record = byID[id] else { return (placed ? target : nil, nil, hook) }
+            record.moving = false
+            guard record.state == .completed, record.finalPath == path else {
+                // Re-downloaded or reset meanwhile: drop the copy unless it is the new file itself.
+                return (placed && record.finalPath != target ? target : nil, record.finalPath, hook)
+            }
+            guard placed else {
+                // The file stays where it is and is still served from there.
+                record.storage = path.hasPrefix(store.cacheDirectory + "/") ? .cache : .persistent
+                saveJournal()
+                return (nil, path, hook)
+            }
+            record.finalPath = target
+            saveJournal()
+            // Storage changed again while moving (not possible today: persistent never reverts).
+            scheduleMove(record)
+            return (path, target, hook)
+        }
+    }
+}

@@ -1,0 +1,16 @@
+/// Seams at the engine's slow disk steps so tests can hold them and observe their ends. Every hook is
+/// nil in production. Set under the engine's lock (`EngineCore.hooks`); hooks run without it.
+struct EngineHooks: Sendable {
+    /// On the work queue, before a checkpoint's fdatasync of a partial.
+    var beforeCheckpointSync: (@Sendable () -> Void)?
+    /// After a checkpoint's durable offset was journaled: download id and offset.
+    var checkpointed: (@Sendable (String, Int64) -> Void)?
+    /// On the work queue, before a completed file is placed into another storage area.
+    var beforeMove: (@Sendable () -> Void)?
+    /// On the work queue, before a file set aside (a discarded partial, a purged cache file) is deleted.
+    var beforeRemove: (@Sendable () -> Void)?
+    /// Stands in for write(2) on partial files (e.g. to fail with ENOSPC).
+    var partialWrite: PartialFile.WriteCall?
+    /// After a move ended (switched, or given up): download id and the path now served.
+    var moved: (@Sendable (String, String?) -> Void)?
+}

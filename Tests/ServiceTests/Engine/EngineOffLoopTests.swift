@@ -1,0 +1,211 @@
+import Foundation
+import Testing
+@testable import DownloaderEngine
+
+/// The engine's synchronous API runs on the HTTP loop thread: slow disk work must happen elsewhere.
+@Suite struct EngineOffLoopTests {
+    /// Runs `body` on its own thread; the value arrives when it returns (so a blocked call shows as a timeout).
+    static func offThread<T: Sendable>(_ body: @escaping @Sendable () -> T) -> OneShot<T> {
+        let result = OneShot<T>()
+        Thread.detachNewThread { result.set(body()) }
+        return result
+    }
+
+    static func journal(_ engine: DownloadEngine) -> [JournalEntry] {
+        engine.core.journalWriter.flush()
+        guard case .loaded(let entries) = StateJournal(directory: engine.core.store.stateDirectory).load() else { return [] }
+        return entries
+    }
+
+    @Test func promotingACompletedFileReturnsAtOnceAndMovesItOnTheWorkQueue() async throws {
+        let root = EngineFixture.root()
+        let body = EngineFixture.body(40_000)
+        let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: ["Content-Length": "40000"], body: body) }
+        let engine = try EngineFixture.engine(root, driver: driver)
+        let first = try engine.request(DownloadRequest(url: "http://o.test/p.bin"))
+        _ = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: first.snapshot.id, [.completed]) }
+        let cached = try #require(engine.completedFile(id: first.snapshot.id)).path
+
+        let gate = DispatchSemaphore(value: 0)
+        let moveStarted = OneShot<Bool>()
+        let moved = OneShot<String>()
+        engine.core.locked {
+            engine.core.hooks.beforeMove = {
+                moveStarted.set(true)
+                _ = gate.wait(timeout: .now() + 20)
+            }
+            engine.core.hooks.moved = { _, path in moved.set(path ?? "") }
+        }
+        defer { gate.signal() }
+
+        // The move is held: request() must still return (it used to rename/copy under the lock).
+        let answer = Self.offThread { Result { () throws(EngineError) in
+            try engine.request(DownloadRequest(url: "http://o.test/p.bin", storage: .persistent))
+        } }
+        let joined = try await withTimeout(5) { try await answer.value() }.get()
+        _ = try await withTimeout(5) { try await moveStarted.value() }
+        #expect(joined.snapshot.state == .completed && joined.snapshot.storage == .persistent)
+        #expect(joined.snapshot.path == cached)
+        // Still served, from where it was, while the move runs; other calls do not wait either.
+        #expect(engine.completedFile(id: first.snapshot.id)?.path == cached)
+        #expect(engine.snapshot(id: first.snapshot.id)?.state == .completed)
+
+        gate.signal()
+        let target = try await withTimeout(10) { try await moved.value() }
+        #expect(target.hasPrefix(root.appendingPathComponent("data").path + "/"))
+        #expect(engine.completedFile(id: first.snapshot.id)?.path == target)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: target)) == Data(body))
+        #expect(!FileManager.default.fileExists(atPath: cached))
+        let entry = try #require(Self.journal(engine).first { $0.id == first.snapshot.id })
+        #expect(entry.finalPath == target && entry.storage == .persistent)
+        await engine.shutdown()
+    }
+
+    @Test func checkpointSyncRunsOffTheTransferThreadAndTheJournalNeverRunsAhead() async throws {
+        let root = EngineFixture.root()
+        let driver = FakeTransferDriver()
+        let engine = try EngineFixture.engine(root, driver: driver)
+        let gate = DispatchSemaphore(value: 0)
+        let syncStarted = OneShot<Bool>()
+        let checkpointed = OneShot<Int64>()
+        engine.core.locked {
+            engine.core.checkpointBytes = 64 << 10
+            engine.core.hooks.beforeCheckpointSync = {
+                syncStarted.set(true)
+                _ = gate.wait(timeout: .now() + 20)
+            }
+            engine.core.hooks.checkpointed = { _, offset in checkpointed.set(offset) }
+        }
+        defer { gate.signal() }
+        let r = try engine.request(DownloadRequest(url: "http://o.test/big"))
+        try await withTimeout(5) { await driver.waitForStarts(1) }
+        let transfer = driver.transfer(0)
+        #expect(transfer.respond(200, ["Content-Length": "1000000", "ETag": "\"e\""]))
+
+        // 100 000 bytes cross the checkpoint size; the write returns although the sync is held.
+        let chunk = EngineFixture.body(100_000)
+        let wrote = Self.offThread { (try? transfer.send(chunk)) != nil }
+        #expect(try await withTimeout(5) { try await wrote.value() })
+        _ = try await withTimeout(5) { try await syncStarted.value() }
+        #expect(engine.snapshot(id: r.snapshot.id)?.bytesWritten == 100_000)
+        // Not yet synced: nothing beyond 0 may be journaled as durable.
+        #expect(engine.core.locked { engine.core.byID[r.snapshot.id]?.durableOffset } == 0)
+        #expect(Self.journal(engine).first { $0.id == r.snapshot.id }?.verifiedOffset == 0)
+
+        gate.signal()
+        #expect(try await withTimeout(10) { try await checkpointed.value() } == 100_000)
+        #expect(Self.journal(engine).first { $0.id == r.snapshot.id }?.verifiedOffset == 100_000)
+        await engine.shutdown()
+    }
+
+    @Test func callersPerDownloadAreCapped() throws {
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: FakeTransferDriver()) {
+            $0.maxCallersPerDownload = 3
+        }
+        let a = try engine.request(DownloadRequest(url: "http://o.test/c"))
+        _ = try engine.request(DownloadRequest(url: "http://o.test/c"))
+        _ = try engine.request(DownloadRequest(url: "http://o.test/c"))
+        #expect(throws: EngineError.tooManyCallers("")) { try engine.request(DownloadRequest(url: "http://o.test/c")) }
+        do {
+            _ = try engine.request(DownloadRequest(url: "http://o.test/c"))
+        } catch {
+            #expect(error.code == "too_many_callers")
+        }
+        #expect(engine.snapshot(id: a.snapshot.id)?.callers == 3)
+        // Another URL is not affected; a caller leaving makes room.
+        _ = try engine.request(DownloadRequest(url: "http://o.test/other"))
+        #expect(engine.cancel(token: a.token) != nil)
+        _ = try engine.request(DownloadRequest(url: "http://o.test/c"))
+        #expect(engine.snapshot(id: a.snapshot.id)?.callers == 3)
+    }
+
+    @Test func anEndedDownloadDropsOldTokensInsteadOfRefusing() async throws {
+        let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: [:], body: [1, 2, 3]) }
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver) { $0.maxCallersPerDownload = 2 }
+        let first = try engine.request(DownloadRequest(url: "http://o.test/done"))
+        _ = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: first.snapshot.id, [.completed]) }
+        var tokens = [first.token]
+        for _ in 0..<5 { tokens.append(try engine.request(DownloadRequest(url: "http://o.test/done")).token) }
+        #expect(engine.snapshot(id: first.snapshot.id)?.callers == 2)
+        // Exactly the cap's worth of tokens still work; the newest one always does.
+        #expect(engine.cancel(token: try #require(tokens.last)) != nil)
+        #expect(tokens.dropLast().filter { engine.cancel(token: $0) != nil }.count == 1)
+        #expect(driver.startCount == 1)
+        await engine.shutdown()
+    }
+
+    @Test func failedDownloadsAreBoundedInCountAndAge() async throws {
+        let clock = ManualClock()
+        let driver = FakeTransferDriver { _, _ in .init(status: 404, headers: [:], body: []) }
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver, clock: clock) {
+            $0.maxFailedDownloads = 2
+            $0.failedRetention = 1000
+        }
+        var ids: [String] = []
+        for name in ["a", "b", "c"] {
+            let r = try engine.request(DownloadRequest(url: "http://o.test/\(name)"))
+            let failed = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.failed]) }
+            #expect(failed.error?.code == "http_error")
+            ids.append(r.snapshot.id)
+            clock.advance(10)
+        }
+        // Count: the oldest failure is forgotten (memory and journal).
+        #expect(engine.snapshot(id: ids[0]) == nil)
+        #expect(engine.snapshot(id: ids[1]) != nil && engine.snapshot(id: ids[2]) != nil)
+        #expect(Set(Self.journal(engine).map(\.id)) == Set(ids[1...]))
+        // Age: failures older than the retention go when another download fails.
+        clock.advance(2000)
+        let d = try engine.request(DownloadRequest(url: "http://o.test/d"))
+        _ = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: d.snapshot.id, [.failed]) }
+        #expect(engine.list().map(\.id) == [d.snapshot.id])
+        #expect(Self.journal(engine).map(\.id) == [d.snapshot.id])
+        await engine.shutdown()
+    }
+
+    @Test func discardingAPartialDoesNotWaitForItsDeletion() async throws {
+        let driver = FakeTransferDriver()
+        let root = EngineFixture.root()
+        // Every file system counts as low on space: the next attempt purges paused partials first.
+        let engine = try DownloadEngine(configuration: EngineFixture.configuration(root), driver: driver,
+                                        diskPressure: DiskPressure(minFreeBytes: Int64.max, minFreeFraction: 0))
+        let x = try engine.request(DownloadRequest(url: "http://o.test/x"))
+        try await withTimeout(5) { await driver.waitForStarts(1) }
+        #expect(driver.transfer(0).respond(200, ["Content-Length": "10000", "ETag": "\"x\""]))
+        try driver.transfer(0).send([UInt8](repeating: 1, count: 5000))
+        _ = try await EngineFixture.cancelAndSettle(engine, token: x.token, id: x.snapshot.id)
+        let partials = root.appendingPathComponent("state/partials").path
+        let partial = partials + "/\(x.snapshot.id).part"
+        #expect(FileStore.fileSize(partial) == 5000)
+
+        let gate = DispatchSemaphore(value: 0)
+        let removing = OneShot<Bool>()
+        engine.core.locked {
+            engine.core.hooks.beforeRemove = {
+                removing.set(true)
+                _ = gate.wait(timeout: .now() + 20)
+            }
+        }
+        defer { gate.signal() }
+        // request() purges x's partial on the caller's thread: it must not wait for the deletion.
+        let answer = Self.offThread { (try? engine.request(DownloadRequest(url: "http://o.test/y"))) != nil }
+        #expect(try await withTimeout(5) { try await answer.value() })
+        _ = try await withTimeout(5) { try await removing.value() }
+        #expect(engine.snapshot(id: x.snapshot.id)?.bytesWritten == 0)
+        #expect(FileStore.fileSize(partial) == nil)  // The name is free at once…
+        let aside = try FileManager.default.contentsOfDirectory(atPath: partials).filter { $0.hasSuffix(FileStore.trashSuffix) }
+        #expect(aside.count == 1)  // …the file goes on the work queue.
+        gate.signal()
+        engine.core.workQueue.sync(flags: .barrier) {}
+        #expect(try FileManager.default.contentsOfDirectory(atPath: partials).filter { $0.hasSuffix(FileStore.trashSuffix) }.isEmpty)
+        await engine.shutdown()
+    }
+
+    @Test func partialsSetAsideBeforeACrashAreDeletedOnStart() throws {
+        let root = EngineFixture.root()
+        _ = try EngineFixture.engine(root, driver: FakeTransferDriver())
+        let partials = root.appendingPathComponent("state/partials")
+        try Data([1, 2]).write(to: partials.appendingPathComponent("0123456789abcdef.part.7\(FileStore.trashSuffix)"))
+        _ = try EngineFixture.engine(root, driver: FakeTransferDriver())
+        #expect(try FileManager.default.contentsOfDirectory(atPath: partials.path).isEmpty)
+    }
+}
