@@ -72,9 +72,12 @@ struct ServiceLiveTests {
     }
 
     @Test func twoCallersCoalesceAndOneCancelling() async throws {
+        // The origin holds the transfer at 1 MiB for 2 s, then drops it: the cancel lands mid-transfer
+        // however loaded the machine is, and the download carries on with a resume.
         let origin = try TestOrigin(bodySize: 4 << 20)
         defer { origin.stop() }
-        origin.update { $0.bytesPerSecond = 4 << 20 }
+        origin.update { $0.stallBound = 2 }
+        origin.inject(.stall(afterBodyBytes: 1 << 20))
         let service = try await ServiceProcess.start(arguments: Self.allowLoopback)
         let client = service.client
 
@@ -85,7 +88,7 @@ struct ServiceLiveTests {
         #expect(second.json["coalesced"] as? Bool == true)
         #expect(first.string("token") != second.string("token"))
 
-        _ = try await waitFor(service, id: id, "bytes") { ($0.json["bytesWritten"] as? Int ?? 0) > 0 }
+        _ = try await waitFor(service, id: id, "the stall") { $0.json["bytesWritten"] as? Int == 1 << 20 }
         let cancelled = try await client.request("DELETE", "/downloads/\(try #require(first.string("token")))")
         #expect(cancelled.status == 200)
         #expect(cancelled.json["callers"] as? Int == 1)
@@ -93,31 +96,33 @@ struct ServiceLiveTests {
         let reused = try await client.request("DELETE", "/downloads/\(try #require(first.string("token")))")
         #expect(reused.status == 404)
 
-        origin.update { $0.bytesPerSecond = nil }
         let done = try await waitForEnd(service, id: id)
         #expect(done["state"] as? String == "completed")
         let file = try await client.request("GET", "/downloads/\(id)/file")
         #expect(file.body == origin.expectedBody())
-        #expect(origin.getCount() == 1)
+        let gets = origin.requests(path: origin.path).filter { $0.method == "GET" }
+        #expect(gets.filter { $0.header("range") == nil }.count == 1)  // one transfer, resumed, never restarted
+        #expect(gets.last?.header("range") == "bytes=\(1 << 20)-")
+        #expect(try await service.stop() == 0)
     }
 
     @Test func lastCallerCancelPausesAndANewRequestResumesFromTheKeptOffset() async throws {
         let origin = try TestOrigin(bodySize: 4 << 20)
         defer { origin.stop() }
-        origin.update { $0.bytesPerSecond = 2 << 20 }
+        origin.update { $0.stallBound = 60 }
+        origin.inject(.stall(afterBodyBytes: 1 << 20))  // the cancel lands at exactly 1 MiB
         let service = try await ServiceProcess.start(arguments: Self.allowLoopback)
         let client = service.client
 
         let first = try await client.ask(origin.url)
         let id = try #require(first.string("id"))
-        _ = try await waitFor(service, id: id, "bytes") { ($0.json["bytesWritten"] as? Int ?? 0) > 256 << 10 }
+        _ = try await waitFor(service, id: id, "the stall") { $0.json["bytesWritten"] as? Int == 1 << 20 }
         let paused = try await client.request("DELETE", "/downloads/\(try #require(first.string("token")))")
         #expect(paused.string("state") == "paused")
         #expect(paused.json["resumable"] as? Bool == true)
         let kept = try #require(paused.json["bytesWritten"] as? Int)
-        #expect(kept > 0 && kept < 4 << 20)
+        #expect(kept == 1 << 20)
 
-        origin.update { $0.bytesPerSecond = nil }
         let resumed = try await client.ask(origin.url)
         #expect(resumed.status == 202)
         #expect(resumed.string("id") == id)
@@ -128,12 +133,15 @@ struct ServiceLiveTests {
         #expect(last.header("if-range") == origin.etag())
         let file = try await client.request("GET", "/downloads/\(id)/file")
         #expect(file.body == origin.expectedBody())
+        #expect(try await service.stop() == 0)
     }
 
     @Test func progressStreamFraming() async throws {
+        // Held at 1 MiB for 3 s (the stream opens mid-transfer), then dropped: a resume follows.
         let origin = try TestOrigin(bodySize: 2 << 20)
         defer { origin.stop() }
-        origin.update { $0.bytesPerSecond = 2 << 20 }  // still running when the stream opens
+        origin.update { $0.stallBound = 3 }
+        origin.inject(.stall(afterBodyBytes: 1 << 20))
         let service = try await ServiceProcess.start(arguments: Self.allowLoopback)
         let client = service.client
         let created = try await client.ask(origin.url)
@@ -151,6 +159,8 @@ struct ServiceLiveTests {
         let ids = events.compactMap { $0.id.flatMap(UInt64.init) }
         #expect(ids.count == events.count && ids == ids.sorted() && Set(ids).count == ids.count)
         #expect(events.last?.event == "completed")
+        let resume = try #require(events.first { $0.event == "resumed" && $0.json["offset"] as? Int == 1 << 20 })
+        #expect(resume.json["restarted"] as? Bool == false)
         #expect(Set(events.compactMap(\.event)).isSubset(of: ["progress", "resumed", "paused", "completed", "failed"]))
         #expect(events.allSatisfy { $0.json["id"] as? String == id })
 
@@ -160,6 +170,7 @@ struct ServiceLiveTests {
         let replay = try await again.next()
         #expect(replay?.event == "completed" && replay?.id == "42")
         #expect(try await again.next() == nil)
+        #expect(try await service.stop() == 0)
     }
 
     @Test func errorAnswers() async throws {
@@ -202,6 +213,7 @@ struct ServiceLiveTests {
         #expect(origin.getCount() == 0)
         let stillNotThere = try await client.request("GET", "/downloads/\(id)/file")
         #expect(stillNotThere.status == 409)
+        #expect(try await service.stop() == 0)
     }
 
     @Test func bearerAuthGuardsEverythingButHealth() async throws {
@@ -216,23 +228,25 @@ struct ServiceLiveTests {
 
         let open = try await ServiceProcess.start()
         #expect(try await open.client.request("GET", "/downloads").status == 200)
+        #expect(try await service.stop() == 0)
+        #expect(try await open.stop() == 0)
     }
 
     @Test func pausedDownloadSurvivesARestart() async throws {
         let origin = try TestOrigin(bodySize: 4 << 20)
         defer { origin.stop() }
-        origin.update { $0.bytesPerSecond = 2 << 20 }
+        origin.update { $0.stallBound = 60 }
+        origin.inject(.stall(afterBodyBytes: 1 << 20))
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("ds-restart-\(UUID().uuidString)")
         let first = try await ServiceProcess.start(root: root, arguments: Self.allowLoopback)
         let created = try await first.client.ask(origin.url)
         let id = try #require(created.string("id"))
-        _ = try await waitFor(first, id: id, "bytes") { ($0.json["bytesWritten"] as? Int ?? 0) > 256 << 10 }
+        _ = try await waitFor(first, id: id, "the stall") { $0.json["bytesWritten"] as? Int == 1 << 20 }
         let paused = try await first.client.request("DELETE", "/downloads/\(try #require(created.string("token")))")
         let kept = try #require(paused.json["bytesWritten"] as? Int)
-        #expect(paused.string("state") == "paused")
+        #expect(paused.string("state") == "paused" && kept == 1 << 20)
         #expect(try await first.stop() == 0)
 
-        origin.update { $0.bytesPerSecond = nil }
         let second = try await ServiceProcess.start(root: root, arguments: Self.allowLoopback)
         let listed = try await second.client.request("GET", "/downloads/\(id)")
         #expect(listed.string("state") == "paused")
@@ -243,19 +257,20 @@ struct ServiceLiveTests {
         #expect(done["state"] as? String == "completed")
         #expect(origin.requests(path: origin.path).last?.header("range") == "bytes=\(kept)-")
         #expect(try await second.client.request("GET", "/downloads/\(id)/file").body == origin.expectedBody())
+        #expect(try await second.stop() == 0)
     }
 
     @Test func aRunningDownloadCarriesOnAfterACrash() async throws {
         // The engine makes kept bytes durable (fdatasync, then journal) every 32 MiB or 2 s, so
         // crash after more than 2 s of transfer: what was checkpointed must not be fetched again.
-        let origin = try TestOrigin(bodySize: 12 << 20)
+        let origin = try TestOrigin(bodySize: 16 << 20)
         defer { origin.stop() }
         origin.update { $0.bytesPerSecond = 2 << 20 }
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("ds-crash-\(UUID().uuidString)")
         let first = try await ServiceProcess.start(root: root, arguments: Self.allowLoopback)
         let created = try await first.client.ask(origin.url)
         let id = try #require(created.string("id"))
-        _ = try await waitFor(first, id: id, "bytes") { ($0.json["bytesWritten"] as? Int ?? 0) > 6 << 20 }
+        _ = try await waitFor(first, id: id, "bytes") { ($0.json["bytesWritten"] as? Int ?? 0) > 8 << 20 }
         #expect(try await first.stop(signal: SIGKILL) == SIGKILL)
 
         origin.update { $0.bytesPerSecond = nil }
@@ -265,6 +280,7 @@ struct ServiceLiveTests {
         #expect(try await second.client.request("GET", "/downloads/\(id)/file").body == origin.expectedBody())
         let resumedAt = origin.requests(path: origin.path).last?.header("range")
         #expect(resumedAt?.hasPrefix("bytes=") == true && resumedAt != "bytes=0-", "resumed with \(resumedAt ?? "no Range")")
+        #expect(try await second.stop() == 0)
     }
 
     @Test func helpAndBadFlags() async throws {

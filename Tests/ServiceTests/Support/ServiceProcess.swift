@@ -5,6 +5,9 @@ import Glibc
 
 /// The real `download-service` executable, started for a live test on port 0 with its own
 /// storage directories. The port comes from the first log line ("listening").
+///
+/// Exit is observed through `terminationHandler` and stderr is read by a plain thread: Foundation's
+/// `waitUntilExit` and `readabilityHandler` can spin on Linux, so neither is used.
 final class ServiceProcess: @unchecked Sendable {
     struct Failure: Error, CustomStringConvertible { var description: String }
 
@@ -28,16 +31,24 @@ final class ServiceProcess: @unchecked Sendable {
         process.standardError = stderr
         process.standardOutput = FileHandle.nullDevice
         let log = self.log
-        stderr.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            if data.isEmpty { handle.readabilityHandler = nil; log.finish() } else { log.append(data) }
-        }
+        process.terminationHandler = { finished in log.exited(finished.terminationStatus) }
         try process.run()
+        let reader = stderr.fileHandleForReading
+        Thread.detachNewThread {
+            var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+            while true {
+                let n = chunk.withUnsafeMutableBytes { read(reader.fileDescriptor, $0.baseAddress, $0.count) }
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { break }
+                log.append(Data(chunk[..<n]))
+            }
+            log.finish()
+        }
         guard let line = log.waitForLine(containing: #""msg":"listening""#, timeout: startTimeout),
               let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
               let port = object["port"] as? Int
         else {
-            process.terminate()
+            kill(process.processIdentifier, SIGKILL)
             throw Failure(description: "service did not report its port; log:\n\(log.text)")
         }
         self.port = port
@@ -48,23 +59,20 @@ final class ServiceProcess: @unchecked Sendable {
         try await onThread { try ServiceProcess(root: root, arguments: arguments, environment: environment) }
     }
 
+    /// A service the test did not stop is killed, never waited for.
     deinit {
-        if process.isRunning { process.terminate(); process.waitUntilExit() }
+        if log.exitStatus == nil { kill(process.processIdentifier, SIGKILL) }
     }
 
     /// Sends `signal` (SIGTERM by default; SIGKILL to simulate a crash) and waits for the exit
     /// status (nil if it did not exit within `timeout`).
     @discardableResult
     func stop(signal: Int32 = SIGTERM, timeout: Double = 20) async throws -> Int32? {
-        try await onThread { [self] in
-            if process.isRunning { kill(process.processIdentifier, signal) }
-            return log.waitForEnd(timeout: timeout) ? waitForExit() : nil
+        let (pid, log) = (process.processIdentifier, log)
+        return try await onThread {
+            if log.exitStatus == nil { kill(pid, signal) }
+            return log.waitForExit(timeout: timeout)
         }
-    }
-
-    private func waitForExit() -> Int32 {
-        process.waitUntilExit()
-        return process.terminationStatus
     }
 
     /// Every log line so far.
@@ -82,11 +90,12 @@ final class ServiceProcess: @unchecked Sendable {
     }
 }
 
-/// Collects a child's stderr and lets a test wait for a line.
+/// A child's stderr and exit status, with bounded waits for a line or for the exit.
 final class LogCollector: @unchecked Sendable {
     private let condition = NSCondition()
     private var data = Data()
     private var ended = false
+    private var status: Int32?
 
     func append(_ more: Data) {
         condition.lock(); data.append(more); condition.broadcast(); condition.unlock()
@@ -96,6 +105,15 @@ final class LogCollector: @unchecked Sendable {
         condition.lock(); ended = true; condition.broadcast(); condition.unlock()
     }
 
+    func exited(_ code: Int32) {
+        condition.lock(); status = code; condition.broadcast(); condition.unlock()
+    }
+
+    var exitStatus: Int32? {
+        condition.lock(); defer { condition.unlock() }
+        return status
+    }
+
     var text: String {
         condition.lock(); defer { condition.unlock() }
         return String(decoding: data, as: UTF8.self)
@@ -103,14 +121,14 @@ final class LogCollector: @unchecked Sendable {
 
     var lines: [String] { text.split(separator: "\n").map(String.init) }
 
-    /// True once the child closed stderr (it exited), false if `timeout` passed first.
-    func waitForEnd(timeout: Double) -> Bool {
+    /// The exit status, or nil if the child is still running after `timeout`.
+    func waitForExit(timeout: Double) -> Int32? {
         let deadline = Date().addingTimeInterval(timeout)
         condition.lock(); defer { condition.unlock() }
-        while !ended {
-            if !condition.wait(until: deadline) { return ended }
+        while status == nil {
+            if !condition.wait(until: deadline) { break }
         }
-        return true
+        return status
     }
 
     func waitForLine(containing fragment: String, timeout: Double) -> String? {
