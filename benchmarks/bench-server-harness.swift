@@ -1,5 +1,5 @@
 // Benchmark harness for MiniHTTPServer, compiled by benchmarks/bench-server with swiftc against the
-// release build of the module (not part of the package). Usage: harness PORT FILE
+// release build of the module (not part of the package). Usage: [EVENT_LOOPS=N] harness PORT FILE
 //   GET /healthz -> {"status":"ok"}      GET /file -> FILE via sendfile
 import Foundation
 import MiniHTTPServer
@@ -14,6 +14,10 @@ let health = Array(#"{"status":"ok"}"#.utf8)
 
 var configuration = ServerConfiguration()
 configuration.port = port
+// EVENT_LOOPS overrides ServerConfiguration.eventLoopCount (default: the number of online CPUs).
+if let loops = ProcessInfo.processInfo.environment["EVENT_LOOPS"].flatMap(Int.init) {
+    configuration.eventLoopCount = loops
+}
 let server = HTTPServer(configuration: configuration) { request in
     switch request.path {
     case "/healthz": return .json(health)

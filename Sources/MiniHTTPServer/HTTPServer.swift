@@ -1,9 +1,10 @@
 import Foundation
 import Synchronization
 
-/// An HTTP/1.1 server on epoll: one event-loop thread owns the listening socket and every
-/// connection; handlers run as tasks that prefer the loop as their executor, so a handler that
-/// does not suspend answers without any thread hop.
+/// An HTTP/1.1 server on epoll: `ServerConfiguration.eventLoopCount` event-loop threads, each
+/// owning the connections handed to it (the first loop also owns the listening socket and hands new
+/// connections out round-robin); handlers run as tasks that prefer their connection's loop as their
+/// executor, so a handler that does not suspend answers without any thread hop.
 ///
 /// Layout: `Posix/` (syscall wrapper: EINTR retried, EAGAIN → would-block, `SystemError`; sockets),
 /// `EventLoop/` (epoll `Selector` + eventfd wake-up, `EventLoop` thread with a timer heap, a
@@ -11,7 +12,8 @@ import Synchronization
 /// `HTTP/` (pure parsers and encoders: request head, chunked bodies, `Range`, conditionals, dates),
 /// `Connection/` (the pure `ConnectionStateMachine`, `PendingWrites` with watermarks, and the
 /// `Connection` glue: edge-triggered reads, one handler task per busy connection, sendfile, streams,
-/// timeouts, lingering close) and `ServerContext` (accepting, bookkeeping, graceful shutdown).
+/// timeouts, lingering close) and `ServerContext` (one per loop: accepting, bookkeeping, graceful
+/// shutdown).
 ///
 /// Limits and timeouts come from `ServerConfiguration`; every error the server itself answers is the
 /// JSON shape of `Response.error` with `Connection: close`.
@@ -21,7 +23,8 @@ public final class HTTPServer: Sendable {
 
     private enum State {
         case idle
-        case running(EventLoop, ServerContext)
+        /// One context per loop; `contexts[0]` owns the listening socket.
+        case running([ServerContext])
         /// Shutting down; other callers of `shutdown()` wait here.
         case stopping([CheckedContinuation<Void, Never>])
         case stopped
@@ -34,44 +37,73 @@ public final class HTTPServer: Sendable {
         self.handler = handler
     }
 
-    /// Binds, starts the event loop and returns the port actually bound (useful with port 0).
+    /// Binds, starts the event loops and returns the port actually bound (useful with port 0).
     public func start() throws -> Int {
         signal(SIGPIPE, SIG_IGN)
         return try state.withLock { state -> Int in
             guard case .idle = state else { throw SystemError(errno: EALREADY, function: "HTTPServer.start") }
-            let loop = try EventLoop()
+            let count = max(1, configuration.eventLoopCount)
+            var loops: [EventLoop] = []
+            for _ in 0..<count { loops.append(try EventLoop()) }
             let (fd, port) = try Socket.listen(host: configuration.host, port: configuration.port,
                                                backlog: configuration.backlog)
-            let context = ServerContext(configuration: configuration, handler: handler, loop: loop, listenerFD: fd)
-            loop.start(name: "MiniHTTPServer")
-            let registered = DispatchSemaphore(value: 0)
-            let failure = Mutex<Error?>(nil)
-            loop.execute {
-                do { try context.startListening() } catch { failure.withLock { $0 = error } }
-                registered.signal()
+            let contexts = loops.enumerated().map { index, loop in
+                ServerContext(configuration: configuration, handler: handler, loop: loop,
+                              listenerFD: index == 0 ? fd : -1)
             }
-            registered.wait()
-            if let error = failure.withLock({ $0 }) {
+            if count > 1 { contexts[0].acceptTargets = contexts }
+            for (index, loop) in loops.enumerated() {
+                loop.start(name: count == 1 ? "MiniHTTPServer" : "MiniHTTPServer-\(index)")
+            }
+            // Start the other contexts first, so the first accepted connection finds its loop ready.
+            var failure: Error?
+            for context in contexts.reversed() where failure == nil {
+                failure = Self.runAndWait(on: context.loop) { try context.start() }
+            }
+            if let failure {
                 close(fd)
-                let done = DispatchSemaphore(value: 0)
-                loop.stop { done.signal() }
-                done.wait()
-                throw error
+                for loop in loops {
+                    let done = DispatchSemaphore(value: 0)
+                    loop.stop { done.signal() }
+                    done.wait()
+                }
+                throw failure
             }
-            state = .running(loop, context)
+            state = .running(contexts)
             return port
         }
+    }
+
+    /// The pthread ids of the running event loops, in loop order (empty when not running); for
+    /// tests that check which loop served a connection.
+    var eventLoopThreadIDs: [UInt] {
+        state.withLock { state in
+            guard case .running(let contexts) = state else { return [] }
+            return contexts.map { $0.loop.threadID }
+        }
+    }
+
+    /// Runs `body` on `loop`'s thread and waits for it; returns the error it threw, if any.
+    private static func runAndWait(on loop: EventLoop, _ body: @escaping @Sendable () throws -> Void) -> Error? {
+        let finished = DispatchSemaphore(value: 0)
+        let failure = Mutex<Error?>(nil)
+        loop.execute {
+            do { try body() } catch { failure.withLock { $0 = error } }
+            finished.signal()
+        }
+        finished.wait()
+        return failure.withLock { $0 }
     }
 
     /// Stops accepting, lets in-flight requests finish within `shutdownGracePeriod`, cancels
     /// streams, closes every connection and stops the loop. Returns when all of that is done.
     public func shutdown() async {
-        enum Role { case stop(EventLoop, ServerContext), wait, done }
+        enum Role { case stop([ServerContext]), wait, done }
         let role = state.withLock { state -> Role in
             switch state {
-            case .running(let loop, let context):
+            case .running(let contexts):
                 state = .stopping([])
-                return .stop(loop, context)
+                return .stop(contexts)
             case .stopping: return .wait
             case .idle, .stopped: return .done
             }
@@ -89,12 +121,27 @@ public final class HTTPServer: Sendable {
                 }
                 if finished { continuation.resume() }
             }
-        case .stop(let loop, let context):
+        case .stop(let contexts):
             let grace = configuration.shutdownGracePeriod
+            // Close the listener first: every connection already handed to another loop is then
+            // queued on that loop ahead of its shutdown.
+            let acceptor = contexts[0]
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                loop.execute {
-                    context.shutdown(gracePeriod: grace) {
-                        loop.stop { continuation.resume() }
+                acceptor.loop.execute {
+                    acceptor.stopAccepting()
+                    continuation.resume()
+                }
+            }
+            await withTaskGroup(of: Void.self) { group in
+                for context in contexts {
+                    group.addTask {
+                        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                            context.loop.execute {
+                                context.shutdown(gracePeriod: grace) {
+                                    context.loop.stop { continuation.resume() }
+                                }
+                            }
+                        }
                     }
                 }
             }

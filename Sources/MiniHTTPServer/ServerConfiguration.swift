@@ -1,3 +1,5 @@
+import Foundation
+
 /// Settings for `HTTPServer`. Every field has a documented default.
 public struct ServerConfiguration: Sendable {
     /// Address to bind (default `127.0.0.1`).
@@ -6,6 +8,10 @@ public struct ServerConfiguration: Sendable {
     public var port: Int = 8080
     /// listen(2) backlog (default 1024).
     public var backlog: Int = 1024
+    /// Event-loop threads (default: the number of online CPUs, at least 1). One loop accepts and
+    /// hands each new connection round-robin to a loop, which then owns it (reads, writes, timers,
+    /// handler tasks) until it closes. Values below 1 mean 1.
+    public var eventLoopCount: Int = ServerConfiguration.onlineCPUCount
     /// Longest request line accepted; longer gets 414 (default 8 KiB).
     public var maxRequestLineBytes: Int = 8 * 1024
     /// Largest header section accepted; larger gets 431 (default 64 KiB).
@@ -30,6 +36,9 @@ public struct ServerConfiguration: Sendable {
     public var accessLog: (@Sendable (AccessLogEntry) -> Void)?
 
     public init() {}
+
+    /// The number of online CPUs (at least 1).
+    public static var onlineCPUCount: Int { max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN))) }
 }
 
 /// One finished request, as given to `ServerConfiguration.accessLog`.

@@ -1,13 +1,21 @@
 import CLinux
 import Foundation
 
-/// The server's state on its loop thread: the listening socket and every open connection.
+/// One event loop's share of the server, touched only on that loop's thread: the connections it
+/// owns and, for the accepting loop, the listening socket. With several loops the accepting context
+/// hands each new connection round-robin to a context (`acceptTargets`), whose loop then owns it.
 final class ServerContext: Selectable, @unchecked Sendable {
     let configuration: ServerConfiguration
     let handler: HTTPHandler
     let limits: ParserLimits
     let loop: EventLoop
+    /// The listening socket; -1 for contexts that only own handed-over connections.
     let listenerFD: Int32
+    /// Contexts new connections go to, round-robin (the accepting context, set before its loop
+    /// starts; empty: every connection stays on this loop).
+    var acceptTargets: [ServerContext] = []
+    @exclusivity(unchecked)
+    private var nextTarget = 0
     // Hot-path copies of configuration values (nanoseconds), so connections never copy the struct.
     let idleTimeout: UInt64
     let headerTimeout: UInt64
@@ -42,14 +50,18 @@ final class ServerContext: Selectable, @unchecked Sendable {
 
     var connectionCount: Int { connections.count }
 
-    /// Starts accepting (loop thread).
-    func startListening() throws {
-        try loop.register(fd: listenerFD, events: EPOLLIN.rawValue, handler: self)
-        listening = true
+    /// Starts accepting if this context has the listener, and the idle-task sweep (loop thread).
+    func start() throws {
+        if listenerFD >= 0 { try startListening() }
         if !sweeping {
             sweeping = true
             scheduleHandlerTaskSweep()
         }
+    }
+
+    private func startListening() throws {
+        try loop.register(fd: listenerFD, events: EPOLLIN.rawValue, handler: self)
+        listening = true
     }
 
     /// Once a second, end handler tasks that have waited over a second for a next request: busy
@@ -82,16 +94,35 @@ final class ServerContext: Selectable, @unchecked Sendable {
                 return
             }
             guard let (fd, remote) = accepted else { return }
-            let connection = Connection(fd: fd, remoteAddress: remote, loop: loop, server: self)
-            do {
-                connection.registrationID = try loop.register(fd: fd, events: Self.connectionEvents, handler: connection)
-            } catch {
-                close(fd)
+            if acceptTargets.isEmpty {
+                adopt(fd: fd, remoteAddress: remote)
                 continue
             }
-            connections[ObjectIdentifier(connection)] = connection
-            connection.updateDeadline()
+            let target = acceptTargets[nextTarget]
+            nextTarget = nextTarget + 1 == acceptTargets.count ? 0 : nextTarget + 1
+            if target === self {
+                adopt(fd: fd, remoteAddress: remote)
+            } else {
+                target.loop.execute { target.adopt(fd: fd, remoteAddress: remote) }
+            }
         }
+    }
+
+    /// Takes ownership of an accepted socket: registers it with this loop (loop thread).
+    func adopt(fd: Int32, remoteAddress: String) {
+        guard !draining else {
+            close(fd)
+            return
+        }
+        let connection = Connection(fd: fd, remoteAddress: remoteAddress, loop: loop, server: self)
+        do {
+            connection.registrationID = try loop.register(fd: fd, events: Self.connectionEvents, handler: connection)
+        } catch {
+            close(fd)
+            return
+        }
+        connections[ObjectIdentifier(connection)] = connection
+        connection.updateDeadline()
     }
 
     private func pauseAccepting() {
@@ -99,7 +130,7 @@ final class ServerContext: Selectable, @unchecked Sendable {
         listening = false
         loop.deregister(fd: listenerFD)
         loop.schedule(at: loop.now + 100_000_000) { [self] in
-            guard !draining, !listening else { return }
+            guard !draining, !listening, !listenerClosed else { return }
             try? startListening()
         }
     }
@@ -115,14 +146,7 @@ final class ServerContext: Selectable, @unchecked Sendable {
     /// Stops accepting, lets busy connections finish within the grace period, then closes the
     /// rest; calls `completion` (loop thread) once no connection is left.
     func shutdown(gracePeriod: Double, completion: @escaping () -> Void) {
-        if listening {
-            listening = false
-            loop.deregister(fd: listenerFD)
-        }
-        if !listenerClosed {
-            listenerClosed = true
-            close(listenerFD)
-        }
+        stopAccepting()
         draining = true
         onDrained = completion
         for connection in Array(connections.values) { connection.beginShutdown() }
@@ -132,6 +156,19 @@ final class ServerContext: Selectable, @unchecked Sendable {
         }
         loop.schedule(at: monotonicNanoseconds() + nanoseconds(gracePeriod)) { [self] in
             for connection in Array(connections.values) { connection.close() }
+        }
+    }
+
+    /// Deregisters and closes the listening socket, if any (loop thread).
+    func stopAccepting() {
+        acceptTargets = []  // also breaks the cycle through this context
+        if listening {
+            listening = false
+            loop.deregister(fd: listenerFD)
+        }
+        if !listenerClosed && listenerFD >= 0 {
+            listenerClosed = true
+            close(listenerFD)
         }
     }
 

@@ -89,6 +89,12 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
         started.wait()
     }
 
+    /// The loop thread's pthread id as a number (0 before `start`); for tests.
+    var threadID: UInt {
+        guard let thread else { return 0 }
+        return UInt(thread)
+    }
+
     /// True on the loop thread.
     var inEventLoop: Bool {
         guard let thread else { return false }
