@@ -72,11 +72,11 @@ struct ServiceLiveTests {
     }
 
     @Test func twoCallersCoalesceAndOneCancelling() async throws {
-        // The origin holds the transfer at 1 MiB for 2 s, then drops it: the cancel lands mid-transfer
+        // The origin holds the transfer at 1 MiB for 5 s, then drops it: the cancel lands mid-transfer
         // however loaded the machine is, and the download carries on with a resume.
         let origin = try TestOrigin(bodySize: 4 << 20)
         defer { origin.stop() }
-        origin.update { $0.stallBound = 2 }
+        origin.update { $0.stallBound = 5 }
         origin.inject(.stall(afterBodyBytes: 1 << 20))
         let service = try await ServiceProcess.start(arguments: Self.allowLoopback)
         let client = service.client
@@ -137,10 +137,10 @@ struct ServiceLiveTests {
     }
 
     @Test func progressStreamFraming() async throws {
-        // Held at 1 MiB for 3 s (the stream opens mid-transfer), then dropped: a resume follows.
+        // Held at 1 MiB for 5 s (the stream opens mid-transfer), then dropped: a resume follows.
         let origin = try TestOrigin(bodySize: 2 << 20)
         defer { origin.stop() }
-        origin.update { $0.stallBound = 3 }
+        origin.update { $0.stallBound = 5 }
         origin.inject(.stall(afterBodyBytes: 1 << 20))
         let service = try await ServiceProcess.start(arguments: Self.allowLoopback)
         let client = service.client
