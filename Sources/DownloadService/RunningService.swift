@@ -25,7 +25,8 @@ final class RunningService: Sendable {
         serverConfiguration.host = configuration.host
         serverConfiguration.port = configuration.port
         serverConfiguration.accessLog = { entry in
-            metrics.record(status: entry.status, bytes: entry.bytes, isFile: entry.path.hasSuffix("/file"))
+            metrics.record(status: entry.status, bytes: entry.bytes,
+                           isFile: entry.path.hasSuffix("/file") && (200..<300).contains(entry.status))
             logger.info("request", [
                 "method": entry.method, "path": entry.path, "status": entry.status, "bytes": entry.bytes,
                 "durationMs": (entry.durationSeconds * 1_000_000).rounded() / 1000, "remote": entry.remoteAddress,
