@@ -1,0 +1,553 @@
+#!/usr/bin/env python3
+"""Load generators for scripts/bench (stdlib only, loopback only, every wait bounded).
+
+Subcommands print one JSON object on stdout:
+  coalesce      N clients POST the same URL at once, each follows its SSE stream to `completed`
+  proxy-get     N clients GET one URL through an HTTP proxy (Squid) at once, reading every byte
+  pause-resume  one download paused at given fractions and resumed each time, until completed
+  fanout        N SSE subscribers on one paused download, then resumed: RSS per subscriber, CPU,
+                fetch time and how late events reach the slowest subscriber
+"""
+import argparse
+import asyncio
+import json
+import os
+import select
+import socket
+import statistics
+import sys
+import time
+
+HOST = "127.0.0.1"
+
+
+def percentile(values, q):
+    if not values:
+        return None
+    ordered = sorted(values)
+    k = min(len(ordered) - 1, max(0, int(round(q / 100.0 * (len(ordered) - 1)))))
+    return ordered[k]
+
+
+def proc_cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_status_kib(pid, key):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return None
+
+
+# ---------------------------------------------------------------- a tiny HTTP/1.1 client (asyncio)
+
+class HTTPError(Exception):
+    pass
+
+
+async def read_head(reader):
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ", 2)[1])
+    headers = {}
+    for line in lines[1:]:
+        if ":" in line:
+            k, v = line.split(":", 1)
+            headers[k.strip().lower()] = v.strip()
+    return status, headers
+
+
+async def body_chunks(reader, headers, chunk=262144):
+    """Yields the body as it arrives: Content-Length, chunked, or until close."""
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        while True:
+            size_line = await reader.readuntil(b"\r\n")
+            size = int(size_line.split(b";")[0].strip(), 16)
+            if size == 0:
+                await reader.readuntil(b"\r\n")
+                return
+            left = size
+            while left:
+                data = await reader.read(min(left, chunk))
+                if not data:
+                    raise HTTPError("connection closed inside a chunk")
+                left -= len(data)
+                yield data
+            await reader.readexactly(2)
+    elif "content-length" in headers:
+        left = int(headers["content-length"])
+        while left:
+            data = await reader.read(min(left, chunk))
+            if not data:
+                raise HTTPError("connection closed inside the body")
+            left -= len(data)
+            yield data
+    else:
+        while True:
+            data = await reader.read(chunk)
+            if not data:
+                return
+            yield data
+
+
+async def read_body(reader, headers):
+    parts = []
+    async for data in body_chunks(reader, headers):
+        parts.append(data)
+    return b"".join(parts)
+
+
+def request_bytes(method, path, body=None, host=HOST):
+    head = f"{method} {path} HTTP/1.1\r\nHost: {host}\r\n"
+    if body is not None:
+        head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+    return head.encode() + b"\r\n" + (body or b"")
+
+
+async def call(port, method, path, body=None):
+    """One request on a fresh connection; returns (status, parsed JSON or text)."""
+    reader, writer = await asyncio.open_connection(HOST, port)
+    try:
+        writer.write(request_bytes(method, path, body))
+        await writer.drain()
+        status, headers = await read_head(reader)
+        data = await read_body(reader, headers)
+    finally:
+        writer.close()
+    try:
+        return status, json.loads(data)
+    except ValueError:
+        return status, data.decode("utf-8", "replace")
+
+
+# ---------------------------------------------------------------- coalesce
+
+async def coalesce(args):
+    body = json.dumps({"url": args.url}).encode()
+    start_gate = asyncio.Event()
+    connected = 0
+    all_connected = asyncio.Event()
+    results = []
+
+    async def client(i):
+        nonlocal connected
+        rec = {"ok": False}
+        try:
+            reader, writer = await asyncio.open_connection(HOST, args.port)
+        except OSError as e:
+            rec["error"] = f"connect: {e}"
+            results.append(rec)
+            connected += 1
+            if connected == args.clients:
+                all_connected.set()
+            return
+        connected += 1
+        if connected == args.clients:
+            all_connected.set()
+        try:
+            await start_gate.wait()
+            t0 = time.monotonic()
+            writer.write(request_bytes("POST", "/downloads", body))
+            await writer.drain()
+            status, headers = await read_head(reader)
+            answer = json.loads(await read_body(reader, headers))
+            rec["post_s"] = time.monotonic() - t0
+            rec["status"] = status
+            if status not in (200, 202):
+                rec["error"] = f"POST answered {status}: {answer}"
+                return
+            rec["id"] = answer["id"]
+            rec["coalesced"] = answer.get("coalesced")
+            writer.write(request_bytes("GET", f"/downloads/{answer['id']}/progress"))
+            await writer.drain()
+            status, headers = await read_head(reader)
+            if status != 200:
+                rec["error"] = f"progress answered {status}"
+                return
+            tail = b""
+            async for data in body_chunks(reader, headers, 65536):
+                tail = (tail + data)[-4096:]
+                if b"event: completed" in tail:
+                    rec["completed_s"] = time.monotonic() - start
+                    rec["ok"] = True
+                    break
+                if b"event: failed" in tail:
+                    rec["error"] = "download failed: " + tail.decode("utf-8", "replace")[-300:]
+                    break
+            else:
+                rec["error"] = "progress stream ended before completed"
+        except Exception as e:  # noqa: BLE001 - every failure is reported, none hidden
+            rec["error"] = f"{type(e).__name__}: {e}"
+        finally:
+            writer.close()
+            results.append(rec)
+
+    tasks = [asyncio.create_task(client(i)) for i in range(args.clients)]
+    await asyncio.wait_for(all_connected.wait(), args.timeout)
+    start = time.monotonic()
+    start_gate.set()
+    done, pending = await asyncio.wait(tasks, timeout=args.timeout)
+    for t in pending:
+        t.cancel()
+    posts = [r["post_s"] for r in results if "post_s" in r]
+    completed = [r["completed_s"] for r in results if r.get("ok")]
+    errors = [r.get("error", "timed out") for r in results if not r.get("ok")] + ["timed out"] * len(pending)
+    ids = {r["id"] for r in results if "id" in r}
+    return {
+        "clients": args.clients,
+        "ok": len(completed),
+        "errors": len(errors),
+        "first_errors": errors[:3],
+        "distinct_ids": len(ids),
+        "post_p50_ms": 1000 * percentile(posts, 50) if posts else None,
+        "post_p99_ms": 1000 * percentile(posts, 99) if posts else None,
+        "last_completed_s": max(completed) if completed else None,
+    }
+
+
+# ---------------------------------------------------------------- proxy-get (Squid)
+
+async def proxy_get(args):
+    start_gate = asyncio.Event()
+    connected = 0
+    all_connected = asyncio.Event()
+    results = []
+    req = (f"GET {args.url} HTTP/1.1\r\nHost: {args.url.split('/')[2]}\r\n"
+           "Connection: close\r\n\r\n").encode()
+
+    async def client(i):
+        nonlocal connected
+        rec = {"ok": False}
+        try:
+            reader, writer = await asyncio.open_connection(HOST, args.proxy_port, limit=1 << 20)
+        except OSError as e:
+            rec["error"] = f"connect: {e}"
+            results.append(rec)
+            connected += 1
+            if connected == args.clients:
+                all_connected.set()
+            return
+        connected += 1
+        if connected == args.clients:
+            all_connected.set()
+        try:
+            await start_gate.wait()
+            t0 = time.monotonic()
+            writer.write(req)
+            await writer.drain()
+            status, headers = await read_head(reader)
+            rec["head_s"] = time.monotonic() - t0
+            got = 0
+            async for data in body_chunks(reader, headers):
+                got += len(data)
+            if status != 200 or got != args.size:
+                rec["error"] = f"status {status}, {got} of {args.size} bytes"
+            else:
+                rec["ok"] = True
+                rec["done_s"] = time.monotonic() - start
+                rec["cache"] = headers.get("x-cache", "")
+        except Exception as e:  # noqa: BLE001
+            rec["error"] = f"{type(e).__name__}: {e}"
+        finally:
+            writer.close()
+            results.append(rec)
+
+    tasks = [asyncio.create_task(client(i)) for i in range(args.clients)]
+    await asyncio.wait_for(all_connected.wait(), args.timeout)
+    start = time.monotonic()
+    start_gate.set()
+    done, pending = await asyncio.wait(tasks, timeout=args.timeout)
+    for t in pending:
+        t.cancel()
+    heads = [r["head_s"] for r in results if "head_s" in r]
+    finished = [r["done_s"] for r in results if r.get("ok")]
+    errors = [r.get("error") for r in results if not r.get("ok")] + ["timed out"] * len(pending)
+    return {
+        "clients": args.clients,
+        "ok": len(finished),
+        "errors": len(errors),
+        "first_errors": errors[:3],
+        "head_p50_ms": 1000 * percentile(heads, 50) if heads else None,
+        "head_p99_ms": 1000 * percentile(heads, 99) if heads else None,
+        "last_done_s": max(finished) if finished else None,
+    }
+
+
+# ---------------------------------------------------------------- pause-resume
+
+async def pause_resume(args):
+    body = json.dumps({"url": args.url}).encode()
+    fractions = [float(f) for f in args.at.split(",") if f]
+    status, answer = await call(args.port, "POST", "/downloads", body)
+    if status not in (200, 202):
+        raise SystemExit(f"POST answered {status}: {answer}")
+    did, token = answer["id"], answer["token"]
+    reader, writer = await asyncio.open_connection(HOST, args.port)
+    writer.write(request_bytes("GET", f"/downloads/{did}/progress"))
+    await writer.drain()
+    status, headers = await read_head(reader)
+    if status != 200:
+        raise SystemExit(f"progress answered {status}")
+    pauses = []
+    buf = b""
+    waiting_pause = False
+    completed = False
+    async for data in body_chunks(reader, headers, 65536):
+        buf += data
+        while b"\n\n" in buf:
+            event, buf = buf.split(b"\n\n", 1)
+            name, payload = None, None
+            for line in event.split(b"\n"):
+                if line.startswith(b"event: "):
+                    name = line[7:].decode()
+                elif line.startswith(b"data: "):
+                    payload = json.loads(line[6:])
+            if name == "completed":
+                completed = True
+                break
+            if name == "failed":
+                raise SystemExit(f"download failed: {payload}")
+            if name == "paused" and waiting_pause:
+                waiting_pause = False
+                status, answer = await call(args.port, "POST", "/downloads", body)
+                if status not in (200, 202):
+                    raise SystemExit(f"resume POST answered {status}: {answer}")
+                token = answer["token"]
+                continue
+            if (name == "progress" and not waiting_pause and fractions and payload
+                    and (payload.get("fraction") or 0) >= fractions[0]):
+                fractions.pop(0)
+                pauses.append(payload["fraction"])
+                status, _ = await call(args.port, "DELETE", f"/downloads/{token}")
+                if status != 200:
+                    raise SystemExit(f"DELETE answered {status}")
+                waiting_pause = True
+        if completed:
+            break
+    writer.close()
+    status, metrics = await call(args.port, "GET", "/metrics")
+    fetched = None
+    for line in str(metrics).splitlines():
+        if line.startswith("download_service_bytes_fetched_total"):
+            fetched = int(line.split()[1])
+    return {"completed": completed, "paused_at": pauses, "bytes_fetched": fetched, "size": args.size}
+
+
+# ---------------------------------------------------------------- fanout (raw epoll: 10 000 sockets)
+
+class Subscriber:
+    __slots__ = ("sock", "state", "tail", "first_event", "completed_at", "seen")
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.state = "connecting"
+        self.tail = b""
+        self.first_event = False
+        self.completed_at = None
+        self.seen = []  # (bytesWritten, arrival)
+
+
+def fanout(args):
+    body = json.dumps({"url": args.url}).encode()
+    status, answer = asyncio.run(call(args.port, "POST", "/downloads", body))
+    if status not in (200, 202):
+        raise SystemExit(f"POST answered {status}: {answer}")
+    did, token = answer["id"], answer["token"]
+    status, _ = asyncio.run(call(args.port, "DELETE", f"/downloads/{token}"))
+    deadline = time.monotonic() + 10
+    while True:
+        status, snap = asyncio.run(call(args.port, "GET", f"/downloads/{did}"))
+        if snap.get("state") in ("paused", "completed") or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    if snap.get("state") != "paused":
+        raise SystemExit(f"download did not pause (state {snap.get('state')}); use a slower origin")
+    paused_bytes = snap["bytesWritten"]
+    time.sleep(0.3)
+    rss0 = proc_status_kib(args.pid, "VmRSS")
+
+    ep = select.epoll()
+    subs = {}
+    request = request_bytes("GET", f"/downloads/{did}/progress")
+    refused = 0
+    t_connect = time.monotonic()
+    for i in range(args.subscribers):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setblocking(False)
+        try:
+            s.connect((HOST, args.port))
+        except BlockingIOError:
+            pass
+        except OSError:
+            refused += 1
+            s.close()
+            continue
+        sub = Subscriber(s)
+        subs[s.fileno()] = sub
+        ep.register(s.fileno(), select.EPOLLOUT)
+        if i % 500 == 499:  # let the accept queue drain now and then
+            pump(ep, subs, request, 0.0)
+    waiting = lambda: sum(1 for s in subs.values() if not s.first_event and s.state != "dead")  # noqa: E731
+    deadline = time.monotonic() + args.timeout / 2
+    while waiting() and time.monotonic() < deadline:
+        pump(ep, subs, request, 0.2)
+    connect_s = time.monotonic() - t_connect
+    attached = sum(1 for s in subs.values() if s.first_event)
+    time.sleep(1.0)
+    pump(ep, subs, request, 0.0)
+    rss1 = proc_status_kib(args.pid, "VmRSS")
+
+    cpu0 = proc_cpu_seconds(args.pid)
+    t0 = time.monotonic()
+    status, answer = asyncio.run(call(args.port, "POST", "/downloads", body))
+    if status not in (200, 202):
+        raise SystemExit(f"resume POST answered {status}: {answer}")
+    cpu_at_complete = None
+    first_completed = None
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        pump(ep, subs, request, 0.2)
+        if first_completed is None:
+            done = [s.completed_at for s in subs.values() if s.completed_at]
+            if done:
+                first_completed = min(done)
+                cpu_at_complete = proc_cpu_seconds(args.pid)
+        if all(s.completed_at or s.state == "dead" for s in subs.values()):
+            break
+    if cpu_at_complete is None:
+        cpu_at_complete = proc_cpu_seconds(args.pid)
+    completed = [s.completed_at for s in subs.values() if s.completed_at]
+    first_seen = {}
+    for s in subs.values():
+        for bw, t in s.seen:
+            if bw not in first_seen or t < first_seen[bw]:
+                first_seen[bw] = t
+    lags = [t - first_seen[bw] for s in subs.values() for bw, t in s.seen]
+    for s in subs.values():
+        s.sock.close()
+    fetch_s = (first_completed - t0) if first_completed else None
+    return {
+        "subscribers": args.subscribers,
+        "attached": attached,
+        "refused_or_dead": refused + sum(1 for s in subs.values() if s.state == "dead"),
+        "connect_s": connect_s,
+        "rss_before_kib": rss0,
+        "rss_attached_kib": rss1,
+        "rss_per_subscriber_kib": (rss1 - rss0) / attached if attached else None,
+        "resumed_from": paused_bytes,
+        "fetch_s": fetch_s,
+        "fetch_mb_s": (args.size - paused_bytes) / fetch_s / 1e6 if fetch_s else None,
+        "cpu_s": cpu_at_complete - cpu0,
+        "completed": len(completed),
+        "completed_spread_ms": 1000 * (max(completed) - min(completed)) if completed else None,
+        "progress_lag_p99_ms": 1000 * percentile(lags, 99) if lags else None,
+        "progress_lag_max_ms": 1000 * max(lags) if lags else None,
+        "vm_hwm_kib": proc_status_kib(args.pid, "VmHWM"),
+    }
+
+
+def pump(ep, subs, request, timeout):
+    """One epoll round: finish connects (send the request) and read whatever arrived."""
+    now = None
+    for fd, mask in ep.poll(timeout, 4096):
+        sub = subs.get(fd)
+        if sub is None:
+            continue
+        if sub.state == "connecting":
+            if mask & (select.EPOLLERR | select.EPOLLHUP):
+                sub.state = "dead"
+                ep.unregister(fd)
+                continue
+            try:
+                sub.sock.send(request)
+            except OSError:
+                sub.state = "dead"
+                ep.unregister(fd)
+                continue
+            sub.state = "reading"
+            ep.modify(fd, select.EPOLLIN)
+            continue
+        try:
+            data = sub.sock.recv(65536)
+        except BlockingIOError:
+            continue
+        except OSError:
+            data = b""
+        if now is None:
+            now = time.monotonic()
+        if not data:
+            if not sub.completed_at:
+                sub.state = "dead"
+            ep.unregister(fd)
+            continue
+        if sub.state == "reading":  # the first bytes carry the status line
+            if not data.startswith(b"HTTP/1.1 200"):
+                sub.state = "dead"
+                ep.unregister(fd)
+                continue
+            sub.state = "streaming"
+        chunk = sub.tail + data
+        pos = 0
+        while True:
+            k = chunk.find(b'"bytesWritten":', pos)
+            if k < 0:
+                break
+            end = k + 15
+            while end < len(chunk) and chunk[end:end + 1].isdigit():
+                end += 1
+            if end >= len(chunk):
+                break  # the number may continue in the next read
+            sub.seen.append((int(chunk[k + 15:end]), now))
+            sub.first_event = True
+            pos = end
+        if not sub.completed_at and b"event: completed" in chunk:
+            sub.completed_at = now
+        sub.tail = chunk[max(pos, len(chunk) - 64):]
+    return now
+
+
+def main():
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("coalesce")
+    c.add_argument("--port", type=int, required=True)
+    c.add_argument("--url", required=True)
+    c.add_argument("--clients", type=int, default=1000)
+    c.add_argument("--timeout", type=float, default=120)
+    g = sub.add_parser("proxy-get")
+    g.add_argument("--proxy-port", type=int, required=True)
+    g.add_argument("--url", required=True)
+    g.add_argument("--size", type=int, required=True)
+    g.add_argument("--clients", type=int, default=1000)
+    g.add_argument("--timeout", type=float, default=120)
+    r = sub.add_parser("pause-resume")
+    r.add_argument("--port", type=int, required=True)
+    r.add_argument("--url", required=True)
+    r.add_argument("--size", type=int, required=True)
+    r.add_argument("--at", default="0.3,0.6,0.9")
+    r.add_argument("--timeout", type=float, default=120)
+    f = sub.add_parser("fanout")
+    f.add_argument("--port", type=int, required=True)
+    f.add_argument("--pid", type=int, required=True)
+    f.add_argument("--url", required=True)
+    f.add_argument("--size", type=int, required=True)
+    f.add_argument("--subscribers", type=int, default=10000)
+    f.add_argument("--timeout", type=float, default=120)
+    args = p.parse_args()
+    if args.cmd == "coalesce":
+        out = asyncio.run(coalesce(args))
+    elif args.cmd == "proxy-get":
+        out = asyncio.run(proxy_get(args))
+    elif args.cmd == "pause-resume":
+        out = asyncio.run(asyncio.wait_for(pause_resume(args), args.timeout))
+    else:
+        out = fanout(args)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
