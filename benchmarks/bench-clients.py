@@ -293,6 +293,7 @@ async def pause_resume(args):
     if status != 200:
         raise SystemExit(f"progress answered {status}")
     pauses = []
+    trace = []
     buf = b""
     waiting_pause = False
     completed = False
@@ -306,6 +307,9 @@ async def pause_resume(args):
                     name = line[7:].decode()
                 elif line.startswith(b"data: "):
                     payload = json.loads(line[6:])
+            if len(trace) < 400:
+                trace.append((name, payload.get("fraction") if isinstance(payload, dict) else None,
+                              payload.get("state") if isinstance(payload, dict) else None))
             if name == "completed":
                 completed = True
                 break
@@ -334,7 +338,8 @@ async def pause_resume(args):
     for line in str(metrics).splitlines():
         if line.startswith("download_service_bytes_fetched_total"):
             fetched = int(line.split()[1])
-    return {"completed": completed, "paused_at": pauses, "bytes_fetched": fetched, "size": args.size}
+    return {"completed": completed, "paused_at": pauses, "bytes_fetched": fetched, "size": args.size,
+            "trace": trace if args.trace else None}
 
 
 # ---------------------------------------------------------------- fanout (raw epoll: 10 000 sockets)
@@ -530,6 +535,7 @@ def main():
     r.add_argument("--size", type=int, required=True)
     r.add_argument("--at", default="0.3,0.6,0.9")
     r.add_argument("--timeout", type=float, default=120)
+    r.add_argument("--trace", action="store_true", help="include the events seen in the output")
     f = sub.add_parser("fanout")
     f.add_argument("--port", type=int, required=True)
     f.add_argument("--pid", type=int, required=True)

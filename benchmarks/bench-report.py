@@ -23,13 +23,17 @@ def num(text):
         return None
 
 
-def fmt(v):
+def fmt(v, unit=""):
     if v is None:
         return "-"
     if isinstance(v, str):
         return v
+    if unit == "x":  # a ratio of byte counts: small excesses matter
+        return f"{v:.4f}"
     if v == 0:
         return "0"
+    if float(v).is_integer() and abs(v) >= 1:
+        return f"{int(v):,}".replace(",", " ")
     a = abs(v)
     if a >= 100:
         return f"{v:,.0f}".replace(",", " ")
@@ -68,8 +72,8 @@ def table(path):
             ours, peer = num(ours_t), num(peer_t)
             ratio = ours / peer if ours is not None and peer not in (None, 0) else None
             unit_s = f" {unit}" if unit and unit != "-" else ""
-            ours_s = (fmt(ours) + unit_s) if ours is not None else (ours_t or "-")
-            peer_s = (fmt(peer) + unit_s) if peer is not None else (peer_t or "-")
+            ours_s = (fmt(ours, unit) + unit_s) if ours is not None else (ours_t or "-")
+            peer_s = (fmt(peer, unit) + unit_s) if peer is not None else (peer_t or "-")
             ratio_s = f"{ratio:.2f}x" if ratio is not None else "-"
             rows.append((figure, ours_s, peer_s, ratio_s, target if target != "-" else "-", "",
                          met(target, ours, ratio)))
