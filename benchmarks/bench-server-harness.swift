@@ -14,7 +14,7 @@ let health = Array(#"{"status":"ok"}"#.utf8)
 
 var configuration = ServerConfiguration()
 configuration.port = port
-// EVENT_LOOPS overrides ServerConfiguration.eventLoopCount (default: the number of online CPUs).
+// EVENT_LOOPS overrides ServerConfiguration.eventLoopCount (default: half the online CPUs, at least 1).
 if let loops = ProcessInfo.processInfo.environment["EVENT_LOOPS"].flatMap(Int.init) {
     configuration.eventLoopCount = loops
 }

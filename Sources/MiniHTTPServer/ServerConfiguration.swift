@@ -8,10 +8,13 @@ public struct ServerConfiguration: Sendable {
     public var port: Int = 8080
     /// listen(2) backlog (default 1024).
     public var backlog: Int = 1024
-    /// Event-loop threads (default: the number of online CPUs, at least 1). One loop accepts and
-    /// hands each new connection round-robin to a loop, which then owns it (reads, writes, timers,
-    /// handler tasks) until it closes. Values below 1 mean 1.
-    public var eventLoopCount: Int = ServerConfiguration.onlineCPUCount
+    /// Event-loop threads (default: half the online CPUs, at least 1). One loop accepts and hands
+    /// each new connection round-robin to a loop, which then owns it (reads, writes, timers,
+    /// handler tasks) until it closes. Values below 1 mean 1. Half, because the process has other
+    /// work (transfers, hashing) and clients often share the machine: on 2 cores, two loops next to
+    /// one busy client thread measured 0.7× the requests/s of one loop (context switches rose from
+    /// ~0 to 0.22 per request; see BENCHMARKS.md).
+    public var eventLoopCount: Int = ServerConfiguration.defaultEventLoopCount
     /// Longest request line accepted; longer gets 414 (default 8 KiB).
     public var maxRequestLineBytes: Int = 8 * 1024
     /// Largest header section accepted; larger gets 431 (default 64 KiB).
@@ -39,6 +42,9 @@ public struct ServerConfiguration: Sendable {
 
     /// The number of online CPUs (at least 1).
     public static var onlineCPUCount: Int { max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN))) }
+
+    /// The default `eventLoopCount`: half the online CPUs, at least 1.
+    public static var defaultEventLoopCount: Int { max(1, onlineCPUCount / 2) }
 }
 
 /// One finished request, as given to `ServerConfiguration.accessLog`.

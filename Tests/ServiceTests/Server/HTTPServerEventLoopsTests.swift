@@ -36,11 +36,10 @@ struct HTTPServerEventLoopsTests {
         }
     }
 
-    @Test func defaultLoopCountIsTheOnlineCPUCount() {
+    @Test func defaultLoopCountIsHalfTheOnlineCPUs() {
         let configuration = ServerConfiguration()
-        #expect(configuration.eventLoopCount == ServerConfiguration.onlineCPUCount)
-        #expect(configuration.eventLoopCount >= 1)
-        #expect(configuration.eventLoopCount == ProcessInfo.processInfo.activeProcessorCount)
+        #expect(configuration.eventLoopCount == max(1, ProcessInfo.processInfo.activeProcessorCount / 2))
+        #expect(configuration.eventLoopCount == ServerConfiguration.defaultEventLoopCount)
     }
 
     @Test func severalLoopsServeConcurrentConnectionsEachOnItsOwnLoop() async throws {
