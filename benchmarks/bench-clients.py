@@ -406,6 +406,8 @@ def fanout(args):
     pump(ep, subs, request, 0.0)
     rss1 = proc_status_kib(args.pid, "VmRSS")
 
+    for s in subs.values():
+        s.seen = []  # lags are measured on the events of the running fetch only
     cpu0 = proc_cpu_seconds(args.pid)
     t0 = time.monotonic()
     status, answer = asyncio.run(call(args.port, "POST", "/downloads", body))
@@ -515,6 +517,47 @@ def pump(ep, subs, request, timeout):
     return now
 
 
+# ---------------------------------------------------------------- startup
+
+def startup(args):
+    """Starts the service command, times it until /healthz answers (the journal is recovered before
+    the server binds), checks GET /downloads lists the expected count, then stops it with SIGTERM."""
+    import signal
+    import subprocess
+    import urllib.request
+
+    def on_term(signum, frame):
+        raise SystemExit(f"startup: signal {signum}")
+    signal.signal(signal.SIGTERM, on_term)
+    log = open(args.log, "ab")
+    t0 = time.monotonic()
+    proc = subprocess.Popen(args.command, stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        base = f"http://{HOST}:{args.port}"
+        ready = None
+        while time.monotonic() - t0 < args.timeout and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(base + "/healthz", timeout=2) as r:
+                    if r.status == 200:
+                        ready = time.monotonic() - t0
+                        break
+            except OSError:
+                time.sleep(0.005)
+        if ready is None:
+            raise SystemExit(f"startup: the service did not answer within {args.timeout} s (exit {proc.poll()})")
+        with urllib.request.urlopen(base + "/downloads", timeout=60) as r:
+            listed = len(json.load(r)["downloads"])
+        rss = proc_status_kib(proc.pid, "VmRSS")
+        return {"ready_s": ready, "listed": listed, "rss_kib": rss}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -543,13 +586,22 @@ def main():
     f.add_argument("--size", type=int, required=True)
     f.add_argument("--subscribers", type=int, default=10000)
     f.add_argument("--timeout", type=float, default=120)
+    u = sub.add_parser("startup")
+    u.add_argument("--port", type=int, required=True)
+    u.add_argument("--log", required=True)
+    u.add_argument("--timeout", type=float, default=60)
+    u.add_argument("command", nargs=argparse.REMAINDER)
     args = p.parse_args()
+    if args.cmd == "startup" and args.command[:1] == ["--"]:
+        args.command = args.command[1:]
     if args.cmd == "coalesce":
         out = asyncio.run(coalesce(args))
     elif args.cmd == "proxy-get":
         out = asyncio.run(proxy_get(args))
     elif args.cmd == "pause-resume":
         out = asyncio.run(asyncio.wait_for(pause_resume(args), args.timeout))
+    elif args.cmd == "startup":
+        out = startup(args)
     else:
         out = fanout(args)
     print(json.dumps(out))
