@@ -180,6 +180,24 @@ async def coalesce(args):
                     break
             else:
                 rec["error"] = "progress stream ended before completed"
+            if rec["ok"] and args.fetch_file:
+                # Like a Squid client, end with the whole file: GET /file on a new connection.
+                rec["ok"] = False
+                r2, w2 = await asyncio.open_connection(HOST, args.port, limit=1 << 20)
+                try:
+                    w2.write(request_bytes("GET", f"/downloads/{answer['id']}/file"))
+                    await w2.drain()
+                    status, headers = await read_head(r2)
+                    got = 0
+                    async for data in body_chunks(r2, headers):
+                        got += len(data)
+                finally:
+                    w2.close()
+                if status != 200 or (args.size and got != args.size):
+                    rec["error"] = f"file answered {status} with {got} bytes"
+                else:
+                    rec["ok"] = True
+                    rec["file_s"] = time.monotonic() - start
         except Exception as e:  # noqa: BLE001 - every failure is reported, none hidden
             rec["error"] = f"{type(e).__name__}: {e}"
         finally:
@@ -195,6 +213,7 @@ async def coalesce(args):
         t.cancel()
     posts = [r["post_s"] for r in results if "post_s" in r]
     completed = [r["completed_s"] for r in results if r.get("ok")]
+    files = [r["file_s"] for r in results if r.get("ok") and "file_s" in r]
     errors = [r.get("error", "timed out") for r in results if not r.get("ok")] + ["timed out"] * len(pending)
     ids = {r["id"] for r in results if "id" in r}
     return {
@@ -206,6 +225,7 @@ async def coalesce(args):
         "post_p50_ms": 1000 * percentile(posts, 50) if posts else None,
         "post_p99_ms": 1000 * percentile(posts, 99) if posts else None,
         "last_completed_s": max(completed) if completed else None,
+        "last_file_s": max(files) if files else None,
     }
 
 
@@ -565,6 +585,8 @@ def main():
     c.add_argument("--port", type=int, required=True)
     c.add_argument("--url", required=True)
     c.add_argument("--clients", type=int, default=1000)
+    c.add_argument("--fetch-file", action="store_true", help="after completed, GET the file too")
+    c.add_argument("--size", type=int, default=0, help="expected file size (with --fetch-file)")
     c.add_argument("--timeout", type=float, default=120)
     g = sub.add_parser("proxy-get")
     g.add_argument("--proxy-port", type=int, required=True)
