@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """Grows a state journal written by the service itself to COUNT recorded downloads (scripts/bench, item 7).
 
+The format is the one documented at the top of Sources/DownloaderEngine/Storage/StateJournal.swift:
+{"version": 1, "downloads": [entry, ...]}, unknown keys ignored. Entries are cloned from ones the
+service wrote, so new fields come along by themselves; only id, url, file fields and offsets change.
+
 The seed journal must hold at least one completed, one paused and one failed download, written by
 the real service (so the field names and encodings are whatever the current StateJournal writes).
 Each clone gets a fresh id and URL and real files where the service checks them: completed entries a
@@ -45,6 +49,7 @@ def main():
     out = []
     for n, state in enumerate(plan):
         e = dict(templates[state])
+        e.pop("tokens", None)  # caller tokens (journaled by newer builds) belong to the seed only
         new_id = f"{0xbe00000000000000 + n:016x}"
         e["id"] = new_id
         e["url"] = f"{prefix}{n}"
@@ -69,7 +74,7 @@ def main():
         out.append(e)
     doc["downloads"] = out
     tmp = path + ".bench-tmp"
-    with open(tmp, "w") as f:
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
         json.dump(doc, f, sort_keys=True)
         f.flush()
         os.fsync(f.fileno())
