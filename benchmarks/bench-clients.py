@@ -429,6 +429,7 @@ def fanout(args):
     for s in subs.values():
         s.seen = []  # lags are measured on the events of the running fetch only
     cpu0 = proc_cpu_seconds(args.pid)
+    own0 = time.process_time()
     t0 = time.monotonic()
     status, answer = asyncio.run(call(args.port, "POST", "/downloads", body))
     if status not in (200, 202):
@@ -447,6 +448,7 @@ def fanout(args):
             break
     if cpu_at_complete is None:
         cpu_at_complete = proc_cpu_seconds(args.pid)
+    own_cpu = time.process_time() - own0
     completed = [s.completed_at for s in subs.values() if s.completed_at]
     first_seen = {}
     for s in subs.values():
@@ -469,6 +471,7 @@ def fanout(args):
         "fetch_s": fetch_s,
         "fetch_mb_s": (args.size - paused_bytes) / fetch_s / 1e6 if fetch_s else None,
         "cpu_s": cpu_at_complete - cpu0,
+        "client_cpu_s": own_cpu,
         "completed": len(completed),
         "completed_spread_ms": 1000 * (max(completed) - min(completed)) if completed else None,
         "progress_lag_p99_ms": 1000 * percentile(lags, 99) if lags else None,
