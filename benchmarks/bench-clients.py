@@ -376,21 +376,31 @@ class Subscriber:
         self.seen = []  # (bytesWritten, arrival)
 
 
-def fanout(args):
-    body = json.dumps({"url": args.url}).encode()
-    status, answer = asyncio.run(call(args.port, "POST", "/downloads", body))
+def post_and_pause(port, url):
+    """POSTs url and at once withdraws the only token: (id, snapshot) once the download is paused."""
+    body = json.dumps({"url": url}).encode()
+    status, answer = asyncio.run(call(port, "POST", "/downloads", body))
     if status not in (200, 202):
         raise SystemExit(f"POST answered {status}: {answer}")
     did, token = answer["id"], answer["token"]
-    status, _ = asyncio.run(call(args.port, "DELETE", f"/downloads/{token}"))
+    asyncio.run(call(port, "DELETE", f"/downloads/{token}"))
     deadline = time.monotonic() + 10
     while True:
-        status, snap = asyncio.run(call(args.port, "GET", f"/downloads/{did}"))
+        status, snap = asyncio.run(call(port, "GET", f"/downloads/{did}"))
         if snap.get("state") in ("paused", "completed") or time.monotonic() > deadline:
-            break
+            return did, snap
         time.sleep(0.02)
-    if snap.get("state") != "paused":
-        raise SystemExit(f"download did not pause (state {snap.get('state')}); use a slower origin")
+
+
+def fanout(args):
+    for attempt in range(3):  # a small file on a fast machine may complete before the DELETE lands
+        url = args.url + (f"-again{attempt}" if attempt else "")
+        did, snap = post_and_pause(args.port, url)
+        if snap.get("state") == "paused":
+            break
+    else:
+        raise SystemExit(f"download did not pause (state {snap.get('state')}); use a larger file")
+    body = json.dumps({"url": url}).encode()
     paused_bytes = snap["bytesWritten"]
     time.sleep(0.3)
     rss0 = proc_status_kib(args.pid, "VmRSS")
