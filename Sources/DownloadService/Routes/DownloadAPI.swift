@@ -102,6 +102,7 @@ extension APIError {
         case "conflict": self.init(status: 409, code: error.code, message: error.message)
         case "too_many_callers": self.init(status: 429, code: error.code, message: error.message, headers: ["Retry-After": "60"])
         case "shutting_down": self.init(status: 503, code: error.code, message: error.message, headers: ["Retry-After": "5"])
+        case "destination_forbidden": self.init(status: 403, code: error.code, message: error.message)
         default: self.init(status: 400, code: error.code, message: error.message)
         }
     }

@@ -92,7 +92,7 @@ extension CurlTransfer {
             let transfer = Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue()
             let shown = primaryIP.map { String(cString: $0) } ?? ""
             guard transfer.admits(IPAddress(shown), shown: shown) else {
-                transfer.refuseConnection(to: shown)
+                transfer.refuseConnection()
                 return 1  // CURL_PREREQFUNC_ABORT
             }
             return 0  // CURL_PREREQFUNC_OK
