@@ -129,7 +129,12 @@ enum CommandLineOptions {
                      "options (each also read from the environment variable shown):"]
         for o in options {
             let left = o.flag + (o.metavar.map { " " + $0 } ?? "")
-            lines.append("  " + left.padding(toLength: 28, withPad: " ", startingAt: 0) + o.help)
+            if left.count >= 28 {
+                lines.append("  " + left)
+                lines.append("  " + String(repeating: " ", count: 28) + o.help)
+            } else {
+                lines.append("  " + left.padding(toLength: 28, withPad: " ", startingAt: 0) + o.help)
+            }
             lines.append("  " + String(repeating: " ", count: 28) + "env " + o.environmentName)
         }
         lines.append("  --help                      show this help")
