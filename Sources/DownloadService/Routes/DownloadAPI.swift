@@ -90,10 +90,10 @@ struct DownloadAPI: Sendable {
             return APIError(status: 409, code: "not_complete",
                             message: "download \(id) is \(snapshot.state.rawValue); its file is served once completed").response
         }
-        var response = Response(body: .file(FileResponse(
-            path: stored.path,
-            contentDisposition: FileHeaders.attachment(fileName: stored.fileName),
-            etag: "\"\(stored.sha256)\"")))
+        var served = FileResponse(path: stored.path, contentDisposition: FileHeaders.attachment(fileName: stored.fileName),
+                                  etag: "\"\(stored.sha256)\"")
+        served.followsSymlinks = false  // a link planted in a storage area is never followed out of it
+        var response = Response(body: .file(served))
         if let digest = FileHeaders.reprDigest(sha256Hex: stored.sha256) { response.headers["Repr-Digest"] = digest }
         return response
     }
