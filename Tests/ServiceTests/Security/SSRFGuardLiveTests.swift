@@ -6,7 +6,7 @@ import Testing
 /// so the libcurl driver carries the configured rules) and through the driver alone (the connect-time
 /// check without the engine's pre-check). Every URL here names this machine's loopback: the origins
 /// listen on 127.0.0.1 and nothing is ever sent elsewhere.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.serialized, .timeLimit(.minutes(2)))
 struct SSRFGuardLiveTests {
     /// Loopback spelled the ways an attacker would try.
     static let loopbackSpellings = ["127.0.0.1", "localhost", "0x7f000001", "2130706433", "0177.0.0.1", "127.1",
