@@ -50,6 +50,12 @@ final class RunningService: Sendable {
             "allowHosts": configuration.allowHosts, "denyHosts": configuration.denyHosts,
             "maxConnections": configuration.maxConnections, "openFileLimit": openFiles.map { Int($0.soft) } ?? -1,
         ])
+        if let openFiles, openFiles.soft < UInt64(configuration.maxConnections) + 256 {
+            // Accepting pauses briefly on EMFILE instead of answering 503: worth knowing at start.
+            logger.warning("open-file limit below --max-connections", [
+                "openFileLimit": Int(openFiles.soft), "maxConnections": configuration.maxConnections,
+            ])
+        }
         return RunningService(engine: engine, server: server, logger: logger)
     }
 
