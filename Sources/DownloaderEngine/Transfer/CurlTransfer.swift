@@ -127,6 +127,17 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         return false
     }
 
+    /// Before a name lookup: false (and the attempt refused) when the hop's host is refused by
+    /// name already (a deny rule, or not on the allow list); addresses are judged at connect time.
+    func screensHopHost() -> Bool {
+        guard let hop = currentHop(), case .forbidden(let reason) = egress.screen(host: hop.host, port: hop.port) else {
+            return true
+        }
+        refusedAddress = reason
+        refuseConnection()
+        return false
+    }
+
     /// The host and port of the hop libcurl is working on; nil when it cannot be read.
     private func currentHop() -> HopTarget? {
         var urlPointer: UnsafeMutablePointer<CChar>?

@@ -146,6 +146,25 @@ struct SSRFGuardLiveTests {
         await engine.shutdown()
     }
 
+    @Test func aHostRefusedByNameIsNotEvenResolved() async throws {
+        let origin = try TestOrigin(bodySize: 1000)
+        defer { origin.stop() }
+        let otherPort = origin.port == 65535 ? 65534 : origin.port + 1
+        let rules = try EgressRules(allowPrivateNetworks: false, allow: ["localhost:\(otherPort)"], deny: [])
+        let driver = CurlTransferDriver(egress: rules)
+        defer { driver.shutdown() }
+        let recorder = TransferRecorder()
+        _ = driver.start(.test("http://localhost:\(origin.port)/file", allowPrivateNetworks: false), delegate: recorder)
+        guard case .failure(let failure) = try await recorder.outcome() else {
+            Issue.record("fetched a host that is not on the allow list")
+            return
+        }
+        // The name-only reason (no address in it): refused before the lookup, not after it.
+        #expect(failure.kind == .blockedAddress)
+        #expect(failure.message == "destination forbidden: localhost port \(origin.port) is not on the allow list")
+        #expect(origin.connectionCount == 0)
+    }
+
     @Test func aRedirectToADeniedAddressIsRefused() async throws {
         let origin = try TestOrigin(bodySize: 1000)
         defer { origin.stop() }
