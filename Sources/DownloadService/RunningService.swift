@@ -18,12 +18,20 @@ final class RunningService: Sendable {
     /// Opens the storage areas, starts the engine and binds the server. The first log line says
     /// where the service listens and where it keeps files.
     static func start(_ configuration: ServiceConfiguration, logger: Logger) throws -> RunningService {
+        let openFiles = OpenFileLimit.raiseToHardLimit()
         let engine = try DownloadEngine(configuration: configuration.engineConfiguration)
         let metrics = ServiceMetrics()
-        let api = DownloadAPI(engine: engine, metrics: metrics, auth: configuration.authToken.map(BearerAuth.init(token:)))
+        var api = DownloadAPI(engine: engine, metrics: metrics, auth: configuration.authToken.map(BearerAuth.init(token:)))
+        api.subscriberQuota = SubscriberQuota(limit: configuration.maxSubscribersPerDownload)
+        api.callerQuota = configuration.maxDownloadsPerClient.map { limit in
+            CallerQuota(limit: limit) { [engine] tokens in engine.liveTokens(among: tokens) }
+        }
+        let handlerAPI = api
         var serverConfiguration = ServerConfiguration()
         serverConfiguration.host = configuration.host
         serverConfiguration.port = configuration.port
+        serverConfiguration.maxConnections = configuration.maxConnections
+        serverConfiguration.maxConnectionsPerIP = configuration.maxConnectionsPerIP
         serverConfiguration.accessLog = { entry in
             metrics.record(status: entry.status, bytes: entry.bytes,
                            isFile: entry.path.hasSuffix("/file") && (200..<300).contains(entry.status))
@@ -32,14 +40,22 @@ final class RunningService: Sendable {
                 "durationMs": (entry.durationSeconds * 1_000_000).rounded() / 1000, "remote": entry.remoteAddress,
             ])
         }
-        let server = HTTPServer(configuration: serverConfiguration) { request in await api.respond(to: request) }
+        let server = HTTPServer(configuration: serverConfiguration) { request in await handlerAPI.respond(to: request) }
         let port = try server.start()
         logger.info("listening", [
             "host": configuration.host, "port": port, "url": "http://\(configuration.host):\(port)",
             "cacheDir": configuration.cacheDirectory, "dataDir": configuration.dataDirectory,
             "stateDir": configuration.stateDirectory, "authRequired": configuration.authToken != nil,
             "allowPrivateNetworks": configuration.allowPrivateNetworks,
+            "allowHosts": configuration.allowHosts, "denyHosts": configuration.denyHosts,
+            "maxConnections": configuration.maxConnections, "openFileLimit": openFiles.map { Int($0.soft) } ?? -1,
         ])
+        if let openFiles, openFiles.soft < UInt64(configuration.maxConnections) + 256 {
+            // Accepting pauses briefly on EMFILE instead of answering 503: worth knowing at start.
+            logger.warning("open-file limit below --max-connections", [
+                "openFileLimit": Int(openFiles.soft), "maxConnections": configuration.maxConnections,
+            ])
+        }
         return RunningService(engine: engine, server: server, logger: logger)
     }
 

@@ -13,8 +13,11 @@ public final class DownloadEngine: Sendable {
     let core: EngineCore
     /// What start-up recovered from the journal.
     let recovery: EngineCore.RecoveryReport
+    /// The SSRF guard's rules, checked on every request before it reaches the core.
+    let egress: EgressRules
 
     /// Creates the storage areas, loads the state journal and carries on downloads that were running.
+    /// Throws `HostRuleError` for a bad `allowHosts`/`denyHosts` entry.
     public convenience init(configuration: EngineConfiguration) throws {
         try self.init(configuration: configuration, driver: makeDefaultTransferDriver(configuration),
                       clock: SystemClock(), random: SystemRandom(), diskPressure: DiskPressure())
@@ -24,6 +27,7 @@ public final class DownloadEngine: Sendable {
     init(configuration: EngineConfiguration, driver: TransferStarting, clock: EngineClock = SystemClock(),
          random: RandomSource = SystemRandom(), diskPressure: DiskPressure = DiskPressure()) throws {
         self.configuration = configuration
+        egress = try EgressRules(configuration)
         core = try EngineCore(configuration: configuration, driver: driver, clock: clock, random: random,
                               diskPressure: diskPressure)
         recovery = core.recover()
@@ -33,10 +37,14 @@ public final class DownloadEngine: Sendable {
     /// resumes a paused one, answers from a stored file, or starts a new one. Never awaits and never
     /// waits for the disk: asking for `persistent` storage of a completed cache file moves it into the
     /// data area on the engine's work queue (it is served from where it is until then).
-    /// Throws `invalidURL`, `invalidChecksum`, `conflict`, `shuttingDown`, or `tooManyCallers` when a
-    /// running download already has `maxCallersPerDownload` callers.
+    /// Throws `invalidURL`, `urlCredentials`, `invalidChecksum`, `conflict`, `shuttingDown`,
+    /// `destinationForbidden` when the URL's host is refused before any connection (see
+    /// `EngineConfiguration.allowHosts`), or `tooManyCallers` when a running download already has
+    /// `maxCallersPerDownload` callers.
     public func request(_ request: DownloadRequest) throws(EngineError) -> Enqueued {
-        try core.request(request)
+        let url = try URLNormalizer.normalize(request.url, allowCredentials: configuration.allowURLCredentials).get()
+        try egress.screen(url: url)
+        return try core.request(request)
     }
 
     /// Withdraws the caller's interest. Returns the download's snapshot (state `paused` when it was

@@ -51,6 +51,30 @@ public struct EngineConfiguration: Sendable {
     /// `User-Agent` sent upstream.
     public var userAgent: String = "download-service/1.0"
 
+    // MARK: SSRF guard and upstream caps (security)
+
+    /// Egress allow-list (`--allow-host`): host names (`origin.example.com`, `*.example.com`), address
+    /// literals or networks (`10.0.0.0/8`, `fc00::/7`), each optionally with `:port` (not networks).
+    /// When non-empty, only what an entry matches is fetched, and a match also lifts the private-range
+    /// ban for it (default empty: any public address).
+    public var allowHosts: [String] = []
+    /// Egress deny-list (`--deny-host`), same forms as `allowHosts`; always wins (default empty).
+    public var denyHosts: [String] = []
+    /// Accept `user:password@` in URLs (sent upstream as Basic auth to that host only, never shown in
+    /// snapshots). Default false: such URLs fail with `url_credentials`.
+    public var allowURLCredentials: Bool = false
+    /// Bytes of response head accepted per attempt, all redirect hops together (default 64 KiB).
+    /// More fails the download with `header_too_large`.
+    public var maxResponseHeaderBytes: Int = 64 * 1024
+
+    /// Checks `allowHosts` and `denyHosts`; the error names the first bad entry.
+    public static func validateHostRules(_ entries: [String]) -> HostRuleError? {
+        for entry in entries {
+            if case .failure(let error) = EgressRule.parse(entry) { return error }
+        }
+        return nil
+    }
+
     /// Directories from XDG variables in `environment`, with the XDG fallbacks under `HOME`.
     public init(environment: [String: String] = ProcessInfo.processInfo.environment) {
         let home = environment["HOME"].map { URL(fileURLWithPath: $0) }

@@ -6,6 +6,8 @@ public struct EngineError: Error, Sendable, Equatable, CustomStringConvertible {
         case conflict
         case shuttingDown
         case tooManyCallers
+        case destinationForbidden
+        case urlCredentials
     }
 
     private let kind: Kind
@@ -18,7 +20,7 @@ public struct EngineError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Stable machine-readable code: `invalid_url`, `invalid_sha256`, `conflict`, `shutting_down`,
-    /// `too_many_callers`.
+    /// `too_many_callers`, `destination_forbidden`, `url_credentials`.
     public var code: String {
         switch kind {
         case .invalidURL: return "invalid_url"
@@ -26,6 +28,8 @@ public struct EngineError: Error, Sendable, Equatable, CustomStringConvertible {
         case .conflict: return "conflict"
         case .shuttingDown: return "shutting_down"
         case .tooManyCallers: return "too_many_callers"
+        case .destinationForbidden: return "destination_forbidden"
+        case .urlCredentials: return "url_credentials"
         }
     }
 
@@ -45,6 +49,14 @@ public struct EngineError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The download already has `EngineConfiguration.maxCallersPerDownload` live caller tokens; try
     /// again once some caller cancels (maps naturally to HTTP 429).
     public static func tooManyCallers(_ message: String) -> EngineError { EngineError(.tooManyCallers, message) }
+
+    /// The SSRF guard refuses the URL's host before any connection (an address literal in a denied
+    /// range, a denied name, or a host not on the allow list); maps to HTTP 403. The message names
+    /// the rule or range, e.g. "127.0.0.1 is loopback".
+    public static func destinationForbidden(_ message: String) -> EngineError { EngineError(.destinationForbidden, message) }
+
+    /// The URL carries `user:password@` and the engine does not accept credentials in URLs.
+    public static func urlCredentials(_ message: String) -> EngineError { EngineError(.urlCredentials, message) }
 
     public static func == (a: EngineError, b: EngineError) -> Bool { a.kind == b.kind }
 }

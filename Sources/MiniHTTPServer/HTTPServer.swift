@@ -47,9 +47,11 @@ public final class HTTPServer: Sendable {
             for _ in 0..<count { loops.append(try EventLoop()) }
             let (fd, port) = try Socket.listen(host: configuration.host, port: configuration.port,
                                                backlog: configuration.backlog)
+            let limiter = ConnectionLimiter(maxConnections: configuration.maxConnections,
+                                            maxConnectionsPerIP: configuration.maxConnectionsPerIP)
             let contexts = loops.enumerated().map { index, loop in
                 ServerContext(configuration: configuration, handler: handler, loop: loop,
-                              listenerFD: index == 0 ? fd : -1)
+                              listenerFD: index == 0 ? fd : -1, limiter: limiter)
             }
             if count > 1 { contexts[0].acceptTargets = contexts }
             for (index, loop) in loops.enumerated() {

@@ -34,6 +34,9 @@ public struct Request: Sendable {
         self.remoteAddress = remoteAddress
     }
 
+    /// The peer's IP address alone, e.g. `127.0.0.1` (for per-client limits).
+    public var remoteIP: String { ConnectionCounts.ip(ofRemote: remoteAddress) }
+
     /// Query parameters, `+` and percent-escapes decoded, in order.
     public var queryItems: [(name: String, value: String)] {
         guard let query, !query.isEmpty else { return [] }

@@ -50,6 +50,10 @@ public struct FileResponse: Sendable {
     public var contentDisposition: String?
     /// A strong ETag (with quotes) to use; when nil the server derives one from inode, size and mtime.
     public var etag: String?
+    /// Whether a symlink at `path` itself is followed (default true). When false the file is opened
+    /// with `O_NOFOLLOW` and a symlink answers 404, so a link planted where the file should be never
+    /// serves what it points at.
+    public var followsSymlinks: Bool = true
 
     public init(path: String, contentType: String = "application/octet-stream", contentDisposition: String? = nil, etag: String? = nil) {
         self.path = path

@@ -38,6 +38,17 @@ public struct ServerConfiguration: Sendable {
     /// Called once per finished request (for logs and metrics); nil logs nothing.
     public var accessLog: (@Sendable (AccessLogEntry) -> Void)?
 
+    // MARK: Connection limits (security)
+
+    /// Client connections open at once, all loops together (default 16 384). A connection accepted
+    /// above it gets a canned JSON `503` (`too_many_connections`, `Retry-After: 1`,
+    /// `Connection: close`) and is closed at once. Values below 1 mean 1. Keep it under the
+    /// process's open-file limit (`OpenFileLimit.raiseToHardLimit()`).
+    public var maxConnections: Int = 16_384
+    /// Client connections open at once per client IP; nil means no per-IP limit (default nil).
+    /// Above it the same `503` answers, naming the address as the reason.
+    public var maxConnectionsPerIP: Int? = nil
+
     public init() {}
 
     /// The number of online CPUs (at least 1).

@@ -36,8 +36,14 @@ final class ServerContext: Selectable, @unchecked Sendable {
 
     static let connectionEvents = EPOLLIN.rawValue | EPOLLOUT.rawValue | EPOLLRDHUP.rawValue | EPOLLET.rawValue
 
-    init(configuration: ServerConfiguration, handler: @escaping HTTPHandler, loop: EventLoop, listenerFD: Int32) {
+    /// Open-connection limits shared by every context of the server.
+    let limiter: ConnectionLimiter
+
+    init(configuration: ServerConfiguration, handler: @escaping HTTPHandler, loop: EventLoop, listenerFD: Int32,
+         limiter: ConnectionLimiter? = nil) {
         self.configuration = configuration
+        self.limiter = limiter ?? ConnectionLimiter(maxConnections: configuration.maxConnections,
+                                                    maxConnectionsPerIP: configuration.maxConnectionsPerIP)
         self.handler = handler
         self.limits = ParserLimits(configuration)
         self.loop = loop
@@ -94,6 +100,10 @@ final class ServerContext: Selectable, @unchecked Sendable {
                 return
             }
             guard let (fd, remote) = accepted else { return }
+            if let refusal = limiter.admit(remote: remote) {
+                ConnectionLimiter.refuse(fd: fd, refusal, scratch: loop.readBuffer)
+                continue
+            }
             if acceptTargets.isEmpty {
                 adopt(fd: fd, remoteAddress: remote)
                 continue
@@ -108,10 +118,11 @@ final class ServerContext: Selectable, @unchecked Sendable {
         }
     }
 
-    /// Takes ownership of an accepted socket: registers it with this loop (loop thread).
+    /// Takes ownership of an accepted (and admitted) socket: registers it with this loop (loop thread).
     func adopt(fd: Int32, remoteAddress: String) {
         guard !draining else {
             close(fd)
+            limiter.release(remote: remoteAddress)
             return
         }
         let connection = Connection(fd: fd, remoteAddress: remoteAddress, loop: loop, server: self)
@@ -119,6 +130,7 @@ final class ServerContext: Selectable, @unchecked Sendable {
             connection.registrationID = try loop.register(fd: fd, events: Self.connectionEvents, handler: connection)
         } catch {
             close(fd)
+            limiter.release(remote: remoteAddress)
             return
         }
         connections[ObjectIdentifier(connection)] = connection
@@ -136,7 +148,9 @@ final class ServerContext: Selectable, @unchecked Sendable {
     }
 
     func connectionClosed(_ connection: Connection) {
-        connections.removeValue(forKey: ObjectIdentifier(connection))
+        if connections.removeValue(forKey: ObjectIdentifier(connection)) != nil {
+            limiter.release(remote: connection.remoteAddress)
+        }
         if draining && connections.isEmpty, let done = onDrained {
             onDrained = nil
             done()

@@ -26,6 +26,20 @@ struct APIError: Error, Sendable, Equatable {
                  headers: ["Allow": allow.joined(separator: ", ")])
     }
 
+    /// The client address holds `limit` live caller tokens (`--max-downloads-per-client`).
+    static func tooManyDownloads(limit: Int) -> APIError {
+        APIError(status: 429, code: "too_many_downloads",
+                 message: "this client already holds \(limit) live caller tokens; cancel some (DELETE /downloads/{token}) and retry",
+                 headers: ["Retry-After": "30"])
+    }
+
+    /// The download has `limit` open progress streams (`--max-subscribers-per-download`).
+    static func tooManySubscribers(limit: Int) -> APIError {
+        APIError(status: 503, code: "too_many_subscribers",
+                 message: "this download already has \(limit) open progress streams; retry later",
+                 headers: ["Retry-After": "5"])
+    }
+
     static let unauthorized = APIError(status: 401, code: "unauthorized", message: "missing or wrong bearer token",
                                        headers: ["WWW-Authenticate": #"Bearer realm="download-service""#])
 }

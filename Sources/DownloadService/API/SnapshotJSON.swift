@@ -6,7 +6,7 @@ enum SnapshotJSON {
     static func object(_ s: DownloadSnapshot) -> [String: Any] {
         var o: [String: Any] = [
             "id": s.id,
-            "url": s.url,
+            "url": URLRedaction.redactingCredentials(s.url),
             "state": s.state.rawValue,
             "storage": s.storage.rawValue,
             "bytesWritten": s.bytesWritten,

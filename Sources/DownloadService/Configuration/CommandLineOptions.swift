@@ -56,7 +56,41 @@ enum CommandLineOptions {
             guard let b = bool(v) else { throw ParseError(message: "--allow-private-networks takes true or false, got '\(v)'") }
             c.allowPrivateNetworks = b
         },
+        Option(flag: "--allow-host", metavar: "RULE", help: "allow-list mode: fetch only from this host, *.domain, address or CIDR (repeatable; env: comma-separated)") { c, v throws(ParseError) in
+            c.allowHosts += try hostRules(v, "--allow-host")
+        },
+        Option(flag: "--deny-host", metavar: "RULE", help: "never fetch from this host, *.domain, address or CIDR; wins over allows (repeatable)") { c, v throws(ParseError) in
+            c.denyHosts += try hostRules(v, "--deny-host")
+        },
+        Option(flag: "--allow-url-credentials", metavar: nil, help: "accept user:password@ in URLs (default off: 400 url_credentials)") { c, v throws(ParseError) in
+            guard let b = bool(v) else { throw ParseError(message: "--allow-url-credentials takes true or false, got '\(v)'") }
+            c.allowURLCredentials = b
+        },
+        Option(flag: "--max-connections", metavar: "N", help: "open client connections at most; more get 503 (default 16384)") { c, v throws(ParseError) in
+            guard let n = Int(v), n >= 1 else { throw ParseError(message: "--max-connections must be a positive number, got '\(v)'") }
+            c.maxConnections = n
+        },
+        Option(flag: "--max-connections-per-ip", metavar: "N", help: "open connections per client IP; 0 = no limit (default)") { c, v throws(ParseError) in
+            guard let n = Int(v), n >= 0 else { throw ParseError(message: "--max-connections-per-ip must be 0 or more, got '\(v)'") }
+            c.maxConnectionsPerIP = n == 0 ? nil : n
+        },
+        Option(flag: "--max-subscribers-per-download", metavar: "N", help: "progress streams per download; more get 503 (default 16384)") { c, v throws(ParseError) in
+            guard let n = Int(v), n >= 1 else { throw ParseError(message: "--max-subscribers-per-download must be a positive number, got '\(v)'") }
+            c.maxSubscribersPerDownload = n
+        },
+        Option(flag: "--max-downloads-per-client", metavar: "N", help: "live caller tokens per client IP; more get 429; 0 = no limit (default 1000)") { c, v throws(ParseError) in
+            guard let n = Int(v), n >= 0 else { throw ParseError(message: "--max-downloads-per-client must be 0 or more, got '\(v)'") }
+            c.maxDownloadsPerClient = n == 0 ? nil : n
+        },
     ]
+
+    /// Comma-separated host rules, each checked by the engine's parser.
+    private static func hostRules(_ v: String, _ flag: String) throws(ParseError) -> [String] {
+        let entries = v.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        guard !entries.isEmpty else { throw ParseError(message: "\(flag) needs a host, *.domain, address or CIDR") }
+        if let error = EngineConfiguration.validateHostRules(entries) { throw ParseError(message: "\(flag): \(error.message)") }
+        return entries
+    }
 
     static func parse(arguments: [String], environment: [String: String]) -> Outcome {
         var config = ServiceConfiguration(environment: environment)
@@ -95,7 +129,12 @@ enum CommandLineOptions {
                      "options (each also read from the environment variable shown):"]
         for o in options {
             let left = o.flag + (o.metavar.map { " " + $0 } ?? "")
-            lines.append("  " + left.padding(toLength: 28, withPad: " ", startingAt: 0) + o.help)
+            if left.count >= 28 {
+                lines.append("  " + left)
+                lines.append("  " + String(repeating: " ", count: 28) + o.help)
+            } else {
+                lines.append("  " + left.padding(toLength: 28, withPad: " ", startingAt: 0) + o.help)
+            }
             lines.append("  " + String(repeating: " ", count: 28) + "env " + o.environmentName)
         }
         lines.append("  --help                      show this help")
@@ -139,4 +178,5 @@ enum CommandLineOptions {
     }
 }
 
+import DownloaderEngine
 import Foundation

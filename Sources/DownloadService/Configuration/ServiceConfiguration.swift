@@ -25,6 +25,24 @@ struct ServiceConfiguration: Sendable, Equatable {
     /// Allow origins on loopback and private networks (default false).
     var allowPrivateNetworks = false
 
+    // MARK: SSRF guard and API limits (security)
+
+    /// `--allow-host` entries (host names, `*.domain`, addresses, CIDRs); any entry turns on
+    /// allow-list mode: only what they match is fetched (default none).
+    var allowHosts: [String] = []
+    /// `--deny-host` entries, same forms; they always win (default none).
+    var denyHosts: [String] = []
+    /// Accept `user:password@` in URLs (default false: 400 `url_credentials`).
+    var allowURLCredentials = false
+    /// Open client connections at most; more are answered 503 and closed (default 16 384).
+    var maxConnections = 16_384
+    /// Open client connections per client IP at most; nil = no per-IP limit (default).
+    var maxConnectionsPerIP: Int?
+    /// Progress streams open at once per download (default 16 384); more get 503 `too_many_subscribers`.
+    var maxSubscribersPerDownload = 16_384
+    /// Live caller tokens per client IP (default 1 000); nil = no limit. More get 429 `too_many_downloads`.
+    var maxDownloadsPerClient: Int? = 1_000
+
     init(environment: [String: String] = [:]) {
         let engineDefaults = EngineConfiguration(environment: environment)
         cacheDirectory = engineDefaults.cacheDirectory.path
@@ -42,6 +60,9 @@ struct ServiceConfiguration: Sendable, Equatable {
         c.maxFileSize = maxFileSize
         c.cacheMaxBytes = cacheMaxBytes
         c.allowPrivateNetworks = allowPrivateNetworks
+        c.allowHosts = allowHosts
+        c.denyHosts = denyHosts
+        c.allowURLCredentials = allowURLCredentials
         return c
     }
 }

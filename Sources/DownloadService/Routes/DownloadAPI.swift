@@ -9,6 +9,10 @@ struct DownloadAPI: Sendable {
     let auth: BearerAuth?
     /// Seconds between `: keep-alive` comments on progress streams (default 15).
     var keepAliveInterval: Double = 15
+    /// Progress streams per download (`--max-subscribers-per-download`); beyond it 503 `too_many_subscribers`.
+    var subscriberQuota = SubscriberQuota(limit: 16_384)
+    /// Live caller tokens per client address (`--max-downloads-per-client`); nil = no limit.
+    var callerQuota: CallerQuota? = nil
 
     func respond(to request: Request) async -> Response {
         guard let endpoint = Endpoint(path: request.path) else {
@@ -33,6 +37,7 @@ struct DownloadAPI: Sendable {
             guard let snapshot = engine.cancel(token: token) else {
                 return APIError.notFound("no caller holds token \(token) (unknown or already cancelled)").response
             }
+            callerQuota?.remove(token)
             return .json(JSON.bytes(SnapshotJSON.object(snapshot)))
         case (.download(let id), _):
             guard let snapshot = engine.snapshot(id: id) else { return unknownDownloadResponse(id) }
@@ -50,13 +55,19 @@ struct DownloadAPI: Sendable {
         case .success(let r): parsed = r
         case .failure(let error): return error.response
         }
+        let client = request.remoteIP
+        if let quota = callerQuota, !quota.reserve(client) {
+            return APIError.tooManyDownloads(limit: quota.limit).response
+        }
         do {
             let enqueued = try engine.request(parsed)
+            callerQuota?.commit(client, token: enqueued.token)
             var headers = HTTPHeaders()
             headers["Location"] = "/downloads/\(enqueued.snapshot.id)"
             let status = enqueued.snapshot.state == .completed ? 200 : 202
             return .json(status: status, JSON.bytes(SnapshotJSON.enqueued(enqueued)), headers: headers)
         } catch {
+            callerQuota?.cancel(client)
             return APIError(engineError: error).response
         }
     }
@@ -79,10 +90,10 @@ struct DownloadAPI: Sendable {
             return APIError(status: 409, code: "not_complete",
                             message: "download \(id) is \(snapshot.state.rawValue); its file is served once completed").response
         }
-        var response = Response(body: .file(FileResponse(
-            path: stored.path,
-            contentDisposition: FileHeaders.attachment(fileName: stored.fileName),
-            etag: "\"\(stored.sha256)\"")))
+        var served = FileResponse(path: stored.path, contentDisposition: FileHeaders.attachment(fileName: stored.fileName),
+                                  etag: "\"\(stored.sha256)\"")
+        served.followsSymlinks = false  // a link planted in a storage area is never followed out of it
+        var response = Response(body: .file(served))
         if let digest = FileHeaders.reprDigest(sha256Hex: stored.sha256) { response.headers["Repr-Digest"] = digest }
         return response
     }
@@ -102,6 +113,7 @@ extension APIError {
         case "conflict": self.init(status: 409, code: error.code, message: error.message)
         case "too_many_callers": self.init(status: 429, code: error.code, message: error.message, headers: ["Retry-After": "60"])
         case "shutting_down": self.init(status: 503, code: error.code, message: error.message, headers: ["Retry-After": "5"])
+        case "destination_forbidden": self.init(status: 403, code: error.code, message: error.message)
         default: self.init(status: 400, code: error.code, message: error.message)
         }
     }

@@ -21,10 +21,15 @@ extension DownloadAPI {
         if request.method == "HEAD" {
             return engine.snapshot(id: id) == nil ? unknownDownloadResponse(id) : Response(headers: headers)
         }
+        guard let lease = subscriberQuota.acquire(id) else {
+            return APIError.tooManySubscribers(limit: subscriberQuota.limit).response
+        }
         guard let subscription = engine.subscribe(id: id) else { return unknownDownloadResponse(id) }
         let firstID = (request.headers["Last-Event-ID"].flatMap { UInt64($0.trimmingCharacters(in: .whitespaces)) } ?? 0) &+ 1
         let keepAlive = keepAliveInterval
         return Response(headers: headers, body: .stream { writer in
+            // The stream's place is held while this closure lives (dropped with the response).
+            defer { withExtendedLifetime(lease) {} }
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
                     while true {

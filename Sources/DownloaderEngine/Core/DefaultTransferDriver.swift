@@ -1,4 +1,4 @@
-/// The transfer layer used by the public initialiser: the libcurl driver.
-func makeDefaultTransferDriver(_ configuration: EngineConfiguration) -> TransferStarting {
-    CurlTransferDriver()
+/// The transfer layer used by the public initialiser: the libcurl driver with the SSRF guard's rules.
+func makeDefaultTransferDriver(_ configuration: EngineConfiguration) throws(HostRuleError) -> TransferStarting {
+    CurlTransferDriver(egress: try EgressRules(configuration), maxResponseHeaderBytes: configuration.maxResponseHeaderBytes)
 }

@@ -72,7 +72,7 @@ final class EngineCore: @unchecked Sendable {
     // MARK: Requests
 
     func request(_ request: DownloadRequest) throws(EngineError) -> Enqueued {
-        let url = try URLNormalizer.normalize(request.url).get()
+        let url = try URLNormalizer.normalize(request.url, allowCredentials: configuration.allowURLCredentials).get()
         var sha: String?
         if let given = request.sha256 {
             guard let normalized = ChecksumFormat.normalizedSHA256(given) else {

@@ -51,7 +51,8 @@ struct RetryPolicy: Sendable, Equatable {
         switch kind {
         case .connection, .timeout, .stalled: return .retry
         case .tooLarge: return .fail(code: "too_large")
-        case .blockedAddress: return .fail(code: "blocked_address")
+        case .blockedAddress: return .fail(code: "destination_forbidden")
+        case .headerTooLarge: return .fail(code: "header_too_large")
         case .tooManyRedirects: return .fail(code: "too_many_redirects")
         case .unsupportedRedirect: return .fail(code: "unsupported_redirect")
         case .disk: return .fail(code: "disk_error")

@@ -16,12 +16,21 @@ enum URLGrammar {
     /// The pattern in `openapi.yaml`: DNS names and IPv4 only.
     static let pattern = "^[Hh][Tt][Tt][Pp][Ss]?://\(label)(?:\\.\(label))*\(tail)"
     private static let ipv6Pattern = "^[Hh][Tt][Tt][Pp][Ss]?://\\[([0-9A-Fa-f:.]{2,45})\\]\(tail)"
+    /// `user[:password]@` (only with `allowURLCredentials`; never in `pattern`).
+    static let userInfo = #"(?:(?:[A-Za-z0-9._~!$&'()*+,;=:-]|%[0-9A-Fa-f]{2})*@)?"#
+    private static let credentialPattern = "^[Hh][Tt][Tt][Pp][Ss]?://\(userInfo)\(label)(?:\\.\(label))*\(tail)"
+    private static let credentialIPv6Pattern = "^[Hh][Tt][Tt][Pp][Ss]?://\(userInfo)\\[([0-9A-Fa-f:.]{2,45})\\]\(tail)"
 
     private static let names = try? NSRegularExpression(pattern: pattern)
     private static let literals = try? NSRegularExpression(pattern: ipv6Pattern)
+    private static let namesWithCredentials = try? NSRegularExpression(pattern: credentialPattern)
+    private static let literalsWithCredentials = try? NSRegularExpression(pattern: credentialIPv6Pattern)
 
-    static func accepts(_ url: String) -> Bool {
+    /// True when `url` matches the grammar; `allowingCredentials` also accepts `user:password@`.
+    static func accepts(_ url: String, allowingCredentials: Bool = false) -> Bool {
         let range = NSRange(url.startIndex..., in: url)
+        let (names, literals) = allowingCredentials ? (namesWithCredentials, literalsWithCredentials)
+                                                    : (Self.names, Self.literals)
         if names?.firstMatch(in: url, range: range) != nil { return true }
         guard let match = literals?.firstMatch(in: url, range: range),
               let hostRange = Range(match.range(at: 1), in: url) else { return false }

@@ -6,7 +6,8 @@ enum URLNormalizer {
     /// Longest URL accepted.
     static let maxLength = 8192
 
-    static func normalize(_ raw: String) -> Result<String, EngineError> {
+    /// `allowCredentials`: keep `user:password@` (else such URLs fail with `urlCredentials`).
+    static func normalize(_ raw: String, allowCredentials: Bool = false) -> Result<String, EngineError> {
         guard !raw.isEmpty, raw.utf8.count <= maxLength else {
             return .failure(.invalidURL("the URL is empty or longer than \(maxLength) bytes"))
         }
@@ -22,16 +23,22 @@ enum URLNormalizer {
         guard scheme == "http" || scheme == "https" else {
             return .failure(.invalidURL("only http and https URLs are accepted"))
         }
-        if components.percentEncodedUser != nil || components.percentEncodedPassword != nil {
-            return .failure(.invalidURL("credentials in the URL are not accepted"))
+        let hasCredentials = components.percentEncodedUser != nil || components.percentEncodedPassword != nil
+        if hasCredentials && !allowCredentials {
+            return .failure(.urlCredentials("credentials in the URL (user:password@) are not accepted"))
         }
         guard let host = components.percentEncodedHost?.lowercased(), !host.isEmpty else {
             return .failure(.invalidURL("the URL has no host"))
         }
-        guard URLGrammar.accepts(raw) else {
+        guard URLGrammar.accepts(raw, allowingCredentials: allowCredentials) else {
             return .failure(.invalidURL("the URL must be a host name or IP address, an optional port 1-65535, then a path, query and fragment of URL characters"))
         }
         var out = scheme + "://"
+        if hasCredentials {
+            out += components.percentEncodedUser ?? ""
+            if let password = components.percentEncodedPassword { out += ":" + password }
+            out += "@"
+        }
         // IPv6 literals come back with or without brackets depending on the parser.
         if host.contains(":") && !host.hasPrefix("[") {
             out += "[" + host + "]"

@@ -87,9 +87,11 @@ struct FileStore: Sendable {
     }
 
     static func copyFile(from: String, to: String) throws(SystemError) {
-        let input = try retryingEINTR("open") { open(from, O_RDONLY | O_CLOEXEC) }
+        let input = try retryingEINTR("open") { open(from, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
         defer { Glibc.close(input) }
-        let output = try retryingEINTR("open") { open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
+        // A fresh file, never through a symlink planted at `to`: whatever is there goes first.
+        unlink(to)
+        let output = try retryingEINTR("open") { open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o644) }
         defer { Glibc.close(output) }
         let size = 1 << 20
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
@@ -114,9 +116,11 @@ struct FileStore: Sendable {
         Glibc.close(fd)
     }
 
+    /// The size of the regular file at `path`; nil when missing or anything else (a symlink
+    /// included: a link planted in a storage area is never followed out of it).
     static func fileSize(_ path: String) -> Int64? {
         var st = stat()
-        guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
+        guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
         return Int64(st.st_size)
     }
 

@@ -25,7 +25,7 @@ final class PartialFile {
          write writeCall: WriteCall? = nil) throws(SystemError) {
         self.path = path
         self.writeCall = writeCall ?? { Glibc.write($0, $1, $2) }
-        let fd = try retryingEINTR("open") { open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644) }
+        let fd = try retryingEINTR("open") { open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644) }
         let kept: Int64
         let hasherInUse: SHA256Hasher
         do throws(SystemError) {
@@ -135,7 +135,7 @@ final class PartialFile {
     /// file is renamed to `aside` (for the caller to delete later) and a new empty one takes its place.
     func replaceWithEmpty(settingAsideAt aside: String) throws(SystemError) {
         try retryingEINTR("rename") { rename(path, aside) }
-        let fresh = try retryingEINTR("open") { open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
+        let fresh = try retryingEINTR("open") { open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644) }
         Glibc.close(fd)
         fd = fresh
         buffered = 0

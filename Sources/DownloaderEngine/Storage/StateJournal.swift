@@ -70,7 +70,7 @@ struct StateJournal: Sendable {
     /// Replaces the journal with `data` so that a crash leaves either the old or the new file.
     func write(_ data: Data) throws(SystemError) {
         let temp = path + ".tmp"
-        let fd = try retryingEINTR("open") { open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }
+        let fd = try retryingEINTR("open") { open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600) }
         do throws(SystemError) {
             let failure = data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> SystemError? in
                 guard let base = raw.baseAddress else { return nil }

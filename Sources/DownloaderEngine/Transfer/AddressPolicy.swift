@@ -44,9 +44,14 @@ enum IPAddress: Sendable, Equatable, CustomStringConvertible {
         case .v4(let bits):
             return "\(bits >> 24).\(bits >> 16 & 0xff).\(bits >> 8 & 0xff).\(bits & 0xff)"
         case .v6(let high, let low):
-            let groups = (0..<4).map { String(high >> (48 - 16 * UInt64($0)) & 0xffff, radix: 16) }
-                + (0..<4).map { String(low >> (48 - 16 * UInt64($0)) & 0xffff, radix: 16) }
-            return groups.joined(separator: ":")
+            var address = in6_addr()
+            withUnsafeMutableBytes(of: &address) { bytes in
+                for index in 0..<8 { bytes[index] = UInt8(truncatingIfNeeded: high >> (56 - 8 * UInt64(index))) }
+                for index in 0..<8 { bytes[8 + index] = UInt8(truncatingIfNeeded: low >> (56 - 8 * UInt64(index))) }
+            }
+            var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+            guard inet_ntop(AF_INET6, &address, &text, socklen_t(INET6_ADDRSTRLEN)) != nil else { return "?" }
+            return String(cString: text)
         }
     }
 }

@@ -72,7 +72,15 @@ extension CurlTransfer {
             let length = size * count
             return transfer.receiveHeaderLine(UnsafeRawBufferPointer(start: data, count: length)) ? length : 0
         })
-        // The SSRF guard, on the real address libcurl connects to (after DNS, on every redirect hop)…
+        // The SSRF guard: a hop whose host name is refused outright is not even resolved (called
+        // before each name lookup libcurl does not answer from its cache)…
+        set(ccurl_setopt_pointer(easy, CURLOPT_RESOLVER_START_DATA, context))
+        set(ccurl_setopt_resolver_start_function(easy) { _, _, context in
+            guard let context else { return 1 }
+            let transfer = Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue()
+            return transfer.screensHopHost() ? 0 : 1
+        })
+        // …on the real address libcurl connects to (after DNS, on every redirect hop)…
         set(ccurl_setopt_pointer(easy, CURLOPT_OPENSOCKETDATA, context))
         set(ccurl_setopt_opensocket_function(easy) { context, _, address in
             guard let context, let address, let raw = ccurl_sockaddr_address(address) else { return ccurl_socket_bad() }
@@ -92,7 +100,7 @@ extension CurlTransfer {
             let transfer = Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue()
             let shown = primaryIP.map { String(cString: $0) } ?? ""
             guard transfer.admits(IPAddress(shown), shown: shown) else {
-                transfer.refuseConnection(to: shown)
+                transfer.refuseConnection()
                 return 1  // CURL_PREREQFUNC_ABORT
             }
             return 0  // CURL_PREREQFUNC_OK

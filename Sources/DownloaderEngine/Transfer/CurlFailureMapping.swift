@@ -5,8 +5,9 @@ import CCurl
 /// Timeouts: the driver sets only CURLOPT_CONNECTTIMEOUT_MS (no overall timeout, no low-speed limit;
 /// stalls are the driver's own timer), so CURLE_OPERATION_TIMEDOUT means the connect timed out.
 enum CurlFailureMapping {
-    /// The failure for `code`; `blockedAddress` names an address the SSRF guard refused during this
-    /// attempt (a refused connect then surfaces from libcurl as "couldn't connect").
+    /// The failure for `code`; `blockedAddress` is why the SSRF guard refused a connection during
+    /// this attempt, e.g. "127.0.0.1 is loopback" (a refused connect then surfaces from libcurl as
+    /// "couldn't connect").
     /// `redirected`: the attempt followed at least one redirect hop, so an unsupported protocol
     /// means the redirect pointed at a non-http(s) scheme (a final failure, not a flaky connection).
     static func failure(for code: CURLcode, detail: String, blockedAddress: String?,
@@ -17,8 +18,7 @@ enum CurlFailureMapping {
             return TransferFailure(.unsupportedRedirect, "redirected to an unsupported scheme: \(message)", code: raw)
         }
         if let blockedAddress, code == CURLE_COULDNT_CONNECT || code == CURLE_ABORTED_BY_CALLBACK {
-            return TransferFailure(.blockedAddress, "refused to connect to \(blockedAddress) (not a public address)",
-                                   code: raw)
+            return TransferFailure(.blockedAddress, "destination forbidden: \(blockedAddress)", code: raw)
         }
         return TransferFailure(kind(for: code), message, code: raw)
     }

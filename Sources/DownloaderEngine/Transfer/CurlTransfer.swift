@@ -27,7 +27,7 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
     private(set) var bodyBytes: Int64 = 0
     /// Why a callback aborted the transfer (wins over libcurl's own code).
     private(set) var abortReason: TransferFailure?
-    /// An address the SSRF guard refused during this attempt.
+    /// Why the SSRF guard refused a connection during this attempt, e.g. "127.0.0.1 is loopback".
     private(set) var refusedAddress: String?
     /// Set by callbacks when bytes arrived; the loop turns it into `quietSince`.
     var sawActivity = false
@@ -37,8 +37,17 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
     /// Redirect hops libcurl followed (3xx heads with a Location) before the final one.
     private(set) var redirectHops = 0
 
-    init(request: TransferRequest, delegate: TransferDelegate, loop: CurlMultiLoop) {
+    /// The SSRF guard's rules for this attempt.
+    let egress: EgressRules
+    let maxResponseHeaderBytes: Int
+    /// Header bytes received so far, all hops together.
+    private var headerBytes = 0
+
+    init(request: TransferRequest, delegate: TransferDelegate, loop: CurlMultiLoop,
+         egress: EgressRules = EgressRules(), maxResponseHeaderBytes: Int = 64 * 1024) {
         self.request = request
+        self.egress = egress
+        self.maxResponseHeaderBytes = maxResponseHeaderBytes
         self.delegate = delegate
         self.loop = loop
         self.collector = ResponseHeadCollector(followsRedirects: true)  // CURLOPT_FOLLOWLOCATION is always on.
@@ -65,6 +74,10 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         if isCancelled { return abort(TransferFailure(.cancelled, "cancelled")) }
         guard head == nil else { return true }  // Trailers after the body: ignored.
         sawActivity = true
+        headerBytes += line.count
+        if headerBytes > maxResponseHeaderBytes {
+            return abort(TransferFailure(.headerTooLarge, "response heads larger than \(maxResponseHeaderBytes) bytes"))
+        }
         switch collector.consume(Array(line)) {
         case .none:
             return true
@@ -99,18 +112,44 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         return true
     }
 
-    /// The SSRF check for an address libcurl is about to connect to (or reuse a connection to).
+    /// The SSRF check for an address libcurl is about to connect to (or reuse a connection to), on
+    /// the current hop (its host from libcurl's effective URL, which follows redirects).
     func admits(_ address: IPAddress?, shown: String) -> Bool {
-        if request.allowPrivateNetworks { return true }
-        if let address, AddressPolicy(allowPrivateNetworks: false).allows(address) { return true }
-        refusedAddress = shown
+        let hop = currentHop()
+        let verdict: EgressRules.Verdict
+        if let address {
+            verdict = egress.admit(host: hop?.host, port: hop?.port ?? 0, address: address)
+        } else {
+            verdict = .forbidden("\(shown.isEmpty ? "an unknown address" : shown) is not an IPv4 or IPv6 address")
+        }
+        guard case .forbidden(let reason) = verdict else { return true }
+        refusedAddress = reason
         return false
     }
 
+    /// Before a name lookup: false (and the attempt refused) when the hop's host is refused by
+    /// name already (a deny rule, or not on the allow list); addresses are judged at connect time.
+    func screensHopHost() -> Bool {
+        guard let hop = currentHop(), case .forbidden(let reason) = egress.screen(host: hop.host, port: hop.port) else {
+            return true
+        }
+        refusedAddress = reason
+        refuseConnection()
+        return false
+    }
+
+    /// The host and port of the hop libcurl is working on; nil when it cannot be read.
+    private func currentHop() -> HopTarget? {
+        var urlPointer: UnsafeMutablePointer<CChar>?
+        guard let easy, ccurl_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &urlPointer) == CURLE_OK,
+              let urlPointer else { return HopTarget(url: request.url) }
+        return HopTarget(url: String(cString: urlPointer))
+    }
+
     /// A reused or new connection's peer is refused: abort with `.blockedAddress`.
-    func refuseConnection(to shown: String) {
-        refusedAddress = shown
-        abortReason = abortReason ?? TransferFailure(.blockedAddress, "refused to connect to \(shown) (not a public address)")
+    func refuseConnection() {
+        let reason = refusedAddress ?? "refused"
+        abortReason = abortReason ?? TransferFailure(.blockedAddress, "destination forbidden: \(reason)")
     }
 
     // MARK: Completion (loop thread)

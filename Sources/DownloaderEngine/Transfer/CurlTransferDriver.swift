@@ -11,9 +11,13 @@
 /// (`.tooLarge` before the head when a 2xx declares more, or as soon as more arrives).
 /// `didFinishWith` comes exactly once per attempt, from the transfer thread.
 ///
-/// Safety: no proxies from the environment, no cookies, no content decoding (raw bytes), and unless
-/// `allowPrivateNetworks`, connections to non-public addresses (`AddressPolicy`) are refused at
-/// connect time and before every request, redirects and reused connections included.
+/// Safety: no proxies from the environment, no cookies, no content decoding (raw bytes). The SSRF
+/// guard (`egress`, with `TransferRequest.allowPrivateNetworks` also lifting the range ban) judges
+/// every connection at connect time (the resolved address libcurl is about to connect to, so DNS
+/// rebinding cannot slip past) and again before every request (reused connections), for the first
+/// hop and every redirect hop, with that hop's host for name rules; a refusal fails the attempt
+/// with `.blockedAddress`. Response heads of all hops together are capped at
+/// `maxResponseHeaderBytes` (`.headerTooLarge`).
 ///
 /// Timing: `connectTimeout` bounds each connect (`.timeout`); `stallTimeout` fails an attempt that
 /// received nothing for that long (`.stalled`); before the first response byte the attempt gets
@@ -23,9 +27,15 @@
 /// last reference) stops the thread and finishes running attempts with `.cancelled`.
 final class CurlTransferDriver: TransferStarting {
     private let loop: CurlMultiLoop
+    /// The SSRF guard's rules for every attempt.
+    let egress: EgressRules
+    /// Bytes of response head accepted per attempt, all hops together.
+    let maxResponseHeaderBytes: Int
 
-    init() {
+    init(egress: EgressRules = EgressRules(), maxResponseHeaderBytes: Int = 64 * 1024) {
         loop = CurlMultiLoop()
+        self.egress = egress
+        self.maxResponseHeaderBytes = max(1024, maxResponseHeaderBytes)
     }
 
     deinit {
@@ -33,7 +43,10 @@ final class CurlTransferDriver: TransferStarting {
     }
 
     func start(_ request: TransferRequest, delegate: TransferDelegate) -> TransferHandle {
-        let transfer = CurlTransfer(request: request, delegate: delegate, loop: loop)
+        var egress = self.egress
+        egress.allowPrivateNetworks = egress.allowPrivateNetworks || request.allowPrivateNetworks
+        let transfer = CurlTransfer(request: request, delegate: delegate, loop: loop, egress: egress,
+                                    maxResponseHeaderBytes: maxResponseHeaderBytes)
         loop.submit(transfer)
         return transfer
     }

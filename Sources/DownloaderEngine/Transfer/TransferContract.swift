@@ -62,8 +62,12 @@ struct TransferFailure: Error, Sendable, Equatable {
         case stalled
         /// Body larger than `maxBodyBytes`.
         case tooLarge
-        /// The resolved address is not allowed (SSRF guard).
+        /// The destination is refused by the SSRF guard (`EgressRules`): a denied or non-public
+        /// address at connect time, or a redirect hop to a denied or not allow-listed host. The
+        /// message says which rule or range, e.g. "127.0.0.1 is loopback".
         case blockedAddress
+        /// The response heads (all redirect hops together) exceed the driver's header budget.
+        case headerTooLarge
         case tooManyRedirects
         /// A redirect pointed at a scheme other than http/https (e.g. `ftp://`): final, not retried.
         case unsupportedRedirect

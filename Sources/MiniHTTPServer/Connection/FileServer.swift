@@ -27,10 +27,10 @@ enum FileServer {
     }
 
     static func prepare(_ file: FileResponse, method: String, requestHeaders: HTTPHeaders) -> Outcome {
-        let fd = open(file.path, O_RDONLY | O_CLOEXEC)
+        let fd = open(file.path, O_RDONLY | O_CLOEXEC | (file.followsSymlinks ? 0 : O_NOFOLLOW))
         if fd < 0 {
             let err = errno
-            if err == ENOENT || err == ENOTDIR || err == EISDIR {
+            if err == ENOENT || err == ENOTDIR || err == EISDIR || err == ELOOP {
                 return .failure(.error(status: 404, code: "not_found", message: "file not found"))
             }
             if err == EACCES { return .failure(.error(status: 403, code: "forbidden", message: "file not readable")) }

@@ -43,7 +43,7 @@ import Testing
     @Test func rejectsBadInput() throws {
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: FakeTransferDriver())
         #expect(throws: EngineError.invalidURL("")) { try engine.request(DownloadRequest(url: "ftp://x/y")) }
-        #expect(throws: EngineError.invalidURL("")) { try engine.request(DownloadRequest(url: "http://u:p@x/y")) }
+        #expect(throws: EngineError.urlCredentials("")) { try engine.request(DownloadRequest(url: "http://u:p@x/y")) }
         #expect(throws: EngineError.invalidChecksum("")) { try engine.request(DownloadRequest(url: "http://x/y", sha256: "abc")) }
         let sha = String(repeating: "a", count: 64)
         _ = try engine.request(DownloadRequest(url: "http://x/y", sha256: sha, size: 10))

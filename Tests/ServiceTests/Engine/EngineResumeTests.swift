@@ -171,7 +171,7 @@ import Testing
     }
 
     @Test(arguments: [
-        (TransferFailure.Kind.tooLarge, "too_large"), (.blockedAddress, "blocked_address"),
+        (TransferFailure.Kind.tooLarge, "too_large"), (.blockedAddress, "destination_forbidden"),
         (.tooManyRedirects, "too_many_redirects"),
     ])
     func policyFailuresAreFinal(_ kind: TransferFailure.Kind, _ code: String) async throws {

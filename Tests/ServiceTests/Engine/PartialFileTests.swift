@@ -96,6 +96,37 @@ import Testing
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data(body[..<budget]))
     }
 
+    /// Syncs and resumes at offsets that are not page multiples, on disk and on tmpfs.
+    @Test(arguments: [false, true])
+    func unalignedSyncsAndResumesKeepBytesAndHashExact(onTmpfs: Bool) throws {
+        let directory = onTmpfs ? URL(fileURLWithPath: "/dev/shm") : EngineFixture.root()
+        let path = directory.appendingPathComponent("odd-\(UUID().uuidString).part").path
+        defer { unlink(path) }
+        let body = EngineFixture.body(2 * PartialFile.bufferSize + 7_777)
+        let file = try PartialFile(path: path, keep: 0)
+        var offset = 0
+        for size in [1, 4_095, 4_097, 100_003, PartialFile.bufferSize - 3, 333_333] {
+            try body[offset..<(offset + size)].withUnsafeBytes { try file.append($0) }
+            offset += size
+            try file.sync()
+            #expect(FileStore.fileSize(path) == Int64(offset))
+        }
+        let closed = file.close()
+        #expect(closed.length == Int64(offset))
+        let kept = 50_003
+        let resumed = try PartialFile(path: path, keep: Int64(kept))
+        try body[kept...].withUnsafeBytes { try resumed.append($0) }
+        #expect(resumed.sha256Hex == SHA256Hasher.hex(body))
+        try resumed.fullSync()
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data(body))
+        let again = resumed.close()
+        let continued = try PartialFile(path: path, keep: again.length, hasher: again.hasher, hashedLength: again.length)
+        try ([1, 2, 3] as [UInt8]).withUnsafeBytes { try continued.append($0) }
+        #expect(continued.sha256Hex == SHA256Hasher.hex(body + [1, 2, 3]))
+        _ = continued.close()
+        #expect(FileStore.fileSize(path) == Int64(body.count + 3))
+    }
+
     @Test func replaceWithEmptySetsTheOldBytesAsideAndStartsANewFile() throws {
         let path = EngineFixture.root().appendingPathComponent("r.part").path
         let file = try PartialFile(path: path, keep: 0)

@@ -36,7 +36,7 @@ import Testing
 
     @Test(arguments: [
         (TransferFailure.Kind.connection, RetryPolicy.Verdict.retry), (.timeout, .retry), (.stalled, .retry),
-        (.tooLarge, .fail(code: "too_large")), (.blockedAddress, .fail(code: "blocked_address")),
+        (.tooLarge, .fail(code: "too_large")), (.blockedAddress, .fail(code: "destination_forbidden")), (.headerTooLarge, .fail(code: "header_too_large")),
         (.tooManyRedirects, .fail(code: "too_many_redirects")),
         (.unsupportedRedirect, .fail(code: "unsupported_redirect")),
     ] as [(TransferFailure.Kind, RetryPolicy.Verdict)])

@@ -182,6 +182,8 @@ struct ServiceLiveTests {
             ("POST", "/downloads", #"{"url":42}"#, 400, "invalid_url"),
             ("POST", "/downloads", #"{"url":"ftp://example.com/x"}"#, 400, "invalid_url"),
             ("POST", "/downloads", #"{"url":"example.com/x"}"#, 400, "invalid_url"),
+            ("POST", "/downloads", #"{"url":"http://user:pw@example.com/x"}"#, 400, "url_credentials"),
+            ("POST", "/downloads", #"{"url":"http://169.254.169.254/latest/meta-data/"}"#, 403, "destination_forbidden"),
             ("POST", "/downloads", #"{"url":"http://example.com/x","storage":"forever"}"#, 400, "invalid_storage"),
             ("GET", "/downloads?state=sleeping", nil, 400, "invalid_state"),
             ("GET", "/downloads/nope", nil, 404, "not_found"),
@@ -202,14 +204,19 @@ struct ServiceLiveTests {
         let notAllowed = try await client.request("PUT", "/downloads")
         #expect(notAllowed.header("Allow") == "GET, HEAD, POST")
 
-        // Without --allow-private-networks a loopback origin is refused, and the download fails so.
+        // Without --allow-private-networks a loopback origin is refused: at once (403) when the URL
+        // names the address, at connect time (the download fails so) when a name resolves to it.
         let origin = try TestOrigin(bodySize: 1024)
         defer { origin.stop() }
-        let blocked = try await client.ask(origin.url)
+        let literal = try await client.ask(origin.url)
+        #expect(literal.status == 403)
+        #expect((literal.json["error"] as? [String: Any])?["code"] as? String == "destination_forbidden")
+        #expect((literal.json["error"] as? [String: Any])?["message"] as? String == "127.0.0.1 is loopback")
+        let blocked = try await client.ask("http://localhost:\(origin.port)/file")
         let id = try #require(blocked.string("id"))
         let end = try await waitForEnd(service, id: id)
         #expect(end["state"] as? String == "failed")
-        #expect((end["error"] as? [String: Any])?["code"] as? String == "blocked_address")
+        #expect((end["error"] as? [String: Any])?["code"] as? String == "destination_forbidden")
         #expect(origin.getCount() == 0)
         let stillNotThere = try await client.request("GET", "/downloads/\(id)/file")
         #expect(stillNotThere.status == 409)

@@ -1,0 +1,118 @@
+import Foundation
+@testable import MiniHTTPServer
+import Testing
+
+/// `maxConnections` / `maxConnectionsPerIP`: the counting (pure) and the canned 503 (live, port 0).
+@Suite struct ConnectionCountsTests {
+    @Test func countsTotalAndPerAddress() {
+        var counts = ConnectionCounts(maxConnections: 3, maxConnectionsPerIP: 2)
+        #expect(counts.admit("10.0.0.1") == nil)
+        #expect(counts.admit("10.0.0.1") == nil)
+        #expect(counts.admit("10.0.0.1") == .addressFull)
+        #expect(counts.admit("10.0.0.2") == nil)
+        #expect(counts.admit("10.0.0.3") == .serverFull)
+        #expect(counts.total == 3 && counts.perIP == ["10.0.0.1": 2, "10.0.0.2": 1])
+        counts.release("10.0.0.1")
+        #expect(counts.admit("10.0.0.3") == nil)
+        counts.release("10.0.0.2")
+        counts.release("10.0.0.3")
+        counts.release("10.0.0.1")
+        #expect(counts.total == 0 && counts.perIP.isEmpty)
+        counts.release("10.0.0.9")  // never admitted: nothing goes negative
+        #expect(counts.total == 0)
+    }
+
+    @Test func withoutAPerAddressLimitOnlyTheTotalCounts() {
+        var counts = ConnectionCounts(maxConnections: 2, maxConnectionsPerIP: nil)
+        #expect(counts.admit("a") == nil && counts.admit("a") == nil)
+        #expect(counts.admit("b") == .serverFull)
+        #expect(counts.perIP.isEmpty)
+    }
+
+    @Test(arguments: [("127.0.0.1:5300", "127.0.0.1"), ("[::1]:80", "::1"), ("10.1.2.3", "10.1.2.3"), ("::1", "::1")])
+    func addressOfARemote(remote: String, ip: String) {
+        #expect(ConnectionCounts.ip(ofRemote: remote) == ip)
+    }
+
+    @Test func theRefusalIsACompleteJSONAnswer() throws {
+        let text = String(decoding: ConnectionLimiter.refusalBytes(.serverFull), as: UTF8.self)
+        #expect(text.hasPrefix("HTTP/1.1 503 Service Unavailable\r\n"))
+        #expect(text.contains("\r\nRetry-After: 1\r\n") && text.contains("\r\nConnection: close\r\n"))
+        let parts = text.components(separatedBy: "\r\n\r\n")
+        #expect(parts.count == 2)
+        #expect(text.contains("Content-Length: \(parts[1].utf8.count)\r\n"))
+        let json = try JSONSerialization.jsonObject(with: Data(parts[1].utf8)) as? [String: [String: String]]
+        #expect(json?["error"]?["code"] == "too_many_connections")
+    }
+}
+
+@Suite(.timeLimit(.minutes(1)))
+struct ConnectionLimitLiveTests {
+    static let handler: HTTPHandler = { _ in .json(Array(#"{"ok":true}"#.utf8)) }
+
+    @Test func aConnectionAboveTheLimitGetsA503AndIsClosed() async throws {
+        // One loop: a connection's close and the next accept are handled in order on one thread.
+        try await withServer(configure: { $0.maxConnections = 3; $0.eventLoopCount = 1 }, handler: Self.handler) { port in
+            // Three kept-alive connections, each proven admitted by an answer.
+            var held: [LoopbackExchange] = []
+            for _ in 0..<3 {
+                let connection = try await LoopbackExchange.connect(port: port)
+                #expect(try await connection.get("/").hasPrefix("HTTP/1.1 200"))
+                held.append(connection)
+            }
+            let refused = try await LoopbackExchange.connect(port: port)
+            try await refused.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            let answer = String(decoding: try await refused.read(), as: UTF8.self)  // until the server closes
+            #expect(answer.hasPrefix("HTTP/1.1 503 "), "\(answer)")
+            #expect(answer.contains("Retry-After: 1") && answer.contains("Connection: close"))
+            #expect(answer.contains(#""code":"too_many_connections""#))
+            // The held connections still work.
+            #expect(try await held[0].get("/").hasPrefix("HTTP/1.1 200"))
+
+            // Once one is closed (by the server, so the client knows when), a newcomer is admitted again.
+            let leaving = held.removeLast()
+            try await leaving.send("GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            #expect(String(decoding: try await leaving.read(), as: UTF8.self).hasPrefix("HTTP/1.1 200"))
+            let again = try await LoopbackExchange.connect(port: port)
+            #expect(try await again.get("/").hasPrefix("HTTP/1.1 200"))
+            withExtendedLifetime(held) {}
+        }
+    }
+
+    @Test func thePerAddressLimitCountsEachClientAddress() async throws {
+        try await withServer(configure: { $0.maxConnectionsPerIP = 2 }, handler: Self.handler) { port in
+            var held: [LoopbackExchange] = []
+            for _ in 0..<2 {
+                let connection = try await LoopbackExchange.connect(port: port, from: "127.0.0.1")
+                #expect(try await connection.get("/").hasPrefix("HTTP/1.1 200"))
+                held.append(connection)
+            }
+            let third = try await LoopbackExchange.connect(port: port, from: "127.0.0.1")
+            let answer = String(decoding: try await third.read(), as: UTF8.self)
+            #expect(answer.hasPrefix("HTTP/1.1 503 "), "\(answer)")
+            #expect(answer.contains("from your address"))
+            // Another loopback address has its own allowance.
+            let other = try await LoopbackExchange.connect(port: port, from: "127.0.0.2")
+            #expect(try await other.get("/").hasPrefix("HTTP/1.1 200"))
+            withExtendedLifetime(held) {}
+        }
+    }
+
+    @Test func manyRefusalsNeverStopTheServer() async throws {
+        try await withServer(configure: { $0.maxConnections = 1 }, handler: Self.handler) { port in
+            let holder = try await LoopbackExchange.connect(port: port)
+            #expect(try await holder.get("/").hasPrefix("HTTP/1.1 200"))
+            for _ in 0..<50 {
+                let refused = try await LoopbackExchange.connect(port: port)
+                let answer = String(decoding: try await refused.read(), as: UTF8.self)
+                #expect(answer.hasPrefix("HTTP/1.1 503 "))
+            }
+            #expect(try await holder.get("/").hasPrefix("HTTP/1.1 200"))
+        }
+    }
+
+    @Test func theOpenFileLimitIsRaisedToTheHardLimit() throws {
+        let limits = try #require(OpenFileLimit.raiseToHardLimit())
+        #expect(limits.soft == limits.hard)
+    }
+}

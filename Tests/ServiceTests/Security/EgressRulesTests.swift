@@ -1,0 +1,134 @@
+@testable import DownloaderEngine
+import Testing
+
+/// `--allow-host` / `--deny-host` entries and the verdicts they give (pure; no connection).
+@Suite struct EgressRulesTests {
+    static func rule(_ text: String) throws -> EgressRule { try EgressRule.parse(text).get() }
+
+    static func rules(private allowPrivate: Bool = false, allow: [String] = [], deny: [String] = []) throws -> EgressRules {
+        try EgressRules(allowPrivateNetworks: allowPrivate, allow: allow, deny: deny)
+    }
+
+    @Test(arguments: [
+        ("origin.example.com", EgressRule.Target.name("origin.example.com"), nil as Int?),
+        ("Origin.Example.COM.", .name("origin.example.com"), nil),
+        ("*.example.com", .below(".example.com"), nil),
+        ("localhost:8080", .name("localhost"), 8080),
+        ("10.0.0.0/8", .network(IPNetwork(address: .v4(0x0a00_0000), prefixLength: 8)!), nil),
+        ("10.1.2.3/8", .network(IPNetwork(address: .v4(0x0a00_0000), prefixLength: 8)!), nil),
+        ("192.168.1.7", .network(IPNetwork(single: .v4(0xc0a8_0107))), nil),
+        ("0x7f000001:9000", .network(IPNetwork(single: .v4(0x7f00_0001))), 9000),
+        ("fc00::/7", .network(IPNetwork(address: IPAddress("fc00::")!, prefixLength: 7)!), nil),
+        ("[::1]:81", .network(IPNetwork(single: IPAddress("::1")!)), 81),
+        ("2001:db8::1", .network(IPNetwork(single: IPAddress("2001:db8::1")!)), nil),
+    ])
+    func parsesEntries(text: String, target: EgressRule.Target, port: Int?) throws {
+        let rule = try Self.rule(text)
+        #expect(rule.target == target)
+        #expect(rule.port == port)
+        #expect(rule.description == text)
+    }
+
+    @Test(arguments: ["", "exa mple.com", "10.0.0.0/33", "fc00::/129", "10.0.0.0/x", "host:0", "host:70000",
+                      "host:port", "[::1", "[::1]x", "*.", "a..b", "http://example.com", "under/score"])
+    func refusesBadEntries(text: String) {
+        guard case .failure(let error) = EgressRule.parse(text) else {
+            Issue.record("'\(text)' should not parse")
+            return
+        }
+        #expect(error.message.contains("host rule"))
+        #expect(EngineConfiguration.validateHostRules(["ok.example", text]) != nil)
+    }
+
+    @Test func namesMatchExactlyOrBelowASuffix() throws {
+        let exact = try Self.rule("origin.example.com")
+        #expect(exact.matches(name: "origin.example.com", port: 80))
+        #expect(!exact.matches(name: "evil-origin.example.com", port: 80))
+        #expect(!exact.matches(name: "origin.example.com.evil.net", port: 80))
+        let below = try Self.rule("*.example.com")
+        #expect(below.matches(name: "a.example.com", port: 443))
+        #expect(below.matches(name: "b.a.example.com", port: 443))
+        #expect(!below.matches(name: "example.com", port: 443))
+        #expect(!below.matches(name: "badexample.com", port: 443))
+        let withPort = try Self.rule("localhost:8080")
+        #expect(withPort.matches(name: "localhost", port: 8080))
+        #expect(!withPort.matches(name: "localhost", port: 8081))
+    }
+
+    @Test func networksMatchTheirAddressesAndEmbeddedForms() throws {
+        let tenEight = try Self.rule("10.0.0.0/8")
+        #expect(tenEight.matches(address: IPAddress("10.200.1.1")!, port: 1))
+        #expect(!tenEight.matches(address: IPAddress("11.0.0.1")!, port: 1))
+        #expect(tenEight.matches(address: IPAddress("::ffff:10.0.0.1")!, port: 1))
+        #expect(tenEight.matches(address: IPAddress("64:ff9b::a00:1")!, port: 1))
+        #expect(!tenEight.matches(address: IPAddress("2002:a00:1::")!, port: 1))
+        #expect(tenEight.matches(address: IPAddress("2002:a00:1::")!, port: 1, viaEmbedded: true))
+        let ula = try Self.rule("fc00::/7")
+        #expect(ula.matches(address: IPAddress("fd00::5")!, port: 1))
+        #expect(!ula.matches(address: IPAddress("fe80::1")!, port: 1))
+        #expect(!ula.matches(address: IPAddress("10.0.0.1")!, port: 1))
+        let all = try Self.rule("0.0.0.0/0")
+        #expect(all.matches(address: IPAddress("203.0.113.1")!, port: 1))
+    }
+
+    @Test func denyAlwaysWins() throws {
+        let rules = try Self.rules(private: true, allow: ["10.0.0.0/8", "*.corp.example"], deny: ["10.9.0.0/16", "secret.corp.example"])
+        #expect(rules.admit(host: nil, port: 80, address: IPAddress("10.1.0.1")!) == .allowed)
+        #expect(rules.admit(host: nil, port: 80, address: IPAddress("10.9.0.1")!) == .forbidden("10.9.0.1 is denied (rule 10.9.0.0/16)"))
+        #expect(rules.admit(host: nil, port: 80, address: IPAddress("::ffff:10.9.0.1")!)
+                == .forbidden("::ffff:10.9.0.1 is denied (rule 10.9.0.0/16)"))
+        #expect(rules.screen(host: "secret.corp.example", port: 443) == .forbidden("secret.corp.example is denied (rule secret.corp.example)"))
+        #expect(rules.screen(host: "wiki.corp.example", port: 443) == .allowed)
+        // An allowed name that resolves into a denied network is still refused at connect time.
+        #expect(rules.admit(host: "wiki.corp.example", port: 443, address: IPAddress("10.9.1.1")!)
+                == .forbidden("10.9.1.1 is denied (rule 10.9.0.0/16)"))
+        // Deny rules also cover addresses in public space and names without an allow list.
+        let denyOnly = try Self.rules(deny: ["203.0.113.0/24", "*.tracker.example"])
+        #expect(denyOnly.admit(host: nil, port: 80, address: IPAddress("203.0.113.9")!) == .forbidden("203.0.113.9 is denied (rule 203.0.113.0/24)"))
+        #expect(denyOnly.screen(host: "x.tracker.example", port: 80) == .forbidden("x.tracker.example is denied (rule *.tracker.example)"))
+        #expect(denyOnly.screen(host: "8.8.4.4", port: 80) == .allowed)
+    }
+
+    @Test func allowListModeFetchesOnlyWhatItMatches() throws {
+        let rules = try Self.rules(allow: ["downloads.example.com", "origin.internal:8443"])
+        #expect(rules.isAllowList)
+        #expect(rules.screen(host: "downloads.example.com", port: 443) == .allowed)
+        #expect(rules.screen(host: "other.example.com", port: 443) == .forbidden("other.example.com port 443 is not on the allow list"))
+        #expect(rules.screen(host: "origin.internal", port: 80) == .forbidden("origin.internal port 80 is not on the allow list"))
+        #expect(rules.screen(host: "8.8.8.8", port: 443) == .forbidden("8.8.8.8 port 443 is not on the allow list"))
+        // An allow entry lifts the private-range ban for what it matches.
+        #expect(rules.admit(host: "origin.internal", port: 8443, address: IPAddress("10.0.0.7")!) == .allowed)
+        #expect(rules.admit(host: "evil.example", port: 443, address: IPAddress("93.184.216.34")!)
+                == .forbidden("evil.example (93.184.216.34) port 443 is not on the allow list"))
+        // Unknown hop host: only address rules could allow it, and there are none.
+        #expect(rules.admit(host: nil, port: 443, address: IPAddress("10.0.0.7")!) == .forbidden("10.0.0.7 port 443 is not on the allow list"))
+    }
+
+    @Test func allowListedNetworksLeaveNamesToConnectTime() throws {
+        let rules = try Self.rules(allow: ["10.0.0.0/8"])
+        #expect(rules.screen(host: "build.internal", port: 80) == .undecided)
+        #expect(rules.screen(host: "10.2.3.4", port: 80) == .allowed)
+        #expect(rules.screen(host: "11.2.3.4", port: 80) == .forbidden("11.2.3.4 port 80 is not on the allow list"))
+        #expect(rules.admit(host: "build.internal", port: 80, address: IPAddress("10.2.3.4")!) == .allowed)
+        #expect(rules.admit(host: "build.internal", port: 80, address: IPAddress("127.0.0.1")!)
+                == .forbidden("build.internal (127.0.0.1) port 80 is not on the allow list"))
+    }
+
+    @Test func withoutRulesOnlyPublicAddressesPass() throws {
+        let rules = try Self.rules()
+        #expect(!rules.isAllowList)
+        #expect(rules.admit(host: "localhost", port: 80, address: IPAddress("127.0.0.1")!) == .forbidden("127.0.0.1 is loopback"))
+        #expect(rules.admit(host: "example.com", port: 80, address: IPAddress("93.184.216.34")!) == .allowed)
+        #expect(try Self.rules(private: true).admit(host: "localhost", port: 80, address: IPAddress("127.0.0.1")!) == .allowed)
+    }
+
+    @Test func urlScreeningThrowsDestinationForbidden() throws {
+        let rules = try Self.rules()
+        #expect(throws: EngineError.destinationForbidden("")) { try rules.screen(url: "http://127.0.0.1:8080/x") }
+        #expect(throws: EngineError.destinationForbidden("")) { try rules.screen(url: "http://[::ffff:127.0.0.1]/x") }
+        try rules.screen(url: "http://localhost:8080/x")
+        #expect(HopTarget(url: "https://Example.COM/x") == HopTarget(host: "example.com", port: 443))
+        #expect(HopTarget(url: "http://[::1]:81/") == HopTarget(host: "::1", port: 81))
+        #expect(HopTarget(url: "ftp://example.com/") == nil)
+    }
+}

@@ -1,0 +1,96 @@
+import Foundation
+import Testing
+
+/// The security flags through the real `download-service` executable, against the loopback
+/// `TestOrigin` only (port 0 everywhere).
+@Suite(.serialized, .timeLimit(.minutes(2)))
+struct SecurityServiceLiveTests {
+    private func waitForEnd(_ service: ServiceProcess, id: String) async throws -> [String: Any] {
+        let (head, stream) = try await service.client.openStream("/downloads/\(id)/progress")
+        defer { stream.close() }
+        #expect(head.status == 200)
+        let event = try await stream.next { $0.event == "completed" || $0.event == "failed" }
+        return try #require(event, "the progress stream ended early").json
+    }
+
+    private func errorField(_ reply: RawHTTPResponse, _ key: String) -> String? {
+        (reply.json["error"] as? [String: Any])?[key] as? String
+    }
+
+    @Test func allowListModeFetchesOnlyTheListedOrigin() async throws {
+        let origin = try TestOrigin(bodySize: 64 * 1024)
+        defer { origin.stop() }
+        let service = try await ServiceProcess.start(arguments: ["--allow-host", "localhost:\(origin.port)"])
+        let client = service.client
+
+        let created = try await client.ask("http://localhost:\(origin.port)/file")
+        #expect(created.status == 202)
+        let id = try #require(created.string("id"))
+        let end = try await waitForEnd(service, id: id)
+        #expect(end["state"] as? String == "completed")
+
+        for url in ["http://127.0.0.1:\(origin.port)/file", "http://2130706433:\(origin.port)/file",
+                    "http://[::ffff:127.0.0.1]:\(origin.port)/file"] {
+            let refused = try await client.ask(url)
+            #expect(refused.status == 403, "\(url)")
+            #expect(errorField(refused, "code") == "destination_forbidden")
+            #expect(errorField(refused, "message")?.hasSuffix("port \(origin.port) is not on the allow list") == true, "\(refused.text)")
+        }
+        #expect(origin.getCount() == 1)
+        #expect(try await service.stop() == 0)
+    }
+
+    @Test func aDenyRuleWinsOverAllowPrivateNetworks() async throws {
+        let origin = try TestOrigin(bodySize: 1024)
+        defer { origin.stop() }
+        let service = try await ServiceProcess.start(arguments: ["--allow-private-networks", "--deny-host", "127.0.0.0/8"],
+                                                     environment: ["DOWNLOAD_SERVICE_DENY_HOST": "*.blocked.example"])
+        let refused = try await service.client.ask(origin.url)
+        #expect(refused.status == 403)
+        #expect(errorField(refused, "message") == "127.0.0.1 is denied (rule 127.0.0.0/8)")
+        let byName = try await service.client.ask("http://a.blocked.example/x")
+        #expect(byName.status == 403)
+        #expect(errorField(byName, "message") == "a.blocked.example is denied (rule *.blocked.example)")
+        // localhost passes the URL check and is refused at connect time, by the same rule.
+        let created = try await service.client.ask("http://localhost:\(origin.port)/file")
+        let id = try #require(created.string("id"))
+        let end = try await waitForEnd(service, id: id)
+        let error = try #require(end["error"] as? [String: Any])
+        #expect(error["code"] as? String == "destination_forbidden")
+        #expect((error["message"] as? String)?.contains("is denied (rule 127.0.0.0/8)") == true, "\(error)")
+        #expect(origin.connectionCount == 0)
+        #expect(try await service.stop() == 0)
+    }
+
+    @Test func urlCredentialsOnlyWhenAllowedAndNeverShown() async throws {
+        let origin = try TestOrigin(bodySize: 1024)
+        defer { origin.stop() }
+        let url = "http://user:s3cret@localhost:\(origin.port)/file"
+        let strict = try await ServiceProcess.start(arguments: ["--allow-host", "localhost:\(origin.port)"])
+        let refused = try await strict.client.ask(url)
+        #expect(refused.status == 400 && errorField(refused, "code") == "url_credentials")
+        #expect(try await strict.stop() == 0)
+
+        let lenient = try await ServiceProcess.start(arguments: ["--allow-host", "localhost:\(origin.port)", "--allow-url-credentials"])
+        let created = try await lenient.client.ask(url)
+        #expect(created.status == 202)
+        #expect(created.string("url") == "http://***@localhost:\(origin.port)/file")
+        let id = try #require(created.string("id"))
+        #expect(try await waitForEnd(lenient, id: id)["state"] as? String == "completed")
+        let listed = try await lenient.client.request("GET", "/downloads")
+        #expect(!listed.text.contains("s3cret"))
+        #expect(origin.requests(path: "/file").first?.header("authorization") == "Basic dXNlcjpzM2NyZXQ=")
+        #expect(try await lenient.stop() == 0)
+    }
+
+    @Test func connectionLimitFlagReachesTheServer() async throws {
+        let service = try await ServiceProcess.start(arguments: ["--max-connections", "1"])
+        let holder = try await LoopbackExchange.connect(port: service.port)
+        #expect(try await holder.get("/healthz").hasPrefix("HTTP/1.1 200"))
+        let refused = try await LoopbackExchange.connect(port: service.port)
+        let answer = String(decoding: try await refused.read(), as: UTF8.self)
+        #expect(answer.hasPrefix("HTTP/1.1 503 ") && answer.contains("too_many_connections"), "\(answer)")
+        #expect(service.logLines.first { $0.contains(#""msg":"listening""#) }?.contains(#""maxConnections":1"#) == true)
+        #expect(try await service.stop() == 0)
+    }
+}

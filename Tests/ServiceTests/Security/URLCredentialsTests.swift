@@ -1,0 +1,43 @@
+@testable import DownloadService
+@testable import DownloaderEngine
+import Testing
+
+/// Credentials in URLs: refused unless `allowURLCredentials`, never shown to callers (pure).
+@Suite struct URLCredentialsTests {
+    @Test(arguments: ["http://user:pw@example.com/x", "http://user@example.com/x", "https://:pw@example.com/",
+                      "http://a%40b:p%3Aw@example.com:8080/f"])
+    func refusedByDefault(url: String) {
+        guard case .failure(let error) = URLNormalizer.normalize(url) else {
+            Issue.record("accepted \(url)")
+            return
+        }
+        #expect(error.code == "url_credentials")
+    }
+
+    @Test(arguments: [
+        ("http://user:pw@Example.com/x", "http://user:pw@example.com/x"),
+        ("http://user@example.com:80/x#f", "http://user@example.com/x"),
+        ("http://a%40b:p%3Aw@example.com:8080/f", "http://a%40b:p%3Aw@example.com:8080/f"),
+        ("http://u:p@[::1]:81/f", "http://u:p@[::1]:81/f"),
+    ])
+    func keptWhenAllowed(url: String, normalized: String) throws {
+        #expect(try URLNormalizer.normalize(url, allowCredentials: true).get() == normalized)
+    }
+
+    @Test func theGrammarStillRefusesJunkWithCredentialsAllowed() {
+        for url in ["http://us er:pw@example.com/", "http://user:pw@/x", "http://@@example.com/"] {
+            #expect((try? URLNormalizer.normalize(url, allowCredentials: true).get()) == nil, "\(url)")
+        }
+    }
+
+    @Test(arguments: [
+        ("http://user:pw@example.com/x", "http://***@example.com/x"),
+        ("https://user@example.com", "https://***@example.com"),
+        ("http://example.com/a@b", "http://example.com/a@b"),
+        ("http://example.com/?q=a@b", "http://example.com/?q=a@b"),
+        ("http://u:p@[::1]:81/f", "http://***@[::1]:81/f"),
+    ])
+    func snapshotsNeverShowCredentials(url: String, shown: String) {
+        #expect(URLRedaction.redactingCredentials(url) == shown)
+    }
+}
