@@ -461,6 +461,7 @@ def fanout(args):
     if cpu_at_complete is None:
         cpu_at_complete = proc_cpu_seconds(args.pid)
     own_cpu = time.process_time() - own0
+    cpu_all = proc_cpu_seconds(args.pid) - cpu0
     completed = [s.completed_at for s in subs.values() if s.completed_at]
     first_seen = {}
     for s in subs.values():
@@ -483,6 +484,7 @@ def fanout(args):
         "fetch_s": fetch_s,
         "fetch_mb_s": (args.size - paused_bytes) / fetch_s / 1e6 if fetch_s else None,
         "cpu_s": cpu_at_complete - cpu0,
+        "cpu_until_all_s": cpu_all,
         "client_cpu_s": own_cpu,
         "completed": len(completed),
         "completed_spread_ms": 1000 * (max(completed) - min(completed)) if completed else None,
