@@ -56,6 +56,16 @@ enum CommandLineOptions {
             guard let b = bool(v) else { throw ParseError(message: "--allow-private-networks takes true or false, got '\(v)'") }
             c.allowPrivateNetworks = b
         },
+        Option(flag: "--stall-timeout", metavar: "SECONDS", help: "reconnect and resume after this long without a byte (default 30)") { c, v throws(ParseError) in
+            c.stallTimeout = try seconds(v, "--stall-timeout", within: 0.05...3600)
+        },
+        Option(flag: "--retry-base-delay", metavar: "SECONDS", help: "first retry delay, doubling per attempt with jitter (default 0.5)") { c, v throws(ParseError) in
+            c.retryBaseDelay = try seconds(v, "--retry-base-delay", within: 0...60)
+        },
+        Option(flag: "--max-attempts", metavar: "N", help: "attempts per download before it fails (default 6)") { c, v throws(ParseError) in
+            guard let n = Int(v), (1...100).contains(n) else { throw ParseError(message: "--max-attempts must be 1-100, got '\(v)'") }
+            c.maxAttempts = n
+        },
     ]
 
     static func parse(arguments: [String], environment: [String: String]) -> Outcome {
@@ -137,6 +147,12 @@ enum CommandLineOptions {
         }
         return n == 0 ? nil : n * multiplier
     }
-}
 
-import Foundation
+    /// A number of seconds in `range` (decimals allowed).
+    private static func seconds(_ v: String, _ flag: String, within range: ClosedRange<Double>) throws(ParseError) -> Double {
+        guard let d = Double(v.trimmingCharacters(in: .whitespaces)), d.isFinite, range.contains(d) else {
+            throw ParseError(message: "\(flag) must be seconds in \(range.lowerBound)-\(range.upperBound), got '\(v)'")
+        }
+        return d
+    }
+}
