@@ -66,6 +66,9 @@ enum CommandLineOptions {
             guard let n = Int(v), (1...100).contains(n) else { throw ParseError(message: "--max-attempts must be 1-100, got '\(v)'") }
             c.maxAttempts = n
         },
+        Option(flag: "--memory-trim-interval", metavar: "SECONDS", help: "return freed heap memory to the OS this often; 0 = off (default 5)") { c, v throws(ParseError) in
+            c.memoryTrimInterval = try seconds(v, "--memory-trim-interval", within: 0...3600)
+        },
     ]
 
     static func parse(arguments: [String], environment: [String: String]) -> Outcome {

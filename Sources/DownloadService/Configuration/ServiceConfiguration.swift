@@ -53,6 +53,8 @@ struct ServiceConfiguration: Sendable, Equatable {
     var retryBaseDelay: Double = 0.5
     /// Attempts per download before it fails with `retries_exhausted` (default 6).
     var maxAttempts = 6
+    /// Seconds between returns of freed heap memory to the kernel (`malloc_trim`); 0 = off (default 5).
+    var memoryTrimInterval: Double = 5
 
     private func applyRetryTiming(to c: inout EngineConfiguration) {
         c.stallTimeout = stallTimeout

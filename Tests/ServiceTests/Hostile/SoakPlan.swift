@@ -59,7 +59,8 @@ struct SoakRound: Sendable, CustomStringConvertible {
     }
 
     /// Round `index` of the soak seeded with `seed`. Bodies are small (16–96 KiB) so rounds are
-    /// fast; one in 16 is 2 MiB, so a dropped file download really leaves mid-body.
+    /// fast; one in 16 is 2 MiB, so a dropped file download really leaves mid-body. `only` forces the
+    /// fault (a value of the 0..<100 pick) and turns the drop-outs off, for investigating one path.
     static func make(index: Int, seed: UInt64, only: Int? = nil) -> SoakRound {
         var random = SoakRandom(seed: seed ^ (UInt64(index) &* 0x9e37_79b9_7f4a_7c15))
         let large = random.below(16) == 0
