@@ -212,7 +212,10 @@ struct ProcessSample {
 
     static func take(pid: Int32) throws -> ProcessSample {
         let fds = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count
-        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        // FileHandle reads to the end; /proc files report size 0, which whole-file readers may trust.
+        guard let handle = FileHandle(forReadingAtPath: "/proc/\(pid)/status") else { throw CocoaError(.fileNoSuchFile) }
+        defer { try? handle.close() }
+        let status = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
         let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
         let kib = Int(line.split(separator: " ").dropFirst().first ?? "") ?? -1
         return ProcessSample(descriptors: fds, rssKiB: kib)
