@@ -37,7 +37,7 @@ struct FaultSoakTests {
     @Test func everyDownloadEndsIdenticalOrFailedAndNothingLeaks() async throws {
         let service = try await ServiceProcess.start(arguments: [
             "--allow-private-networks", "--max-concurrent", String(Self.lanes),
-            "--stall-timeout", "0.5", "--retry-base-delay", "0.01", "--max-attempts", "8", "--memory-trim-interval", "0.5",
+            "--stall-timeout", "0.5", "--retry-base-delay", "0.01", "--max-attempts", "8", "--memory-trim-interval", "0.5", "--cache-max-bytes", "32M",
         ])
         let origins = try (0..<Self.lanes).map { _ in try TestOrigin(bodySize: 1024, path: "/unused") }
         defer { origins.forEach { $0.stop() } }
