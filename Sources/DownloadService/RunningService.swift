@@ -8,11 +8,13 @@ final class RunningService: Sendable {
     let server: HTTPServer
     let logger: Logger
     private let signalSources = SignalSources()
+    private let memoryTrimmer: MemoryTrimmer?
 
-    private init(engine: DownloadEngine, server: HTTPServer, logger: Logger) {
+    private init(engine: DownloadEngine, server: HTTPServer, logger: Logger, memoryTrimmer: MemoryTrimmer?) {
         self.engine = engine
         self.server = server
         self.logger = logger
+        self.memoryTrimmer = memoryTrimmer
     }
 
     /// Opens the storage areas, starts the engine and binds the server. The first log line says
@@ -56,7 +58,8 @@ final class RunningService: Sendable {
                 "openFileLimit": Int(openFiles.soft), "maxConnections": configuration.maxConnections,
             ])
         }
-        return RunningService(engine: engine, server: server, logger: logger)
+        return RunningService(engine: engine, server: server, logger: logger,
+                              memoryTrimmer: MemoryTrimmer(interval: configuration.memoryTrimInterval))
     }
 
     /// On the first of `signals`: stop accepting, finish in-flight requests, pause transfers

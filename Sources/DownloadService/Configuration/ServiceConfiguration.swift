@@ -63,6 +63,23 @@ struct ServiceConfiguration: Sendable, Equatable {
         c.allowHosts = allowHosts
         c.denyHosts = denyHosts
         c.allowURLCredentials = allowURLCredentials
+        applyRetryTiming(to: &c)
         return c
+    }
+
+    // Retry timing (fault-injection soaks use short ones; the defaults are the engine's).
+    /// Seconds without a byte before a transfer reconnects and resumes (default 30).
+    var stallTimeout: Double = 30
+    /// First retry delay in seconds; doubles each attempt, with jitter (default 0.5).
+    var retryBaseDelay: Double = 0.5
+    /// Attempts per download before it fails with `retries_exhausted` (default 6).
+    var maxAttempts = 6
+    /// Seconds between returns of freed heap memory to the kernel (`malloc_trim`); 0 = off (default 5).
+    var memoryTrimInterval: Double = 5
+
+    private func applyRetryTiming(to c: inout EngineConfiguration) {
+        c.stallTimeout = stallTimeout
+        c.retryBaseDelay = retryBaseDelay
+        c.maxAttempts = maxAttempts
     }
 }

@@ -158,6 +158,7 @@ extension EngineCore {
     func attemptFinished(_ attempt: Attempt, _ result: Result<TransferSummary, TransferFailure>) {
         let context: (sha: String?, size: Int64?, total: Int64?, storage: StorageClass, name: String, id: String)? = locked {
             attempt.settling = true
+            attempt.handle = nil  // The transfer holds the attempt as its delegate: break the cycle.
             guard let record = byID[attempt.recordID], record.attempt === attempt else { return nil }
             return (record.expectedSHA256, record.expectedSize, record.expectedTotal, record.storage,
                     record.fileName ?? FileNameSanitizer.fallback, record.id)

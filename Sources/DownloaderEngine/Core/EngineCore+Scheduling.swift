@@ -91,7 +91,7 @@ extension EngineCore {
         }
         let handle = driver.start(request, delegate: attempt)
         let cancelNow: Bool = locked {
-            attempt.handle = handle
+            if !attempt.settling { attempt.handle = handle }  // Already finished: keep no cycle.
             return attempt.abandoned
         }
         if cancelNow { handle.cancel() }

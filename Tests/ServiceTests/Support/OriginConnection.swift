@@ -123,7 +123,12 @@ extension TestOrigin {
             let limit = min(range.count, response.cutAfter ?? response.stallAfter ?? range.count)
             guard sendBody(fd, seed: seed, range: range.lowerBound..<(range.lowerBound + limit)) else { return false }
             if response.cutAfter != nil {
-                _ = shutdown(fd, Int32(SHUT_WR))
+                if let path = response.changeVersionOf { changeVersion(path: path) }  // Before the client can ask again.
+                if response.reset {
+                    OriginSocket.resetOnClose(fd)  // serve() closes it: RST instead of FIN.
+                } else {
+                    _ = shutdown(fd, Int32(SHUT_WR))
+                }
                 return false
             }
             if response.stallAfter != nil {

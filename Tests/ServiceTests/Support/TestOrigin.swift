@@ -26,7 +26,9 @@ import Glibc
 /// - `inject(_:times:)`: faults for the next `times` requests to a resource path (redirect hops and
 ///   unknown paths do not consume them): `.cut(afterBodyBytes:)` closes the connection after K body
 ///   bytes, `.stall(afterBodyBytes:)` sends K bytes then nothing until the client goes (or
-///   `stallBound` seconds pass), `.status(503, retryAfter: "2")` answers that status instead.
+///   `stallBound` seconds pass), `.status(503, retryAfter: "2")` answers that status instead,
+///   `.reset(afterBodyBytes:)` resets the connection (RST) after K bytes, and
+///   `.changeVersion(afterBodyBytes:)` closes after K bytes having replaced the body by a new version.
 ///   Faults queue up in order; `clearFaults()` drops the rest.
 ///
 /// What it records
@@ -61,6 +63,11 @@ final class TestOrigin: Sendable {
         case stall(afterBodyBytes: Int)
         /// Answer `status` (e.g. 404, 429, 500, 503) with an optional `Retry-After` value.
         case status(Int, retryAfter: String?)
+        /// Send `afterBodyBytes` bytes, then reset the connection (RST: SO_LINGER 0, close).
+        case reset(afterBodyBytes: Int)
+        /// Send `afterBodyBytes` bytes, replace the resource by a new version (new bytes and ETag),
+        /// then close: a resume with `If-Range` gets the whole new body.
+        case changeVersion(afterBodyBytes: Int)
     }
 
     /// Behaviour switches; change them with `update`.
