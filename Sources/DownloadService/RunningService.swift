@@ -19,6 +19,10 @@ final class RunningService: Sendable {
     /// where the service listens and where it keeps files.
     static func start(_ configuration: ServiceConfiguration, logger: Logger) throws -> RunningService {
         let engine = try DownloadEngine(configuration: configuration.engineConfiguration)
+        engine.onPurge { event in
+            logger.info("purged", ["kind": event.kind.rawValue, "reason": event.reason.rawValue, "id": event.id,
+                                   "url": event.url, "bytes": event.bytes])
+        }
         let metrics = ServiceMetrics()
         let api = DownloadAPI(engine: engine, metrics: metrics, auth: configuration.authToken.map(BearerAuth.init(token:)))
         var serverConfiguration = ServerConfiguration()

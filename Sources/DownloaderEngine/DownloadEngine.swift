@@ -14,19 +14,36 @@ public final class DownloadEngine: Sendable {
     /// What start-up recovered from the journal.
     let recovery: EngineCore.RecoveryReport
 
-    /// Creates the storage areas, loads the state journal and carries on downloads that were running.
+    /// Creates the storage areas, loads the state journal, carries on downloads that were running,
+    /// and starts the pressure monitor (memory PSI / cgroup events, free space of each area).
     public convenience init(configuration: EngineConfiguration) throws {
         try self.init(configuration: configuration, driver: makeDefaultTransferDriver(configuration),
-                      clock: SystemClock(), random: SystemRandom(), diskPressure: DiskPressure())
+                      clock: SystemClock(), random: SystemRandom(),
+                      pressure: LinuxPressureMonitor(memoryThreshold: configuration.memoryPressureThreshold))
     }
 
-    /// Injects the transfer layer, clock, randomness and disk-pressure thresholds (tests).
+    /// Injects the transfer layer, clock, randomness, disk-pressure thresholds (default: from the
+    /// configuration's `minFreeDiskBytes` and 5 %) and the pressure monitor (default: one that never
+    /// reports memory pressure and reads real free space) — tests.
     init(configuration: EngineConfiguration, driver: TransferStarting, clock: EngineClock = SystemClock(),
-         random: RandomSource = SystemRandom(), diskPressure: DiskPressure = DiskPressure()) throws {
+         random: RandomSource = SystemRandom(), diskPressure: DiskPressure? = nil,
+         pressure: PressureMonitor? = nil) throws {
         self.configuration = configuration
+        let thresholds = diskPressure ?? DiskPressure(minFreeBytes: configuration.minFreeDiskBytes, minFreeFraction: 0.05)
+        let monitor = pressure ?? LinuxPressureMonitor(memoryThreshold: .infinity, procRoot: "/nonexistent",
+                                                       cgroupRoot: "/nonexistent")
         core = try EngineCore(configuration: configuration, driver: driver, clock: clock, random: random,
-                              diskPressure: diskPressure)
+                              diskPressure: thresholds, pressure: monitor)
         recovery = core.recover()
+        monitor.start(interval: configuration.pressureInterval) { [weak core] in core?.checkPressure() }
+    }
+
+    deinit { core.pressure.stop() }
+
+    /// Calls `handler` for every file purged (paused partials, cache files), in order, on an engine
+    /// queue. The service logs each one.
+    public func onPurge(_ handler: @escaping @Sendable (PurgeEvent) -> Void) {
+        core.locked { core.purgeHandler = handler }
     }
 
     /// Registers a caller for `request.url`: joins the existing download for the normalised URL,
@@ -71,6 +88,7 @@ public final class DownloadEngine: Sendable {
     /// Stops every transfer, keeping partials and journaling running downloads so they carry on
     /// after a restart; ends every subscription. Later requests fail with `shuttingDown`.
     public func shutdown() async {
+        core.pressure.stop()
         await core.shutdown()
         (core.driver as? CurlTransferDriver)?.shutdown()
     }

@@ -51,6 +51,29 @@ public struct EngineConfiguration: Sendable {
     /// `User-Agent` sent upstream.
     public var userAgent: String = "download-service/1.0"
 
+    // MARK: Durability and pressure
+
+    /// Seconds of writing after which a running transfer checkpoints: fdatasync of the partial, then
+    /// the durable offset is journaled (default 1). A crash loses at most what was not yet checkpointed.
+    public var checkpointInterval: Double = 1
+    /// Unsynced bytes after which a running transfer checkpoints, whatever the time (default 4 MiB).
+    /// A checkpoint never blocks the transfer thread; while one is in flight, further ones are merged.
+    public var checkpointBytes: Int64 = 4 << 20
+    /// Free bytes each storage area's file system should keep (default 1 GiB; also low below 5 % of
+    /// the file system). Below it, paused partials and then least-recently-used cache files are purged.
+    public var minFreeDiskBytes: Int64 = 1 << 30
+    /// Seconds a paused download keeps its partial (default 24 h). Older paused partials are purged
+    /// (the download stays listed, resumable from 0, until `pausedTTL` more seconds pass).
+    public var pausedTTL: Double = 86_400
+    /// Paused downloads that keep no bytes remembered at most; beyond it the oldest are forgotten
+    /// (default 1 000).
+    public var maxEmptyPausedDownloads: Int = 1_000
+    /// Seconds between pressure samples (memory PSI, cgroup memory events, free space; default 2).
+    public var pressureInterval: Double = 2
+    /// PSI `some avg10` (percent of time stalled on memory) at or above which memory counts as
+    /// under pressure (default 10).
+    public var memoryPressureThreshold: Double = 10
+
     /// Directories from XDG variables in `environment`, with the XDG fallbacks under `HOME`.
     public init(environment: [String: String] = ProcessInfo.processInfo.environment) {
         let home = environment["HOME"].map { URL(fileURLWithPath: $0) }

@@ -56,6 +56,20 @@ enum CommandLineOptions {
             guard let b = bool(v) else { throw ParseError(message: "--allow-private-networks takes true or false, got '\(v)'") }
             c.allowPrivateNetworks = b
         },
+        // Durability and pressure.
+        Option(flag: "--checkpoint-interval", metavar: "SECONDS", help: "fsync partials and record their offset at least this often (default 1)") { c, v throws(ParseError) in
+            c.checkpointInterval = try seconds(v, "--checkpoint-interval")
+        },
+        Option(flag: "--checkpoint-bytes", metavar: "BYTES", help: "also checkpoint after this many unsynced bytes, e.g. 4M (default 4M)") { c, v throws(ParseError) in
+            guard let n = try byteCount(v, "--checkpoint-bytes") else { throw ParseError(message: "--checkpoint-bytes must be positive") }
+            c.checkpointBytes = n
+        },
+        Option(flag: "--min-free-disk-bytes", metavar: "BYTES", help: "purge paused partials, then LRU cache files, below this free space (default 1G)") { c, v throws(ParseError) in
+            c.minFreeDiskBytes = try byteCount(v, "--min-free-disk-bytes") ?? 0
+        },
+        Option(flag: "--paused-ttl", metavar: "SECONDS", help: "paused partials older than this are purged (default 86400)") { c, v throws(ParseError) in
+            c.pausedTTL = try seconds(v, "--paused-ttl")
+        },
     ]
 
     static func parse(arguments: [String], environment: [String: String]) -> Outcome {
@@ -110,6 +124,11 @@ enum CommandLineOptions {
     private static func absolutePath(_ v: String, _ flag: String) throws(ParseError) -> String {
         guard v.hasPrefix("/") else { throw ParseError(message: "\(flag) must be an absolute path, got '\(v)'") }
         return v
+    }
+
+    private static func seconds(_ v: String, _ flag: String) throws(ParseError) -> Double {
+        guard let n = Double(v), n.isFinite, n > 0 else { throw ParseError(message: "\(flag) must be a positive number of seconds, got '\(v)'") }
+        return n
     }
 
     private static func bool(_ v: String) -> Bool? {

@@ -25,6 +25,16 @@ struct ServiceConfiguration: Sendable, Equatable {
     /// Allow origins on loopback and private networks (default false).
     var allowPrivateNetworks = false
 
+    // Durability and pressure (defaults from `EngineConfiguration`).
+    /// Seconds between checkpoints of a running transfer (default 1).
+    var checkpointInterval: Double = 1
+    /// Unsynced bytes that trigger a checkpoint (default 4 MiB).
+    var checkpointBytes: Int64 = 4 << 20
+    /// Free bytes each storage area should keep before purging starts (default 1 GiB).
+    var minFreeDiskBytes: Int64 = 1 << 30
+    /// Seconds a paused download keeps its partial (default 24 h).
+    var pausedTTL: Double = 86_400
+
     init(environment: [String: String] = [:]) {
         let engineDefaults = EngineConfiguration(environment: environment)
         cacheDirectory = engineDefaults.cacheDirectory.path
@@ -42,6 +52,10 @@ struct ServiceConfiguration: Sendable, Equatable {
         c.maxFileSize = maxFileSize
         c.cacheMaxBytes = cacheMaxBytes
         c.allowPrivateNetworks = allowPrivateNetworks
+        c.checkpointInterval = checkpointInterval
+        c.checkpointBytes = checkpointBytes
+        c.minFreeDiskBytes = minFreeDiskBytes
+        c.pausedTTL = pausedTTL
         return c
     }
 }

@@ -124,7 +124,6 @@ extension EngineCore {
                       attempt.headAccepted, !attempt.settling, length > record.durableOffset else { return nil }
                 record.durableOffset = length
                 saveJournal()
-                relieveDiskPressure()  // Every checkpoint: paused partials go first when space is low.
                 return hooks.checkpointed
             }
             after?(attempt.recordID, length)

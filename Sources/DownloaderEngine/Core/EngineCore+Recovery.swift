@@ -42,6 +42,7 @@ extension EngineCore {
             report.loaded += 1
         }
         forgetOldFailures()
+        expireIdle()
         removeOrphanPartials()
         removeOrphanCacheFiles()
         // A move into the data area that a crash interrupted starts again.

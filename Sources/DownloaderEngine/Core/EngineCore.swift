@@ -1,18 +1,6 @@
 import Foundation
 import Glibc
 
-/// Free-space thresholds below which paused partials are purged (statvfs on the state area).
-struct DiskPressure: Sendable {
-    var minFreeBytes: Int64 = 1 << 30
-    var minFreeFraction: Double = 0.05
-
-    func isLow(free: Int64, total: Int64) -> Bool {
-        free < minFreeBytes || (total > 0 && Double(free) < minFreeFraction * Double(total))
-    }
-
-    static let disabled = DiskPressure(minFreeBytes: 0, minFreeFraction: 0)
-}
-
 /// All shared engine state behind ONE lock. Coalescing checks and inserts under that lock with
 /// no suspension point in between. Slow work (hashing, fsync, rename) runs on `workQueue`;
 /// subscribers are fed without blocking; journal writes go to their own queue.
@@ -24,6 +12,7 @@ final class EngineCore: @unchecked Sendable {
     let store: FileStore
     let retryPolicy: RetryPolicy
     let diskPressure: DiskPressure
+    let pressure: PressureMonitor
     let journalWriter: JournalWriter
     let workQueue = DispatchQueue(label: "download-engine.work", attributes: .concurrent)
     let timerQueue = DispatchQueue(label: "download-engine.timers")
@@ -43,16 +32,20 @@ final class EngineCore: @unchecked Sendable {
     var shutdownWaiter: CheckedContinuation<Void, Never>?
     /// Test seams (all nil in production).
     var hooks = EngineHooks()
-    /// Unsynced bytes that trigger a checkpoint (tests lower it).
-    var checkpointBytes = Attempt.checkpointBytes
+    /// Told about every purge (the service logs them); called on `timerQueue`, in order.
+    var purgeHandler: (@Sendable (PurgeEvent) -> Void)?
+    /// Unsynced bytes that trigger a checkpoint (from the configuration; tests lower it).
+    var checkpointBytes: Int64
 
     init(configuration: EngineConfiguration, driver: TransferStarting, clock: EngineClock, random: RandomSource,
-         diskPressure: DiskPressure) throws(SystemError) {
+         diskPressure: DiskPressure, pressure: PressureMonitor) throws(SystemError) {
         self.configuration = configuration
         self.driver = driver
         self.clock = clock
         self.random = random
         self.diskPressure = diskPressure
+        self.pressure = pressure
+        checkpointBytes = configuration.checkpointBytes
         store = try FileStore(configuration: configuration)
         retryPolicy = RetryPolicy(configuration)
         journalWriter = JournalWriter(journal: StateJournal(directory: store.stateDirectory))
@@ -204,6 +197,7 @@ final class EngineCore: @unchecked Sendable {
         record.updatedAt = clock.now()
         if record.tokens.isEmpty, !record.systemHold, record.state == .queued || record.state == .downloading {
             if let handle = pause(record) { cancels.append(handle) }
+            boundEmptyPaused()
             saveJournal()
         }
         return record.snapshot()
