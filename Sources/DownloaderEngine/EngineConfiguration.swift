@@ -73,6 +73,8 @@ public struct EngineConfiguration: Sendable {
     /// PSI `some avg10` (percent of time stalled on memory) at or above which memory counts as
     /// under pressure (default 10).
     public var memoryPressureThreshold: Double = 10
+    /// Crash tests only: where the process SIGKILLs itself (default nil; see `CrashPoint`).
+    public var testCrashPoint: CrashPoint? = nil
 
     /// Directories from XDG variables in `environment`, with the XDG fallbacks under `HOME`.
     public init(environment: [String: String] = ProcessInfo.processInfo.environment) {

@@ -34,12 +34,15 @@ struct ServiceConfiguration: Sendable, Equatable {
     var minFreeDiskBytes: Int64 = 1 << 30
     /// Seconds a paused download keeps its partial (default 24 h).
     var pausedTTL: Double = 86_400
+    /// Crash tests only: `DOWNLOAD_SERVICE_TEST_CRASH_POINT` (see `CrashPoint`); never a flag.
+    var testCrashPoint: CrashPoint?
 
     init(environment: [String: String] = [:]) {
         let engineDefaults = EngineConfiguration(environment: environment)
         cacheDirectory = engineDefaults.cacheDirectory.path
         dataDirectory = engineDefaults.dataDirectory.path
         stateDirectory = engineDefaults.stateDirectory.path
+        testCrashPoint = environment["DOWNLOAD_SERVICE_TEST_CRASH_POINT"].flatMap(CrashPoint.init)
     }
 
     /// The engine settings this configuration implies.
@@ -56,6 +59,7 @@ struct ServiceConfiguration: Sendable, Equatable {
         c.checkpointBytes = checkpointBytes
         c.minFreeDiskBytes = minFreeDiskBytes
         c.pausedTTL = pausedTTL
+        c.testCrashPoint = testCrashPoint
         return c
     }
 }

@@ -4,6 +4,7 @@ import Foundation
 extension EngineCore {
     func complete(_ record: DownloadRecord, path: String, sha256: String, size: Int64, storage: StorageClass) {
         let now = clock.now()
+        record.publishing = nil
         record.finalPath = path
         record.sha256 = sha256
         record.size = size

@@ -48,7 +48,12 @@ final class EngineCore: @unchecked Sendable {
         checkpointBytes = configuration.checkpointBytes
         store = try FileStore(configuration: configuration)
         retryPolicy = RetryPolicy(configuration)
-        journalWriter = JournalWriter(journal: StateJournal(directory: store.stateDirectory))
+        var crashAtWrite: Int?
+        if let point = configuration.testCrashPoint {
+            hooks = .crashing(at: point)
+            if case .midJournalWrite(let n) = point { crashAtWrite = n }
+        }
+        journalWriter = JournalWriter(journal: StateJournal(directory: store.stateDirectory), crashAtWrite: crashAtWrite)
     }
 
     func locked<T>(_ body: () throws -> T) rethrows -> T {

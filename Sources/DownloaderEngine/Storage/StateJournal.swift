@@ -68,16 +68,23 @@ struct StateJournal: Sendable {
     }
 
     /// Replaces the journal with `data` so that a crash leaves either the old or the new file.
-    func write(_ data: Data) throws(SystemError) {
+    /// `midWrite` runs once half of the temporary file is written (crash tests).
+    func write(_ data: Data, midWrite: (() -> Void)? = nil) throws(SystemError) {
         let temp = path + ".tmp"
         let fd = try retryingEINTR("open") { open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }
         do throws(SystemError) {
             let failure = data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> SystemError? in
                 guard let base = raw.baseAddress else { return nil }
                 var done = 0
+                var halfway = midWrite
                 while done < raw.count {
+                    if done >= raw.count / 2, let call = halfway {
+                        halfway = nil
+                        call()
+                    }
+                    let end = halfway == nil ? raw.count : max(1, raw.count / 2)
                     do throws(SystemError) {
-                        done += try retryingEINTR("write") { Glibc.write(fd, base + done, raw.count - done) }
+                        done += try retryingEINTR("write") { Glibc.write(fd, base + done, end - done) }
                     } catch {
                         return error
                     }
@@ -107,8 +114,14 @@ final class JournalWriter: @unchecked Sendable {
     private var scheduled = false
     /// The last write error, for diagnostics.
     private(set) var lastError: SystemError?
+    /// Crash tests: SIGKILL the process half-way through this write (1-based; only the queue touches it).
+    private var crashAtWrite: Int?
+    private var writes = 0
 
-    init(journal: StateJournal) { self.journal = journal }
+    init(journal: StateJournal, crashAtWrite: Int? = nil) {
+        self.journal = journal
+        self.crashAtWrite = crashAtWrite
+    }
 
     /// Queues `entries` (taken at `generation`); older pending snapshots are dropped.
     func submit(_ entries: [JournalEntry], generation: UInt64) {
@@ -127,8 +140,10 @@ final class JournalWriter: @unchecked Sendable {
         scheduled = false
         lock.unlock()
         guard let next, next.generation > written, let data = StateJournal.encode(next.entries) else { return }
+        writes += 1
+        let crash: (() -> Void)? = writes == crashAtWrite ? { _ = kill(getpid(), SIGKILL) } : nil
         do throws(SystemError) {
-            try journal.write(data)
+            try journal.write(data, midWrite: crash)
             written = next.generation
         } catch {
             lock.lock(); lastError = error; lock.unlock()
