@@ -42,6 +42,7 @@ struct ServiceChaosTests {
         let origin = try TestOrigin(bodySize: sizes[0], path: "/k0.bin")
         defer { origin.stop() }
         for (i, size) in sizes.enumerated().dropFirst() { origin.addResource(path: "/k\(i).bin", size: size) }
+        // Throttled (the origin's pacing caps a connection near 1.25 MiB/s), so kills land mid-transfer.
         origin.update { $0.bytesPerSecond = Self.bytesPerSecond }
         let paths = sizes.indices.map { "/k\($0).bin" }
         var expected: [String: String] = [:]
@@ -98,9 +99,9 @@ struct ServiceChaosTests {
 
         let total = Int64(sizes.reduce(0, +))
         let refetched = origin.bodyBytesSent - total
-        // At a kill a running download may lose what was not yet checkpointed (one checkpoint:
-        // 4 MiB or 1 s at 4 MiB/s) plus what was in flight (the 1 MiB write buffer, socket buffers,
-        // a checkpoint still syncing): 6 MiB per download running at the kill.
+        // At a kill a running download may lose what was not yet checkpointed (at most 4 MiB, or
+        // 1 s of transfer) plus what was in flight (the 1 MiB write buffer, socket buffers, a
+        // checkpoint still syncing): 6 MiB per download running at the kill.
         let bound = Int64(runningAtKills) * (Self.checkpointBytes + (2 << 20))
         print("chaos: \(killed) kills, origin sent \(origin.bodyBytesSent) bytes for \(total); refetched \(refetched) bytes "
               + "(\(refetched >> 10) KiB; bound \(bound >> 10) KiB over \(runningAtKills) running downloads at the kills)")
