@@ -5,9 +5,9 @@ import Foundation
 /// - One download per normalised URL; every request gets its own caller token.
 /// - Cancel is pause: when the last caller leaves, the transfer stops and the partial is kept
 ///   (with its validator) for a later `Range`/`If-Range` resume under the same id.
-/// - State is journaled in the state area. After a restart, downloads that were running carry on
-///   without callers (held by the service until a caller joins); paused ones stay paused;
-///   caller tokens do not survive a restart, downloads do.
+/// - State is journaled in the state area, caller tokens included. After a restart (crash or
+///   shutdown alike), downloads that were running carry on by themselves and their callers' tokens
+///   still work; paused ones stay paused.
 public final class DownloadEngine: Sendable {
     public let configuration: EngineConfiguration
     let core: EngineCore
@@ -23,15 +23,14 @@ public final class DownloadEngine: Sendable {
     }
 
     /// Injects the transfer layer, clock, randomness, disk-pressure thresholds (default: from the
-    /// configuration's `minFreeDiskBytes` and 5 %) and the pressure monitor (default: one that never
-    /// reports memory pressure and reads real free space) — tests.
+    /// configuration's `minFreeDiskBytes` and 5 %) and the pressure monitor (default: real free space,
+    /// checked before each attempt only, never memory pressure) — tests.
     init(configuration: EngineConfiguration, driver: TransferStarting, clock: EngineClock = SystemClock(),
          random: RandomSource = SystemRandom(), diskPressure: DiskPressure? = nil,
          pressure: PressureMonitor? = nil) throws {
         self.configuration = configuration
         let thresholds = diskPressure ?? DiskPressure(minFreeBytes: configuration.minFreeDiskBytes, minFreeFraction: 0.05)
-        let monitor = pressure ?? LinuxPressureMonitor(memoryThreshold: .infinity, procRoot: "/nonexistent",
-                                                       cgroupRoot: "/nonexistent")
+        let monitor = pressure ?? DiskOnlyPressureMonitor()
         core = try EngineCore(configuration: configuration, driver: driver, clock: clock, random: random,
                               diskPressure: thresholds, pressure: monitor)
         recovery = core.recover()

@@ -38,7 +38,7 @@ public struct EngineConfiguration: Sendable {
     /// queued or running, a request beyond that fails with `EngineError.tooManyCallers` (code
     /// `too_many_callers`) until callers cancel. For a completed or failed download an arbitrary older
     /// token is dropped instead (its `cancel` then answers nil), since such tokens keep nothing
-    /// running. Tokens also go when their caller cancels, when the download is forgotten, or at a restart.
+    /// running. Tokens also go when their caller cancels or when the download is forgotten; they survive restarts.
     public var maxCallersPerDownload: Int = 10_000
     /// Failed downloads remembered (in memory and in the journal) at most; beyond it the oldest
     /// failed ones are forgotten, with any kept partial (default 1 000). Completed downloads are

@@ -11,8 +11,8 @@ final class DownloadRecord {
     var expectedSize: Int64?
     /// Live caller tokens.
     var tokens: Set<String> = []
-    /// Carried on after an engine restart without callers: it keeps running until the first real
-    /// caller joins (from then on the normal "last caller leaves → pause" rule applies).
+    /// Carried on after an engine restart without callers (none were journaled): it keeps running
+    /// until the first real caller joins (from then on the normal "last caller leaves → pause" rule applies).
     var systemHold = false
     var createdAt: Date
     var updatedAt: Date
@@ -94,7 +94,8 @@ final class DownloadRecord {
             id: id, url: url, storage: storage, state: state, validator: validator, expectedTotal: expectedTotal,
             verifiedOffset: attempt == nil ? min(keptBytes, durableOffset) : durableOffset,
             expectedSHA256: expectedSHA256, expectedSize: expectedSize, fileName: fileName,
-            finalPath: publishing?.path ?? finalPath, sha256: publishing?.sha256 ?? sha256, size: publishing?.size ?? size, createdAt: createdAt, updatedAt: updatedAt, lastAccess: lastAccess, error: error)
+            finalPath: publishing?.path ?? finalPath, sha256: publishing?.sha256 ?? sha256, size: publishing?.size ?? size, createdAt: createdAt, updatedAt: updatedAt, lastAccess: lastAccess, error: error,
+            tokens: tokens.isEmpty ? nil : tokens)
     }
 
     convenience init(entry: JournalEntry, tau: Double) {
@@ -113,6 +114,7 @@ final class DownloadRecord {
         sha256 = entry.sha256
         size = entry.size
         error = entry.error
+        tokens = entry.tokens ?? []
     }
 }
 

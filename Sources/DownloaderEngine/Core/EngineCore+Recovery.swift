@@ -14,9 +14,9 @@ extension EngineCore {
     }
 
     /// Restores downloads from the journal: partials are cut back to their journaled (durable)
-    /// offset; `downloading`/`queued` ones carry on without callers (held by the service until a
-    /// caller joins); `paused` stay paused; `completed` whose file vanished are dropped.
-    /// Caller tokens do not survive a restart. Partials that no entry owns are deleted.
+    /// offset; `downloading`/`queued` ones carry on by themselves (with their journaled callers, whose
+    /// tokens keep working; without any, held by the service until a caller joins); `paused` stay
+    /// paused; `completed` whose file vanished are dropped. Partials that no entry owns are deleted.
     func recover() -> RecoveryReport {
         var report = RecoveryReport()
         let journal = StateJournal(directory: store.stateDirectory)
@@ -45,6 +45,7 @@ extension EngineCore {
             }
             byID[record.id] = record
             byURL[record.url] = record
+            for token in record.tokens { tokens[token] = record.id }
             report.loaded += 1
         }
         forgetOldFailures()
@@ -57,7 +58,7 @@ extension EngineCore {
             .filter { $0.state == .downloading || $0.state == .queued }
             .sorted { $0.createdAt < $1.createdAt }
         for record in carryOn {
-            record.systemHold = true
+            record.systemHold = record.tokens.isEmpty
             schedule(record)
             report.resumed += 1
         }

@@ -80,6 +80,10 @@ final class EngineCore: @unchecked Sendable {
         }
         if let size = request.size, size < 0 { throw .invalidURL("size must not be negative") }
         let token = random.hex(byteCount: 16)
+        // A stored file's stat runs before the lock is taken: a slow disk never holds the engine.
+        // (Checked again below that the path is still the one stat'ed.)
+        let storedPath: String? = locked { byURL[url].flatMap { $0.state == .completed ? $0.finalPath : nil } }
+        let storedFileVanished = storedPath.map { FileStore.fileSize($0) == nil } ?? false
         lock.lock()
         defer { lock.unlock() }
         guard !shuttingDown else { throw .shuttingDown() }
@@ -106,9 +110,8 @@ final class EngineCore: @unchecked Sendable {
             }
             if let dropped = record.tokens.popFirst() { tokens[dropped] = nil }
         }
-        let before = (record.expectedSHA256, record.expectedSize, record.storage, record.state)
         try checkExpectations(record, sha: sha, size: request.size)
-        if record.state == .completed, let path = record.finalPath, FileStore.fileSize(path) == nil {
+        if record.state == .completed, storedFileVanished, record.finalPath == storedPath {
             resetForRedownload(record)
         }
         if request.storage == .persistent && record.storage == .cache { promoteToPersistent(record) }
@@ -127,8 +130,7 @@ final class EngineCore: @unchecked Sendable {
         }
         if record.systemHold { record.systemHold = false }
         addToken(token, to: record)
-        // Joining changes nothing durable (tokens are not journaled): no journal write per join.
-        if before != (record.expectedSHA256, record.expectedSize, record.storage, record.state) { saveJournal() }
+        saveJournal()  // Tokens are journaled: they keep working after a restart.
         return Enqueued(token: token, snapshot: record.snapshot(), coalesced: coalesced)
     }
 
@@ -203,8 +205,8 @@ final class EngineCore: @unchecked Sendable {
         if record.tokens.isEmpty, !record.systemHold, record.state == .queued || record.state == .downloading {
             if let handle = pause(record) { cancels.append(handle) }
             boundEmptyPaused()
-            saveJournal()
         }
+        saveJournal()
         return record.snapshot()
     }
 

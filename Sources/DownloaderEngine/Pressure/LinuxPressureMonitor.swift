@@ -94,12 +94,7 @@ final class LinuxPressureMonitor: PressureMonitor, @unchecked Sendable {
         return pressed
     }
 
-    func space(of path: String) -> DiskSpace? {
-        var s = statvfs()
-        guard statvfs(path, &s) == 0 else { return nil }
-        return DiskSpace(free: Int64(s.f_bavail) * Int64(s.f_frsize), total: Int64(s.f_blocks) * Int64(s.f_frsize),
-                         fileSystem: UInt64(s.f_fsid))
-    }
+    func space(of path: String) -> DiskSpace? { DiskSpace.of(path) }
 
     func start(interval: Double, tick: @escaping @Sendable () -> Void) {
         let source = DispatchSource.makeTimerSource(queue: queue)

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 
 /// Free and total bytes of one file system, and which file system it is.
 struct DiskSpace: Sendable, Equatable {
@@ -6,6 +7,14 @@ struct DiskSpace: Sendable, Equatable {
     var total: Int64
     /// `f_fsid`: equal for two paths on the same file system.
     var fileSystem: UInt64
+
+    /// `statvfs` of `path` (blocks available to unprivileged users); nil when it fails.
+    static func of(_ path: String) -> DiskSpace? {
+        var s = statvfs()
+        guard statvfs(path, &s) == 0 else { return nil }
+        return DiskSpace(free: Int64(s.f_bavail) * Int64(s.f_frsize), total: Int64(s.f_blocks) * Int64(s.f_frsize),
+                         fileSystem: UInt64(s.f_fsid))
+    }
 }
 
 /// Where the engine learns about memory and disk pressure. Injected, so tests raise pressure
@@ -34,4 +43,13 @@ struct DiskPressure: Sendable {
 
     /// Never low.
     static let disabled = DiskPressure(minFreeBytes: 0, minFreeFraction: 0)
+}
+
+/// Real free space, never memory pressure, and no ticks: the engine checks only before attempts.
+/// The default for engines built with injected parts (tests).
+final class DiskOnlyPressureMonitor: PressureMonitor {
+    func memoryUnderPressure() -> Bool { false }
+    func space(of path: String) -> DiskSpace? { DiskSpace.of(path) }
+    func start(interval: Double, tick: @escaping @Sendable () -> Void) {}
+    func stop() {}
 }

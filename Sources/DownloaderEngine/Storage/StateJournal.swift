@@ -22,6 +22,8 @@ struct JournalEntry: Sendable, Codable, Equatable {
     var updatedAt: Date
     var lastAccess: Date
     var error: DownloadFailure?
+    /// Live caller tokens (secrets: the journal is mode 0600). Absent when there are none.
+    var tokens: Set<String>? = nil
 }
 
 /// The engine's state file: `journal.json` in the state area, replaced atomically
