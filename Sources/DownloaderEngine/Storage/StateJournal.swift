@@ -1,3 +1,20 @@
+// The state journal — a stable format (scripts and benchmarks generate it; bump `version` on change).
+//
+// File: `<state dir>/journal.json`, mode 0600 (it holds caller tokens), replaced whole on every
+// change: `journal.json.tmp` written, fsynced, renamed over, directory fsynced (a crash leaves the
+// old or the new file; a torn `.tmp` is ignored and overwritten). Writes are coalesced, newest wins.
+//
+//   {"version": 1, "downloads": [ <entry>, … ]}
+//
+// An entry is `JournalEntry` as JSONEncoder writes it: keys are the property names; optionals are
+// omitted when nil; dates are seconds since 1970 (a number). `storage` is "cache" | "persistent";
+// `state` is "queued" | "downloading" | "paused" | "completed" | "failed"; `validator` is
+// {"etag"?, "lastModified"?}; `error` is {"code", "message", "httpStatus"?}; `tokens` is an array of
+// 32-hex caller tokens. `verifiedOffset` is the durable length of `partials/<id>.part` (a start-up
+// cuts the file back to it). A completed entry names its file in `finalPath` (with `sha256`, `size`);
+// a not-yet-completed entry with `finalPath`, `sha256` and `size` is a publishing intent (the file was
+// verified and fsynced; the start-up finishes the rename). Unknown keys are ignored.
+
 import Foundation
 import Glibc
 
