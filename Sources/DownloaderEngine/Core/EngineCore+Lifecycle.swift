@@ -47,10 +47,11 @@ extension EngineCore {
         subscribers.publish(event, to: record.id)
     }
 
-    /// Queues the current state for the journal writer (never waits for disk).
+    /// Tells the journal writer that the state changed (never waits for disk; the writer takes its
+    /// snapshot under the lock when it starts writing, at most every `journalMinInterval`).
     func saveJournal() {
         journalGeneration += 1
-        journalWriter.submit(byID.values.map { $0.journalEntry() }, generation: journalGeneration)
+        journalWriter.markDirty()
     }
 
     /// Bounds the failed downloads kept (in memory and in the journal): those failed longer than

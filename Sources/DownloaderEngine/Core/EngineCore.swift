@@ -34,6 +34,8 @@ final class EngineCore: @unchecked Sendable {
     var hooks = EngineHooks()
     /// Told about every purge (the service logs them); called on `timerQueue`, in order.
     var purgeHandler: (@Sendable (PurgeEvent) -> Void)?
+    /// Journal writes start at most this often (checkpoints, joins and progress are coalesced).
+    static let journalMinInterval: Double = 0.2
     /// Unsynced bytes that trigger a checkpoint (from the configuration; tests lower it).
     var checkpointBytes: Int64
 
@@ -53,7 +55,12 @@ final class EngineCore: @unchecked Sendable {
             hooks = .crashing(at: point)
             if case .midJournalWrite(let n) = point { crashAtWrite = n }
         }
-        journalWriter = JournalWriter(journal: StateJournal(directory: store.stateDirectory), crashAtWrite: crashAtWrite)
+        journalWriter = JournalWriter(journal: StateJournal(directory: store.stateDirectory), crashAtWrite: crashAtWrite,
+                                      minInterval: Self.journalMinInterval)
+        journalWriter.source = { [weak self] in
+            guard let self else { return (0, []) }
+            return self.locked { (self.journalGeneration, self.byID.values.map { $0.journalEntry() }) }
+        }
     }
 
     func locked<T>(_ body: () throws -> T) rethrows -> T {

@@ -31,8 +31,6 @@ import Testing
                          expectedSHA256: nil, expectedSize: nil, fileName: "f\(n).bin", finalPath: nil, sha256: nil, size: nil,
                          createdAt: now.addingTimeInterval(Double(n) / 1000), updatedAt: now, lastAccess: now, error: nil)
         }
-        let tStart = Date()
-        defer { print("TIMING total", Date().timeIntervalSince(tStart)) }
         var entries: [JournalEntry] = []
         // 0..<4990 completed with their files; 4990..<5990 completed whose files vanished.
         for n in 0..<5990 {
@@ -68,17 +66,10 @@ import Testing
         }
         Self.file(partials.appendingPathComponent("\(Self.id(1)).part.9.trash").path, [1])
 
-        let tl = Date()
-        _ = StateJournal(directory: state.path).load()
-        print("TIMING load", Date().timeIntervalSince(tl))
         let driver = FakeTransferDriver()
-        let t0 = Date()
         let engine = try EngineFixture.engine(root, driver: driver)
-        print("TIMING init", Date().timeIntervalSince(t0))
         #expect(engine.recovery.loaded == 9000 && engine.recovery.dropped == 1000)
-        let t1 = Date()
         let all = engine.list()
-        print("TIMING list", Date().timeIntervalSince(t1))
         var byState: [DownloadState: Int] = [:]
         for s in all { byState[s.state, default: 0] += 1 }
         #expect(all.count == 9000)
