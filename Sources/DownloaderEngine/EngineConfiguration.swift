@@ -62,8 +62,8 @@ public struct EngineConfiguration: Sendable {
     /// Free bytes each storage area's file system should keep (default 1 GiB; also low below 5 % of
     /// the file system). Below it, paused partials and then least-recently-used cache files are purged.
     public var minFreeDiskBytes: Int64 = 1 << 30
-    /// Seconds a paused download keeps its partial (default 24 h). Older paused partials are purged
-    /// (the download stays listed, resumable from 0, until `pausedTTL` more seconds pass).
+    /// Seconds a paused download is kept (default 24 h): then its partial is purged and the download
+    /// forgotten. Paused downloads that keep no bytes are forgotten after the same time.
     public var pausedTTL: Double = 86_400
     /// Paused downloads that keep no bytes remembered at most; beyond it the oldest are forgotten
     /// (default 1 000).
