@@ -47,28 +47,38 @@ struct ServiceCrashPointTests {
         for i in 1..<3 { origin.addResource(path: "/j\(i).bin", size: (4 + i) << 20) }
         origin.update { $0.bytesPerSecond = 1 << 20 }
         let root = Durability.root("journal")
-        // Write 1 is the start-up's, the next ones follow the requests; about three a second follow (one
-        // checkpoint a second per transfer), so write 10 lands mid-transfer with every request journaled.
-        let first = try await ServiceProcess.start(root: root, arguments: Durability.allowLoopback,
-                                                   environment: ["DOWNLOAD_SERVICE_TEST_CRASH_POINT": "mid-journal-write:10"])
+        // A first run journals the three downloads and stops (SIGTERM) mid-transfer.
+        let first = try await ServiceProcess.start(root: root, arguments: Durability.allowLoopback)
         var ids: [String: String] = [:]
         for i in 0..<3 {
             let created = try await first.client.ask(origin.url("/j\(i).bin"))
             ids["/j\(i).bin"] = try #require(created.string("id"))
         }
-        #expect(try await first.waitForExit(timeout: 30) == SIGKILL, "the crash point was not reached")
+        let (_, stream) = try await first.client.openStream("/downloads/\(ids["/j0.bin"]!)/progress")
+        _ = try await stream.next { ($0.json["bytesWritten"] as? Int ?? 0) > 0 }
+        stream.close()
+        #expect(try await first.stop() == 0)
+        // The second run carries them on and dies in its third journal write (the first is the
+        // start-up's; checkpoints follow every second per transfer).
+        let second = try await ServiceProcess.start(root: root, arguments: Durability.allowLoopback,
+                                                    environment: ["DOWNLOAD_SERVICE_TEST_CRASH_POINT": "mid-journal-write:3"])
+        #expect(try await second.waitForExit(timeout: 30) == SIGKILL, "the crash point was not reached")
         let journal = root.appendingPathComponent("state/journal.json").path
         let torn = try #require(FileManager.default.contents(atPath: journal + ".tmp"), "no torn journal write")
         #expect((try? JSONSerialization.jsonObject(with: torn)) == nil, "the temporary file should be torn")
-        #expect(StateJournal(directory: root.appendingPathComponent("state").path).load() != .empty)
+        guard case .loaded(let entries) = StateJournal(directory: root.appendingPathComponent("state").path).load() else {
+            Issue.record("the journal did not load")
+            return
+        }
+        #expect(Set(entries.map(\.id)) == Set(ids.values))
 
         origin.update { $0.bytesPerSecond = nil }
-        let second = try await ServiceProcess.start(root: root, arguments: Durability.allowLoopback)
+        let third = try await ServiceProcess.start(root: root, arguments: Durability.allowLoopback)
         for (path, id) in ids.sorted(by: { $0.key < $1.key }) {
-            let done = try await Durability.waitForEnd(second, id: id)
+            let done = try await Durability.waitForEnd(third, id: id)
             #expect(done["state"] as? String == "completed", "\(path): \(done)")
             #expect(done["sha256"] as? String == Durability.sha256(origin.expectedBody(path: path)))
         }
-        #expect(try await second.stop() == 0)
+        #expect(try await third.stop() == 0)
     }
 }
