@@ -57,7 +57,7 @@ enum CommandLineOptions {
             c.allowPrivateNetworks = b
         },
         // Durability and pressure.
-        Option(flag: "--checkpoint-interval", metavar: "SECONDS", help: "fsync partials and record their offset at least this often (default 1)") { c, v throws(ParseError) in
+        Option(flag: "--checkpoint-interval", metavar: "SEC", help: "fsync partials and record their offset at least this often (default 1)") { c, v throws(ParseError) in
             c.checkpointInterval = try seconds(v, "--checkpoint-interval")
         },
         Option(flag: "--checkpoint-bytes", metavar: "BYTES", help: "also checkpoint after this many unsynced bytes, e.g. 4M (default 4M)") { c, v throws(ParseError) in
@@ -67,7 +67,7 @@ enum CommandLineOptions {
         Option(flag: "--min-free-disk-bytes", metavar: "BYTES", help: "purge paused partials, then LRU cache files, below this free space (default 1G)") { c, v throws(ParseError) in
             c.minFreeDiskBytes = try byteCount(v, "--min-free-disk-bytes") ?? 0
         },
-        Option(flag: "--paused-ttl", metavar: "SECONDS", help: "paused partials older than this are purged (default 86400)") { c, v throws(ParseError) in
+        Option(flag: "--paused-ttl", metavar: "SECONDS", help: "paused downloads older than this are purged and forgotten (default 86400)") { c, v throws(ParseError) in
             c.pausedTTL = try seconds(v, "--paused-ttl")
         },
     ]
