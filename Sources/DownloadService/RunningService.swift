@@ -22,6 +22,10 @@ final class RunningService: Sendable {
     static func start(_ configuration: ServiceConfiguration, logger: Logger) throws -> RunningService {
         let openFiles = OpenFileLimit.raiseToHardLimit()
         let engine = try DownloadEngine(configuration: configuration.engineConfiguration)
+        engine.onPurge { event in
+            logger.info("purged", ["kind": event.kind.rawValue, "reason": event.reason.rawValue, "id": event.id,
+                                   "url": event.url, "bytes": event.bytes])
+        }
         let metrics = ServiceMetrics()
         var api = DownloadAPI(engine: engine, metrics: metrics, auth: configuration.authToken.map(BearerAuth.init(token:)))
         api.subscriberQuota = SubscriberQuota(limit: configuration.maxSubscribersPerDownload)

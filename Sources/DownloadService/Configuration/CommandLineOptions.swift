@@ -98,6 +98,20 @@ enum CommandLineOptions {
         Option(flag: "--memory-trim-interval", metavar: "SECONDS", help: "return freed heap memory to the OS this often; 0 = off (default 5)") { c, v throws(ParseError) in
             c.memoryTrimInterval = try seconds(v, "--memory-trim-interval", within: 0...3600)
         },
+        // Durability and pressure.
+        Option(flag: "--checkpoint-interval", metavar: "SEC", help: "fsync partials and record their offset at least this often (default 1)") { c, v throws(ParseError) in
+            c.checkpointInterval = try seconds(v, "--checkpoint-interval", within: 0.01...3600)
+        },
+        Option(flag: "--checkpoint-bytes", metavar: "BYTES", help: "also checkpoint after this many unsynced bytes, e.g. 4M (default 4M)") { c, v throws(ParseError) in
+            guard let n = try byteCount(v, "--checkpoint-bytes") else { throw ParseError(message: "--checkpoint-bytes must be positive") }
+            c.checkpointBytes = n
+        },
+        Option(flag: "--min-free-disk-bytes", metavar: "BYTES", help: "purge paused partials, then LRU cache files, below this free space (default 1G)") { c, v throws(ParseError) in
+            c.minFreeDiskBytes = try byteCount(v, "--min-free-disk-bytes") ?? 0
+        },
+        Option(flag: "--paused-ttl", metavar: "SECONDS", help: "paused downloads older than this are purged and forgotten (default 86400)") { c, v throws(ParseError) in
+            c.pausedTTL = try seconds(v, "--paused-ttl", within: 1...31_536_000)
+        },
     ]
 
     /// Comma-separated host rules, each checked by the engine's parser.

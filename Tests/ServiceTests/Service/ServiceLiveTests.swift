@@ -268,8 +268,8 @@ struct ServiceLiveTests {
     }
 
     @Test func aRunningDownloadCarriesOnAfterACrash() async throws {
-        // The engine makes kept bytes durable (fdatasync, then journal) every 32 MiB or 2 s, so
-        // crash after more than 2 s of transfer: what was checkpointed must not be fetched again.
+        // The engine makes kept bytes durable (fdatasync, then journal) every 4 MiB or 1 s by
+        // default, so crash after more than 2 s of transfer: what was checkpointed must not be fetched again.
         let origin = try TestOrigin(bodySize: 16 << 20)
         defer { origin.stop() }
         origin.update { $0.bytesPerSecond = 2 << 20 }

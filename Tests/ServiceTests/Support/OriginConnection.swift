@@ -154,6 +154,7 @@ extension TestOrigin {
                 return OriginSocket.send(fd, UnsafeRawBufferPointer(slice))
             }
             guard sent else { return false }
+            state.withLock { $0.bodyBytesSent += Int64(chunk) }
             offset += chunk
             if rate != nil { usleep(50_000) }  // Pacing the origin, not synchronising a test.
         }

@@ -34,7 +34,7 @@ import Glibc
 /// What it records
 /// - `requests()` / `requests(path:)`: every request (method, path, headers in wire order, connection
 ///   number), so a test can assert the exact `Range`/`If-Range` each attempt sent.
-/// - `getCount(path:)`: GETs per path; `connectionCount`: accepted connections;
+/// - `getCount(path:)`: GETs per path; `connectionCount`: accepted connections; `bodyBytesSent`: body bytes served;
 ///   `waitForGETs(n, path:)` waits (bounded, no polling) until n GETs for a path arrived.
 ///
 /// Bounds: 64 connections at once (more are closed at once), 64 KiB request heads, 10 s idle
@@ -95,6 +95,7 @@ final class TestOrigin: Sendable {
         var getCounts: [String: Int] = [:]
         var open: Set<Int32> = []
         var accepted = 0
+        var bodyBytesSent: Int64 = 0
         var stopped = false
         var waiters: [UUID: GETWaiter] = [:]
     }
@@ -209,6 +210,10 @@ final class TestOrigin: Sendable {
 
     /// Connections accepted so far.
     var connectionCount: Int { state.withLock { $0.accepted } }
+
+    /// Resource body bytes handed to the kernel so far, every path and request together (what a
+    /// client was served, whether or not it kept it).
+    var bodyBytesSent: Int64 { state.withLock { $0.bodyBytesSent } }
 
     // MARK: Lifecycle
 
