@@ -12,15 +12,19 @@ struct SmugglingCorpusTests {
         Response(body: .bytes(Array("\(request.method) \(request.path) ".utf8) + request.body))
     }
 
-    /// A short header timeout, so a head that never ends (bare LF) is answered with 408 quickly.
-    static func configure(_ c: inout ServerConfiguration) {
-        c.eventLoopCount = 1
-        c.headerTimeout = 2
+    /// One loop; a short header timeout only where a head never ends (bare LF: 408), so that a
+    /// starved test process still sends every other request in time.
+    static func configure(for hostile: HostileRequestCorpus.Case) -> @Sendable (inout ServerConfiguration) -> Void {
+        let timeout: Double = hostile.status == 408 ? 2 : 10
+        return { c in
+            c.eventLoopCount = 1
+            c.headerTimeout = timeout
+        }
     }
 
     @Test(arguments: HostileRequestCorpus.rejected)
     func rejectedWithJSONErrorAndClose(_ hostile: HostileRequestCorpus.Case) async throws {
-        try await withServer(configure: Self.configure, handler: Self.echo) { port in
+        try await withServer(configure: Self.configure(for: hostile), handler: Self.echo) { port in
             let client = try await RawHTTPClient.connect(port: port)
             defer { client.close() }
             // The server may answer and stop reading before everything is sent; the answer still comes.
@@ -43,7 +47,7 @@ struct SmugglingCorpusTests {
 
     @Test(arguments: HostileRequestCorpus.framed)
     func allowedObfuscationsAreFramedOneWay(_ framed: HostileRequestCorpus.Framed) async throws {
-        try await withServer(configure: Self.configure, handler: Self.echo) { port in
+        try await withServer(configure: { $0.eventLoopCount = 1 }, handler: Self.echo) { port in
             let client = try await RawHTTPClient.connect(port: port)
             defer { client.close() }
             try await client.send(framed.bytes)
@@ -62,11 +66,12 @@ struct SmugglingCorpusTests {
     }
 
     /// Many hostile requests at once on one server: every one is answered and closed, and the
-    /// server keeps serving (no event-loop wedge, no crash).
+    /// server keeps serving (no event-loop wedge, no crash). The default header timeout, and so
+    /// without the 408 case (covered above), leaves a loaded machine time to send them all.
     @Test func wholeCorpusAtOnceAgainstOneServer() async throws {
-        try await withServer(configure: { $0.headerTimeout = 2 }, handler: Self.echo) { port in
+        try await withServer(handler: Self.echo) { port in
             try await withThrowingTaskGroup(of: (String, Int).self) { group in
-                for hostile in HostileRequestCorpus.rejected {
+                for hostile in HostileRequestCorpus.rejected where hostile.status != 408 {
                     group.addTask {
                         let client = try await RawHTTPClient.connect(port: port)
                         defer { client.close() }
