@@ -162,10 +162,10 @@ extension TestOrigin {
     }
 
     /// Holds a stalled connection until the peer leaves, `stallBound` passes or the origin stops.
+    /// The bound is read again as it waits, so a test can end a stall by lowering it.
     fileprivate func holdStalled(_ fd: Int32) {
-        let bound = state.withLock { $0.settings.stallBound }
-        let deadline = Date().addingTimeInterval(bound)
-        while Date() < deadline && !stopped {
+        let start = Date()
+        while Date() < start.addingTimeInterval(state.withLock { $0.settings.stallBound }) && !stopped {
             if OriginSocket.peerClosed(fd, withinMilliseconds: 50) { return }
         }
     }
