@@ -71,6 +71,20 @@ final class DownloadRecord {
 
     var isTransferring: Bool { state == .downloading && attempt?.headAccepted == true }
 
+    /// What every completion records: the file, its digest and size, and no kept bytes or error.
+    func setCompleted(path: String, sha256: String, size: Int64) {
+        state = .completed
+        finalPath = path
+        self.sha256 = sha256
+        self.size = size
+        expectedTotal = size
+        keptBytes = 0
+        durableOffset = 0
+        keptHasher = nil
+        bytesWritten = size
+        error = nil
+    }
+
     func snapshot() -> DownloadSnapshot {
         let written = state == .completed ? (size ?? bytesWritten) : bytesWritten
         let expected = state == .completed ? size : expectedTotal

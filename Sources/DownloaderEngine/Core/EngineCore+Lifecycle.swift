@@ -5,16 +5,7 @@ extension EngineCore {
     func complete(_ record: DownloadRecord, path: String, sha256: String, size: Int64, storage: StorageClass) {
         let now = clock.now()
         record.publishing = nil
-        record.finalPath = path
-        record.sha256 = sha256
-        record.size = size
-        record.expectedTotal = size
-        record.keptBytes = 0
-        record.durableOffset = 0
-        record.keptHasher = nil
-        record.bytesWritten = size
-        record.error = nil
-        record.state = .completed
+        record.setCompleted(path: path, sha256: sha256, size: size)
         record.attemptsMade = 0
         record.startAfterDrain = false
         record.lastAccess = now

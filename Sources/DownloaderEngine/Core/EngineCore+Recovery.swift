@@ -78,15 +78,7 @@ extension EngineCore {
             let partial = store.partialPath(id: record.id)
             guard FileStore.fileSize(partial) == size, (try? store.publish(from: partial, to: path)) != nil else { return false }
         }
-        record.state = .completed
-        record.finalPath = path
-        record.sha256 = sha
-        record.size = size
-        record.expectedTotal = size
-        record.keptBytes = 0
-        record.durableOffset = 0
-        record.bytesWritten = size
-        record.error = nil
+        record.setCompleted(path: path, sha256: sha, size: size)
         return true
     }
 
