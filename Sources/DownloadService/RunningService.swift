@@ -8,11 +8,13 @@ final class RunningService: Sendable {
     let server: HTTPServer
     let logger: Logger
     private let signalSources = SignalSources()
+    private let memoryTrimmer: MemoryTrimmer?
 
-    private init(engine: DownloadEngine, server: HTTPServer, logger: Logger) {
+    private init(engine: DownloadEngine, server: HTTPServer, logger: Logger, memoryTrimmer: MemoryTrimmer?) {
         self.engine = engine
         self.server = server
         self.logger = logger
+        self.memoryTrimmer = memoryTrimmer
     }
 
     /// Opens the storage areas, starts the engine and binds the server. The first log line says
@@ -20,6 +22,10 @@ final class RunningService: Sendable {
     static func start(_ configuration: ServiceConfiguration, logger: Logger) throws -> RunningService {
         let openFiles = OpenFileLimit.raiseToHardLimit()
         let engine = try DownloadEngine(configuration: configuration.engineConfiguration)
+        engine.onPurge { event in
+            logger.info("purged", ["kind": event.kind.rawValue, "reason": event.reason.rawValue, "id": event.id,
+                                   "url": event.url, "bytes": event.bytes])
+        }
         let metrics = ServiceMetrics()
         var api = DownloadAPI(engine: engine, metrics: metrics, auth: configuration.authToken.map(BearerAuth.init(token:)))
         api.subscriberQuota = SubscriberQuota(limit: configuration.maxSubscribersPerDownload)
@@ -56,7 +62,8 @@ final class RunningService: Sendable {
                 "openFileLimit": Int(openFiles.soft), "maxConnections": configuration.maxConnections,
             ])
         }
-        return RunningService(engine: engine, server: server, logger: logger)
+        return RunningService(engine: engine, server: server, logger: logger,
+                              memoryTrimmer: MemoryTrimmer(interval: configuration.memoryTrimInterval))
     }
 
     /// On the first of `signals`: stop accepting, finish in-flight requests, pause transfers

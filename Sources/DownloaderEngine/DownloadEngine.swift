@@ -5,9 +5,9 @@ import Foundation
 /// - One download per normalised URL; every request gets its own caller token.
 /// - Cancel is pause: when the last caller leaves, the transfer stops and the partial is kept
 ///   (with its validator) for a later `Range`/`If-Range` resume under the same id.
-/// - State is journaled in the state area. After a restart, downloads that were running carry on
-///   without callers (held by the service until a caller joins); paused ones stay paused;
-///   caller tokens do not survive a restart, downloads do.
+/// - State is journaled in the state area, caller tokens included. After a restart (crash or
+///   shutdown alike), downloads that were running carry on by themselves and their callers' tokens
+///   still work; paused ones stay paused.
 public final class DownloadEngine: Sendable {
     public let configuration: EngineConfiguration
     let core: EngineCore
@@ -16,21 +16,37 @@ public final class DownloadEngine: Sendable {
     /// The SSRF guard's rules, checked on every request before it reaches the core.
     let egress: EgressRules
 
-    /// Creates the storage areas, loads the state journal and carries on downloads that were running.
+    /// Creates the storage areas, loads the state journal, carries on downloads that were running,
+    /// and starts the pressure monitor (memory PSI / cgroup events, free space of each area).
     /// Throws `HostRuleError` for a bad `allowHosts`/`denyHosts` entry.
     public convenience init(configuration: EngineConfiguration) throws {
         try self.init(configuration: configuration, driver: makeDefaultTransferDriver(configuration),
-                      clock: SystemClock(), random: SystemRandom(), diskPressure: DiskPressure())
+                      clock: SystemClock(), random: SystemRandom(),
+                      pressure: LinuxPressureMonitor(memoryThreshold: configuration.memoryPressureThreshold))
     }
 
-    /// Injects the transfer layer, clock, randomness and disk-pressure thresholds (tests).
+    /// Injects the transfer layer, clock, randomness, disk-pressure thresholds (default: from the
+    /// configuration's `minFreeDiskBytes` and 5 %) and the pressure monitor (default: real free space,
+    /// checked before each attempt only, never memory pressure) — tests.
     init(configuration: EngineConfiguration, driver: TransferStarting, clock: EngineClock = SystemClock(),
-         random: RandomSource = SystemRandom(), diskPressure: DiskPressure = DiskPressure()) throws {
+         random: RandomSource = SystemRandom(), diskPressure: DiskPressure? = nil,
+         pressure: PressureMonitor? = nil) throws {
         self.configuration = configuration
         egress = try EgressRules(configuration)
+        let thresholds = diskPressure ?? DiskPressure(minFreeBytes: configuration.minFreeDiskBytes, minFreeFraction: 0.05)
+        let monitor = pressure ?? DiskOnlyPressureMonitor()
         core = try EngineCore(configuration: configuration, driver: driver, clock: clock, random: random,
-                              diskPressure: diskPressure)
+                              diskPressure: thresholds, pressure: monitor)
         recovery = core.recover()
+        monitor.start(interval: configuration.pressureInterval) { [weak core] in core?.checkPressure() }
+    }
+
+    deinit { core.pressure.stop() }
+
+    /// Calls `handler` for every file purged (paused partials, cache files), in order, on an engine
+    /// queue. The service logs each one.
+    public func onPurge(_ handler: @escaping @Sendable (PurgeEvent) -> Void) {
+        core.locked { core.purgeHandler = handler }
     }
 
     /// Registers a caller for `request.url`: joins the existing download for the normalised URL,
@@ -79,6 +95,7 @@ public final class DownloadEngine: Sendable {
     /// Stops every transfer, keeping partials and journaling running downloads so they carry on
     /// after a restart; ends every subscription. Later requests fail with `shuttingDown`.
     public func shutdown() async {
+        core.pressure.stop()
         await core.shutdown()
         (core.driver as? CurlTransferDriver)?.shutdown()
     }

@@ -55,6 +55,8 @@ public struct EngineStatistics: Sendable, Equatable {
     public var retries: Int64 = 0
     public var subscribers: Int = 0
     public var activeTransfers: Int = 0
+    /// Files purged so far, by kind and reason.
+    public var purges: [PurgeCounterKey: Int64] = [:]
 
     public init() {}
 }

@@ -38,7 +38,7 @@ public struct EngineConfiguration: Sendable {
     /// queued or running, a request beyond that fails with `EngineError.tooManyCallers` (code
     /// `too_many_callers`) until callers cancel. For a completed or failed download an arbitrary older
     /// token is dropped instead (its `cancel` then answers nil), since such tokens keep nothing
-    /// running. Tokens also go when their caller cancels, when the download is forgotten, or at a restart.
+    /// running. Tokens also go when their caller cancels or when the download is forgotten; they survive restarts.
     public var maxCallersPerDownload: Int = 10_000
     /// Failed downloads remembered (in memory and in the journal) at most; beyond it the oldest
     /// failed ones are forgotten, with any kept partial (default 1 000). Completed downloads are
@@ -74,6 +74,30 @@ public struct EngineConfiguration: Sendable {
         }
         return nil
     }
+    // MARK: Durability and pressure
+
+    /// Seconds of writing after which a running transfer checkpoints: fdatasync of the partial, then
+    /// the durable offset is journaled (default 1). A crash loses at most what was not yet checkpointed.
+    public var checkpointInterval: Double = 1
+    /// Unsynced bytes after which a running transfer checkpoints, whatever the time (default 4 MiB).
+    /// A checkpoint never blocks the transfer thread; while one is in flight, further ones are merged.
+    public var checkpointBytes: Int64 = 4 << 20
+    /// Free bytes each storage area's file system should keep (default 1 GiB; also low below 5 % of
+    /// the file system). Below it, paused partials and then least-recently-used cache files are purged.
+    public var minFreeDiskBytes: Int64 = 1 << 30
+    /// Seconds a paused download is kept (default 24 h): then its partial is purged and the download
+    /// forgotten. Paused downloads that keep no bytes are forgotten after the same time.
+    public var pausedTTL: Double = 86_400
+    /// Paused downloads that keep no bytes remembered at most; beyond it the oldest are forgotten
+    /// (default 1 000).
+    public var maxEmptyPausedDownloads: Int = 1_000
+    /// Seconds between pressure samples (memory PSI, cgroup memory events, free space; default 2).
+    public var pressureInterval: Double = 2
+    /// PSI `some avg10` (percent of time stalled on memory) at or above which memory counts as
+    /// under pressure (default 10).
+    public var memoryPressureThreshold: Double = 10
+    /// Crash tests only: where the process SIGKILLs itself (default nil; see `CrashPoint`).
+    public var testCrashPoint: CrashPoint? = nil
 
     /// Directories from XDG variables in `environment`, with the XDG fallbacks under `HOME`.
     public init(environment: [String: String] = ProcessInfo.processInfo.environment) {

@@ -38,6 +38,13 @@ final class ServiceMetrics: Sendable {
         metric("retries_total", "counter", "Automatic retries after faults.", [("", String(engine.retries))])
         metric("active_transfers", "gauge", "Transfers running now.", [("", String(engine.activeTransfers))])
         metric("sse_subscribers", "gauge", "Open progress streams.", [("", String(engine.subscribers))])
+        metric("purged_total", "counter", "Files purged, by kind (paused_partial, cache_file) and reason (memory, disk, ttl, cache_limit).",
+               PurgeKind.allCases.flatMap { kind in
+                   PurgeReason.allCases.map { reason in
+                       (#"{kind=""# + kind.rawValue + #"",reason=""# + reason.rawValue + #""}"#,
+                        String(engine.purges[PurgeCounterKey(kind: kind, reason: reason)] ?? 0))
+                   }
+               })
         metric("http_requests_total", "counter", "HTTP requests answered, by status.",
                http.requestsByStatus.sorted { $0.key < $1.key }.map { (#"{status=""# + String($0.key) + #""}"#, String($0.value)) })
         return out

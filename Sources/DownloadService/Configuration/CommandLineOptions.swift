@@ -1,3 +1,6 @@
+import DownloaderEngine
+import Foundation
+
 /// Parses `--flag value` / `--flag=value` arguments and `DOWNLOAD_SERVICE_*` variables into a
 /// `ServiceConfiguration`. Pure: arguments and environment in, configuration or error out.
 enum CommandLineOptions {
@@ -81,6 +84,33 @@ enum CommandLineOptions {
         Option(flag: "--max-downloads-per-client", metavar: "N", help: "live caller tokens per client IP; more get 429; 0 = no limit (default 1000)") { c, v throws(ParseError) in
             guard let n = Int(v), n >= 0 else { throw ParseError(message: "--max-downloads-per-client must be 0 or more, got '\(v)'") }
             c.maxDownloadsPerClient = n == 0 ? nil : n
+        },
+        Option(flag: "--stall-timeout", metavar: "SECONDS", help: "reconnect and resume after this long without a byte (default 30)") { c, v throws(ParseError) in
+            c.stallTimeout = try seconds(v, "--stall-timeout", within: 0.05...3600)
+        },
+        Option(flag: "--retry-base-delay", metavar: "SECONDS", help: "first retry delay, doubling per attempt with jitter (default 0.5)") { c, v throws(ParseError) in
+            c.retryBaseDelay = try seconds(v, "--retry-base-delay", within: 0...60)
+        },
+        Option(flag: "--max-attempts", metavar: "N", help: "attempts per download before it fails (default 6)") { c, v throws(ParseError) in
+            guard let n = Int(v), (1...100).contains(n) else { throw ParseError(message: "--max-attempts must be 1-100, got '\(v)'") }
+            c.maxAttempts = n
+        },
+        Option(flag: "--memory-trim-interval", metavar: "SECONDS", help: "return freed heap memory to the OS this often; 0 = off (default 5)") { c, v throws(ParseError) in
+            c.memoryTrimInterval = try seconds(v, "--memory-trim-interval", within: 0...3600)
+        },
+        // Durability and pressure.
+        Option(flag: "--checkpoint-interval", metavar: "SEC", help: "fsync partials and record their offset at least this often (default 1)") { c, v throws(ParseError) in
+            c.checkpointInterval = try seconds(v, "--checkpoint-interval", within: 0.01...3600)
+        },
+        Option(flag: "--checkpoint-bytes", metavar: "BYTES", help: "also checkpoint after this many unsynced bytes, e.g. 4M (default 4M)") { c, v throws(ParseError) in
+            guard let n = try byteCount(v, "--checkpoint-bytes") else { throw ParseError(message: "--checkpoint-bytes must be positive") }
+            c.checkpointBytes = n
+        },
+        Option(flag: "--min-free-disk-bytes", metavar: "BYTES", help: "purge paused partials, then LRU cache files, below this free space (default 1G)") { c, v throws(ParseError) in
+            c.minFreeDiskBytes = try byteCount(v, "--min-free-disk-bytes") ?? 0
+        },
+        Option(flag: "--paused-ttl", metavar: "SECONDS", help: "paused downloads older than this are purged and forgotten (default 86400)") { c, v throws(ParseError) in
+            c.pausedTTL = try seconds(v, "--paused-ttl", within: 1...31_536_000)
         },
     ]
 
@@ -176,7 +206,12 @@ enum CommandLineOptions {
         }
         return n == 0 ? nil : n * multiplier
     }
-}
 
-import DownloaderEngine
-import Foundation
+    /// A number of seconds in `range` (decimals allowed).
+    private static func seconds(_ v: String, _ flag: String, within range: ClosedRange<Double>) throws(ParseError) -> Double {
+        guard let d = Double(v.trimmingCharacters(in: .whitespaces)), d.isFinite, range.contains(d) else {
+            throw ParseError(message: "\(flag) must be seconds in \(range.lowerBound)-\(range.upperBound), got '\(v)'")
+        }
+        return d
+    }
+}

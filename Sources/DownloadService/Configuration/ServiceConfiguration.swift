@@ -42,12 +42,24 @@ struct ServiceConfiguration: Sendable, Equatable {
     var maxSubscribersPerDownload = 16_384
     /// Live caller tokens per client IP (default 1 000); nil = no limit. More get 429 `too_many_downloads`.
     var maxDownloadsPerClient: Int? = 1_000
+    // Durability and pressure (defaults from `EngineConfiguration`).
+    /// Seconds between checkpoints of a running transfer (default 1).
+    var checkpointInterval: Double = 1
+    /// Unsynced bytes that trigger a checkpoint (default 4 MiB).
+    var checkpointBytes: Int64 = 4 << 20
+    /// Free bytes each storage area should keep before purging starts (default 1 GiB).
+    var minFreeDiskBytes: Int64 = 1 << 30
+    /// Seconds a paused download keeps its partial (default 24 h).
+    var pausedTTL: Double = 86_400
+    /// Crash tests only: `DOWNLOAD_SERVICE_TEST_CRASH_POINT` (see `CrashPoint`); never a flag.
+    var testCrashPoint: CrashPoint?
 
     init(environment: [String: String] = [:]) {
         let engineDefaults = EngineConfiguration(environment: environment)
         cacheDirectory = engineDefaults.cacheDirectory.path
         dataDirectory = engineDefaults.dataDirectory.path
         stateDirectory = engineDefaults.stateDirectory.path
+        testCrashPoint = environment["DOWNLOAD_SERVICE_TEST_CRASH_POINT"].flatMap(CrashPoint.init)
     }
 
     /// The engine settings this configuration implies.
@@ -63,6 +75,28 @@ struct ServiceConfiguration: Sendable, Equatable {
         c.allowHosts = allowHosts
         c.denyHosts = denyHosts
         c.allowURLCredentials = allowURLCredentials
+        applyRetryTiming(to: &c)
+        c.checkpointInterval = checkpointInterval
+        c.checkpointBytes = checkpointBytes
+        c.minFreeDiskBytes = minFreeDiskBytes
+        c.pausedTTL = pausedTTL
+        c.testCrashPoint = testCrashPoint
         return c
+    }
+
+    // Retry timing (fault-injection soaks use short ones; the defaults are the engine's).
+    /// Seconds without a byte before a transfer reconnects and resumes (default 30).
+    var stallTimeout: Double = 30
+    /// First retry delay in seconds; doubles each attempt, with jitter (default 0.5).
+    var retryBaseDelay: Double = 0.5
+    /// Attempts per download before it fails with `retries_exhausted` (default 6).
+    var maxAttempts = 6
+    /// Seconds between returns of freed heap memory to the kernel (`malloc_trim`); 0 = off (default 5).
+    var memoryTrimInterval: Double = 5
+
+    private func applyRetryTiming(to c: inout EngineConfiguration) {
+        c.stallTimeout = stallTimeout
+        c.retryBaseDelay = retryBaseDelay
+        c.maxAttempts = maxAttempts
     }
 }

@@ -43,19 +43,20 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     /// Length handed to the last checkpoint.
     private var checkpointedLength: Int64 = 0
     private let checkpointBytes: Int64
-    /// A checkpoint's fdatasync is running on the work queue (at most one per attempt).
+    private let checkpointSeconds: Double
+    /// A checkpoint's fdatasync is running on the work queue (at most one per attempt; while it
+    /// runs, due checkpoints are merged into the next one instead of piling up).
     let checkpointInFlight = Atomic<Bool>(false)
-    /// A checkpoint (fdatasync of the partial on the work queue, then a journal write) every 32 MiB
-    /// or 2 s of writing: a crash loses at most that much. The transfer thread only flushes the
-    /// write buffer and duplicates the descriptor, so a slow disk's sync never stalls other transfers.
-    static let checkpointBytes: Int64 = 32 << 20
-    static let checkpointSeconds: Double = 2
-
-    init(serial: UInt64, recordID: String, core: EngineCore, checkpointBytes: Int64 = Attempt.checkpointBytes) {
+    /// A checkpoint (fdatasync of the partial on the work queue, then a journal write) every
+    /// `checkpointBytes` or `checkpointSeconds` of writing (`EngineConfiguration`, default 4 MiB or
+    /// 1 s): a crash loses at most that much plus what was in flight. The transfer thread only
+    /// flushes the write buffer and duplicates the descriptor, so a slow disk's sync never stalls it.
+    init(serial: UInt64, recordID: String, core: EngineCore, checkpointBytes: Int64, checkpointSeconds: Double) {
         self.serial = serial
         self.recordID = recordID
         self.core = core
         self.checkpointBytes = max(1, checkpointBytes)
+        self.checkpointSeconds = max(0, checkpointSeconds)
     }
 
     // MARK: TransferDelegate
@@ -85,7 +86,7 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
         }
         let now = core.clock.monotonic()
         let unsynced = partial.length - checkpointedLength
-        if unsynced >= checkpointBytes || (unsynced > 0 && now - lastCheckpointTime >= Self.checkpointSeconds),
+        if unsynced >= checkpointBytes || (unsynced > 0 && now - lastCheckpointTime >= checkpointSeconds),
            checkpointInFlight.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged {
             do {
                 // Everything up to `length` reaches the file before the descriptor is duplicated;

@@ -11,8 +11,8 @@ final class DownloadRecord {
     var expectedSize: Int64?
     /// Live caller tokens.
     var tokens: Set<String> = []
-    /// Carried on after an engine restart without callers: it keeps running until the first real
-    /// caller joins (from then on the normal "last caller leaves → pause" rule applies).
+    /// Carried on after an engine restart without callers (none were journaled): it keeps running
+    /// until the first real caller joins (from then on the normal "last caller leaves → pause" rule applies).
     var systemHold = false
     var createdAt: Date
     var updatedAt: Date
@@ -48,6 +48,9 @@ final class DownloadRecord {
     var error: DownloadFailure?
     /// The completed file is being placed into the area of `storage` (work queue).
     var moving = false
+    /// A verified, fsynced file is being renamed into its area (journaled as the entry's
+    /// `finalPath`/`sha256`/`size` while the state is not yet `completed`).
+    var publishing: PublishIntent?
 
     // Progress.
     var rate: RateEstimator
@@ -67,6 +70,20 @@ final class DownloadRecord {
     }
 
     var isTransferring: Bool { state == .downloading && attempt?.headAccepted == true }
+
+    /// What every completion records: the file, its digest and size, and no kept bytes or error.
+    func setCompleted(path: String, sha256: String, size: Int64) {
+        state = .completed
+        finalPath = path
+        self.sha256 = sha256
+        self.size = size
+        expectedTotal = size
+        keptBytes = 0
+        durableOffset = 0
+        keptHasher = nil
+        bytesWritten = size
+        error = nil
+    }
 
     func snapshot() -> DownloadSnapshot {
         let written = state == .completed ? (size ?? bytesWritten) : bytesWritten
@@ -90,8 +107,9 @@ final class DownloadRecord {
         JournalEntry(
             id: id, url: url, storage: storage, state: state, validator: validator, expectedTotal: expectedTotal,
             verifiedOffset: attempt == nil ? min(keptBytes, durableOffset) : durableOffset,
-            expectedSHA256: expectedSHA256, expectedSize: expectedSize, fileName: fileName, finalPath: finalPath,
-            sha256: sha256, size: size, createdAt: createdAt, updatedAt: updatedAt, lastAccess: lastAccess, error: error)
+            expectedSHA256: expectedSHA256, expectedSize: expectedSize, fileName: fileName,
+            finalPath: publishing?.path ?? finalPath, sha256: publishing?.sha256 ?? sha256, size: publishing?.size ?? size, createdAt: createdAt, updatedAt: updatedAt, lastAccess: lastAccess, error: error,
+            tokens: tokens.isEmpty ? nil : tokens)
     }
 
     convenience init(entry: JournalEntry, tau: Double) {
@@ -110,5 +128,13 @@ final class DownloadRecord {
         sha256 = entry.sha256
         size = entry.size
         error = entry.error
+        tokens = entry.tokens ?? []
     }
+}
+
+/// A completed file about to be renamed into its storage area: where, and what it holds.
+struct PublishIntent: Equatable {
+    var path: String
+    var sha256: String
+    var size: Int64
 }

@@ -124,7 +124,6 @@ extension EngineCore {
                       attempt.headAccepted, !attempt.settling, length > record.durableOffset else { return nil }
                 record.durableOffset = length
                 saveJournal()
-                relieveDiskPressure()  // Every checkpoint: paused partials go first when space is low.
                 return hooks.checkpointed
             }
             after?(attempt.recordID, length)
@@ -158,6 +157,7 @@ extension EngineCore {
     func attemptFinished(_ attempt: Attempt, _ result: Result<TransferSummary, TransferFailure>) {
         let context: (sha: String?, size: Int64?, total: Int64?, storage: StorageClass, name: String, id: String)? = locked {
             attempt.settling = true
+            attempt.handle = nil  // The transfer holds the attempt as its delegate: break the cycle.
             guard let record = byID[attempt.recordID], record.attempt === attempt else { return nil }
             return (record.expectedSHA256, record.expectedSize, record.expectedTotal, record.storage,
                     record.fileName ?? FileNameSanitizer.fallback, record.id)
@@ -170,7 +170,7 @@ extension EngineCore {
         }
         var settlement = Settlement.notDone
         if case .success = result, attempt.outcome == nil, attempt.headAccepted, let partial {
-            settlement = verifyAndPublish(partial, sha: context.sha, size: context.size, total: context.total,
+            settlement = verifyAndPublish(attempt, partial, sha: context.sha, size: context.size, total: context.total,
                                           storage: context.storage, name: context.name, id: context.id)
         } else if let partial {
             // A restart discards the partial below: no point syncing it.
@@ -195,6 +195,7 @@ extension EngineCore {
             complete(record, path: path, sha256: sha, size: size, storage: storage)
             return
         case .failed(let failure, let discard):
+            record.publishing = nil
             if discard { discardPartial(record) }
             fail(record, failure)
             return
@@ -276,7 +277,9 @@ extension EngineCore {
     }
 
     /// Checks size and SHA-256, then fsyncs and moves the file into its area (no lock held).
-    private func verifyAndPublish(_ partial: PartialFile, sha: String?, size: Int64?, total: Int64?,
+    /// Between the fsync and the rename the journal records the intent (target, SHA-256, size) and
+    /// is flushed, so a crash on either side of the rename recovers the file as completed.
+    private func verifyAndPublish(_ attempt: Attempt, _ partial: PartialFile, sha: String?, size: Int64?, total: Int64?,
                                   storage: StorageClass, name: String, id: String) -> Settlement {
         let length = partial.length
         if let total, length < total { return .incomplete }
@@ -293,7 +296,17 @@ extension EngineCore {
         do {
             try partial.fullSync()
             let target = store.finalPath(id: id, fileName: name, storage: storage)
+            let hooks: EngineHooks = locked {
+                if let record = byID[id], record.attempt === attempt {
+                    record.publishing = PublishIntent(path: target, sha256: digest, size: length)
+                    saveJournal()
+                }
+                return self.hooks
+            }
+            journalWriter.flush()
+            hooks.beforePublishRename?()
             try store.publish(from: partial.path, to: target)
+            hooks.afterPublishRename?()
             return .published(path: target, sha256: digest, size: length, storage: storage)
         } catch {
             return .failed(diskFailure(error), discard: false)

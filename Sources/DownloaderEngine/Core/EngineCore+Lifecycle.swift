@@ -1,19 +1,11 @@
 import Foundation
 
-// Ends of downloads, events, the journal, purging and shutdown. Under `lock` unless noted.
+// Ends of downloads, events, the journal, forgetting and shutdown. Under `lock` unless noted.
 extension EngineCore {
     func complete(_ record: DownloadRecord, path: String, sha256: String, size: Int64, storage: StorageClass) {
         let now = clock.now()
-        record.finalPath = path
-        record.sha256 = sha256
-        record.size = size
-        record.expectedTotal = size
-        record.keptBytes = 0
-        record.durableOffset = 0
-        record.keptHasher = nil
-        record.bytesWritten = size
-        record.error = nil
-        record.state = .completed
+        record.publishing = nil
+        record.setCompleted(path: path, sha256: sha256, size: size)
         record.attemptsMade = 0
         record.startAfterDrain = false
         record.lastAccess = now
@@ -46,29 +38,11 @@ extension EngineCore {
         subscribers.publish(event, to: record.id)
     }
 
-    /// Queues the current state for the journal writer (never waits for disk).
+    /// Tells the journal writer that the state changed (never waits for disk; the writer takes its
+    /// snapshot under the lock when it starts writing, at most every `journalMinInterval`).
     func saveJournal() {
         journalGeneration += 1
-        journalWriter.submit(byID.values.map { $0.journalEntry() }, generation: journalGeneration)
-    }
-
-    /// Keeps cache usage under `cacheMaxBytes`: paused partials go first (oldest first), then the
-    /// least recently used completed cache files. Never persistent files, never running downloads.
-    func purgeCache() {
-        guard let limit = configuration.cacheMaxBytes else { return }
-        let idle = byID.values.filter { $0.attempt == nil && ($0.state == .paused || $0.state == .failed) && $0.keptBytes > 0 }
-        let cached = byID.values.filter { $0.state == .completed && $0.storage == .cache }
-        var usage = idle.reduce(0) { $0 + $1.keptBytes } + cached.reduce(0) { $0 + ($1.size ?? 0) }
-        guard usage > limit else { return }
-        for record in idle.sorted(by: { $0.updatedAt < $1.updatedAt }) where usage > limit {
-            usage -= record.keptBytes
-            discardPartial(record)
-        }
-        for record in cached.sorted(by: { $0.lastAccess < $1.lastAccess }) where usage > limit {
-            usage -= record.size ?? 0
-            if let path = record.finalPath { removeLater(path) }  // Its id (so its name) is never reused.
-            forget(record)
-        }
+        journalWriter.markDirty()
     }
 
     /// Bounds the failed downloads kept (in memory and in the journal): those failed longer than

@@ -8,13 +8,15 @@ extension EngineCore {
         var loaded = 0
         var resumed = 0
         var dropped = 0
+        /// Downloads whose verified file was being renamed into place at the crash: now completed.
+        var published = 0
         var corruptJournalKeptAt: String?
     }
 
     /// Restores downloads from the journal: partials are cut back to their journaled (durable)
-    /// offset; `downloading`/`queued` ones carry on without callers (held by the service until a
-    /// caller joins); `paused` stay paused; `completed` whose file vanished are dropped.
-    /// Caller tokens do not survive a restart. Partials that no entry owns are deleted.
+    /// offset; `downloading`/`queued` ones carry on by themselves (with their journaled callers, whose
+    /// tokens keep working; without any, held by the service until a caller joins); `paused` stay
+    /// paused; `completed` whose file vanished are dropped. Partials that no entry owns are deleted.
     func recover() -> RecoveryReport {
         var report = RecoveryReport()
         let journal = StateJournal(directory: store.stateDirectory)
@@ -35,13 +37,19 @@ extension EngineCore {
                     continue
                 }
             case .paused, .failed, .queued, .downloading:
-                restorePartial(record)
+                if adoptPublished(record) {
+                    report.published += 1
+                } else {
+                    restorePartial(record)
+                }
             }
             byID[record.id] = record
             byURL[record.url] = record
+            for token in record.tokens { tokens[token] = record.id }
             report.loaded += 1
         }
         forgetOldFailures()
+        expireIdle()
         removeOrphanPartials()
         removeOrphanCacheFiles()
         // A move into the data area that a crash interrupted starts again.
@@ -50,12 +58,28 @@ extension EngineCore {
             .filter { $0.state == .downloading || $0.state == .queued }
             .sorted { $0.createdAt < $1.createdAt }
         for record in carryOn {
-            record.systemHold = true
+            record.systemHold = record.tokens.isEmpty
             schedule(record)
             report.resumed += 1
         }
         saveJournal()
         return report
+    }
+
+    /// A journaled publishing intent (a not-yet-completed entry with `finalPath`, `sha256` and `size`:
+    /// the partial was verified and fsynced before it was journaled) whose file is at its final path,
+    /// or still whole in the partial (renamed now), makes the download completed.
+    private func adoptPublished(_ record: DownloadRecord) -> Bool {
+        guard let path = record.finalPath, let sha = record.sha256, let size = record.size else { return false }
+        record.finalPath = nil
+        record.sha256 = nil
+        record.size = nil
+        if FileStore.fileSize(path) != size {
+            let partial = store.partialPath(id: record.id)
+            guard FileStore.fileSize(partial) == size, (try? store.publish(from: partial, to: path)) != nil else { return false }
+        }
+        record.setCompleted(path: path, sha256: sha, size: size)
+        return true
     }
 
     /// Cuts the partial back to the journaled offset (a tail past it may be garbage after a crash).
@@ -95,7 +119,7 @@ extension EngineCore {
         }
         for name in names where name.hasSuffix(".part") {
             let id = String(name.dropLast(5))
-            if byID[id] == nil { FileStore.remove(store.partialDirectory + "/" + name) }
+            if byID[id] == nil || byID[id]?.state == .completed { FileStore.remove(store.partialDirectory + "/" + name) }
         }
     }
 }

@@ -41,9 +41,9 @@ extension EngineCore {
             record.startAfterDrain = true
             return
         }
-        relieveDiskPressure()
         record.attemptsMade += 1
-        let attempt = Attempt(serial: makeSerial(), recordID: record.id, core: self, checkpointBytes: checkpointBytes)
+        let attempt = Attempt(serial: makeSerial(), recordID: record.id, core: self, checkpointBytes: checkpointBytes,
+                              checkpointSeconds: configuration.checkpointInterval)
         record.attempt = attempt
         let kept = record.keptBytes
         let hasher = record.keptHasher
@@ -53,6 +53,8 @@ extension EngineCore {
         let path = store.partialPath(id: record.id)
         let write = hooks.partialWrite
         workQueue.async {
+            // Space for the new bytes first: paused partials go before a low disk fills up.
+            self.checkPressure(memory: false)
             let partial: PartialFile
             do throws(SystemError) {
                 partial = try PartialFile(path: path, keep: kept, hasher: hasher, hashedLength: kept, write: write)
@@ -91,7 +93,7 @@ extension EngineCore {
         }
         let handle = driver.start(request, delegate: attempt)
         let cancelNow: Bool = locked {
-            attempt.handle = handle
+            if !attempt.settling { attempt.handle = handle }  // Already finished: keep no cycle.
             return attempt.abandoned
         }
         if cancelNow { handle.cancel() }
@@ -115,20 +117,5 @@ extension EngineCore {
         }
         record.retryTimer = work
         timerQueue.asyncAfter(deadline: .now() + delay, execute: work)
-    }
-
-    /// Purges paused partials (oldest first) while free space on the state area is low.
-    func relieveDiskPressure() {
-        guard let space = FileStore.space(store.stateDirectory), diskPressure.isLow(free: space.free, total: space.total) else {
-            return
-        }
-        var free = space.free
-        let candidates = byID.values
-            .filter { ($0.state == .paused || $0.state == .failed) && $0.attempt == nil && $0.keptBytes > 0 }
-            .sorted { $0.updatedAt < $1.updatedAt }
-        for record in candidates where diskPressure.isLow(free: free, total: space.total) {
-            free += record.keptBytes
-            discardPartial(record)
-        }
     }
 }

@@ -1,18 +1,6 @@
 import Foundation
 import Glibc
 
-/// Free-space thresholds below which paused partials are purged (statvfs on the state area).
-struct DiskPressure: Sendable {
-    var minFreeBytes: Int64 = 1 << 30
-    var minFreeFraction: Double = 0.05
-
-    func isLow(free: Int64, total: Int64) -> Bool {
-        free < minFreeBytes || (total > 0 && Double(free) < minFreeFraction * Double(total))
-    }
-
-    static let disabled = DiskPressure(minFreeBytes: 0, minFreeFraction: 0)
-}
-
 /// All shared engine state behind ONE lock. Coalescing checks and inserts under that lock with
 /// no suspension point in between. Slow work (hashing, fsync, rename) runs on `workQueue`;
 /// subscribers are fed without blocking; journal writes go to their own queue.
@@ -24,6 +12,7 @@ final class EngineCore: @unchecked Sendable {
     let store: FileStore
     let retryPolicy: RetryPolicy
     let diskPressure: DiskPressure
+    let pressure: PressureMonitor
     let journalWriter: JournalWriter
     let workQueue = DispatchQueue(label: "download-engine.work", attributes: .concurrent)
     let timerQueue = DispatchQueue(label: "download-engine.timers")
@@ -43,19 +32,35 @@ final class EngineCore: @unchecked Sendable {
     var shutdownWaiter: CheckedContinuation<Void, Never>?
     /// Test seams (all nil in production).
     var hooks = EngineHooks()
-    /// Unsynced bytes that trigger a checkpoint (tests lower it).
-    var checkpointBytes = Attempt.checkpointBytes
+    /// Told about every purge (the service logs them); called on `timerQueue`, in order.
+    var purgeHandler: (@Sendable (PurgeEvent) -> Void)?
+    /// Journal writes start at most this often (checkpoints, joins and progress are coalesced).
+    static let journalMinInterval: Double = 0.2
+    /// Unsynced bytes that trigger a checkpoint (from the configuration; tests lower it).
+    var checkpointBytes: Int64
 
     init(configuration: EngineConfiguration, driver: TransferStarting, clock: EngineClock, random: RandomSource,
-         diskPressure: DiskPressure) throws(SystemError) {
+         diskPressure: DiskPressure, pressure: PressureMonitor) throws(SystemError) {
         self.configuration = configuration
         self.driver = driver
         self.clock = clock
         self.random = random
         self.diskPressure = diskPressure
+        self.pressure = pressure
+        checkpointBytes = configuration.checkpointBytes
         store = try FileStore(configuration: configuration)
         retryPolicy = RetryPolicy(configuration)
-        journalWriter = JournalWriter(journal: StateJournal(directory: store.stateDirectory))
+        var crashAtWrite: Int?
+        if let point = configuration.testCrashPoint {
+            hooks = .crashing(at: point)
+            if case .midJournalWrite(let n) = point { crashAtWrite = n }
+        }
+        journalWriter = JournalWriter(journal: StateJournal(directory: store.stateDirectory), crashAtWrite: crashAtWrite,
+                                      minInterval: Self.journalMinInterval)
+        journalWriter.source = { [weak self] in
+            guard let self else { return (0, []) }
+            return self.locked { (self.journalGeneration, self.byID.values.map { $0.journalEntry() }) }
+        }
     }
 
     func locked<T>(_ body: () throws -> T) rethrows -> T {
@@ -82,6 +87,10 @@ final class EngineCore: @unchecked Sendable {
         }
         if let size = request.size, size < 0 { throw .invalidURL("size must not be negative") }
         let token = random.hex(byteCount: 16)
+        // A stored file's stat runs before the lock is taken: a slow disk never holds the engine.
+        // (Checked again below that the path is still the one stat'ed.)
+        let storedPath: String? = locked { byURL[url].flatMap { $0.state == .completed ? $0.finalPath : nil } }
+        let storedFileVanished = storedPath.map { FileStore.fileSize($0) == nil } ?? false
         lock.lock()
         defer { lock.unlock() }
         guard !shuttingDown else { throw .shuttingDown() }
@@ -108,9 +117,8 @@ final class EngineCore: @unchecked Sendable {
             }
             if let dropped = record.tokens.popFirst() { tokens[dropped] = nil }
         }
-        let before = (record.expectedSHA256, record.expectedSize, record.storage, record.state)
         try checkExpectations(record, sha: sha, size: request.size)
-        if record.state == .completed, let path = record.finalPath, FileStore.fileSize(path) == nil {
+        if record.state == .completed, storedFileVanished, record.finalPath == storedPath {
             resetForRedownload(record)
         }
         if request.storage == .persistent && record.storage == .cache { promoteToPersistent(record) }
@@ -129,8 +137,7 @@ final class EngineCore: @unchecked Sendable {
         }
         if record.systemHold { record.systemHold = false }
         addToken(token, to: record)
-        // Joining changes nothing durable (tokens are not journaled): no journal write per join.
-        if before != (record.expectedSHA256, record.expectedSize, record.storage, record.state) { saveJournal() }
+        saveJournal()  // Tokens are journaled: they keep working after a restart.
         return Enqueued(token: token, snapshot: record.snapshot(), coalesced: coalesced)
     }
 
@@ -204,8 +211,9 @@ final class EngineCore: @unchecked Sendable {
         record.updatedAt = clock.now()
         if record.tokens.isEmpty, !record.systemHold, record.state == .queued || record.state == .downloading {
             if let handle = pause(record) { cancels.append(handle) }
-            saveJournal()
+            boundEmptyPaused()
         }
+        saveJournal()
         return record.snapshot()
     }
 

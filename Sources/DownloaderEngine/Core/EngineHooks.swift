@@ -1,3 +1,5 @@
+import Glibc
+
 /// Seams at the engine's slow disk steps so tests can hold them and observe their ends. Every hook is
 /// nil in production. Set under the engine's lock (`EngineCore.hooks`); hooks run without it.
 struct EngineHooks: Sendable {
@@ -13,4 +15,20 @@ struct EngineHooks: Sendable {
     var partialWrite: PartialFile.WriteCall?
     /// After a move ended (switched, or given up): download id and the path now served.
     var moved: (@Sendable (String, String?) -> Void)?
+    /// On the work queue, right before / after a verified file is renamed into its area (after the
+    /// publishing intent is journaled).
+    var beforePublishRename: (@Sendable () -> Void)?
+    var afterPublishRename: (@Sendable () -> Void)?
+
+    /// Hooks that SIGKILL the process at `point` (crash tests through the real executable only).
+    static func crashing(at point: CrashPoint) -> EngineHooks {
+        var hooks = EngineHooks()
+        let die: @Sendable () -> Void = { _ = kill(getpid(), SIGKILL) }
+        switch point {
+        case .beforePublishRename: hooks.beforePublishRename = die
+        case .afterPublishRename: hooks.afterPublishRename = die
+        case .midJournalWrite: break  // Armed in the journal writer.
+        }
+        return hooks
+    }
 }

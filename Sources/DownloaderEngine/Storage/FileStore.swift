@@ -125,11 +125,4 @@ struct FileStore: Sendable {
     }
 
     static func remove(_ path: String) { unlink(path) }
-
-    /// Free and total bytes of the file system holding `path`.
-    static func space(_ path: String) -> (free: Int64, total: Int64)? {
-        var s = statvfs()
-        guard statvfs(path, &s) == 0 else { return nil }
-        return (Int64(s.f_bavail) * Int64(s.f_frsize), Int64(s.f_blocks) * Int64(s.f_frsize))
-    }
 }

@@ -62,7 +62,8 @@ struct ChunkedDecoder {
                 var e = p
                 while e < n, input[e] != 10 { e += 1 }
                 if e == n {
-                    if n - p > maxLineBytes { return invalid("chunk line too long") }
+                    // The line may end in a CR still waiting for its LF: that byte is not counted.
+                    if n - p > maxLineBytes + 1 { return invalid("chunk line too long") }
                     return .needMoreData(consumed: p)
                 }
                 guard e > p, input[e - 1] == 13 else { return invalid("chunk line must end with CRLF") }

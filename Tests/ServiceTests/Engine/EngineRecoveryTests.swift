@@ -43,8 +43,8 @@ import Testing
         #expect(second.snapshot(id: r.snapshot.id) == nil)
         #expect(second.completedFile(id: keep.snapshot.id)?.size == 3)
         #expect(second.recovery.dropped == 1)
-        // Tokens do not survive a restart; downloads do.
-        #expect(second.cancel(token: keep.token) == nil)
+        // Tokens survive a restart, like their downloads.
+        #expect(second.cancel(token: keep.token)?.id == keep.snapshot.id)
     }
 
     @Test func orphanCacheFilesAreSweptOnStart() throws {

@@ -65,6 +65,19 @@ struct ChunkedDecoderTests {
         #expect(failure.status == bad.status)
     }
 
+    /// Found by `scripts/fuzz-parser`: a line of exactly the limit was rejected when its LF arrived
+    /// in a later read than its CR, and accepted when both came together.
+    @Test(arguments: [1, 2, 65, 66, 1000])
+    func lineOfExactlyTheLimitIsAcceptedHoweverItArrives(step: Int) {
+        let line = "1;" + String(repeating: "e", count: 62)  // 64 bytes, the test decoder's maxLineBytes
+        let (body, result) = Self.decode(line + "\r\nx\r\n0\r\n\r\n", step: step)
+        #expect(body == "x")
+        #expect(result == .done(consumed: 0))
+        let (_, tooLong) = Self.decode(line + "e\r\nx\r\n0\r\n\r\n", step: step)
+        guard case .invalid(let failure) = tooLong else { Issue.record("accepted: \(tooLong)"); return }
+        #expect(failure.status == 400)
+    }
+
     @Test func totalSizeIsBoundedAcrossChunks() {
         let (_, result) = Self.decode("8\r\n12345678\r\n8\r\n12345678\r\n", maxBody: 10)
         guard case .invalid(let failure) = result else { Issue.record("accepted"); return }

@@ -142,7 +142,9 @@ struct HTTPServerLiveTests {
     }
 
     @Test func manyConcurrentConnections() async throws {
-        try await withServer(handler: Self.echo) { port in
+        // Connections wait silently until all 500 are open; on a starved machine that can outlast
+        // the default 10 s header timeout, which closes a connection that never sent a byte.
+        try await withServer(configure: { $0.headerTimeout = 60 }, handler: Self.echo) { port in
             let count = 500
             var clients: [RawHTTPClient] = []
             for _ in 0..<count { clients.append(try await RawHTTPClient.connect(port: port)) }

@@ -68,7 +68,8 @@ private final class CollectingWriter: ResponseBodyWriter {
         }
         let writer = CollectingWriter()
         let streaming = Task { try await body(writer) }
-        try await withTimeout(10) { await writer.waitFor(": keep-alive\n\n") }
+        // Generous: a starved cooperative pool (parallel tests on 2 cores) can delay the 50 ms sleep.
+        try await withTimeout(30) { await writer.waitFor(": keep-alive\n\n") }
         streaming.cancel()
         _ = await streaming.result
         #expect(writer.received.hasPrefix("retry: 2000\nid: 1\nevent: progress\ndata: {"))

@@ -72,11 +72,11 @@ struct ServiceLiveTests {
     }
 
     @Test func twoCallersCoalesceAndOneCancelling() async throws {
-        // The origin holds the transfer at 1 MiB for 5 s, then drops it: the cancel lands mid-transfer
-        // however loaded the machine is, and the download carries on with a resume.
+        // The origin holds the transfer at 1 MiB until the cancel is in, then drops it: the cancel
+        // lands mid-transfer however loaded the machine is, and the download carries on with a resume.
         let origin = try TestOrigin(bodySize: 4 << 20)
         defer { origin.stop() }
-        origin.update { $0.stallBound = 5 }
+        origin.update { $0.stallBound = 60 }
         origin.inject(.stall(afterBodyBytes: 1 << 20))
         let service = try await ServiceProcess.start(arguments: Self.allowLoopback)
         let client = service.client
@@ -95,6 +95,7 @@ struct ServiceLiveTests {
         #expect(cancelled.string("state") == "downloading")
         let reused = try await client.request("DELETE", "/downloads/\(try #require(first.string("token")))")
         #expect(reused.status == 404)
+        origin.update { $0.stallBound = 0 }  // Ends the stall: the origin drops the connection.
 
         let done = try await waitForEnd(service, id: id)
         #expect(done["state"] as? String == "completed")
@@ -268,8 +269,8 @@ struct ServiceLiveTests {
     }
 
     @Test func aRunningDownloadCarriesOnAfterACrash() async throws {
-        // The engine makes kept bytes durable (fdatasync, then journal) every 32 MiB or 2 s, so
-        // crash after more than 2 s of transfer: what was checkpointed must not be fetched again.
+        // The engine makes kept bytes durable (fdatasync, then journal) every 4 MiB or 1 s by
+        // default, so crash after more than 2 s of transfer: what was checkpointed must not be fetched again.
         let origin = try TestOrigin(bodySize: 16 << 20)
         defer { origin.stop() }
         origin.update { $0.bytesPerSecond = 2 << 20 }

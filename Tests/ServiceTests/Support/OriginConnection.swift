@@ -123,7 +123,12 @@ extension TestOrigin {
             let limit = min(range.count, response.cutAfter ?? response.stallAfter ?? range.count)
             guard sendBody(fd, seed: seed, range: range.lowerBound..<(range.lowerBound + limit)) else { return false }
             if response.cutAfter != nil {
-                _ = shutdown(fd, Int32(SHUT_WR))
+                if let path = response.changeVersionOf { changeVersion(path: path) }  // Before the client can ask again.
+                if response.reset {
+                    OriginSocket.resetOnClose(fd)  // serve() closes it: RST instead of FIN.
+                } else {
+                    _ = shutdown(fd, Int32(SHUT_WR))
+                }
                 return false
             }
             if response.stallAfter != nil {
@@ -149,6 +154,7 @@ extension TestOrigin {
                 return OriginSocket.send(fd, UnsafeRawBufferPointer(slice))
             }
             guard sent else { return false }
+            state.withLock { $0.bodyBytesSent += Int64(chunk) }
             offset += chunk
             if rate != nil { usleep(50_000) }  // Pacing the origin, not synchronising a test.
         }
@@ -156,10 +162,10 @@ extension TestOrigin {
     }
 
     /// Holds a stalled connection until the peer leaves, `stallBound` passes or the origin stops.
+    /// The bound is read again as it waits, so a test can end a stall by lowering it.
     fileprivate func holdStalled(_ fd: Int32) {
-        let bound = state.withLock { $0.settings.stallBound }
-        let deadline = Date().addingTimeInterval(bound)
-        while Date() < deadline && !stopped {
+        let start = Date()
+        while Date() < start.addingTimeInterval(state.withLock { $0.settings.stallBound }) && !stopped {
             if OriginSocket.peerClosed(fd, withinMilliseconds: 50) { return }
         }
     }

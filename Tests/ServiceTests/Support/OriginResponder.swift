@@ -17,6 +17,10 @@ struct OriginResponse: Equatable {
     var cutAfter: Int?
     /// Send this many body bytes, then nothing (the `.stall` fault).
     var stallAfter: Int?
+    /// After `cutAfter` bytes, reset the connection instead of closing it (the `.reset` fault).
+    var reset = false
+    /// After `cutAfter` bytes and before closing, bump this resource's version (`.changeVersion`).
+    var changeVersionOf: String?
     /// Close the connection after the response.
     var close: Bool
 }
@@ -108,6 +112,8 @@ enum OriginResponder {
         switch fault {
         case .cut(let after)?: response.cutAfter = after
         case .stall(let after)?: response.stallAfter = after
+        case .reset(let after)?: (response.cutAfter, response.reset) = (after, true)
+        case .changeVersion(let after)?: (response.cutAfter, response.changeVersionOf) = (after, path)
         default: break
         }
         return response

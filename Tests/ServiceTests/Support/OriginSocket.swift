@@ -59,6 +59,12 @@ enum OriginSocket {
         _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
+    /// Makes the coming close(2) send RST rather than FIN (SO_LINGER on, zero seconds).
+    static func resetOnClose(_ fd: Int32) {
+        var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+        _ = setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+    }
+
     /// Reads what is available (at least one byte); nil on EOF, error or timeout.
     static func receive(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) -> Int? {
         while true {

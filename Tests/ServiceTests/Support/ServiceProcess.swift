@@ -20,12 +20,21 @@ final class ServiceProcess: @unchecked Sendable {
 
     /// Starts the service with `arguments` (plus port 0 and storage under `root`) and waits until it
     /// logs where it listens.
-    init(root: URL? = nil, arguments: [String] = [], environment: [String: String] = [:], startTimeout: Double = 20) throws {
+    /// `launcher`, when given, runs first and is handed the executable and its arguments (e.g.
+    /// `unshare -m sh -c '… && exec "$0" "$@"'`); it must exec the service in the same process.
+    init(root: URL? = nil, arguments: [String] = [], environment: [String: String] = [:], startTimeout: Double = 20,
+         launcher: [String] = []) throws {
         self.root = root ?? FileManager.default.temporaryDirectory.appendingPathComponent("ds-\(UUID().uuidString)")
-        process.executableURL = try Self.executable()
-        process.arguments = ["--port", "0", "--state-dir", self.root.appendingPathComponent("state").path,
-                             "--cache-dir", self.root.appendingPathComponent("cache").path,
-                             "--data-dir", self.root.appendingPathComponent("data").path] + arguments
+        let serviceArguments = ["--port", "0", "--state-dir", self.root.appendingPathComponent("state").path,
+                                "--cache-dir", self.root.appendingPathComponent("cache").path,
+                                "--data-dir", self.root.appendingPathComponent("data").path] + arguments
+        if let first = launcher.first {
+            process.executableURL = URL(fileURLWithPath: first)
+            process.arguments = Array(launcher.dropFirst()) + [try Self.executable().path] + serviceArguments
+        } else {
+            process.executableURL = try Self.executable()
+            process.arguments = serviceArguments
+        }
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let stderr = Pipe()
         process.standardError = stderr
@@ -55,8 +64,15 @@ final class ServiceProcess: @unchecked Sendable {
     }
 
     /// `init` off the cooperative pool (it waits for the child's first log line).
-    static func start(root: URL? = nil, arguments: [String] = [], environment: [String: String] = [:]) async throws -> ServiceProcess {
-        try await onThread { try ServiceProcess(root: root, arguments: arguments, environment: environment) }
+    static func start(root: URL? = nil, arguments: [String] = [], environment: [String: String] = [:],
+                      launcher: [String] = []) async throws -> ServiceProcess {
+        try await onThread { try ServiceProcess(root: root, arguments: arguments, environment: environment, launcher: launcher) }
+    }
+
+    /// Waits (bounded) for the process to exit by itself; its status, or nil if still running.
+    func waitForExit(timeout: Double = 20) async throws -> Int32? {
+        let log = log
+        return try await onThread { log.waitForExit(timeout: timeout) }
     }
 
     /// A service the test did not stop is killed, never waited for.

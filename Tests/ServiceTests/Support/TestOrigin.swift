@@ -26,13 +26,15 @@ import Glibc
 /// - `inject(_:times:)`: faults for the next `times` requests to a resource path (redirect hops and
 ///   unknown paths do not consume them): `.cut(afterBodyBytes:)` closes the connection after K body
 ///   bytes, `.stall(afterBodyBytes:)` sends K bytes then nothing until the client goes (or
-///   `stallBound` seconds pass), `.status(503, retryAfter: "2")` answers that status instead.
+///   `stallBound` seconds pass), `.status(503, retryAfter: "2")` answers that status instead,
+///   `.reset(afterBodyBytes:)` resets the connection (RST) after K bytes, and
+///   `.changeVersion(afterBodyBytes:)` closes after K bytes having replaced the body by a new version.
 ///   Faults queue up in order; `clearFaults()` drops the rest.
 ///
 /// What it records
 /// - `requests()` / `requests(path:)`: every request (method, path, headers in wire order, connection
 ///   number), so a test can assert the exact `Range`/`If-Range` each attempt sent.
-/// - `getCount(path:)`: GETs per path; `connectionCount`: accepted connections;
+/// - `getCount(path:)`: GETs per path; `connectionCount`: accepted connections; `bodyBytesSent`: body bytes served;
 ///   `waitForGETs(n, path:)` waits (bounded, no polling) until n GETs for a path arrived.
 ///
 /// Bounds: 64 connections at once (more are closed at once), 64 KiB request heads, 10 s idle
@@ -61,6 +63,11 @@ final class TestOrigin: Sendable {
         case stall(afterBodyBytes: Int)
         /// Answer `status` (e.g. 404, 429, 500, 503) with an optional `Retry-After` value.
         case status(Int, retryAfter: String?)
+        /// Send `afterBodyBytes` bytes, then reset the connection (RST: SO_LINGER 0, close).
+        case reset(afterBodyBytes: Int)
+        /// Send `afterBodyBytes` bytes, replace the resource by a new version (new bytes and ETag),
+        /// then close: a resume with `If-Range` gets the whole new body.
+        case changeVersion(afterBodyBytes: Int)
     }
 
     /// Behaviour switches; change them with `update`.
@@ -88,6 +95,7 @@ final class TestOrigin: Sendable {
         var getCounts: [String: Int] = [:]
         var open: Set<Int32> = []
         var accepted = 0
+        var bodyBytesSent: Int64 = 0
         var stopped = false
         var waiters: [UUID: GETWaiter] = [:]
     }
@@ -202,6 +210,10 @@ final class TestOrigin: Sendable {
 
     /// Connections accepted so far.
     var connectionCount: Int { state.withLock { $0.accepted } }
+
+    /// Resource body bytes handed to the kernel so far, every path and request together (what a
+    /// client was served, whether or not it kept it).
+    var bodyBytesSent: Int64 { state.withLock { $0.bodyBytesSent } }
 
     // MARK: Lifecycle
 

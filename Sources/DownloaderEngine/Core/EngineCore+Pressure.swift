@@ -1,0 +1,136 @@
+import Foundation
+
+// Purging under pressure, by age and by the cache budget. Order, always: paused partials (oldest
+// first), then least-recently-used cache files. Running downloads and the persistent area are
+// never touched. Samples are taken without the lock; purging happens under it.
+extension EngineCore {
+    /// Samples the monitor (without the lock) and purges what the samples call for. `memory: false`
+    /// skips the memory sample (before an attempt only the disk matters).
+    func checkPressure(memory checkMemory: Bool = true) {
+        let memory = checkMemory && pressure.memoryUnderPressure()
+        let stateSpace = pressure.space(of: store.stateDirectory)
+        let cacheSpace = pressure.space(of: store.cacheDirectory)
+        locked {
+            let before = (byID.count, stats.purges.values.reduce(0, +))
+            relievePressure(memory: memory, stateSpace: stateSpace, cacheSpace: cacheSpace)
+            if checkMemory { expireIdle() }
+            if (byID.count, stats.purges.values.reduce(0, +)) != before { saveJournal() }
+        }
+    }
+
+    /// Under `lock`. Memory pressure: every paused partial goes (oldest first), then cache files
+    /// beyond `cacheMaxBytes`. Low disk: paused partials (when the state area is low, or shares the
+    /// low cache area's file system), then least-recently-used cache files (when the cache area is
+    /// low), until the free space counted back reaches the minimum.
+    func relievePressure(memory: Bool, stateSpace: DiskSpace?, cacheSpace: DiskSpace?) {
+        var stateFree = stateSpace?.free ?? .max
+        var cacheFree = cacheSpace?.free ?? .max
+        let shared = stateSpace != nil && stateSpace?.fileSystem == cacheSpace?.fileSystem
+        func stateLow() -> Bool { stateSpace.map { diskPressure.isLow(free: stateFree, total: $0.total) } ?? false }
+        func cacheLow() -> Bool { cacheSpace.map { diskPressure.isLow(free: cacheFree, total: $0.total) } ?? false }
+        guard memory || stateLow() || cacheLow() else { return }
+        for record in idlePartials() {
+            let diskWants = stateLow() || (shared && cacheLow())
+            guard memory || diskWants else { break }
+            let freed = record.keptBytes
+            purgePartial(record, reason: memory ? .memory : .disk)
+            stateFree += freed
+            if shared { cacheFree += freed }
+        }
+        if memory, let limit = configuration.cacheMaxBytes {
+            purgeCacheFiles(reason: .memory) { usage in usage > limit }
+        }
+        if cacheLow() {
+            purgeCacheFiles(reason: .disk) { _ in cacheLow() } freed: { bytes in
+                cacheFree += bytes
+                if shared { stateFree += bytes }
+            }
+        }
+    }
+
+    /// Under `lock`. Keeps cache usage (paused partials + completed cache files) within
+    /// `cacheMaxBytes`: paused partials go first (oldest first), then least-recently-used cache files.
+    func purgeCache() {
+        guard let limit = configuration.cacheMaxBytes else { return }
+        let idle = idlePartials()
+        var usage = idle.reduce(0) { $0 + $1.keptBytes } + cacheFiles().reduce(0) { $0 + ($1.size ?? 0) }
+        guard usage > limit else { return }
+        for record in idle where usage > limit {
+            usage -= record.keptBytes
+            purgePartial(record, reason: .cacheLimit)
+        }
+        purgeCacheFiles(reason: .cacheLimit) { _ in usage > limit } freed: { usage -= $0 }
+    }
+
+    /// Under `lock`. Paused partials older than `pausedTTL` go with their downloads; paused downloads
+    /// that keep no bytes are forgotten after the same time, and beyond `maxEmptyPausedDownloads`.
+    func expireIdle() {
+        let cutoff = clock.now().addingTimeInterval(-max(0, configuration.pausedTTL))
+        for record in idlePartials() where record.state == .paused && record.updatedAt < cutoff {
+            purgePartial(record, reason: .ttl)
+            forget(record)
+        }
+        boundEmptyPaused(olderThan: cutoff)
+    }
+
+    /// Under `lock`. Forgets paused downloads without kept bytes that are older than `cutoff`, and
+    /// the oldest beyond `maxEmptyPausedDownloads`.
+    func boundEmptyPaused(olderThan cutoff: Date? = nil) {
+        let empty = byID.values.filter {
+            $0.state == .paused && $0.attempt == nil && $0.keptBytes == 0 && $0.tokens.isEmpty && !$0.systemHold
+        }
+        let limit = max(0, configuration.maxEmptyPausedDownloads)
+        guard empty.count > limit || cutoff.map({ c in empty.contains { $0.updatedAt < c } }) == true else { return }
+        var kept = empty.count
+        for record in empty.sorted(by: { $0.updatedAt < $1.updatedAt }) {
+            guard kept > limit || (cutoff.map { record.updatedAt < $0 } ?? false) else { break }
+            kept -= 1
+            forget(record)
+        }
+    }
+
+    /// Downloads with kept bytes and nothing running: paused, or failed with a partial; oldest first.
+    private func idlePartials() -> [DownloadRecord] {
+        byID.values
+            .filter { $0.attempt == nil && ($0.state == .paused || $0.state == .failed) && $0.keptBytes > 0 }
+            .sorted { $0.updatedAt != $1.updatedAt ? $0.updatedAt < $1.updatedAt : $0.id < $1.id }
+    }
+
+    /// Completed downloads in the cache area, least recently used first.
+    private func cacheFiles() -> [DownloadRecord] {
+        byID.values
+            .filter { $0.state == .completed && $0.storage == .cache && $0.finalPath != nil && !$0.moving }
+            .sorted { $0.lastAccess != $1.lastAccess ? $0.lastAccess < $1.lastAccess : $0.id < $1.id }
+    }
+
+    private func purgePartial(_ record: DownloadRecord, reason: PurgeReason) {
+        let bytes = record.keptBytes
+        discardPartial(record)
+        record.updatedAt = clock.now()
+        notePurge(PurgeEvent(kind: .pausedPartial, reason: reason, id: record.id, url: record.url, bytes: bytes))
+    }
+
+    /// Purges cache files, least recently used first, while `more(usage)` holds (usage: bytes of
+    /// paused partials and cache files).
+    private func purgeCacheFiles(reason: PurgeReason, while more: (Int64) -> Bool,
+                                 freed: (Int64) -> Void = { _ in }) {
+        let files = cacheFiles()
+        var usage = idlePartials().reduce(0) { $0 + $1.keptBytes } + files.reduce(0) { $0 + ($1.size ?? 0) }
+        for record in files {
+            guard more(usage) else { break }
+            let bytes = record.size ?? 0
+            usage -= bytes
+            if let path = record.finalPath { removeLater(path) }  // Its id (so its name) is never reused.
+            forget(record)
+            freed(bytes)
+            notePurge(PurgeEvent(kind: .cacheFile, reason: reason, id: record.id, url: record.url, bytes: bytes))
+        }
+    }
+
+    /// Under `lock`: counts the purge and reports it (in order, without the lock). Callers journal.
+    private func notePurge(_ event: PurgeEvent) {
+        stats.purges[PurgeCounterKey(kind: event.kind, reason: event.reason), default: 0] += 1
+        guard let handler = purgeHandler else { return }
+        timerQueue.async { handler(event) }
+    }
+}

@@ -1,0 +1,55 @@
+import Foundation
+import Glibc
+
+/// Free and total bytes of one file system, and which file system it is.
+struct DiskSpace: Sendable, Equatable {
+    var free: Int64
+    var total: Int64
+    /// `f_fsid`: equal for two paths on the same file system.
+    var fileSystem: UInt64
+
+    /// `statvfs` of `path` (blocks available to unprivileged users); nil when it fails.
+    static func of(_ path: String) -> DiskSpace? {
+        var s = statvfs()
+        guard statvfs(path, &s) == 0 else { return nil }
+        return DiskSpace(free: Int64(s.f_bavail) * Int64(s.f_frsize), total: Int64(s.f_blocks) * Int64(s.f_frsize),
+                         fileSystem: UInt64(s.f_fsid))
+    }
+}
+
+/// Where the engine learns about memory and disk pressure. Injected, so tests raise pressure
+/// deterministically (`DownloadEngine.init(…pressure:)`); `LinuxPressureMonitor` in production.
+///
+/// The engine asks for samples (off its lock) whenever the monitor ticks, before each attempt starts,
+/// and purges under its lock from what the samples say.
+protocol PressureMonitor: AnyObject, Sendable {
+    /// True while memory is under pressure.
+    func memoryUnderPressure() -> Bool
+    /// Free and total bytes of the file system holding `path`; nil when unknown.
+    func space(of path: String) -> DiskSpace?
+    /// Starts calling `tick` about every `interval` seconds (on the monitor's own queue) until `stop()`.
+    func start(interval: Double, tick: @escaping @Sendable () -> Void)
+    func stop()
+}
+
+/// Free-space thresholds below which a storage area counts as low.
+struct DiskPressure: Sendable {
+    var minFreeBytes: Int64 = 1 << 30
+    var minFreeFraction: Double = 0.05
+
+    func isLow(free: Int64, total: Int64) -> Bool {
+        free < minFreeBytes || (total > 0 && Double(free) < minFreeFraction * Double(total))
+    }
+
+    /// Never low.
+    static let disabled = DiskPressure(minFreeBytes: 0, minFreeFraction: 0)
+}
+
+/// Real free space, never memory pressure, and no ticks: the engine checks only before attempts.
+/// The default for engines built with injected parts (tests).
+final class DiskOnlyPressureMonitor: PressureMonitor {
+    func memoryUnderPressure() -> Bool { false }
+    func space(of path: String) -> DiskSpace? { DiskSpace.of(path) }
+    func start(interval: Double, tick: @escaping @Sendable () -> Void) {}
+    func stop() {}
+}

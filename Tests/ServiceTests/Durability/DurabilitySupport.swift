@@ -1,0 +1,36 @@
+import Foundation
+import Testing
+@testable import DownloaderEngine
+
+/// Helpers for the durability tests that drive the real executable.
+enum Durability {
+    static let allowLoopback = ["--allow-private-networks"]
+
+    static func root(_ name: String) -> URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("ds-\(name)-\(UUID().uuidString)")
+    }
+
+    static func sha256(_ bytes: [UInt8]) -> String { SHA256Hasher.hex(bytes) }
+
+    /// SHA-256 of a file's bytes, nil when it cannot be read.
+    static func sha256(file path: String) -> String? {
+        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        return SHA256Hasher.hex([UInt8](data))
+    }
+
+    /// `GET /downloads` as objects.
+    static func list(_ service: ServiceProcess) async throws -> [[String: Any]] {
+        let answer = try await service.client.request("GET", "/downloads")
+        #expect(answer.status == 200)
+        return answer.json["downloads"] as? [[String: Any]] ?? []
+    }
+
+    /// Waits on the progress stream of `id` for `completed` or `failed`; returns its data.
+    static func waitForEnd(_ service: ServiceProcess, id: String) async throws -> [String: Any] {
+        let (head, stream) = try await service.client.openStream("/downloads/\(id)/progress")
+        defer { stream.close() }
+        #expect(head.status == 200)
+        let event = try await stream.next { $0.event == "completed" || $0.event == "failed" }
+        return try #require(event, "the progress stream of \(id) ended early").json
+    }
+}

@@ -1,0 +1,42 @@
+import Testing
+@testable import DownloaderEngine
+
+@Suite struct PressureParsersTests {
+    @Test(arguments: [
+        ("some avg10=12.50 avg60=3.00 avg300=1.00 total=123\nfull avg10=1.00 avg60=0.00 avg300=0.00 total=5\n", 12.5),
+        ("some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n", 0.0),
+        ("full avg10=5.00 avg60=0.00 avg300=0.00 total=0\n", nil),
+        ("", nil),
+    ] as [(String, Double?)])
+    func psiSomeAvg10(text: String, expected: Double?) {
+        #expect(PressureParsers.someAvg10(text) == expected)
+    }
+
+    @Test func memoryEvents() {
+        let parsed = PressureParsers.memoryEvents("low 0\nhigh 17\nmax 3\noom 0\noom_kill 0\n")
+        #expect(parsed?.high == 17 && parsed?.max == 3)
+        #expect(PressureParsers.memoryEvents("low 0\n") == nil)
+    }
+
+    @Test func cgroupPaths() {
+        let v2 = PressureParsers.cgroups("0::/system.slice/ds.service\n")
+        #expect(v2.v2 == "/system.slice/ds.service" && v2.v1Memory == nil)
+        let v1 = PressureParsers.cgroups("5:cpu,cpuacct:/\n4:memory:/docker/abc\n0::/\n")
+        #expect(v1.v1Memory == "/docker/abc" && v1.v2 == "/")
+    }
+
+    @Test func linuxMonitorReadsThisMachine() throws {
+        let monitor = LinuxPressureMonitor(memoryThreshold: .infinity)
+        #expect(!monitor.memoryUnderPressure())  // An infinite threshold: only cgroup events could say yes.
+        let space = try #require(monitor.space(of: "/"))
+        #expect(space.total > 0 && space.free >= 0 && space.free <= space.total)
+        #expect(monitor.space(of: "/nonexistent/dir") == nil)
+    }
+
+    @Test func crashPointsParse() {
+        #expect(CrashPoint("before-publish-rename") == .beforePublishRename)
+        #expect(CrashPoint("after-publish-rename") == .afterPublishRename)
+        #expect(CrashPoint("mid-journal-write:3") == .midJournalWrite(3))
+        #expect(CrashPoint("mid-journal-write:0") == nil && CrashPoint("anything") == nil)
+    }
+}

@@ -1,0 +1,68 @@
+import Foundation
+import Glibc
+import Testing
+@testable import DownloaderEngine
+
+/// SIGTERM is a shutdown, not a cancel: transfers stop with their partials flushed and journaled, the
+/// process exits 0 quickly, and after the restart the downloads carry on by themselves from where
+/// they stopped, with their callers' tokens still working.
+@Suite(.timeLimit(.minutes(2)))
+struct ServiceShutdownTests {
+    @Test func sigtermFlushesJournalsAndTheDownloadsCarryOnWithTheirTokens() async throws {
+        // Two origins: t0's is unthrottled after the restart (it completes), t1's stays throttled
+        // (so it is still running when its caller cancels).
+        let origin = try TestOrigin(bodySize: 16 << 20, path: "/t0.bin")
+        defer { origin.stop() }
+        let slow = try TestOrigin(bodySize: 40 << 20, path: "/t1.bin")
+        defer { slow.stop() }
+        origin.update { $0.bytesPerSecond = 1 << 20 }
+        slow.update { $0.bytesPerSecond = 1 << 20 }
+        let urls = [origin.url("/t0.bin"), slow.url("/t1.bin")]
+        let root = Durability.root("sigterm")
+        let first = try await ServiceProcess.start(root: root, arguments: Durability.allowLoopback)
+        var ids: [String] = []
+        var tokens: [String] = []
+        for url in urls {
+            let created = try await first.client.ask(url)
+            ids.append(try #require(created.string("id")))
+            tokens.append(try #require(created.string("token")))
+        }
+        for id in ids {
+            let (_, stream) = try await first.client.openStream("/downloads/\(id)/progress")
+            _ = try await stream.next { ($0.json["bytesWritten"] as? Int ?? 0) >= 512 << 10 }
+            stream.close()
+        }
+        let asked = Date()
+        #expect(try await first.stop(signal: SIGTERM) == 0)
+        #expect(Date().timeIntervalSince(asked) < 5, "the shutdown took too long")
+
+        // Every partial was flushed and its full length journaled as durable.
+        let state = root.appendingPathComponent("state").path
+        guard case .loaded(let entries) = StateJournal(directory: state).load() else {
+            Issue.record("no journal")
+            return
+        }
+        var offsets: [String: Int64] = [:]
+        for entry in entries {
+            #expect(entry.state == .downloading, "\(entry.id) is \(entry.state)")
+            #expect(entry.verifiedOffset > 0)
+            #expect(FileStore.fileSize(state + "/partials/\(entry.id).part") == entry.verifiedOffset)
+            #expect(entry.tokens?.count == 1)
+            offsets[entry.url] = entry.verifiedOffset
+        }
+
+        origin.update { $0.bytesPerSecond = nil }
+        let second = try await ServiceProcess.start(root: root, arguments: Durability.allowLoopback)
+        // t1's caller is still its caller: its token cancels (pauses) it, keeping the journaled bytes.
+        let cancelled = try await second.client.request("DELETE", "/downloads/\(tokens[1])")
+        #expect(cancelled.status == 200 && cancelled.string("state") == "paused", "\(cancelled.bodyText)")
+        #expect(Int64(cancelled.json["bytesWritten"] as? Int ?? 0) >= offsets[urls[1]] ?? .max)
+        // t0 carries on by itself and resumes exactly where it stopped.
+        let done = try await Durability.waitForEnd(second, id: ids[0])
+        #expect(done["state"] as? String == "completed")
+        #expect(done["sha256"] as? String == Durability.sha256(origin.expectedBody(path: "/t0.bin")))
+        let resumedAt = origin.requests(path: "/t0.bin").last?.header("range")
+        #expect(resumedAt == "bytes=\(offsets[urls[0]] ?? -1)-")
+        #expect(try await second.stop() == 0)
+    }
+}

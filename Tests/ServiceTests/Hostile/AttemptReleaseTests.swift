@@ -1,0 +1,46 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import DownloaderEngine
+
+/// Regression for the leak the fault soak found: the transfer holds its attempt as delegate and the
+/// attempt held the transfer as its handle, so every attempt (and its transfer, response headers and
+/// partial-file buffer) stayed alive forever. Each attempt must be freed once it settled.
+@Suite struct AttemptReleaseTests {
+    /// The real libcurl driver, remembering each attempt and transfer weakly.
+    final class WeakRecordingDriver: TransferStarting, @unchecked Sendable {
+        struct Weak { weak var delegate: TransferDelegate?; weak var handle: AnyObject? }
+        let inner = CurlTransferDriver()
+        private let started = Mutex<[Weak]>([])
+
+        func start(_ request: TransferRequest, delegate: TransferDelegate) -> TransferHandle {
+            let handle = inner.start(request, delegate: delegate)
+            started.withLock { $0.append(Weak(delegate: delegate, handle: handle as AnyObject)) }
+            return handle
+        }
+
+        var count: Int { started.withLock { $0.count } }
+        var alive: Int { started.withLock { $0.filter { $0.delegate != nil || $0.handle != nil }.count } }
+    }
+
+    @Test func attemptsAndTransfersAreFreedAfterCutsAndCompletion() async throws {
+        let origin = try TestOrigin(bodySize: 200_000)
+        defer { origin.stop() }
+        origin.inject(.cut(afterBodyBytes: 50_000))
+        origin.inject(.reset(afterBodyBytes: 20_000))
+        origin.inject(.status(500, retryAfter: nil))
+        let driver = WeakRecordingDriver()
+        var c = EngineFixture.configuration(EngineFixture.root())
+        c.retryBaseDelay = 0.01
+        let engine = try DownloadEngine(configuration: c, driver: driver, diskPressure: .disabled)
+        let r = try engine.request(DownloadRequest(url: origin.url))
+        let done = try await EngineLiveTests.finish(engine, r.snapshot.id)
+        #expect(done.state == .completed)
+        #expect(driver.count == 4)
+        // Deallocation has no event to wait on: poll, bounded (the settling work item lets go last).
+        for _ in 0..<200 where driver.alive > 0 {
+            try await Task.sleep(nanoseconds: 10_000_000)
+        }
+        #expect(driver.alive == 0, "\(driver.alive) of \(driver.count) attempts are still alive")
+    }
+}

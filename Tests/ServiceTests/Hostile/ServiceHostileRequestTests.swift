@@ -1,0 +1,55 @@
+import Foundation
+import Testing
+
+/// The hostile-request corpus and odd request-targets against the real `download-service`
+/// executable: every request is refused with a JSON error, the refused connections close, nothing
+/// is fetched on a caller's absolute-form say-so, and the process keeps serving and exits cleanly.
+@Suite("Hostile requests against the executable", .timeLimit(.minutes(2)))
+struct ServiceHostileRequestTests {
+    @Test func wholeCorpusAtOnceLeavesTheServiceServing() async throws {
+        let service = try await ServiceProcess.start()
+        // The 408 case waits out the 10 s header timeout; MiniHTTPServer's own suite covers it.
+        let cases = HostileRequestCorpus.rejected.filter { $0.status != 408 }
+        try await withThrowingTaskGroup(of: (String, Int, Bool, Bool).self) { group in
+            for hostile in cases {
+                group.addTask {
+                    let client = try await RawHTTPClient.connect(port: service.port)
+                    defer { client.close() }
+                    try? await client.send(hostile.bytes)
+                    let response = try await client.readResponse()
+                    let isJSONError = (response.json["error"] as? [String: Any])?["code"] is String
+                    return (hostile.name, response.status, isJSONError, try await client.readsEndOfStream())
+                }
+            }
+            for try await (name, status, isJSONError, closed) in group {
+                #expect(status == cases.first { $0.name == name }?.status, "\(name)")
+                #expect(isJSONError && closed, "\(name): JSON error \(isJSONError), closed \(closed)")
+            }
+        }
+        let health = try await service.client.request("GET", "/healthz")
+        #expect(health.status == 200)
+        #expect(try await service.stop() == 0)
+    }
+
+    @Test func oddRequestTargetsAreNotRoutedAndNothingIsFetched() async throws {
+        let origin = try TestOrigin(bodySize: 1024)
+        defer { origin.stop() }
+        let service = try await ServiceProcess.start(arguments: ["--allow-private-networks"])
+        let targets = [
+            origin.url, origin.url("/downloads"), "http://127.0.0.1:\(service.port)/healthz", "*",
+            "127.0.0.1:\(origin.port)", "//127.0.0.1:\(origin.port)/file", "/downloads/../healthz", "/%2e%2e/healthz",
+        ]
+        for target in targets {
+            for method in ["GET", "POST", "CONNECT", "OPTIONS"] {
+                let client = try await RawHTTPClient.connect(port: service.port)
+                defer { client.close() }
+                try await client.send("\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n")
+                let response = try await client.readResponse()
+                #expect(response.status == 404, "\(method) \(target): \(response.status) \(response.text)")
+                #expect((response.json["error"] as? [String: Any])?["code"] as? String == "not_found", "\(method) \(target)")
+            }
+        }
+        #expect(origin.connectionCount == 0, "the service fetched a caller's request-target")
+        #expect(try await service.stop() == 0)
+    }
+}
