@@ -11,6 +11,9 @@ struct ServerSentEvent: Equatable {
         if let retryMilliseconds { out += "retry: \(retryMilliseconds)\n" }
         if let id { out += "id: \(id)\n" }
         if let event { out += "event: \(sanitise(event))\n" }
+        if !data.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D }) {
+            return out + "data: \(data)\n\n"  // One line, nothing to strip: JSON data always.
+        }
         for line in data.split(separator: "\n", omittingEmptySubsequences: false) {
             out += "data: \(sanitise(String(line)))\n"
         }
@@ -22,6 +25,6 @@ struct ServerSentEvent: Equatable {
 
     /// CR would end a field early; a stray one must not split an event.
     private func sanitise(_ s: String) -> String {
-        s.replacingOccurrences(of: "\r", with: "")
+        s.utf8.contains(0x0D) ? s.replacingOccurrences(of: "\r", with: "") : s
     }
 }

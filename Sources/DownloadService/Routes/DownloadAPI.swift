@@ -13,6 +13,8 @@ struct DownloadAPI: Sendable {
     var subscriberQuota = SubscriberQuota(limit: 16_384)
     /// Live caller tokens per client address (`--max-downloads-per-client`); nil = no limit.
     var callerQuota: CallerQuota? = nil
+    /// Each event's SSE data, encoded once for all the download's streams.
+    let eventData = EventDataCache()
 
     func respond(to request: Request) async -> Response {
         guard let endpoint = Endpoint(path: request.path) else {

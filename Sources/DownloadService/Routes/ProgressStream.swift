@@ -27,6 +27,7 @@ extension DownloadAPI {
         guard let subscription = engine.subscribe(id: id) else { return unknownDownloadResponse(id) }
         let firstID = (request.headers["Last-Event-ID"].flatMap { UInt64($0.trimmingCharacters(in: .whitespaces)) } ?? 0) &+ 1
         let keepAlive = keepAliveInterval
+        let eventData = self.eventData
         return Response(headers: headers, body: .stream { writer in
             // The stream's place is held while this closure lives (dropped with the response).
             defer { withExtendedLifetime(lease) {} }
@@ -39,7 +40,8 @@ extension DownloadAPI {
                 }
                 var nextID = firstID
                 for await event in subscription {
-                    var sse = DownloadAPI.serverSentEvent(for: event, id: nextID)
+                    var sse = ServerSentEvent(id: nextID, event: DownloadAPI.eventName(event),
+                                              data: eventData.data(for: event, encode: DownloadAPI.eventData))
                     if nextID == firstID { sse.retryMilliseconds = DownloadAPI.retryMilliseconds }
                     nextID &+= 1
                     try await writer.write(Array(sse.encoded.utf8))
@@ -52,19 +54,27 @@ extension DownloadAPI {
 
     /// The SSE form of an engine event: its name, and the snapshot (plus offset/restarted) as data.
     static func serverSentEvent(for event: DownloadEvent, id: UInt64) -> ServerSentEvent {
-        var data = SnapshotJSON.object(event.snapshot)
-        let name: String
+        ServerSentEvent(id: id, event: eventName(event), data: eventData(event))
+    }
+
+    static func eventName(_ event: DownloadEvent) -> String {
         switch event {
-        case .progress: name = "progress"
-        case .resumed(let offset, let restarted, _):
-            name = "resumed"
+        case .progress: "progress"
+        case .resumed: "resumed"
+        case .paused: "paused"
+        case .completed: "completed"
+        case .failed: "failed"
+        }
+    }
+
+    /// The snapshot as JSON, plus `offset` and `restarted` for a resume.
+    static func eventData(_ event: DownloadEvent) -> String {
+        var data = SnapshotJSON.object(event.snapshot)
+        if case .resumed(let offset, let restarted, _) = event {
             data["offset"] = offset
             data["restarted"] = restarted
-        case .paused: name = "paused"
-        case .completed: name = "completed"
-        case .failed: name = "failed"
         }
-        return ServerSentEvent(id: id, event: name, data: JSON.string(data))
+        return JSON.string(data)
     }
 
     func unknownDownloadResponse(_ id: String) -> Response {

@@ -1,9 +1,16 @@
 import Foundation
 
-/// Serialises JSON-compatible values (`[String: Any]`, arrays, strings, numbers, `NSNull`) with
-/// sorted keys and unescaped slashes, so responses are stable and readable.
+/// Serialises JSON-compatible values (`[String: Any]`, arrays, strings, integers, doubles, bools,
+/// `NSNull`, nil) with keys in byte order and unescaped slashes, so responses and log lines are
+/// stable and readable. Hand-written because it runs once or twice per request (answer, access log)
+/// and once per progress event: Foundation's `JSONSerialization` with `.sortedKeys` cost about
+/// 75 % of the service's CPU per request (`scripts/bench` section 4, perf). A value of another
+/// type falls back to `JSONSerialization` for the whole object.
 enum JSON {
     static func bytes(_ object: Any) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        if write(object, into: &out) { return out }
         guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else {
             return Array(#"{"error":{"code":"internal","message":"response encoding failed"}}"#.utf8)
         }
@@ -20,5 +27,69 @@ enum JSON {
     /// RFC 3339 timestamp with milliseconds, in UTC.
     static func timestamp(_ date: Date) -> String {
         Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: .gmt).format(date)
+    }
+
+    /// Appends `value`; false for a type it does not know (the caller falls back).
+    private static func write(_ value: Any, into out: inout [UInt8]) -> Bool {
+        switch value {
+        case let string as String: writeString(string, into: &out)
+        case let bool as Bool: out.append(contentsOf: bool ? Array("true".utf8) : Array("false".utf8))
+        case let int as Int: out.append(contentsOf: String(int).utf8)
+        case let int as Int64: out.append(contentsOf: String(int).utf8)
+        case let int as UInt64: out.append(contentsOf: String(int).utf8)
+        case let int as Int32: out.append(contentsOf: String(int).utf8)
+        case let double as Double: writeDouble(double, into: &out)
+        case is NSNull: out.append(contentsOf: "null".utf8)
+        case let object as [String: Any]:
+            out.append(UInt8(ascii: "{"))
+            for (index, key) in object.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }).enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                writeString(key, into: &out)
+                out.append(UInt8(ascii: ":"))
+                guard write(object[key]!, into: &out) else { return false }
+            }
+            out.append(UInt8(ascii: "}"))
+        case let array as [Any]:
+            out.append(UInt8(ascii: "["))
+            for (index, element) in array.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                guard write(element, into: &out) else { return false }
+            }
+            out.append(UInt8(ascii: "]"))
+        case let optional as Any? where optional == nil: out.append(contentsOf: "null".utf8)
+        default: return false
+        }
+        return true
+    }
+
+    /// Integral values as integers (like JSONSerialization); non-finite ones as null.
+    private static func writeDouble(_ double: Double, into out: inout [UInt8]) {
+        if !double.isFinite {
+            out.append(contentsOf: "null".utf8)
+        } else if double == double.rounded(), abs(double) < 1e15 {
+            out.append(contentsOf: String(Int64(double)).utf8)
+        } else {
+            out.append(contentsOf: "\(double)".utf8)
+        }
+    }
+
+    private static func writeString(_ string: String, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for byte in string.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): out.append(contentsOf: #"\""#.utf8)
+            case UInt8(ascii: "\\"): out.append(contentsOf: #"\\"#.utf8)
+            case 0x0A: out.append(contentsOf: #"\n"#.utf8)
+            case 0x0D: out.append(contentsOf: #"\r"#.utf8)
+            case 0x09: out.append(contentsOf: #"\t"#.utf8)
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                out.append(contentsOf: #"\u00"#.utf8)
+                out.append(hex[Int(byte >> 4)])
+                out.append(hex[Int(byte & 0x0f)])
+            default: out.append(byte)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
     }
 }
