@@ -31,15 +31,12 @@ enum JSON {
 
     /// Appends `value`; false for a type it does not know (the caller falls back).
     private static func write(_ value: Any, into out: inout [UInt8]) -> Bool {
+        // Class casts (NSNull) come last: trying one on a Swift dictionary bridges it to NSDictionary.
         switch value {
         case let string as String: writeString(string, into: &out)
-        case let bool as Bool: out.append(contentsOf: bool ? Array("true".utf8) : Array("false".utf8))
         case let int as Int: out.append(contentsOf: String(int).utf8)
-        case let int as Int64: out.append(contentsOf: String(int).utf8)
-        case let int as UInt64: out.append(contentsOf: String(int).utf8)
-        case let int as Int32: out.append(contentsOf: String(int).utf8)
         case let double as Double: writeDouble(double, into: &out)
-        case is NSNull: out.append(contentsOf: "null".utf8)
+        case let bool as Bool: out.append(contentsOf: bool ? Array("true".utf8) : Array("false".utf8))
         case let object as [String: Any]:
             out.append(UInt8(ascii: "{"))
             for (index, key) in object.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }).enumerated() {
@@ -56,7 +53,11 @@ enum JSON {
                 guard write(element, into: &out) else { return false }
             }
             out.append(UInt8(ascii: "]"))
+        case let int as Int64: out.append(contentsOf: String(int).utf8)
+        case let int as UInt64: out.append(contentsOf: String(int).utf8)
+        case let int as Int32: out.append(contentsOf: String(int).utf8)
         case let optional as Any? where optional == nil: out.append(contentsOf: "null".utf8)
+        case is NSNull: out.append(contentsOf: "null".utf8)
         default: return false
         }
         return true
