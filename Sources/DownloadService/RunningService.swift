@@ -41,10 +41,7 @@ final class RunningService: Sendable {
         serverConfiguration.accessLog = { entry in
             metrics.record(status: entry.status, bytes: entry.bytes,
                            isFile: entry.path.hasSuffix("/file") && (200..<300).contains(entry.status))
-            logger.info("request", [
-                "method": entry.method, "path": entry.path, "status": entry.status, "bytes": entry.bytes,
-                "durationMs": (entry.durationSeconds * 1_000_000).rounded() / 1000, "remote": entry.remoteAddress,
-            ])
+            logger.request(entry)
         }
         let server = HTTPServer(configuration: serverConfiguration) { request in await handlerAPI.respond(to: request) }
         let port = try server.start()

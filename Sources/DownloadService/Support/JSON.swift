@@ -64,7 +64,7 @@ enum JSON {
     }
 
     /// Integral values as integers (like JSONSerialization); non-finite ones as null.
-    private static func writeDouble(_ double: Double, into out: inout [UInt8]) {
+    static func writeDouble(_ double: Double, into out: inout [UInt8]) {
         if !double.isFinite {
             out.append(contentsOf: "null".utf8)
         } else if double == double.rounded(), abs(double) < 1e15 {
@@ -74,7 +74,7 @@ enum JSON {
         }
     }
 
-    private static func writeString(_ string: String, into out: inout [UInt8]) {
+    static func writeString(_ string: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         for byte in string.utf8 {
             switch byte {

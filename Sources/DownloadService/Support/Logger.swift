@@ -1,4 +1,5 @@
 import Foundation
+import MiniHTTPServer
 
 /// Writes one JSON object per line to stderr: `{"ts":…,"level":…,"msg":…, fields…}`.
 struct Logger: Sendable {
@@ -20,6 +21,32 @@ struct Logger: Sendable {
         object["msg"] = message
         sink(JSON.string(object))
     }
+
+    /// The access-log line of one request: the same JSON as `info("request", …)` with its fields,
+    /// written directly because it runs for every request (a dictionary of `Any` costs casts).
+    func request(_ entry: AccessLogEntry, at date: Date = Date()) {
+        var out: [UInt8] = []
+        out.reserveCapacity(192)
+        out.append(contentsOf: #"{"bytes":"#.utf8)
+        out.append(contentsOf: String(entry.bytes).utf8)
+        out.append(contentsOf: #","durationMs":"#.utf8)
+        JSON.writeDouble(Self.milliseconds(entry.durationSeconds), into: &out)
+        out.append(contentsOf: #","level":"info","method":"#.utf8)
+        JSON.writeString(entry.method, into: &out)
+        out.append(contentsOf: #","msg":"request","path":"#.utf8)
+        JSON.writeString(entry.path, into: &out)
+        out.append(contentsOf: #","remote":"#.utf8)
+        JSON.writeString(entry.remoteAddress, into: &out)
+        out.append(contentsOf: #","status":"#.utf8)
+        out.append(contentsOf: String(entry.status).utf8)
+        out.append(contentsOf: #","ts":"#.utf8)
+        JSON.writeString(JSON.timestamp(date), into: &out)
+        out.append(UInt8(ascii: "}"))
+        sink(String(decoding: out, as: UTF8.self))
+    }
+
+    /// Seconds as milliseconds with microsecond precision.
+    static func milliseconds(_ seconds: Double) -> Double { (seconds * 1_000_000).rounded() / 1000 }
 
     func info(_ message: String, _ fields: [String: Any] = [:]) { log(.info, message, fields) }
     func warning(_ message: String, _ fields: [String: Any] = [:]) { log(.warning, message, fields) }

@@ -1,5 +1,6 @@
 import DownloaderEngine
 import Foundation
+import MiniHTTPServer
 import Synchronization
 import Testing
 @testable import DownloadService
@@ -71,5 +72,25 @@ import Testing
         for id in ["b", "c", "d"] { _ = data(.progress(Self.snapshot(id, bytes: 1))) }
         #expect(data(next).contains(#""bytesWritten":2"#))
         #expect(encodings.withLock { $0 } == 6)
+    }
+}
+
+/// The per-request access-log line, written directly, says what the general logger would.
+@Suite struct AccessLogLineTests {
+    @Test(arguments: [
+        AccessLogEntry(method: "GET", path: "/healthz", status: 200, bytes: 15, durationSeconds: 0.000123456, remoteAddress: "127.0.0.1"),
+        AccessLogEntry(method: "POST", path: "/d\"o\\w\n", status: 413, bytes: 0, durationSeconds: 2, remoteAddress: "::1"),
+    ])
+    func matchesTheGeneralLogger(_ entry: AccessLogEntry) {
+        let lines = Mutex<[String]>([])
+        let logger = Logger { line in lines.withLock { $0.append(line) } }
+        let date = Date(timeIntervalSince1970: 1_800_000_000.25)
+        logger.request(entry, at: date)
+        logger.log(.info, "request", [
+            "method": entry.method, "path": entry.path, "status": entry.status, "bytes": entry.bytes,
+            "durationMs": Logger.milliseconds(entry.durationSeconds), "remote": entry.remoteAddress,
+        ], at: date)
+        let written = lines.withLock { $0 }
+        #expect(written.count == 2 && written[0] == written[1], "\(written)")
     }
 }
