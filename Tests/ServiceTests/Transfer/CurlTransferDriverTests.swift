@@ -6,15 +6,19 @@ import Testing
 
 /// The libcurl driver against the in-process `TestOrigin`.
 @Suite struct CurlTransferDriverTests {
-    @Test func fullBodyArrivesByteIdenticalWithValidators() async throws {
-        let origin = try TestOrigin(bodySize: 3 * 1024 * 1024 + 17)
-        defer { origin.stop() }
+    /// One transfer on a fresh driver: its summary, and the recorder that saw it.
+    static func fetchOnce(_ request: TransferRequest) async throws -> (TransferSummary, TransferRecorder) {
         let driver = CurlTransferDriver()
         defer { driver.shutdown() }
         let recorder = TransferRecorder()
+        _ = driver.start(request, delegate: recorder)
+        return (try await recorder.outcome().get(), recorder)
+    }
 
-        _ = driver.start(.test(origin.url), delegate: recorder)
-        let summary = try await recorder.outcome().get()
+    @Test func fullBodyArrivesByteIdenticalWithValidators() async throws {
+        let origin = try TestOrigin(bodySize: 3 * 1024 * 1024 + 17)
+        defer { origin.stop() }
+        let (summary, recorder) = try await Self.fetchOnce(.test(origin.url))
 
         #expect(summary.head.status == 200)
         #expect(summary.head.value("ETag") == origin.etag())
@@ -53,12 +57,7 @@ import Testing
         defer { origin.stop() }
         origin.redirect(from: "/a", to: "/b")
         origin.redirect(from: "/b", to: "/file", status: 307)
-        let driver = CurlTransferDriver()
-        defer { driver.shutdown() }
-        let recorder = TransferRecorder()
-
-        _ = driver.start(.test(origin.url("/a"), headers: [("Range", "bytes=10-")]), delegate: recorder)
-        let summary = try await recorder.outcome().get()
+        let (summary, recorder) = try await Self.fetchOnce(.test(origin.url("/a"), headers: [("Range", "bytes=10-")]))
 
         #expect(recorder.heads.count == 1)
         #expect(summary.head.status == 206)
@@ -138,12 +137,7 @@ import Testing
     @Test func emptyBodyStillDeliversTheHead() async throws {
         let origin = try TestOrigin(bodySize: 0)
         defer { origin.stop() }
-        let driver = CurlTransferDriver()
-        defer { driver.shutdown() }
-        let recorder = TransferRecorder()
-
-        _ = driver.start(.test(origin.url), delegate: recorder)
-        let summary = try await recorder.outcome().get()
+        let (summary, recorder) = try await Self.fetchOnce(.test(origin.url))
 
         #expect(summary.head.status == 200)
         #expect(summary.bodyBytes == 0)
@@ -167,12 +161,7 @@ import Testing
     @Test func closeDelimitedBodyCompletes() async throws {
         let origin = try TestOrigin(bodySize: 200_000, settings: .init(closeDelimited: true))
         defer { origin.stop() }
-        let driver = CurlTransferDriver()
-        defer { driver.shutdown() }
-        let recorder = TransferRecorder()
-
-        _ = driver.start(.test(origin.url), delegate: recorder)
-        let summary = try await recorder.outcome().get()
+        let (summary, recorder) = try await Self.fetchOnce(.test(origin.url))
 
         #expect(summary.head.value("content-length") == nil)
         #expect(recorder.sink.bytes == origin.expectedBody())
@@ -354,12 +343,7 @@ import Testing
         defer { origin.stop() }
         let oldETag = try #require(origin.etag())
         origin.changeVersion()
-        let driver = CurlTransferDriver()
-        defer { driver.shutdown() }
-        let recorder = TransferRecorder()
-
-        _ = driver.start(.test(origin.url, headers: [("Range", "bytes=500-"), ("If-Range", oldETag)]), delegate: recorder)
-        let summary = try await recorder.outcome().get()
+        let (summary, recorder) = try await Self.fetchOnce(.test(origin.url, headers: [("Range", "bytes=500-"), ("If-Range", oldETag)]))
 
         #expect(summary.head.status == 200)
         #expect(summary.head.value("etag") == origin.etag())
