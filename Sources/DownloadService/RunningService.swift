@@ -1,13 +1,13 @@
 import DownloaderEngine
 import Foundation
 import MiniHTTPServer
+import Synchronization
 
 /// The engine and the HTTP server, started together and stopped together.
 final class RunningService: Sendable {
     let engine: DownloadEngine
     let server: HTTPServer
     let logger: Logger
-    private let signalSources = SignalSources()
     private let memoryTrimmer: MemoryTrimmer?
 
     private init(engine: DownloadEngine, server: HTTPServer, logger: Logger, memoryTrimmer: MemoryTrimmer?) {
@@ -63,39 +63,59 @@ final class RunningService: Sendable {
                               memoryTrimmer: MemoryTrimmer(interval: configuration.memoryTrimInterval))
     }
 
-    /// On the first of `signals`: stop accepting, finish in-flight requests, pause transfers
-    /// (journaled, so they carry on at the next start), then exit 0.
-    func stopOnSignals(_ signals: [Int32]) {
-        signalSources.install(signals) { [self] signal in
-            logger.info("shutting down", ["signal": Int(signal)])
-            Task {
-                async let serverStopped: Void = server.shutdown()
-                async let engineStopped: Void = engine.shutdown()
-                _ = await (serverStopped, engineStopped)
-                logger.info("stopped")
-                exit(0)
-            }
+    /// Stops accepting, finishes in-flight requests, pauses transfers (journaled, so they carry on
+    /// at the next start), then exits 0. Called once, for the first shutdown signal.
+    func shutDownAndExit(signal: Int32) {
+        logger.info("shutting down", ["signal": Int(signal)])
+        Task {
+            async let serverStopped: Void = server.shutdown()
+            async let engineStopped: Void = engine.shutdown()
+            _ = await (serverStopped, engineStopped)
+            logger.info("stopped")
+            exit(0)
         }
     }
 }
 
-/// Owns the dispatch sources that turn signals into a callback (once).
-private final class SignalSources: @unchecked Sendable {
-    // Only touched from `install`, which runs once on the main thread before dispatchMain().
-    private var sources: [DispatchSourceSignal] = []
+/// Turns the first of some signals into one shutdown. Installed before anything starts, so a signal
+/// that arrives while the service is still starting is kept (not lost, not fatal) and acted on as
+/// soon as `whenSignalled` gives the action. libdispatch registers the sources asynchronously: a
+/// signal in the very first moments after `init` (before that registration) is still ignored.
+final class ShutdownSignals: @unchecked Sendable {
+    private struct State {
+        var received: Int32?
+        var action: (@Sendable (Int32) -> Void)?
+    }
 
-    func install(_ signals: [Int32], handler: @escaping @Sendable (Int32) -> Void) {
-        let fired = Atomic(false)
+    private let state = Mutex(State())
+    /// Set up in `init` only; kept so the sources stay alive.
+    private var sources: [any DispatchSourceSignal] = []
+
+    init(_ signals: [Int32]) {
         for number in signals {
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler {
-                if !fired.exchange(true, ordering: .relaxed) { handler(number) }
-            }
+            source.setEventHandler { [weak self] in self?.received(number) }
             source.resume()
             sources.append(source)
         }
     }
-}
 
-import Synchronization
+    private func received(_ number: Int32) {
+        let action = state.withLock { s -> (@Sendable (Int32) -> Void)? in
+            guard s.received == nil else { return nil }
+            s.received = number
+            return s.action
+        }
+        action?(number)
+    }
+
+    /// Runs `action` on the first signal, at once if one already came.
+    func whenSignalled(_ action: @escaping @Sendable (Int32) -> Void) {
+        let pending = state.withLock { s -> Int32? in
+            s.action = action
+            return s.received
+        }
+        if let pending { action(pending) }
+    }
+}

@@ -18,6 +18,8 @@ case .run(let parsed):
     configuration = parsed
 }
 
+// Before anything starts: a SIGTERM during start-up must still mean a clean shutdown.
+let shutdownSignals = ShutdownSignals([SIGTERM, SIGINT])
 let service: RunningService
 do {
     service = try RunningService.start(configuration, logger: logger)
@@ -25,5 +27,5 @@ do {
     logger.error("could not start", ["error": String(describing: error)])
     exit(1)
 }
-service.stopOnSignals([SIGTERM, SIGINT])
+shutdownSignals.whenSignalled { service.shutDownAndExit(signal: $0) }
 dispatchMain()
