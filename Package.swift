@@ -19,7 +19,7 @@ let package = Package(
         .target(name: "DownloaderEngine", dependencies: ["CCurl", "CCrypto", "CLinux"]),
         .executableTarget(
             name: "DownloadService",
-            dependencies: ["MiniHTTPServer", "DownloaderEngine"]
+            dependencies: ["MiniHTTPServer", "DownloaderEngine", "CLinux"]
         ),
         .testTarget(
             name: "ServiceTests",

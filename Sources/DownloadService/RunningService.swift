@@ -1,4 +1,5 @@
 import DownloaderEngine
+import CLinux
 import Foundation
 import MiniHTTPServer
 import Synchronization
@@ -77,28 +78,31 @@ final class RunningService: Sendable {
     }
 }
 
-/// Turns the first of some signals into one shutdown. Installed before anything starts, so a signal
-/// that arrives while the service is still starting is kept (not lost, not fatal) and acted on as
-/// soon as `whenSignalled` gives the action. libdispatch registers the sources asynchronously: a
-/// signal in the very first moments after `init` (before that registration) is still ignored.
-final class ShutdownSignals: @unchecked Sendable {
+/// Turns the first of some signals into one shutdown. Set up before anything starts, with handlers
+/// in place when `init` returns (a C handler writing to a pipe that a thread reads), so a signal that
+/// arrives while the service is still starting is kept, not lost or fatal, and acted on as soon as
+/// `whenSignalled` gives the action.
+final class ShutdownSignals: Sendable {
     private struct State {
         var received: Int32?
         var action: (@Sendable (Int32) -> Void)?
     }
 
     private let state = Mutex(State())
-    /// Set up in `init` only; kept so the sources stay alive.
-    private var sources: [any DispatchSourceSignal] = []
 
-    init(_ signals: [Int32]) {
-        for number in signals {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { [weak self] in self?.received(number) }
-            source.resume()
-            sources.append(source)
+    /// Fails only if the pipe or a handler cannot be set up (or when called twice in a process).
+    init?(_ signals: [Int32]) {
+        let fd = signals.withUnsafeBufferPointer { clinux_catch_signals($0.baseAddress, Int32($0.count)) }
+        guard fd >= 0 else { return nil }
+        let thread = Thread { [self] in
+            var byte: UInt8 = 0
+            while true {
+                let n = read(fd, &byte, 1)
+                if n == 1 { received(Int32(byte)) } else if n == 0 || errno != EINTR { return }
+            }
         }
+        thread.name = "shutdown-signals"
+        thread.start()
     }
 
     private func received(_ number: Int32) {

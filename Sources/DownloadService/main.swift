@@ -19,7 +19,10 @@ case .run(let parsed):
 }
 
 // Before anything starts: a SIGTERM during start-up must still mean a clean shutdown.
-let shutdownSignals = ShutdownSignals([SIGTERM, SIGINT])
+guard let shutdownSignals = ShutdownSignals([SIGTERM, SIGINT]) else {
+    logger.error("could not install the SIGTERM/SIGINT handlers", [:])
+    exit(1)
+}
 let service: RunningService
 do {
     service = try RunningService.start(configuration, logger: logger)

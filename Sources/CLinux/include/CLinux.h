@@ -11,4 +11,9 @@
 
 int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);
 
+/// Installs one handler for `signals` that writes each signal's number (one byte) to a pipe, and
+/// returns the pipe's read end (-1 on failure, or when called twice). Handlers are in place when it
+/// returns, so no signal is lost or fatal from then on.
+int clinux_catch_signals(const int *signals, int count);
+
 #endif
