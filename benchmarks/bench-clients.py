@@ -124,97 +124,112 @@ async def call(port, method, path, body=None):
         return status, data.decode("utf-8", "replace")
 
 
-# ---------------------------------------------------------------- coalesce
-
-async def coalesce(args):
-    body = json.dumps({"url": args.url}).encode()
-    start_gate = asyncio.Event()
-    connected = 0
+async def gated_clients(count, port, timeout, exchange, limit=1 << 16):
+    """Opens `count` connections to `port` first, then releases them all at once: each runs
+    `exchange(reader, writer, rec, started)`, `started` being the moment of the release, and fills
+    its record `rec` ({"ok": False} until it says otherwise). Returns the records and how many
+    clients were still running after `timeout` (cancelled)."""
+    gate = asyncio.Event()
     all_connected = asyncio.Event()
+    connected = 0
+    released = {}
     results = []
 
-    async def client(i):
+    def arrived():
         nonlocal connected
+        connected += 1
+        if connected == count:
+            all_connected.set()
+
+    async def client():
         rec = {"ok": False}
         try:
-            reader, writer = await asyncio.open_connection(HOST, args.port)
+            reader, writer = await asyncio.open_connection(HOST, port, limit=limit)
         except OSError as e:
             rec["error"] = f"connect: {e}"
             results.append(rec)
-            connected += 1
-            if connected == args.clients:
-                all_connected.set()
+            arrived()
             return
-        connected += 1
-        if connected == args.clients:
-            all_connected.set()
+        arrived()
         try:
-            await start_gate.wait()
-            t0 = time.monotonic()
-            writer.write(request_bytes("POST", "/downloads", body))
-            await writer.drain()
-            status, headers = await read_head(reader)
-            answer = json.loads(await read_body(reader, headers))
-            rec["post_s"] = time.monotonic() - t0
-            rec["status"] = status
-            if status not in (200, 202):
-                rec["error"] = f"POST answered {status}: {answer}"
-                return
-            rec["id"] = answer["id"]
-            rec["coalesced"] = answer.get("coalesced")
-            writer.write(request_bytes("GET", f"/downloads/{answer['id']}/progress"))
-            await writer.drain()
-            status, headers = await read_head(reader)
-            if status != 200:
-                rec["error"] = f"progress answered {status}"
-                return
-            tail = b""
-            async for data in body_chunks(reader, headers, 65536):
-                tail = (tail + data)[-4096:]
-                if b"event: completed" in tail:
-                    rec["completed_s"] = time.monotonic() - start
-                    rec["ok"] = True
-                    break
-                if b"event: failed" in tail:
-                    rec["error"] = "download failed: " + tail.decode("utf-8", "replace")[-300:]
-                    break
-            else:
-                rec["error"] = "progress stream ended before completed"
-            if rec["ok"] and args.fetch_file:
-                # Like a Squid client, end with the whole file: GET /file on a new connection.
-                rec["ok"] = False
-                r2, w2 = await asyncio.open_connection(HOST, args.port, limit=1 << 20)
-                try:
-                    w2.write(request_bytes("GET", f"/downloads/{answer['id']}/file"))
-                    await w2.drain()
-                    status, headers = await read_head(r2)
-                    got = 0
-                    async for data in body_chunks(r2, headers):
-                        got += len(data)
-                finally:
-                    w2.close()
-                if status != 200 or (args.size and got != args.size):
-                    rec["error"] = f"file answered {status} with {got} bytes"
-                else:
-                    rec["ok"] = True
-                    rec["file_s"] = time.monotonic() - start
+            await gate.wait()
+            await exchange(reader, writer, rec, released["at"])
         except Exception as e:  # noqa: BLE001 - every failure is reported, none hidden
             rec["error"] = f"{type(e).__name__}: {e}"
         finally:
             writer.close()
             results.append(rec)
 
-    tasks = [asyncio.create_task(client(i)) for i in range(args.clients)]
-    await asyncio.wait_for(all_connected.wait(), args.timeout)
-    start = time.monotonic()
-    start_gate.set()
-    done, pending = await asyncio.wait(tasks, timeout=args.timeout)
+    tasks = [asyncio.create_task(client()) for _ in range(count)]
+    await asyncio.wait_for(all_connected.wait(), timeout)
+    released["at"] = time.monotonic()
+    gate.set()
+    _, pending = await asyncio.wait(tasks, timeout=timeout)
     for t in pending:
         t.cancel()
+    return results, len(pending)
+
+
+# ---------------------------------------------------------------- coalesce
+
+async def coalesce(args):
+    body = json.dumps({"url": args.url}).encode()
+
+    async def exchange(reader, writer, rec, started):
+        t0 = time.monotonic()
+        writer.write(request_bytes("POST", "/downloads", body))
+        await writer.drain()
+        status, headers = await read_head(reader)
+        answer = json.loads(await read_body(reader, headers))
+        rec["post_s"] = time.monotonic() - t0
+        rec["status"] = status
+        if status not in (200, 202):
+            rec["error"] = f"POST answered {status}: {answer}"
+            return
+        rec["id"] = answer["id"]
+        rec["coalesced"] = answer.get("coalesced")
+        writer.write(request_bytes("GET", f"/downloads/{answer['id']}/progress"))
+        await writer.drain()
+        status, headers = await read_head(reader)
+        if status != 200:
+            rec["error"] = f"progress answered {status}"
+            return
+        tail = b""
+        async for data in body_chunks(reader, headers, 65536):
+            tail = (tail + data)[-4096:]
+            if b"event: completed" in tail:
+                rec["completed_s"] = time.monotonic() - started
+                rec["ok"] = True
+                break
+            if b"event: failed" in tail:
+                rec["error"] = "download failed: " + tail.decode("utf-8", "replace")[-300:]
+                break
+        else:
+            rec["error"] = "progress stream ended before completed"
+        if rec["ok"] and args.fetch_file:
+            # Like a Squid client, end with the whole file: GET /file on a new connection.
+            rec["ok"] = False
+            r2, w2 = await asyncio.open_connection(HOST, args.port, limit=1 << 20)
+            try:
+                w2.write(request_bytes("GET", f"/downloads/{answer['id']}/file"))
+                await w2.drain()
+                status, headers = await read_head(r2)
+                got = 0
+                async for data in body_chunks(r2, headers):
+                    got += len(data)
+            finally:
+                w2.close()
+            if status != 200 or (args.size and got != args.size):
+                rec["error"] = f"file answered {status} with {got} bytes"
+            else:
+                rec["ok"] = True
+                rec["file_s"] = time.monotonic() - started
+
+    results, pending = await gated_clients(args.clients, args.port, args.timeout, exchange)
     posts = [r["post_s"] for r in results if "post_s" in r]
     completed = [r["completed_s"] for r in results if r.get("ok")]
     files = [r["file_s"] for r in results if r.get("ok") and "file_s" in r]
-    errors = [r.get("error", "timed out") for r in results if not r.get("ok")] + ["timed out"] * len(pending)
+    errors = [r.get("error", "timed out") for r in results if not r.get("ok")] + ["timed out"] * pending
     ids = {r["id"] for r in results if "id" in r}
     return {
         "clients": args.clients,
@@ -232,60 +247,29 @@ async def coalesce(args):
 # ---------------------------------------------------------------- proxy-get (Squid)
 
 async def proxy_get(args):
-    start_gate = asyncio.Event()
-    connected = 0
-    all_connected = asyncio.Event()
-    results = []
     req = (f"GET {args.url} HTTP/1.1\r\nHost: {args.url.split('/')[2]}\r\n"
            "Connection: close\r\n\r\n").encode()
 
-    async def client(i):
-        nonlocal connected
-        rec = {"ok": False}
-        try:
-            reader, writer = await asyncio.open_connection(HOST, args.proxy_port, limit=1 << 20)
-        except OSError as e:
-            rec["error"] = f"connect: {e}"
-            results.append(rec)
-            connected += 1
-            if connected == args.clients:
-                all_connected.set()
-            return
-        connected += 1
-        if connected == args.clients:
-            all_connected.set()
-        try:
-            await start_gate.wait()
-            t0 = time.monotonic()
-            writer.write(req)
-            await writer.drain()
-            status, headers = await read_head(reader)
-            rec["head_s"] = time.monotonic() - t0
-            got = 0
-            async for data in body_chunks(reader, headers):
-                got += len(data)
-            if status != 200 or got != args.size:
-                rec["error"] = f"status {status}, {got} of {args.size} bytes"
-            else:
-                rec["ok"] = True
-                rec["done_s"] = time.monotonic() - start
-                rec["cache"] = headers.get("x-cache", "")
-        except Exception as e:  # noqa: BLE001
-            rec["error"] = f"{type(e).__name__}: {e}"
-        finally:
-            writer.close()
-            results.append(rec)
+    async def exchange(reader, writer, rec, started):
+        t0 = time.monotonic()
+        writer.write(req)
+        await writer.drain()
+        status, headers = await read_head(reader)
+        rec["head_s"] = time.monotonic() - t0
+        got = 0
+        async for data in body_chunks(reader, headers):
+            got += len(data)
+        if status != 200 or got != args.size:
+            rec["error"] = f"status {status}, {got} of {args.size} bytes"
+        else:
+            rec["ok"] = True
+            rec["done_s"] = time.monotonic() - started
+            rec["cache"] = headers.get("x-cache", "")
 
-    tasks = [asyncio.create_task(client(i)) for i in range(args.clients)]
-    await asyncio.wait_for(all_connected.wait(), args.timeout)
-    start = time.monotonic()
-    start_gate.set()
-    done, pending = await asyncio.wait(tasks, timeout=args.timeout)
-    for t in pending:
-        t.cancel()
+    results, pending = await gated_clients(args.clients, args.proxy_port, args.timeout, exchange, limit=1 << 20)
     heads = [r["head_s"] for r in results if "head_s" in r]
     finished = [r["done_s"] for r in results if r.get("ok")]
-    errors = [r.get("error") for r in results if not r.get("ok")] + ["timed out"] * len(pending)
+    errors = [r.get("error") for r in results if not r.get("ok")] + ["timed out"] * pending
     return {
         "clients": args.clients,
         "ok": len(finished),
