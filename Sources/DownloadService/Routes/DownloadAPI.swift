@@ -15,6 +15,8 @@ struct DownloadAPI: Sendable {
     var callerQuota: CallerQuota? = nil
     /// Each event's SSE data, encoded once for all the download's streams.
     let eventData = EventDataCache()
+    /// The answer of `GET /healthz`.
+    static let healthBody = Array(#"{"status":"ok"}"#.utf8)
 
     func respond(to request: Request) async -> Response {
         guard let endpoint = Endpoint(path: request.path) else {
@@ -28,7 +30,7 @@ struct DownloadAPI: Sendable {
         }
         switch (endpoint, request.method) {
         case (.health, _):
-            return .json(JSON.bytes(["status": "ok"]))
+            return .json(Self.healthBody)
         case (.metrics, _):
             return metricsResponse()
         case (.downloads, "POST"):
@@ -40,10 +42,10 @@ struct DownloadAPI: Sendable {
                 return APIError.notFound("no caller holds token \(token) (unknown or already cancelled)").response
             }
             callerQuota?.remove(token)
-            return .json(JSON.bytes(SnapshotJSON.object(snapshot)))
+            return .json(SnapshotJSON.object(snapshot).bytes)
         case (.download(let id), _):
             guard let snapshot = engine.snapshot(id: id) else { return unknownDownloadResponse(id) }
-            return .json(JSON.bytes(SnapshotJSON.object(snapshot)))
+            return .json(SnapshotJSON.object(snapshot).bytes)
         case (.progress(let id), _):
             return progress(id: id, request: request)
         case (.file(let id), _):
@@ -67,7 +69,7 @@ struct DownloadAPI: Sendable {
             var headers = HTTPHeaders()
             headers["Location"] = "/downloads/\(enqueued.snapshot.id)"
             let status = enqueued.snapshot.state == .completed ? 200 : 202
-            return .json(status: status, JSON.bytes(SnapshotJSON.enqueued(enqueued)), headers: headers)
+            return .json(status: status, SnapshotJSON.enqueued(enqueued).bytes, headers: headers)
         } catch {
             callerQuota?.cancel(client)
             return APIError(engineError: error).response
@@ -83,7 +85,7 @@ struct DownloadAPI: Sendable {
             }
             downloads = downloads.filter { $0.state == state }
         }
-        return .json(JSON.bytes(["downloads": downloads.map(SnapshotJSON.object)]))
+        return .json(JSONObject(["downloads": .array(downloads.map { .object(SnapshotJSON.object($0)) })]).bytes)
     }
 
     private func file(id: String) -> Response {

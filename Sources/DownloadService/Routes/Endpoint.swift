@@ -12,20 +12,29 @@ enum Endpoint: Equatable {
     case file(String)
 
     init?(path: String) {
-        var segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
-        guard path.hasPrefix("/") else { return nil }
-        if segments.count > 1, segments.last == "" { segments.removeLast() }  // tolerate one trailing slash
+        guard path.utf8.first == UInt8(ascii: "/") else { return nil }
+        // Substrings, not Strings: this runs for every request.
+        var segments = path.utf8.dropFirst().split(separator: UInt8(ascii: "/"), maxSplits: 4, omittingEmptySubsequences: false)
+        if segments.count > 1, segments.last?.isEmpty == true { segments.removeLast() }  // tolerate one trailing slash
+        func segment(_ index: Int, is name: String) -> Bool { segments[index].elementsEqual(name.utf8) }
+        func identifier(_ index: Int) -> String? {
+            Endpoint.isIdentifier(segments[index]) ? String(Substring(segments[index])) : nil
+        }
         switch segments.count {
-        case 1 where segments[0] == "healthz": self = .health
-        case 1 where segments[0] == "metrics": self = .metrics
-        case 1 where segments[0] == "downloads": self = .downloads
-        case 2 where segments[0] == "downloads" && Endpoint.isIdentifier(segments[1]):
-            self = .download(segments[1])
-        case 3 where segments[0] == "downloads" && Endpoint.isIdentifier(segments[1]):
-            switch segments[2] {
-            case "progress": self = .progress(segments[1])
-            case "file": self = .file(segments[1])
-            default: return nil
+        case 1 where segment(0, is: "healthz"): self = .health
+        case 1 where segment(0, is: "metrics"): self = .metrics
+        case 1 where segment(0, is: "downloads"): self = .downloads
+        case 2 where segment(0, is: "downloads"):
+            guard let id = identifier(1) else { return nil }
+            self = .download(id)
+        case 3 where segment(0, is: "downloads"):
+            guard let id = identifier(1) else { return nil }
+            if segment(2, is: "progress") {
+                self = .progress(id)
+            } else if segment(2, is: "file") {
+                self = .file(id)
+            } else {
+                return nil
             }
         default: return nil
         }
@@ -42,8 +51,10 @@ enum Endpoint: Equatable {
     }
 
     /// Ids and tokens are short runs of letters, digits, `-` and `_`; anything else is no resource.
-    static func isIdentifier(_ s: String) -> Bool {
-        !s.isEmpty && s.utf8.count <= 128 && s.utf8.allSatisfy { c in
+    static func isIdentifier(_ s: String) -> Bool { isIdentifier(s.utf8[...]) }
+
+    static func isIdentifier(_ s: Substring.UTF8View) -> Bool {
+        !s.isEmpty && s.count <= 128 && s.allSatisfy { c in
             (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2D || c == 0x5F
         }
     }

@@ -71,10 +71,10 @@ extension DownloadAPI {
     static func eventData(_ event: DownloadEvent) -> String {
         var data = SnapshotJSON.object(event.snapshot)
         if case .resumed(let offset, let restarted, _) = event {
-            data["offset"] = offset
-            data["restarted"] = restarted
+            data["offset"] = .int(offset)
+            data["restarted"] = .bool(restarted)
         }
-        return JSON.string(data)
+        return JSONValue.object(data).string
     }
 
     func unknownDownloadResponse(_ id: String) -> Response {

@@ -24,9 +24,35 @@ enum JSON {
     /// `value` or JSON `null`.
     static func orNull(_ value: Any?) -> Any { value ?? NSNull() }
 
-    /// RFC 3339 timestamp with milliseconds, in UTC.
+    /// RFC 3339 timestamp with milliseconds (truncated), in UTC: `2026-11-30T06:27:38.969Z`, the
+    /// format of `ISO8601FormatStyle` at a fraction of its cost (it runs for every log line and
+    /// twice per snapshot answer).
     static func timestamp(_ date: Date) -> String {
-        Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: .gmt).format(date)
+        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        let whole = milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000
+        var seconds = time_t(whole)
+        var parts = tm()
+        guard gmtime_r(&seconds, &parts) != nil, (0...9999).contains(Int(parts.tm_year) + 1900) else {
+            return Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: .gmt).format(date)
+        }
+        var out = [UInt8]()
+        out.reserveCapacity(24)
+        func digits(_ value: Int, _ count: Int) {
+            var divisor = 1
+            for _ in 1..<count { divisor *= 10 }
+            while divisor > 0 {
+                out.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
+                divisor /= 10
+            }
+        }
+        digits(Int(parts.tm_year) + 1900, 4); out.append(UInt8(ascii: "-"))
+        digits(Int(parts.tm_mon) + 1, 2); out.append(UInt8(ascii: "-"))
+        digits(Int(parts.tm_mday), 2); out.append(UInt8(ascii: "T"))
+        digits(Int(parts.tm_hour), 2); out.append(UInt8(ascii: ":"))
+        digits(Int(parts.tm_min), 2); out.append(UInt8(ascii: ":"))
+        digits(Int(parts.tm_sec), 2); out.append(UInt8(ascii: "."))
+        digits(Int(milliseconds - whole * 1000), 3); out.append(UInt8(ascii: "Z"))
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// Appends `value`; false for a type it does not know (the caller falls back).

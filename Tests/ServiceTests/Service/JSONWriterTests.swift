@@ -94,3 +94,92 @@ import Testing
         #expect(written.count == 2 && written[0] == written[1], "\(written)")
     }
 }
+
+/// The typed writer behind the API's answers: the same bytes as Foundation for the same values.
+@Suite struct JSONValueTests {
+    static let t0 = Date(timeIntervalSince1970: 1_800_000_000.123)
+    static let t1 = Date(timeIntervalSince1970: 1_800_000_042.9999)
+
+    /// The snapshot as the API documents it, built independently of `SnapshotJSON`.
+    static func documented(_ s: DownloadSnapshot) -> [String: Any] {
+        func orNull(_ v: Any?) -> Any { v ?? NSNull() }
+        var o: [String: Any] = [
+            "id": s.id, "url": URLRedaction.redactingCredentials(s.url), "state": s.state.rawValue,
+            "storage": s.storage.rawValue, "bytesWritten": s.bytesWritten, "bytesExpected": orNull(s.bytesExpected),
+            "fraction": orNull(s.fraction), "bytesPerSecond": s.bytesPerSecond, "etaSeconds": orNull(s.etaSeconds),
+            "callers": s.callers, "resumable": s.resumable,
+            "createdAt": JSON.timestamp(s.createdAt), "updatedAt": JSON.timestamp(s.updatedAt),
+            "links": ["self": "/downloads/\(s.id)", "progress": "/downloads/\(s.id)/progress", "file": "/downloads/\(s.id)/file"],
+        ]
+        if s.state == .completed {
+            o["sha256"] = orNull(s.sha256); o["size"] = orNull(s.size); o["path"] = orNull(s.path); o["fileName"] = orNull(s.fileName)
+        }
+        if let e = s.error {
+            o["error"] = e.httpStatus.map { ["code": e.code, "message": e.message, "httpStatus": $0] as [String: Any] }
+                ?? ["code": e.code, "message": e.message]
+        }
+        return o
+    }
+
+    static let snapshots: [DownloadSnapshot] = [
+        DownloadSnapshot(id: "a1", url: "http://h/x", state: .downloading, storage: .cache, bytesWritten: 5,
+                         createdAt: t0, updatedAt: t1),
+        DownloadSnapshot(id: "b2", url: "https://user:pw@h:8443/p?q=\"1\"", state: .downloading, storage: .persistent,
+                         bytesWritten: 1 << 40, bytesExpected: 1 << 41, fraction: 0.5, bytesPerSecond: 123456.789,
+                         etaSeconds: 12.25, callers: 3, resumable: true, createdAt: t0, updatedAt: t1),
+        DownloadSnapshot(id: "c3", url: "http://h/done", state: .completed, storage: .cache, bytesWritten: 9,
+                         bytesExpected: 9, fraction: 1, createdAt: t0, updatedAt: t1, sha256: "ab", size: 9,
+                         path: "/var/cache/c3-done", fileName: "dønë \"1\".bin"),
+        DownloadSnapshot(id: "d4", url: "http://h/gone", state: .failed, storage: .cache, createdAt: t0, updatedAt: t1,
+                         error: DownloadFailure(code: "http_status", message: "origin said 404\n", httpStatus: 404)),
+        DownloadSnapshot(id: "e5", url: "http://h/cut", state: .failed, storage: .cache, createdAt: t0, updatedAt: t1,
+                         error: DownloadFailure(code: "retries_exhausted", message: "gave up")),
+        DownloadSnapshot(id: "f6", url: "http://h/p", state: .paused, storage: .cache, bytesWritten: 7, createdAt: t0, updatedAt: t1),
+    ]
+
+    @Test(arguments: 0..<6)
+    func snapshotMatchesTheDocumentedObject(_ index: Int) throws {
+        let s = Self.snapshots[index]
+        #expect(SnapshotJSON.object(s).bytes == Array(try JSONWriterTests.foundation(Self.documented(s)).utf8))
+    }
+
+    @Test func enqueuedAndResumedAddTheirMembersInKeyOrder() throws {
+        let s = Self.snapshots[1]
+        var expected = Self.documented(s)
+        expected["token"] = "tok"
+        expected["coalesced"] = true
+        expected["links"] = ["self": "/downloads/b2", "progress": "/downloads/b2/progress", "file": "/downloads/b2/file",
+                             "cancel": "/downloads/tok"]
+        let enqueued = SnapshotJSON.enqueued(Enqueued(token: "tok", snapshot: s, coalesced: true))
+        #expect(enqueued.bytes == Array(try JSONWriterTests.foundation(expected).utf8))
+
+        var resumed = Self.documented(s)
+        resumed["offset"] = 42
+        resumed["restarted"] = false
+        #expect(DownloadAPI.eventData(.resumed(offset: 42, restarted: false, s)) == (try JSONWriterTests.foundation(resumed)))
+    }
+
+    @Test func objectSetsReplaceAndRemove() {
+        var o = JSONObject(["b": .int(1), "a": .null])
+        o["b"] = .string("x")
+        o["c"] = .bool(true)
+        o["a"] = nil
+        #expect(o.bytes == Array(#"{"b":"x","c":true}"#.utf8))
+        #expect(JSONValue.array([.double(2.0), .double(0.5), .double(.nan), .int(-3)]).string == "[2,0.5,null,-3]")
+    }
+
+    /// Times whose milliseconds are exact in binary, so both writers see the same value.
+    @Test(arguments: [0.0, 0.125, 0.875, 1_800_000_000.5, 951_782_400.375, 1_078_012_800.25, -0.5, -86_400.125, 253_402_300_799.875])
+    func timestampMatchesISO8601FormatStyle(_ seconds: Double) {
+        let date = Date(timeIntervalSince1970: seconds)
+        #expect(JSON.timestamp(date) == Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: .gmt).format(date))
+    }
+
+    /// Milliseconds are truncated, after the value is read to the nearest microsecond-ish double
+    /// (Foundation truncates the raw double, so it writes .122 for 1_800_000_000.123).
+    @Test func timestampTruncatesToMilliseconds() {
+        #expect(JSON.timestamp(Date(timeIntervalSince1970: 1_800_000_000.123)) == "2027-01-15T08:00:00.123Z")
+        #expect(JSON.timestamp(Date(timeIntervalSince1970: 1_800_000_042.9999)) == "2027-01-15T08:00:42.999Z")
+        #expect(JSON.timestamp(Date(timeIntervalSince1970: -0.0004)) == "1969-12-31T23:59:59.999Z")
+    }
+}

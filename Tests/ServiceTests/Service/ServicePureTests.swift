@@ -89,7 +89,8 @@ import Testing
         #expect(Endpoint(path: path) == endpoint)
     }
 
-    @Test(arguments: ["", "/", "/healthz/x", "/downloads/a.b", "/downloads/%2e%2e", "/downloads/x/other", "/downloads//file", "downloads"])
+    @Test(arguments: ["", "/", "/healthz/x", "/downloads/a.b", "/downloads/%2e%2e", "/downloads/x/other", "/downloads//file", "downloads",
+                       "//", "/healthz//", "/downloads/x/file/y", "/downloads/x/file/y/", "/downloads/x/file//", "/downloads/x/progress/file/x"])
     func rejects(path: String) {
         #expect(Endpoint(path: path) == nil)
     }
@@ -112,7 +113,7 @@ import Testing
         let t = Date(timeIntervalSince1970: 0)
         let s = DownloadSnapshot(id: "d1", url: "http://h/x", state: .downloading, storage: .cache, bytesWritten: 5,
                                  createdAt: t, updatedAt: t)
-        let o = try #require(JSONSerialization.jsonObject(with: Data(JSON.bytes(SnapshotJSON.object(s)))) as? [String: Any])
+        let o = try #require(JSONSerialization.jsonObject(with: Data(SnapshotJSON.object(s).bytes)) as? [String: Any])
         #expect(o["bytesExpected"] is NSNull && o["fraction"] is NSNull && o["etaSeconds"] is NSNull)
         #expect(o["createdAt"] as? String == "1970-01-01T00:00:00.000Z")
         #expect(o["sha256"] == nil && o["error"] == nil)
