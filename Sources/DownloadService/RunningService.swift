@@ -73,6 +73,7 @@ final class RunningService: Sendable {
             async let engineStopped: Void = engine.shutdown()
             _ = await (serverStopped, engineStopped)
             logger.info("stopped")
+            logger.flush()
             exit(0)
         }
     }

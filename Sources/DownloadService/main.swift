@@ -5,7 +5,7 @@ import MiniHTTPServer
 // download-service: configuration from flags and environment, the engine, the HTTP server, and
 // signal handling. Everything else lives in the types this file wires together.
 
-let logger = Logger()
+let logger = Logger(writer: LogWriter(fileDescriptor: 2))
 let configuration: ServiceConfiguration
 switch CommandLineOptions.parse(arguments: Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment) {
 case .help:
@@ -21,6 +21,7 @@ case .run(let parsed):
 // Before anything starts: a SIGTERM during start-up must still mean a clean shutdown.
 guard let shutdownSignals = ShutdownSignals([SIGTERM, SIGINT]) else {
     logger.error("could not install the SIGTERM/SIGINT handlers", [:])
+    logger.flush()
     exit(1)
 }
 let service: RunningService
@@ -28,6 +29,7 @@ do {
     service = try RunningService.start(configuration, logger: logger)
 } catch {
     logger.error("could not start", ["error": String(describing: error)])
+    logger.flush()
     exit(1)
 }
 shutdownSignals.whenSignalled { service.shutDownAndExit(signal: $0) }

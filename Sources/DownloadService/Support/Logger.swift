@@ -5,21 +5,35 @@ import MiniHTTPServer
 struct Logger: Sendable {
     enum Level: String, Sendable { case debug, info, warning, error }
 
-    /// Where lines go; stderr by default, injectable for tests.
-    let sink: @Sendable (String) -> Void
+    /// Where lines go when injected (tests); nil when they go to `writer`.
+    private let sink: (@Sendable (String) -> Void)?
+    private let writer: LogWriter?
 
-    init(sink: @escaping @Sendable (String) -> Void = { line in
-        FileHandle.standardError.write(Data((line + "\n").utf8))
-    }) {
+    /// Lines go to stderr through `writer`'s thread.
+    init(writer: LogWriter) {
+        self.writer = writer
+        self.sink = nil
+    }
+
+    /// Lines go to `sink`, one call per line, on the logging thread.
+    init(sink: @escaping @Sendable (String) -> Void) {
+        self.writer = nil
         self.sink = sink
     }
+
+    /// Waits (bounded) until the lines logged so far are written; call before `exit`.
+    func flush() { writer?.flush() }
 
     func log(_ level: Level, _ message: String, _ fields: [String: Any] = [:], at date: Date = Date()) {
         var object = fields
         object["ts"] = JSON.timestamp(date)
         object["level"] = level.rawValue
         object["msg"] = message
-        sink(JSON.string(object))
+        emit(JSON.bytes(object))
+    }
+
+    private func emit(_ line: [UInt8]) {
+        if let writer { writer.append(line) } else { sink?(String(decoding: line, as: UTF8.self)) }
     }
 
     /// The access-log line of one request: the same JSON as `info("request", …)` with its fields,
@@ -42,7 +56,7 @@ struct Logger: Sendable {
         out.append(contentsOf: #","ts":"#.utf8)
         JSON.writeString(JSON.timestamp(date), into: &out)
         out.append(UInt8(ascii: "}"))
-        sink(String(decoding: out, as: UTF8.self))
+        emit(out)
     }
 
     /// Seconds as milliseconds with microsecond precision.

@@ -1,0 +1,87 @@
+import Foundation
+
+/// Writes log lines to a file descriptor (stderr) from a thread of its own, so that no event loop
+/// or request ever waits for the log's pipe or disk, and lines that arrive together go out in one
+/// `write`. Bounded: while `capacity` bytes are waiting, further lines are dropped and counted, and
+/// a warning saying how many were lost is written as soon as there is room again.
+final class LogWriter: @unchecked Sendable {
+    // @unchecked: every stored var is guarded by `condition`.
+    private let condition = NSCondition()
+    private var pending: [UInt8] = []
+    private var dropped = 0
+    private var writing = false
+    private let fileDescriptor: Int32
+    let capacity: Int
+
+    /// Starts the writer thread; it lives as long as the process.
+    init(fileDescriptor: Int32 = 2, capacity: Int = 1 << 20) {
+        self.fileDescriptor = fileDescriptor
+        self.capacity = capacity
+        let thread = Thread { [self] in run() }
+        thread.name = "log-writer"
+        thread.start()
+    }
+
+    /// Queues `line` and a newline (or counts it as dropped when the queue is full).
+    func append(_ line: some Collection<UInt8>) {
+        condition.lock()
+        defer { condition.unlock() }
+        guard pending.count + line.count + 1 <= capacity else {
+            dropped += 1
+            return
+        }
+        let wasEmpty = pending.isEmpty
+        pending.append(contentsOf: line)
+        pending.append(UInt8(ascii: "\n"))
+        if wasEmpty { condition.broadcast() }
+    }
+
+    /// Returns once everything queued before the call has been written (or after `timeout`).
+    func flush(timeout: TimeInterval = 2) {
+        let deadline = Date().addingTimeInterval(timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while (!pending.isEmpty || writing) && condition.wait(until: deadline) {}
+    }
+
+    private func run() {
+        var batch: [UInt8] = []
+        while true {
+            condition.lock()
+            writing = false
+            condition.broadcast()  // for `flush`
+            while pending.isEmpty { condition.wait() }
+            swap(&batch, &pending)
+            let lost = dropped
+            dropped = 0
+            writing = true
+            condition.unlock()
+
+            write(batch)
+            if lost > 0 { write(Array(Self.droppedLine(count: lost, at: Date()).utf8) + [UInt8(ascii: "\n")]) }
+            batch.removeAll(keepingCapacity: batch.capacity <= 4 * capacity)
+        }
+    }
+
+    /// Writes all of `bytes`, retrying after interruptions; gives up on any other error (a log
+    /// that cannot be written must not take the service down).
+    private func write(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let n = Glibc.write(fileDescriptor, buffer.baseAddress! + offset, buffer.count - offset)
+                if n > 0 {
+                    offset += n
+                } else if n < 0 && errno == EINTR {
+                    continue
+                } else {
+                    return
+                }
+            }
+        }
+    }
+
+    static func droppedLine(count: Int, at date: Date) -> String {
+        #"{"count":\#(count),"level":"warning","msg":"log lines dropped: the log could not keep up","ts":"\#(JSON.timestamp(date))"}"#
+    }
+}
