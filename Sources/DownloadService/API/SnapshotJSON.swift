@@ -2,38 +2,38 @@ import DownloaderEngine
 import Foundation
 
 /// The API's JSON view of a download. Unknown values are explicit `null`s, never missing keys.
-/// Members are set in key order, so writing them needs no sort.
+/// Members are appended in key order, so writing them needs no sort.
 enum SnapshotJSON {
     static func object(_ s: DownloadSnapshot) -> JSONObject {
         let completed = s.state == .completed
         var o = JSONObject()
-        o["bytesExpected"] = .int(s.bytesExpected)
-        o["bytesPerSecond"] = .double(rounded(s.bytesPerSecond))
-        o["bytesWritten"] = .int(s.bytesWritten)
-        o["callers"] = .int(Int64(s.callers))
-        o["createdAt"] = .string(JSON.timestamp(s.createdAt))
+        o.append("bytesExpected", .int(s.bytesExpected))
+        o.append("bytesPerSecond", .double(rounded(s.bytesPerSecond)))
+        o.append("bytesWritten", .int(s.bytesWritten))
+        o.append("callers", .int(Int64(s.callers)))
+        o.append("createdAt", .string(JSON.timestamp(s.createdAt)))
         if let e = s.error {
             var error = JSONObject()
-            error["code"] = .string(e.code)
-            error["httpStatus"] = e.httpStatus.map { .int(Int64($0)) }
-            error["message"] = .string(e.message)
-            o["error"] = .object(error)
+            error.append("code", .string(e.code))
+            error.append("httpStatus", e.httpStatus.map { .int(Int64($0)) })
+            error.append("message", .string(e.message))
+            o.append("error", .object(error))
         }
-        o["etaSeconds"] = .double(s.etaSeconds.map(rounded))
-        if completed { o["fileName"] = .string(s.fileName) }
-        o["fraction"] = .double(s.fraction.map(rounded))
-        o["id"] = .string(s.id)
-        o["links"] = .object(links(id: s.id))
-        if completed { o["path"] = .string(s.path) }
-        o["resumable"] = .bool(s.resumable)
+        o.append("etaSeconds", .double(s.etaSeconds.map(rounded)))
+        if completed { o.append("fileName", .string(s.fileName)) }
+        o.append("fraction", .double(s.fraction.map(rounded)))
+        o.append("id", .string(s.id))
+        o.append("links", .object(links(id: s.id)))
+        if completed { o.append("path", .string(s.path)) }
+        o.append("resumable", .bool(s.resumable))
         if completed {
-            o["sha256"] = .string(s.sha256)
-            o["size"] = .int(s.size)
+            o.append("sha256", .string(s.sha256))
+            o.append("size", .int(s.size))
         }
-        o["state"] = .string(s.state.rawValue)
-        o["storage"] = .string(s.storage.rawValue)
-        o["updatedAt"] = .string(JSON.timestamp(s.updatedAt))
-        o["url"] = .string(URLRedaction.redactingCredentials(s.url))
+        o.append("state", .string(s.state.rawValue))
+        o.append("storage", .string(s.storage.rawValue))
+        o.append("updatedAt", .string(JSON.timestamp(s.updatedAt)))
+        o.append("url", .string(URLRedaction.redactingCredentials(s.url)))
         return o
     }
 
@@ -48,10 +48,10 @@ enum SnapshotJSON {
 
     static func links(id: String, token: String? = nil) -> JSONObject {
         var l = JSONObject()
-        if let token { l["cancel"] = .string("/downloads/\(token)") }
-        l["file"] = .string("/downloads/\(id)/file")
-        l["progress"] = .string("/downloads/\(id)/progress")
-        l["self"] = .string("/downloads/\(id)")
+        if let token { l.append("cancel", .string("/downloads/\(token)")) }
+        l.append("file", .string("/downloads/\(id)/file"))
+        l.append("progress", .string("/downloads/\(id)/progress"))
+        l.append("self", .string("/downloads/\(id)"))
         return l
     }
 

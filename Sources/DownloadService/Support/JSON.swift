@@ -102,6 +102,12 @@ enum JSON {
 
     static func writeString(_ string: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
+        defer { out.append(UInt8(ascii: "\"")) }
+        // Most strings need no escape: copy them whole.
+        if !string.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            out.append(contentsOf: string.utf8)
+            return
+        }
         for byte in string.utf8 {
             switch byte {
             case UInt8(ascii: "\""): out.append(contentsOf: #"\""#.utf8)
@@ -117,6 +123,5 @@ enum JSON {
             default: out.append(byte)
             }
         }
-        out.append(UInt8(ascii: "\""))
     }
 }

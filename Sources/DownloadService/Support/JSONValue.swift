@@ -72,6 +72,12 @@ struct JSONObject: Sendable, Equatable {
         }
     }
 
+    /// Adds a member without looking for an earlier one with the same key: for building an
+    /// object whose keys are known to differ (the API's answers), where `subscript` would search.
+    mutating func append(_ key: String, _ value: JSONValue?) {
+        if let value { members.append((key, value)) }
+    }
+
     func write(into out: inout [UInt8]) {
         out.append(UInt8(ascii: "{"))
         var first = true
