@@ -1,6 +1,7 @@
 import MiniHTTPServer
 
-/// An error answer of the REST API: a status and the JSON `{"error":{"code","message"}}` body.
+/// An error answer of the REST API: a status and the JSON `{"error":{"code","message"}}` body
+/// (the shape of MiniHTTPServer's `Response.error`, written without `JSONEncoder`).
 struct APIError: Error, Sendable, Equatable {
     var status: Int
     var code: String
@@ -10,7 +11,10 @@ struct APIError: Error, Sendable, Equatable {
     var response: Response {
         var h = HTTPHeaders()
         for (name, value) in headers.sorted(by: { $0.key < $1.key }) { h[name] = value }
-        return Response.error(status: status, code: code, message: message, headers: h)
+        var error = JSONObject()
+        error.append("code", .string(code))
+        error.append("message", .string(message))
+        return .json(status: status, JSONObject(["error": .object(error)]).bytes, headers: h)
     }
 
     static func badRequest(_ code: String, _ message: String) -> APIError {

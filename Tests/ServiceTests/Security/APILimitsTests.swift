@@ -2,6 +2,7 @@
 @testable import DownloaderEngine
 import Foundation
 import MiniHTTPServer
+import Synchronization
 import Testing
 
 /// The API's per-client and per-download limits, answered in-process by `DownloadAPI` (no socket),
@@ -58,15 +59,36 @@ import Testing
 
     @Test func tokensTheEngineDroppedNoLongerCount() {
         let live = LiveSet()
-        let quota = CallerQuota(limit: 1) { tokens in live.filter(tokens) }
+        let clock = Mutex<UInt64>(0)
+        let checks = Mutex(0)
+        let quota = CallerQuota(limit: 1, recheckInterval: 1, now: { clock.withLock { $0 } }) { tokens in
+            checks.withLock { $0 += 1 }
+            return live.filter(tokens)
+        }
         #expect(quota.reserve("a"))
         quota.commit("a", token: "t1")
         live.set(["t1"])
         #expect(!quota.reserve("a"))
+        #expect(checks.withLock { $0 } == 1)
+        // Refused again within the interval without another check, even once the token died.
         live.set([])  // e.g. the download was forgotten
+        for _ in 0..<100 { #expect(!quota.reserve("a")) }
+        #expect(checks.withLock { $0 } == 1)
+        // Another client at its limit is checked on its own.
+        #expect(quota.reserve("b"))
+        quota.commit("b", token: "t2")
+        live.set(["t2"])
+        #expect(!quota.reserve("b"))
+        #expect(checks.withLock { $0 } == 2)
+        // After the interval, the check runs again and finds the dropped token.
+        clock.withLock { $0 = 1_000_000_001 }
         #expect(quota.reserve("a"))
         quota.cancel("a")
         #expect(quota.count("a") == 0)
+        // Cancelling a token frees its place at once, check or no check.
+        #expect(!quota.reserve("b"))
+        quota.remove("t2")
+        #expect(quota.reserve("b"))
     }
 
     @Test func callerTokensBookkeeping() {
