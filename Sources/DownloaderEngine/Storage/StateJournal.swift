@@ -6,8 +6,8 @@
 //
 //   {"version": 1, "downloads": [ <entry>, … ]}
 //
-// An entry is `JournalEntry` as JSONEncoder writes it: keys are the property names; optionals are
-// omitted when nil; dates are seconds since 1970 (a number). `storage` is "cache" | "persistent";
+// An entry is `JournalEntry` as JSONEncoder would write it (sorted keys): keys are the property
+// names; optionals are omitted when nil; dates are seconds since 1970 (a number). `storage` is "cache" | "persistent";
 // `state` is "queued" | "downloading" | "paused" | "completed" | "failed"; `validator` is
 // {"etag"?, "lastModified"?}; `error` is {"code", "message", "httpStatus"?}; `tokens` is an array of
 // 32-hex caller tokens. `verifiedOffset` is the durable length of `partials/<id>.part` (a start-up
@@ -96,11 +96,17 @@ struct StateJournal: Sendable {
         return entries
     }
 
+    /// The document for `entries` (see the format above; written by `JournalEntry.write(into:)`).
     static func encode(_ entries: [JournalEntry]) -> Data? {
-        let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .secondsSince1970
-        encoder.outputFormatting = [.sortedKeys]
-        return try? encoder.encode(Document(downloads: entries))
+        var out: [UInt8] = []
+        out.reserveCapacity(64 + entries.count * 640)
+        out.append(contentsOf: #"{"downloads":["#.utf8)
+        for (index, entry) in entries.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            entry.write(into: &out)
+        }
+        out.append(contentsOf: #"],"version":1}"#.utf8)
+        return Data(out)
     }
 
     /// Replaces the journal with `data` so that a crash leaves either the old or the new file.

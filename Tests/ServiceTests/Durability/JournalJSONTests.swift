@@ -22,6 +22,42 @@ import Testing
         #expect(Self.parse(text) == nil)
     }
 
+    static let entries: [JournalEntry] = [
+        JournalEntry(id: "a", url: "http://h/", storage: .cache, state: .queued, verifiedOffset: 0,
+                     createdAt: Date(timeIntervalSince1970: 0), updatedAt: Date(timeIntervalSince1970: 1), lastAccess: Date(timeIntervalSince1970: 2)),
+        JournalEntry(id: "b", url: "https://u:p@h:8443/x/y?z=1#f", storage: .persistent, state: .completed,
+                     validator: Validator(etag: nil, lastModified: "Tue, 15 Nov 1994 08:12:31 GMT"), expectedTotal: 9,
+                     verifiedOffset: 9, expectedSHA256: String(repeating: "ab", count: 32), expectedSize: 9, fileName: "\u{7f}\u{1f}x\"/\\",
+                     finalPath: "/var/lib/d/b-x", sha256: String(repeating: "ab", count: 32), size: 9,
+                     createdAt: Date(timeIntervalSince1970: 1_800_000_000.000_001), updatedAt: Date(timeIntervalSince1970: 1e-5),
+                     lastAccess: Date(timeIntervalSince1970: 4_102_444_800.5), error: nil, tokens: []),
+        JournalEntry(id: "c", url: "http://h/c", storage: .cache, state: .failed, verifiedOffset: 3,
+                     createdAt: Date(timeIntervalSince1970: 1), updatedAt: Date(timeIntervalSince1970: 1), lastAccess: Date(timeIntervalSince1970: 1),
+                     error: DownloadFailure(code: "http_status", message: "404 \"Not Found\"", httpStatus: 404),
+                     tokens: Set((0..<50).map { String(format: "%032x", $0) })),
+    ]
+
+    /// The hand-written encoder against both readers: the fast one and Codable's (the fallback).
+    @Test(arguments: 0..<3)
+    func encodedEntriesReadBackTheSame(_ index: Int) throws {
+        let entry = Self.entries[index]
+        let data = try #require(StateJournal.encode([entry, entry]))
+        #expect(StateJournal.decodeFast(data) == [entry, entry])
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .secondsSince1970
+        let document = try decoder.decode(StateJournal.Document.self, from: data)
+        #expect(document.version == 1 && document.downloads == [entry, entry])
+    }
+
+    /// The format, pinned: keys in byte order (as JSONEncoder with sorted keys wrote them), nil
+    /// optionals left out, dates as numbers, slashes unescaped.
+    @Test func writesTheDocumentedFormat() throws {
+        #expect(StateJournal.encode([]) == Data(#"{"downloads":[],"version":1}"#.utf8))
+        let text = String(decoding: try #require(StateJournal.encode([Self.entries[0]])), as: UTF8.self)
+        #expect(text == #"{"downloads":[{"createdAt":0,"id":"a","lastAccess":2,"state":"queued","storage":"cache","updatedAt":1,"#
+                + #""url":"http://h/","verifiedOffset":0}],"version":1}"#)
+    }
+
     @Test func agreesWithFoundationOnWhatJSONEncoderWrites() throws {
         let entry = JournalEntry(id: "0123456789abcdef", url: "https://o.test/ü/a b?c=\"d\"&e=\\", storage: .cache, state: .failed,
                                  validator: Validator(etag: "\"x/y\"", lastModified: nil), expectedTotal: 1 << 40,
