@@ -57,10 +57,12 @@ import Testing
         close(ends.write)
         let lines = try #require(reader.wait())
         let written = lines.filter { $0 == String(repeating: "x", count: 99) }.count
+        // One report per batch that followed drops (the queue can overflow again while the pipe
+        // still takes batches); together they account for every line.
         let reports = lines.filter { $0.contains("log lines dropped") }
-        #expect(reports.count == 1, "\(reports)")
-        let report = try #require(reports.first.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] })
-        let dropped = try #require(report["count"] as? Int)
+        let counts = reports.compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["count"] as? Int }
+        #expect(!reports.isEmpty && counts.count == reports.count, "\(reports)")
+        let dropped = counts.reduce(0, +)
         #expect(dropped > 0 && written + dropped == total, "written \(written), dropped \(dropped)")
         #expect(written * 100 <= 65_536 + 2 * 4096, "more was kept than the pipe and the queue hold: \(written) lines")
     }
