@@ -336,13 +336,7 @@ import Testing
         defer { fillers.forEach { close($0) } }
         for _ in 0..<3 {
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = port.bigEndian
-            address.sin_addr = in_addr(s_addr: UInt32(0x7f00_0001).bigEndian)
-            _ = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
+            _ = OriginSocket.connectToLoopback(fd, port: port)
             fillers.append(fd)
         }
         var request = TransferRequest.test("http://127.0.0.1:\(port)/file")
