@@ -168,11 +168,9 @@ import Testing
         // Every file system counts as low on space: the next attempt purges paused partials first.
         let engine = try DownloadEngine(configuration: EngineFixture.configuration(root), driver: driver,
                                         diskPressure: DiskPressure(minFreeBytes: Int64.max, minFreeFraction: 0))
-        let x = try engine.request(DownloadRequest(url: "http://o.test/x"))
-        try await withTimeout(5) { await driver.waitForStarts(1) }
-        #expect(driver.transfer(0).respond(200, ["Content-Length": "10000", "ETag": "\"x\""]))
-        try driver.transfer(0).send([UInt8](repeating: 1, count: 5000))
-        _ = try await EngineFixture.cancelAndSettle(engine, token: x.token, id: x.snapshot.id)
+        let x = try await EngineFixture.partial(engine, driver: driver, url: "http://o.test/x",
+                                                headers: ["Content-Length": "10000", "ETag": "\"x\""],
+                                                sending: [UInt8](repeating: 1, count: 5000))
         let partials = root.appendingPathComponent("state/partials").path
         let partial = partials + "/\(x.snapshot.id).part"
         #expect(FileStore.fileSize(partial) == 5000)

@@ -8,11 +8,9 @@ import Testing
         let root = EngineFixture.root()
         let driver = FakeTransferDriver()
         let first = try EngineFixture.engine(root, driver: driver)
-        let r = try first.request(DownloadRequest(url: "http://o.test/f"))
-        try await withTimeout(5) { await driver.waitForStarts(1) }
-        #expect(driver.transfer(0).respond(200, ["Content-Length": "100000", "ETag": "\"e\""]))
-        try driver.transfer(0).send(EngineFixture.body(30_000))
-        _ = try await EngineFixture.cancelAndSettle(first, token: r.token, id: r.snapshot.id)
+        let r = try await EngineFixture.partial(first, driver: driver, url: "http://o.test/f",
+                                                headers: ["Content-Length": "100000", "ETag": "\"e\""],
+                                                sending: EngineFixture.body(30_000))
         await first.shutdown()
         // A crash after more (unjournaled) bytes reached the file: garbage past the offset.
         let partial = root.appendingPathComponent("state/partials/\(r.snapshot.id).part").path
