@@ -87,7 +87,7 @@ struct ServiceChaosTests {
 
         origin.update { $0.bytesPerSecond = nil }
         for id in ids {
-            let end = try await Durability.waitForEnd(service, id: id)
+            let end = try await service.waitForEnd(id: id)
             #expect(end["state"] as? String == "completed", "\(id): \(end)")
         }
         #expect(try await checkCompleted(service, expected, "at the end") == sizes.count)

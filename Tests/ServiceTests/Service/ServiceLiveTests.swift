@@ -7,20 +7,6 @@ import Testing
 struct ServiceLiveTests {
     static let allowLoopback = ["--allow-private-networks"]
 
-    /// Waits on the progress stream of `id` until an event satisfies `matches`; returns its data.
-    private func waitFor(_ service: ServiceProcess, id: String, _ what: String,
-                         where matches: @escaping @Sendable (EventStream.Event) -> Bool) async throws -> [String: Any] {
-        let (head, stream) = try await service.client.openStream("/downloads/\(id)/progress")
-        defer { stream.close() }
-        #expect(head.status == 200)
-        let event = try await stream.next(where: matches)
-        return try #require(event, "the progress stream ended before \(what)").json
-    }
-
-    private func waitForEnd(_ service: ServiceProcess, id: String) async throws -> [String: Any] {
-        try await waitFor(service, id: id, "completed/failed") { $0.event == "completed" || $0.event == "failed" }
-    }
-
     @Test func callersJourneyFromPostToFile() async throws {
         let origin = try TestOrigin(bodySize: 3 << 20, path: "/pkg/data.bin")
         defer { origin.stop() }
@@ -38,7 +24,7 @@ struct ServiceLiveTests {
         #expect(links == ["self": "/downloads/\(id)", "progress": "/downloads/\(id)/progress",
                           "file": "/downloads/\(id)/file", "cancel": "/downloads/\(token)"])
 
-        let done = try await waitForEnd(service, id: id)
+        let done = try await service.waitForEnd(id: id)
         #expect(done["state"] as? String == "completed")
         let snapshot = try await client.request("GET", "/downloads/\(id)")
         #expect(snapshot.string("state") == "completed")
@@ -88,7 +74,7 @@ struct ServiceLiveTests {
         #expect(second.json["coalesced"] as? Bool == true)
         #expect(first.string("token") != second.string("token"))
 
-        _ = try await waitFor(service, id: id, "the stall") { $0.json["bytesWritten"] as? Int == 1 << 20 }
+        _ = try await service.waitForEvent(id: id, "the stall") { $0.json["bytesWritten"] as? Int == 1 << 20 }
         let cancelled = try await client.request("DELETE", "/downloads/\(try #require(first.string("token")))")
         #expect(cancelled.status == 200)
         #expect(cancelled.json["callers"] as? Int == 1)
@@ -97,7 +83,7 @@ struct ServiceLiveTests {
         #expect(reused.status == 404)
         origin.update { $0.stallBound = 0 }  // Ends the stall: the origin drops the connection.
 
-        let done = try await waitForEnd(service, id: id)
+        let done = try await service.waitForEnd(id: id)
         #expect(done["state"] as? String == "completed")
         let file = try await client.request("GET", "/downloads/\(id)/file")
         #expect(file.body == origin.expectedBody())
@@ -117,7 +103,7 @@ struct ServiceLiveTests {
 
         let first = try await client.ask(origin.url)
         let id = try #require(first.string("id"))
-        _ = try await waitFor(service, id: id, "the stall") { $0.json["bytesWritten"] as? Int == 1 << 20 }
+        _ = try await service.waitForEvent(id: id, "the stall") { $0.json["bytesWritten"] as? Int == 1 << 20 }
         let paused = try await client.request("DELETE", "/downloads/\(try #require(first.string("token")))")
         #expect(paused.string("state") == "paused")
         #expect(paused.json["resumable"] as? Bool == true)
@@ -127,7 +113,7 @@ struct ServiceLiveTests {
         let resumed = try await client.ask(origin.url)
         #expect(resumed.status == 202)
         #expect(resumed.string("id") == id)
-        let done = try await waitForEnd(service, id: id)
+        let done = try await service.waitForEnd(id: id)
         #expect(done["state"] as? String == "completed")
         let last = try #require(origin.requests(path: origin.path).last)
         #expect(last.header("range") == "bytes=\(kept)-")
@@ -215,7 +201,7 @@ struct ServiceLiveTests {
         #expect((literal.json["error"] as? [String: Any])?["message"] as? String == "127.0.0.1 is loopback")
         let blocked = try await client.ask("http://localhost:\(origin.port)/file")
         let id = try #require(blocked.string("id"))
-        let end = try await waitForEnd(service, id: id)
+        let end = try await service.waitForEnd(id: id)
         #expect(end["state"] as? String == "failed")
         #expect((end["error"] as? [String: Any])?["code"] as? String == "destination_forbidden")
         #expect(origin.getCount() == 0)
@@ -249,7 +235,7 @@ struct ServiceLiveTests {
         let first = try await ServiceProcess.start(root: root, arguments: Self.allowLoopback)
         let created = try await first.client.ask(origin.url)
         let id = try #require(created.string("id"))
-        _ = try await waitFor(first, id: id, "the stall") { $0.json["bytesWritten"] as? Int == 1 << 20 }
+        _ = try await first.waitForEvent(id: id, "the stall") { $0.json["bytesWritten"] as? Int == 1 << 20 }
         let paused = try await first.client.request("DELETE", "/downloads/\(try #require(created.string("token")))")
         let kept = try #require(paused.json["bytesWritten"] as? Int)
         #expect(paused.string("state") == "paused" && kept == 1 << 20)
@@ -261,7 +247,7 @@ struct ServiceLiveTests {
         #expect(listed.json["bytesWritten"] as? Int == kept)
         let resumed = try await second.client.ask(origin.url)
         #expect(resumed.string("id") == id)
-        let done = try await waitForEnd(second, id: id)
+        let done = try await second.waitForEnd(id: id)
         #expect(done["state"] as? String == "completed")
         #expect(origin.requests(path: origin.path).last?.header("range") == "bytes=\(kept)-")
         #expect(try await second.client.request("GET", "/downloads/\(id)/file").body == origin.expectedBody())
@@ -278,12 +264,12 @@ struct ServiceLiveTests {
         let first = try await ServiceProcess.start(root: root, arguments: Self.allowLoopback)
         let created = try await first.client.ask(origin.url)
         let id = try #require(created.string("id"))
-        _ = try await waitFor(first, id: id, "bytes") { ($0.json["bytesWritten"] as? Int ?? 0) > 8 << 20 }
+        _ = try await first.waitForEvent(id: id, "bytes") { ($0.json["bytesWritten"] as? Int ?? 0) > 8 << 20 }
         #expect(try await first.stop(signal: SIGKILL) == SIGKILL)
 
         origin.update { $0.bytesPerSecond = nil }
         let second = try await ServiceProcess.start(root: root, arguments: Self.allowLoopback)
-        let done = try await waitForEnd(second, id: id)
+        let done = try await second.waitForEnd(id: id)
         #expect(done["state"] as? String == "completed")
         #expect(try await second.client.request("GET", "/downloads/\(id)/file").body == origin.expectedBody())
         let resumedAt = origin.requests(path: origin.path).last?.header("range")
