@@ -7,6 +7,26 @@ import Testing
 struct ServiceLiveTests {
     static let allowLoopback = ["--allow-private-networks"]
 
+    /// An origin whose transfer is held at 1 MiB for up to `seconds` (ended earlier by setting
+    /// `stallBound` to 0), then dropped: a download pauses or resumes there however loaded the
+    /// machine is. The caller stops it.
+    static func originStallingAtOneMiB(bodySize: Int = 4 << 20, seconds: Double = 60) throws -> TestOrigin {
+        let origin = try TestOrigin(bodySize: bodySize)
+        origin.update { $0.stallBound = seconds }
+        origin.inject(.stall(afterBodyBytes: 1 << 20))
+        return origin
+    }
+
+    /// Waits until download `id` has written the 1 MiB its origin stalls at.
+    static func waitForTheStall(_ service: ServiceProcess, id: String) async throws {
+        _ = try await service.waitForEvent(id: id, "the stall") { $0.json["bytesWritten"] as? Int == 1 << 20 }
+    }
+
+    /// `DELETE /downloads/{token}` with the token `created` answered.
+    static func cancel(_ service: ServiceProcess, _ created: RawHTTPResponse) async throws -> RawHTTPResponse {
+        try await service.client.request("DELETE", "/downloads/\(try #require(created.string("token")))")
+    }
+
     @Test func callersJourneyFromPostToFile() async throws {
         let origin = try TestOrigin(bodySize: 3 << 20, path: "/pkg/data.bin")
         defer { origin.stop() }
@@ -60,10 +80,8 @@ struct ServiceLiveTests {
     @Test func twoCallersCoalesceAndOneCancelling() async throws {
         // The origin holds the transfer at 1 MiB until the cancel is in, then drops it: the cancel
         // lands mid-transfer however loaded the machine is, and the download carries on with a resume.
-        let origin = try TestOrigin(bodySize: 4 << 20)
+        let origin = try Self.originStallingAtOneMiB()
         defer { origin.stop() }
-        origin.update { $0.stallBound = 60 }
-        origin.inject(.stall(afterBodyBytes: 1 << 20))
         let service = try await ServiceProcess.start(arguments: Self.allowLoopback)
         let client = service.client
 
@@ -74,12 +92,12 @@ struct ServiceLiveTests {
         #expect(second.json["coalesced"] as? Bool == true)
         #expect(first.string("token") != second.string("token"))
 
-        _ = try await service.waitForEvent(id: id, "the stall") { $0.json["bytesWritten"] as? Int == 1 << 20 }
-        let cancelled = try await client.request("DELETE", "/downloads/\(try #require(first.string("token")))")
+        try await Self.waitForTheStall(service, id: id)
+        let cancelled = try await Self.cancel(service, first)
         #expect(cancelled.status == 200)
         #expect(cancelled.json["callers"] as? Int == 1)
         #expect(cancelled.string("state") == "downloading")
-        let reused = try await client.request("DELETE", "/downloads/\(try #require(first.string("token")))")
+        let reused = try await Self.cancel(service, first)
         #expect(reused.status == 404)
         origin.update { $0.stallBound = 0 }  // Ends the stall: the origin drops the connection.
 
@@ -94,17 +112,15 @@ struct ServiceLiveTests {
     }
 
     @Test func lastCallerCancelPausesAndANewRequestResumesFromTheKeptOffset() async throws {
-        let origin = try TestOrigin(bodySize: 4 << 20)
+        let origin = try Self.originStallingAtOneMiB()  // the cancel lands at exactly 1 MiB
         defer { origin.stop() }
-        origin.update { $0.stallBound = 60 }
-        origin.inject(.stall(afterBodyBytes: 1 << 20))  // the cancel lands at exactly 1 MiB
         let service = try await ServiceProcess.start(arguments: Self.allowLoopback)
         let client = service.client
 
         let first = try await client.ask(origin.url)
         let id = try #require(first.string("id"))
-        _ = try await service.waitForEvent(id: id, "the stall") { $0.json["bytesWritten"] as? Int == 1 << 20 }
-        let paused = try await client.request("DELETE", "/downloads/\(try #require(first.string("token")))")
+        try await Self.waitForTheStall(service, id: id)
+        let paused = try await Self.cancel(service, first)
         #expect(paused.string("state") == "paused")
         #expect(paused.json["resumable"] as? Bool == true)
         let kept = try #require(paused.json["bytesWritten"] as? Int)
@@ -125,10 +141,8 @@ struct ServiceLiveTests {
 
     @Test func progressStreamFraming() async throws {
         // Held at 1 MiB for 5 s (the stream opens mid-transfer), then dropped: a resume follows.
-        let origin = try TestOrigin(bodySize: 2 << 20)
+        let origin = try Self.originStallingAtOneMiB(bodySize: 2 << 20, seconds: 5)
         defer { origin.stop() }
-        origin.update { $0.stallBound = 5 }
-        origin.inject(.stall(afterBodyBytes: 1 << 20))
         let service = try await ServiceProcess.start(arguments: Self.allowLoopback)
         let client = service.client
         let created = try await client.ask(origin.url)
@@ -227,16 +241,14 @@ struct ServiceLiveTests {
     }
 
     @Test func pausedDownloadSurvivesARestart() async throws {
-        let origin = try TestOrigin(bodySize: 4 << 20)
+        let origin = try Self.originStallingAtOneMiB()
         defer { origin.stop() }
-        origin.update { $0.stallBound = 60 }
-        origin.inject(.stall(afterBodyBytes: 1 << 20))
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("ds-restart-\(UUID().uuidString)")
         let first = try await ServiceProcess.start(root: root, arguments: Self.allowLoopback)
         let created = try await first.client.ask(origin.url)
         let id = try #require(created.string("id"))
-        _ = try await first.waitForEvent(id: id, "the stall") { $0.json["bytesWritten"] as? Int == 1 << 20 }
-        let paused = try await first.client.request("DELETE", "/downloads/\(try #require(created.string("token")))")
+        try await Self.waitForTheStall(first, id: id)
+        let paused = try await Self.cancel(first, created)
         let kept = try #require(paused.json["bytesWritten"] as? Int)
         #expect(paused.string("state") == "paused" && kept == 1 << 20)
         #expect(try await first.stop() == 0)
