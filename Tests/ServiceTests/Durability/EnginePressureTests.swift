@@ -34,8 +34,8 @@ import Testing
         var cachePath: String { root.appendingPathComponent("cache").path }
 
         func completed(_ name: String, storage: StorageClass = .cache) async throws -> String {
-            let r = try engine.request(DownloadRequest(url: "http://o.test/\(name)", storage: storage))
-            let s = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.completed, .failed]) }
+            let (r, s) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/\(name)", storage: storage),
+                                                                until: [.completed, .failed])
             #expect(s.state == .completed)
             clock.advance(1)
             return r.snapshot.id

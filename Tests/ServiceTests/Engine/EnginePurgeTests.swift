@@ -11,8 +11,8 @@ import Testing
         let root = EngineFixture.root()
         let engine = try EngineFixture.engine(root, driver: driver) { $0.cacheMaxBytes = 25_000 }
         func fetch(_ name: String, storage: StorageClass = .cache) async throws -> String {
-            let r = try engine.request(DownloadRequest(url: "http://o.test/\(name)", storage: storage))
-            let s = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.completed, .failed]) }
+            let (r, s) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/\(name)", storage: storage),
+                                                                until: [.completed, .failed])
             #expect(s.state == .completed)
             return r.snapshot.id
         }

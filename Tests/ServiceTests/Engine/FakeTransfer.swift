@@ -251,6 +251,14 @@ enum EngineFixture {
         return r
     }
 
+    /// Requests `request`, then waits (5 s at most) until its download reaches one of `states`.
+    static func requestAndWait(_ engine: DownloadEngine, _ request: DownloadRequest,
+                               until states: Set<DownloadState>) async throws -> (Enqueued, DownloadSnapshot) {
+        let r = try engine.request(request)
+        let s = try await withTimeout(5) { try await waitFor(engine, id: r.snapshot.id, states) }
+        return (r, s)
+    }
+
     /// Waits for the download to reach one of `states`.
     static func waitFor(_ engine: DownloadEngine, id: String, _ states: Set<DownloadState>) async throws -> DownloadSnapshot {
         guard let subscription = engine.subscribe(id: id) else { throw TimeoutError(seconds: 0) }
