@@ -16,6 +16,11 @@ import Testing
         try await withTimeout(20) { try await EngineFixture.waitFor(engine, id: id, [.completed, .failed]) }
     }
 
+    /// Requests `request` and waits (20 s at most, like `finish`) until its download completes or fails.
+    static func fetch(_ engine: DownloadEngine, _ request: DownloadRequest) async throws -> (Enqueued, DownloadSnapshot) {
+        try await EngineFixture.requestAndWait(engine, request, until: [.completed, .failed], timeout: 20)
+    }
+
     static func stored(_ engine: DownloadEngine, _ id: String) throws -> [UInt8] {
         let file = try #require(engine.completedFile(id: id))
         return Array(try Data(contentsOf: URL(fileURLWithPath: file.path)))
@@ -50,8 +55,7 @@ import Testing
         let origin = try TestOrigin(bodySize: 3 * 1024 * 1024 + 5)
         defer { origin.stop() }
         let engine = try Self.engine()
-        let r = try engine.request(DownloadRequest(url: origin.url))
-        let done = try await Self.finish(engine, r.snapshot.id)
+        let (r, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url))
         #expect(done.state == .completed)
         #expect(try Self.stored(engine, r.snapshot.id) == origin.expectedBody())
         #expect(done.sha256 == SHA256Hasher.hex(origin.expectedBody()))
@@ -83,8 +87,7 @@ import Testing
         defer { origin.stop() }
         origin.inject(.cut(afterBodyBytes: 123_457))
         let engine = try Self.engine()
-        let r = try engine.request(DownloadRequest(url: origin.url))
-        let done = try await Self.finish(engine, r.snapshot.id)
+        let (r, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url))
         #expect(done.state == .completed, "\(String(describing: done.error))")
         #expect(try Self.stored(engine, r.snapshot.id) == origin.expectedBody())
         let requests = origin.requests(path: "/file")
@@ -171,8 +174,7 @@ import Testing
         origin.update { $0.ignoreRanges = true }
         origin.inject(.cut(afterBodyBytes: 100_000))
         let engine = try Self.engine()
-        let r = try engine.request(DownloadRequest(url: origin.url))
-        let done = try await Self.finish(engine, r.snapshot.id)
+        let (r, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url))
         #expect(done.state == .completed)
         #expect(origin.requests(path: "/file")[1].header("Range") == "bytes=100000-")
         #expect(try Self.stored(engine, r.snapshot.id) == origin.expectedBody())
@@ -186,8 +188,7 @@ import Testing
         origin.update { $0.wrongContentRangeStart = true }
         origin.inject(.cut(afterBodyBytes: 100_000))
         let engine = try Self.engine()
-        let r = try engine.request(DownloadRequest(url: origin.url))
-        let done = try await Self.finish(engine, r.snapshot.id)
+        let (r, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url))
         #expect(done.state == .completed)
         #expect(try Self.stored(engine, r.snapshot.id) == origin.expectedBody())
         await engine.shutdown()
@@ -200,8 +201,7 @@ import Testing
         origin.redirect(from: "/b", to: "/file", status: 307)
         origin.inject(.cut(afterBodyBytes: 70_000))
         let engine = try Self.engine()
-        let r = try engine.request(DownloadRequest(url: origin.url("/a")))
-        let done = try await Self.finish(engine, r.snapshot.id)
+        let (r, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url("/a")))
         #expect(done.state == .completed)
         let finals = origin.requests(path: "/file")
         #expect(finals.count == 2)
@@ -215,8 +215,7 @@ import Testing
         let origin = try TestOrigin(bodySize: 1000)
         defer { origin.stop() }
         let engine = try Self.engine()
-        let r = try engine.request(DownloadRequest(url: origin.url("/nope")))
-        let done = try await Self.finish(engine, r.snapshot.id)
+        let (_, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url("/nope")))
         #expect(done.state == .failed && done.error?.code == "http_error" && done.error?.httpStatus == 404)
         #expect(origin.requests(path: "/nope").count == 1)
         #expect(try FileManager.default.contentsOfDirectory(atPath: engine.configuration.cacheDirectory.path).isEmpty)
@@ -227,8 +226,7 @@ import Testing
         let origin = try TestOrigin(bodySize: 1000)
         defer { origin.stop() }
         let engine = try Self.engine { $0.maxFileSize = 4 }  // "not found\n" is 10 bytes.
-        let r = try engine.request(DownloadRequest(url: origin.url("/nope")))
-        let done = try await Self.finish(engine, r.snapshot.id)
+        let (_, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url("/nope")))
         #expect(done.state == .failed && done.error?.code == "http_error" && done.error?.httpStatus == 404)
         #expect(origin.requests(path: "/nope").count == 1)
         await engine.shutdown()
@@ -239,8 +237,7 @@ import Testing
         defer { origin.stop() }
         origin.redirect(from: "/ftp", to: "ftp://127.0.0.1:\(origin.port)/file")
         let engine = try Self.engine()
-        let r = try engine.request(DownloadRequest(url: origin.url("/ftp")))
-        let done = try await Self.finish(engine, r.snapshot.id)
+        let (_, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url("/ftp")))
         #expect(done.state == .failed && done.error?.code == "unsupported_redirect")
         #expect(origin.requests(path: "/ftp").count == 1)  // Not retried.
         await engine.shutdown()
@@ -269,8 +266,7 @@ import Testing
                 return Glibc.write(fd, base, allowed)
             }
         }
-        let r = try engine.request(DownloadRequest(url: origin.url))
-        let failed = try await Self.finish(engine, r.snapshot.id)
+        let (r, failed) = try await Self.fetch(engine, DownloadRequest(url: origin.url))
         #expect(failed.state == .failed && failed.error?.code == "disk_full")
         #expect(origin.getCount() == 1)  // Not retried.
         let partial = engine.configuration.stateDirectory.appendingPathComponent("partials/\(r.snapshot.id).part").path
@@ -301,8 +297,7 @@ import Testing
         origin.inject(.status(429, retryAfter: "0"))
         origin.inject(.status(503, retryAfter: "1"))
         let engine = try Self.engine { $0.retryMaxDelay = 0.2 }
-        let r = try engine.request(DownloadRequest(url: origin.url))
-        let done = try await Self.finish(engine, r.snapshot.id)
+        let (r, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url))
         #expect(done.state == .completed)
         #expect(origin.getCount() == 4)
         #expect(engine.statistics.retries == 3)
@@ -315,8 +310,7 @@ import Testing
         defer { origin.stop() }
         origin.inject(.stall(afterBodyBytes: 60_000))
         let engine = try Self.engine { $0.stallTimeout = 1 }
-        let r = try engine.request(DownloadRequest(url: origin.url))
-        let done = try await Self.finish(engine, r.snapshot.id)
+        let (r, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url))
         #expect(done.state == .completed)
         let requests = origin.requests(path: "/file")
         #expect(requests.count == 2)
@@ -329,8 +323,7 @@ import Testing
         let origin = try TestOrigin(bodySize: 10_000)
         defer { origin.stop() }
         let engine = try Self.engine()
-        let r = try engine.request(DownloadRequest(url: origin.url, sha256: String(repeating: "ab", count: 32)))
-        let done = try await Self.finish(engine, r.snapshot.id)
+        let (r, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url, sha256: String(repeating: "ab", count: 32)))
         #expect(done.state == .failed && done.error?.code == "checksum_mismatch")
         #expect(engine.completedFile(id: r.snapshot.id) == nil)
         await engine.shutdown()

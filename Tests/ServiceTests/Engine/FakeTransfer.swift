@@ -251,11 +251,11 @@ enum EngineFixture {
         return r
     }
 
-    /// Requests `request`, then waits (5 s at most) until its download reaches one of `states`.
-    static func requestAndWait(_ engine: DownloadEngine, _ request: DownloadRequest,
-                               until states: Set<DownloadState>) async throws -> (Enqueued, DownloadSnapshot) {
+    /// Requests `request`, then waits (`timeout` seconds at most) until its download reaches one of `states`.
+    static func requestAndWait(_ engine: DownloadEngine, _ request: DownloadRequest, until states: Set<DownloadState>,
+                               timeout: Double = 5) async throws -> (Enqueued, DownloadSnapshot) {
         let r = try engine.request(request)
-        let s = try await withTimeout(5) { try await waitFor(engine, id: r.snapshot.id, states) }
+        let s = try await withTimeout(timeout) { try await waitFor(engine, id: r.snapshot.id, states) }
         return (r, s)
     }
 
