@@ -21,6 +21,13 @@ import Testing
         try await EngineFixture.requestAndWait(engine, request, until: [.completed, .failed], timeout: 20)
     }
 
+    /// Asks for `url` again (joining download `id`, paused or running), then waits like `finish`
+    /// until `id` ends.
+    static func requestAgain(_ engine: DownloadEngine, _ url: String, id: String) async throws -> (again: Enqueued, done: DownloadSnapshot) {
+        let again = try engine.request(DownloadRequest(url: url))
+        return (again, try await finish(engine, id))
+    }
+
     static func stored(_ engine: DownloadEngine, _ id: String) throws -> [UInt8] {
         let file = try #require(engine.completedFile(id: id))
         return Array(try Data(contentsOf: URL(fileURLWithPath: file.path)))
@@ -103,9 +110,8 @@ import Testing
         let engine = try Self.engine()
         let (id, kept) = try await Self.pauseMidway(engine, stalling: origin, url: origin.url)
         #expect(kept == 50_000)
-        let again = try engine.request(DownloadRequest(url: origin.url))
+        let (again, done) = try await Self.requestAgain(engine, origin.url, id: id)
         #expect(again.snapshot.id == id)
-        let done = try await Self.finish(engine, id)
         #expect(done.state == .completed)
         let last = try #require(origin.requests(path: "/file").last)
         #expect(last.header("Range") == "bytes=\(kept)-")
@@ -140,8 +146,7 @@ import Testing
         let (id, kept) = try await Self.pauseMidway(engine, stalling: origin, url: origin.url)
         #expect(kept == 0)
         #expect(engine.snapshot(id: id)?.resumable == false)
-        _ = try engine.request(DownloadRequest(url: origin.url))
-        let done = try await Self.finish(engine, id)
+        let (_, done) = try await Self.requestAgain(engine, origin.url, id: id)
         #expect(done.state == .completed)
         for request in origin.requests(path: "/file") {
             #expect(request.header("Range") == nil)
@@ -158,8 +163,7 @@ import Testing
         let engine = try Self.engine()
         let (id, kept) = try await Self.pauseMidway(engine, stalling: origin, url: origin.url)
         #expect(kept > 0)
-        _ = try engine.request(DownloadRequest(url: origin.url))
-        let done = try await Self.finish(engine, id)
+        let (_, done) = try await Self.requestAgain(engine, origin.url, id: id)
         #expect(done.state == .completed)
         let last = try #require(origin.requests(path: "/file").last)
         #expect(last.header("Range") == "bytes=\(kept)-")
@@ -281,8 +285,7 @@ import Testing
         }
         // Space is back: a new request resumes from the kept bytes and completes byte-identical.
         full.withLock { $0 = false }
-        _ = try engine.request(DownloadRequest(url: origin.url))
-        let done = try await Self.finish(engine, r.snapshot.id)
+        let (_, done) = try await Self.requestAgain(engine, origin.url, id: r.snapshot.id)
         #expect(done.state == .completed)
         #expect(try Self.stored(engine, r.snapshot.id) == origin.expectedBody())
         let second = try #require(origin.requests(path: "/file").last)
@@ -340,9 +343,8 @@ import Testing
         let second = try Self.engine(root)
         let restored = try #require(second.snapshot(id: id))
         #expect(restored.state == .paused && restored.bytesWritten == kept && restored.resumable)
-        let again = try second.request(DownloadRequest(url: origin.url))
+        let (again, done) = try await Self.requestAgain(second, origin.url, id: id)
         #expect(again.snapshot.id == id)
-        let done = try await Self.finish(second, id)
         #expect(done.state == .completed)
         #expect(origin.requests(path: "/file").last?.header("Range") == "bytes=\(kept)-")
         #expect(try Self.stored(second, id) == origin.expectedBody())
