@@ -24,13 +24,4 @@ enum Durability {
         #expect(answer.status == 200)
         return answer.json["downloads"] as? [[String: Any]] ?? []
     }
-
-    /// Waits on the progress stream of `id` for `completed` or `failed`; returns its data.
-    static func waitForEnd(_ service: ServiceProcess, id: String) async throws -> [String: Any] {
-        let (head, stream) = try await service.client.openStream("/downloads/\(id)/progress")
-        defer { stream.close() }
-        #expect(head.status == 200)
-        let event = try await stream.next { $0.event == "completed" || $0.event == "failed" }
-        return try #require(event, "the progress stream of \(id) ended early").json
-    }
 }

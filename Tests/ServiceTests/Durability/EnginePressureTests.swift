@@ -34,8 +34,8 @@ import Testing
         var cachePath: String { root.appendingPathComponent("cache").path }
 
         func completed(_ name: String, storage: StorageClass = .cache) async throws -> String {
-            let r = try engine.request(DownloadRequest(url: "http://o.test/\(name)", storage: storage))
-            let s = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.completed, .failed]) }
+            let (r, s) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/\(name)", storage: storage),
+                                                                until: [.completed, .failed])
             #expect(s.state == .completed)
             clock.advance(1)
             return r.snapshot.id
@@ -43,13 +43,9 @@ import Testing
 
         /// A download left holding `kept` bytes: paused (`pause`) or still running.
         func partial(_ name: String, kept: Int, pause: Bool = true) async throws -> String {
-            let before = driver.startCount
-            let r = try engine.request(DownloadRequest(url: "http://o.test/\(name)"))
-            try await withTimeout(5) { await driver.waitForStarts(before + 1) }
-            let t = driver.transfer(before)
-            #expect(t.respond(200, ["Content-Length": "100000", "ETag": "\"\(name)\""]))
-            try t.send(EngineFixture.body(kept))
-            if pause { _ = try await EngineFixture.cancelAndSettle(engine, token: r.token, id: r.snapshot.id) }
+            let r = try await EngineFixture.partial(engine, driver: driver, url: "http://o.test/\(name)", attempt: driver.startCount,
+                                                    headers: ["Content-Length": "100000", "ETag": "\"\(name)\""],
+                                                    sending: EngineFixture.body(kept), pause: pause)
             clock.advance(1)
             return r.snapshot.id
         }

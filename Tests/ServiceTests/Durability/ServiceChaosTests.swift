@@ -8,18 +8,6 @@ import Testing
 /// bytes fetched twice stay within what was not yet durable at each kill.
 @Suite(.timeLimit(.minutes(3)))
 struct ServiceChaosTests {
-    /// SplitMix64: reproducible random moments (the seed is printed).
-    struct SeededRandom: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     static let checkpointBytes: Int64 = 4 << 20
     static let bytesPerSecond = 4 << 20
 
@@ -48,7 +36,7 @@ struct ServiceChaosTests {
         var expected: [String: String] = [:]
         for path in paths { expected[origin.url(path)] = Durability.sha256(origin.expectedBody(path: path)) }
         let seed = UInt64.random(in: 1...UInt64.max)
-        var random = SeededRandom(state: seed)
+        var random = SplitMix64(seed: seed)  // reproducible random moments (the seed is printed)
         print("chaos: seed \(seed)")
 
         let root = Durability.root("chaos")
@@ -87,7 +75,7 @@ struct ServiceChaosTests {
 
         origin.update { $0.bytesPerSecond = nil }
         for id in ids {
-            let end = try await Durability.waitForEnd(service, id: id)
+            let end = try await service.waitForEnd(id: id)
             #expect(end["state"] as? String == "completed", "\(id): \(end)")
         }
         #expect(try await checkCompleted(service, expected, "at the end") == sizes.count)

@@ -76,7 +76,7 @@ struct ServiceCrashPointTests {
         origin.update { $0.bytesPerSecond = nil }
         let third = try await ServiceProcess.start(root: root, arguments: Durability.allowLoopback)
         for (path, id) in ids.sorted(by: { $0.key < $1.key }) {
-            let done = try await Durability.waitForEnd(third, id: id)
+            let done = try await third.waitForEnd(id: id)
             #expect(done["state"] as? String == "completed", "\(path): \(done)")
             #expect(done["sha256"] as? String == Durability.sha256(origin.expectedBody(path: path)))
         }

@@ -47,9 +47,9 @@ struct ServiceDiskFullTests {
         let small = try await client.post("/downloads", json: #"{"url":"\#(origin.url("/small.bin"))","storage":"persistent"}"#)
         let smallID = try #require(small.string("id"))
 
-        let smallEnd = try await Durability.waitForEnd(service, id: smallID)
+        let smallEnd = try await service.waitForEnd(id: smallID)
         #expect(smallEnd["state"] as? String == "completed")
-        let bigEnd = try await Durability.waitForEnd(service, id: big)
+        let bigEnd = try await service.waitForEnd(id: big)
         #expect(bigEnd["state"] as? String == "failed")
         let error = try #require(bigEnd["error"] as? [String: Any])
         #expect(error["code"] as? String == "disk_full", "\(bigEnd)")
@@ -59,7 +59,7 @@ struct ServiceDiskFullTests {
         #expect(try await client.request("GET", "/downloads/\(smallID)/file").body == origin.expectedBody(path: "/small.bin"))
         // The failed download's partial is purged (low disk), so space returns for the next one.
         let after = try #require(try await client.ask(origin.url("/after.bin")).string("id"))
-        let afterEnd = try await Durability.waitForEnd(service, id: after)
+        let afterEnd = try await service.waitForEnd(id: after)
         #expect(afterEnd["state"] as? String == "completed", "\(afterEnd)")
         #expect(try await client.request("GET", "/downloads/\(after)/file").body == origin.expectedBody(path: "/after.bin"))
         let metrics = try await client.request("GET", "/metrics").bodyText

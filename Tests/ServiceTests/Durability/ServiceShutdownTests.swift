@@ -58,7 +58,7 @@ struct ServiceShutdownTests {
         #expect(cancelled.status == 200 && cancelled.string("state") == "paused", "\(cancelled.bodyText)")
         #expect(Int64(cancelled.json["bytesWritten"] as? Int ?? 0) >= offsets[urls[1]] ?? .max)
         // t0 carries on by itself and resumes exactly where it stopped.
-        let done = try await Durability.waitForEnd(second, id: ids[0])
+        let done = try await second.waitForEnd(id: ids[0])
         #expect(done["state"] as? String == "completed")
         #expect(done["sha256"] as? String == Durability.sha256(origin.expectedBody(path: "/t0.bin")))
         let resumedAt = origin.requests(path: "/t0.bin").last?.header("range")

@@ -60,8 +60,8 @@ import Testing
                                          "Content-Disposition": "attachment; filename=\"data.bin\""], body: body)
         }
         let engine = try EngineFixture.engine(root, driver: driver)
-        let first = try engine.request(DownloadRequest(url: "http://o.test/x/file"))
-        let done = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: first.snapshot.id, [.completed, .failed]) }
+        let (first, done) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/x/file"),
+                                                                   until: [.completed, .failed])
         #expect(done.state == .completed)
         #expect(done.size == Int64(body.count))
         #expect(done.sha256 == SHA256Hasher.hex(body))

@@ -16,6 +16,18 @@ import Testing
         try await withTimeout(20) { try await EngineFixture.waitFor(engine, id: id, [.completed, .failed]) }
     }
 
+    /// Requests `request` and waits (20 s at most, like `finish`) until its download completes or fails.
+    static func fetch(_ engine: DownloadEngine, _ request: DownloadRequest) async throws -> (Enqueued, DownloadSnapshot) {
+        try await EngineFixture.requestAndWait(engine, request, until: [.completed, .failed], timeout: 20)
+    }
+
+    /// Asks for `url` again (joining download `id`, paused or running), then waits like `finish`
+    /// until `id` ends.
+    static func requestAgain(_ engine: DownloadEngine, _ url: String, id: String) async throws -> (again: Enqueued, done: DownloadSnapshot) {
+        let again = try engine.request(DownloadRequest(url: url))
+        return (again, try await finish(engine, id))
+    }
+
     static func stored(_ engine: DownloadEngine, _ id: String) throws -> [UInt8] {
         let file = try #require(engine.completedFile(id: id))
         return Array(try Data(contentsOf: URL(fileURLWithPath: file.path)))
@@ -50,8 +62,7 @@ import Testing
         let origin = try TestOrigin(bodySize: 3 * 1024 * 1024 + 5)
         defer { origin.stop() }
         let engine = try Self.engine()
-        let r = try engine.request(DownloadRequest(url: origin.url))
-        let done = try await Self.finish(engine, r.snapshot.id)
+        let (r, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url))
         #expect(done.state == .completed)
         #expect(try Self.stored(engine, r.snapshot.id) == origin.expectedBody())
         #expect(done.sha256 == SHA256Hasher.hex(origin.expectedBody()))
@@ -83,8 +94,7 @@ import Testing
         defer { origin.stop() }
         origin.inject(.cut(afterBodyBytes: 123_457))
         let engine = try Self.engine()
-        let r = try engine.request(DownloadRequest(url: origin.url))
-        let done = try await Self.finish(engine, r.snapshot.id)
+        let (r, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url))
         #expect(done.state == .completed, "\(String(describing: done.error))")
         #expect(try Self.stored(engine, r.snapshot.id) == origin.expectedBody())
         let requests = origin.requests(path: "/file")
@@ -100,9 +110,8 @@ import Testing
         let engine = try Self.engine()
         let (id, kept) = try await Self.pauseMidway(engine, stalling: origin, url: origin.url)
         #expect(kept == 50_000)
-        let again = try engine.request(DownloadRequest(url: origin.url))
+        let (again, done) = try await Self.requestAgain(engine, origin.url, id: id)
         #expect(again.snapshot.id == id)
-        let done = try await Self.finish(engine, id)
         #expect(done.state == .completed)
         let last = try #require(origin.requests(path: "/file").last)
         #expect(last.header("Range") == "bytes=\(kept)-")
@@ -137,8 +146,7 @@ import Testing
         let (id, kept) = try await Self.pauseMidway(engine, stalling: origin, url: origin.url)
         #expect(kept == 0)
         #expect(engine.snapshot(id: id)?.resumable == false)
-        _ = try engine.request(DownloadRequest(url: origin.url))
-        let done = try await Self.finish(engine, id)
+        let (_, done) = try await Self.requestAgain(engine, origin.url, id: id)
         #expect(done.state == .completed)
         for request in origin.requests(path: "/file") {
             #expect(request.header("Range") == nil)
@@ -155,8 +163,7 @@ import Testing
         let engine = try Self.engine()
         let (id, kept) = try await Self.pauseMidway(engine, stalling: origin, url: origin.url)
         #expect(kept > 0)
-        _ = try engine.request(DownloadRequest(url: origin.url))
-        let done = try await Self.finish(engine, id)
+        let (_, done) = try await Self.requestAgain(engine, origin.url, id: id)
         #expect(done.state == .completed)
         let last = try #require(origin.requests(path: "/file").last)
         #expect(last.header("Range") == "bytes=\(kept)-")
@@ -171,8 +178,7 @@ import Testing
         origin.update { $0.ignoreRanges = true }
         origin.inject(.cut(afterBodyBytes: 100_000))
         let engine = try Self.engine()
-        let r = try engine.request(DownloadRequest(url: origin.url))
-        let done = try await Self.finish(engine, r.snapshot.id)
+        let (r, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url))
         #expect(done.state == .completed)
         #expect(origin.requests(path: "/file")[1].header("Range") == "bytes=100000-")
         #expect(try Self.stored(engine, r.snapshot.id) == origin.expectedBody())
@@ -186,8 +192,7 @@ import Testing
         origin.update { $0.wrongContentRangeStart = true }
         origin.inject(.cut(afterBodyBytes: 100_000))
         let engine = try Self.engine()
-        let r = try engine.request(DownloadRequest(url: origin.url))
-        let done = try await Self.finish(engine, r.snapshot.id)
+        let (r, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url))
         #expect(done.state == .completed)
         #expect(try Self.stored(engine, r.snapshot.id) == origin.expectedBody())
         await engine.shutdown()
@@ -200,8 +205,7 @@ import Testing
         origin.redirect(from: "/b", to: "/file", status: 307)
         origin.inject(.cut(afterBodyBytes: 70_000))
         let engine = try Self.engine()
-        let r = try engine.request(DownloadRequest(url: origin.url("/a")))
-        let done = try await Self.finish(engine, r.snapshot.id)
+        let (r, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url("/a")))
         #expect(done.state == .completed)
         let finals = origin.requests(path: "/file")
         #expect(finals.count == 2)
@@ -215,8 +219,7 @@ import Testing
         let origin = try TestOrigin(bodySize: 1000)
         defer { origin.stop() }
         let engine = try Self.engine()
-        let r = try engine.request(DownloadRequest(url: origin.url("/nope")))
-        let done = try await Self.finish(engine, r.snapshot.id)
+        let (_, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url("/nope")))
         #expect(done.state == .failed && done.error?.code == "http_error" && done.error?.httpStatus == 404)
         #expect(origin.requests(path: "/nope").count == 1)
         #expect(try FileManager.default.contentsOfDirectory(atPath: engine.configuration.cacheDirectory.path).isEmpty)
@@ -227,8 +230,7 @@ import Testing
         let origin = try TestOrigin(bodySize: 1000)
         defer { origin.stop() }
         let engine = try Self.engine { $0.maxFileSize = 4 }  // "not found\n" is 10 bytes.
-        let r = try engine.request(DownloadRequest(url: origin.url("/nope")))
-        let done = try await Self.finish(engine, r.snapshot.id)
+        let (_, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url("/nope")))
         #expect(done.state == .failed && done.error?.code == "http_error" && done.error?.httpStatus == 404)
         #expect(origin.requests(path: "/nope").count == 1)
         await engine.shutdown()
@@ -239,8 +241,7 @@ import Testing
         defer { origin.stop() }
         origin.redirect(from: "/ftp", to: "ftp://127.0.0.1:\(origin.port)/file")
         let engine = try Self.engine()
-        let r = try engine.request(DownloadRequest(url: origin.url("/ftp")))
-        let done = try await Self.finish(engine, r.snapshot.id)
+        let (_, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url("/ftp")))
         #expect(done.state == .failed && done.error?.code == "unsupported_redirect")
         #expect(origin.requests(path: "/ftp").count == 1)  // Not retried.
         await engine.shutdown()
@@ -269,8 +270,7 @@ import Testing
                 return Glibc.write(fd, base, allowed)
             }
         }
-        let r = try engine.request(DownloadRequest(url: origin.url))
-        let failed = try await Self.finish(engine, r.snapshot.id)
+        let (r, failed) = try await Self.fetch(engine, DownloadRequest(url: origin.url))
         #expect(failed.state == .failed && failed.error?.code == "disk_full")
         #expect(origin.getCount() == 1)  // Not retried.
         let partial = engine.configuration.stateDirectory.appendingPathComponent("partials/\(r.snapshot.id).part").path
@@ -285,8 +285,7 @@ import Testing
         }
         // Space is back: a new request resumes from the kept bytes and completes byte-identical.
         full.withLock { $0 = false }
-        _ = try engine.request(DownloadRequest(url: origin.url))
-        let done = try await Self.finish(engine, r.snapshot.id)
+        let (_, done) = try await Self.requestAgain(engine, origin.url, id: r.snapshot.id)
         #expect(done.state == .completed)
         #expect(try Self.stored(engine, r.snapshot.id) == origin.expectedBody())
         let second = try #require(origin.requests(path: "/file").last)
@@ -301,8 +300,7 @@ import Testing
         origin.inject(.status(429, retryAfter: "0"))
         origin.inject(.status(503, retryAfter: "1"))
         let engine = try Self.engine { $0.retryMaxDelay = 0.2 }
-        let r = try engine.request(DownloadRequest(url: origin.url))
-        let done = try await Self.finish(engine, r.snapshot.id)
+        let (r, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url))
         #expect(done.state == .completed)
         #expect(origin.getCount() == 4)
         #expect(engine.statistics.retries == 3)
@@ -315,8 +313,7 @@ import Testing
         defer { origin.stop() }
         origin.inject(.stall(afterBodyBytes: 60_000))
         let engine = try Self.engine { $0.stallTimeout = 1 }
-        let r = try engine.request(DownloadRequest(url: origin.url))
-        let done = try await Self.finish(engine, r.snapshot.id)
+        let (r, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url))
         #expect(done.state == .completed)
         let requests = origin.requests(path: "/file")
         #expect(requests.count == 2)
@@ -329,8 +326,7 @@ import Testing
         let origin = try TestOrigin(bodySize: 10_000)
         defer { origin.stop() }
         let engine = try Self.engine()
-        let r = try engine.request(DownloadRequest(url: origin.url, sha256: String(repeating: "ab", count: 32)))
-        let done = try await Self.finish(engine, r.snapshot.id)
+        let (r, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url, sha256: String(repeating: "ab", count: 32)))
         #expect(done.state == .failed && done.error?.code == "checksum_mismatch")
         #expect(engine.completedFile(id: r.snapshot.id) == nil)
         await engine.shutdown()
@@ -347,9 +343,8 @@ import Testing
         let second = try Self.engine(root)
         let restored = try #require(second.snapshot(id: id))
         #expect(restored.state == .paused && restored.bytesWritten == kept && restored.resumable)
-        let again = try second.request(DownloadRequest(url: origin.url))
+        let (again, done) = try await Self.requestAgain(second, origin.url, id: id)
         #expect(again.snapshot.id == id)
-        let done = try await Self.finish(second, id)
         #expect(done.state == .completed)
         #expect(origin.requests(path: "/file").last?.header("Range") == "bytes=\(kept)-")
         #expect(try Self.stored(second, id) == origin.expectedBody())

@@ -22,8 +22,8 @@ import Testing
         let body = EngineFixture.body(40_000)
         let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: ["Content-Length": "40000"], body: body) }
         let engine = try EngineFixture.engine(root, driver: driver)
-        let first = try engine.request(DownloadRequest(url: "http://o.test/p.bin"))
-        _ = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: first.snapshot.id, [.completed]) }
+        let (first, _) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/p.bin"),
+                                                                until: [.completed])
         let cached = try #require(engine.completedFile(id: first.snapshot.id)).path
 
         let gate = DispatchSemaphore(value: 0)
@@ -122,8 +122,8 @@ import Testing
     @Test func anEndedDownloadDropsOldTokensInsteadOfRefusing() async throws {
         let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: [:], body: [1, 2, 3]) }
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver) { $0.maxCallersPerDownload = 2 }
-        let first = try engine.request(DownloadRequest(url: "http://o.test/done"))
-        _ = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: first.snapshot.id, [.completed]) }
+        let (first, _) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/done"),
+                                                                until: [.completed])
         var tokens = [first.token]
         for _ in 0..<5 { tokens.append(try engine.request(DownloadRequest(url: "http://o.test/done")).token) }
         #expect(engine.snapshot(id: first.snapshot.id)?.callers == 2)
@@ -143,8 +143,8 @@ import Testing
         }
         var ids: [String] = []
         for name in ["a", "b", "c"] {
-            let r = try engine.request(DownloadRequest(url: "http://o.test/\(name)"))
-            let failed = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.failed]) }
+            let (r, failed) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/\(name)"),
+                                                                     until: [.failed])
             #expect(failed.error?.code == "http_error")
             ids.append(r.snapshot.id)
             clock.advance(10)
@@ -155,8 +155,7 @@ import Testing
         #expect(Set(Self.journal(engine).map(\.id)) == Set(ids[1...]))
         // Age: failures older than the retention go when another download fails.
         clock.advance(2000)
-        let d = try engine.request(DownloadRequest(url: "http://o.test/d"))
-        _ = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: d.snapshot.id, [.failed]) }
+        let (d, _) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/d"), until: [.failed])
         #expect(engine.list().map(\.id) == [d.snapshot.id])
         #expect(Self.journal(engine).map(\.id) == [d.snapshot.id])
         await engine.shutdown()
@@ -168,11 +167,9 @@ import Testing
         // Every file system counts as low on space: the next attempt purges paused partials first.
         let engine = try DownloadEngine(configuration: EngineFixture.configuration(root), driver: driver,
                                         diskPressure: DiskPressure(minFreeBytes: Int64.max, minFreeFraction: 0))
-        let x = try engine.request(DownloadRequest(url: "http://o.test/x"))
-        try await withTimeout(5) { await driver.waitForStarts(1) }
-        #expect(driver.transfer(0).respond(200, ["Content-Length": "10000", "ETag": "\"x\""]))
-        try driver.transfer(0).send([UInt8](repeating: 1, count: 5000))
-        _ = try await EngineFixture.cancelAndSettle(engine, token: x.token, id: x.snapshot.id)
+        let x = try await EngineFixture.partial(engine, driver: driver, url: "http://o.test/x",
+                                                headers: ["Content-Length": "10000", "ETag": "\"x\""],
+                                                sending: [UInt8](repeating: 1, count: 5000))
         let partials = root.appendingPathComponent("state/partials").path
         let partial = partials + "/\(x.snapshot.id).part"
         #expect(FileStore.fileSize(partial) == 5000)

@@ -11,8 +11,8 @@ import Testing
         let root = EngineFixture.root()
         let engine = try EngineFixture.engine(root, driver: driver) { $0.cacheMaxBytes = 25_000 }
         func fetch(_ name: String, storage: StorageClass = .cache) async throws -> String {
-            let r = try engine.request(DownloadRequest(url: "http://o.test/\(name)", storage: storage))
-            let s = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.completed, .failed]) }
+            let (r, s) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/\(name)", storage: storage),
+                                                                until: [.completed, .failed])
             #expect(s.state == .completed)
             return r.snapshot.id
         }
@@ -20,12 +20,8 @@ import Testing
         let p = try await fetch("p", storage: .persistent)  // never purged, not counted
         let b = try await fetch("b")
         // c: paused with 8000 kept bytes.
-        let c = try engine.request(DownloadRequest(url: "http://o.test/c"))
-        try await withTimeout(5) { await driver.waitForStarts(4) }
-        let t = driver.transfer(3)
-        #expect(t.respond(200, ["Content-Length": "10000", "ETag": "\"c\""]))
-        try t.send(Array(body[0..<8000]))
-        _ = try await EngineFixture.cancelAndSettle(engine, token: c.token, id: c.snapshot.id)
+        let c = try await EngineFixture.partial(engine, driver: driver, url: "http://o.test/c", attempt: 3,
+                                                headers: ["Content-Length": "10000", "ETag": "\"c\""], sending: Array(body[0..<8000]))
         #expect(engine.snapshot(id: c.snapshot.id)?.bytesWritten == 8000)
         // b used more recently than a.
         _ = engine.completedFile(id: b)
@@ -50,11 +46,9 @@ import Testing
         // Every file system counts as "low" with this threshold.
         let engine = try DownloadEngine(configuration: c, driver: driver,
                                         diskPressure: DiskPressure(minFreeBytes: Int64.max, minFreeFraction: 0))
-        let x = try engine.request(DownloadRequest(url: "http://o.test/x"))
-        try await withTimeout(5) { await driver.waitForStarts(1) }
-        #expect(driver.transfer(0).respond(200, ["Content-Length": "10000", "ETag": "\"x\""]))
-        try driver.transfer(0).send([UInt8](repeating: 1, count: 5000))
-        _ = try await EngineFixture.cancelAndSettle(engine, token: x.token, id: x.snapshot.id)
+        let x = try await EngineFixture.partial(engine, driver: driver, url: "http://o.test/x",
+                                                headers: ["Content-Length": "10000", "ETag": "\"x\""],
+                                                sending: [UInt8](repeating: 1, count: 5000))
         #expect(engine.snapshot(id: x.snapshot.id)?.bytesWritten == 5000)
         _ = try engine.request(DownloadRequest(url: "http://o.test/y"))
         try await withTimeout(5) { await driver.waitForStarts(2) }

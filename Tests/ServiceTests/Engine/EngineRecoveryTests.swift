@@ -8,11 +8,9 @@ import Testing
         let root = EngineFixture.root()
         let driver = FakeTransferDriver()
         let first = try EngineFixture.engine(root, driver: driver)
-        let r = try first.request(DownloadRequest(url: "http://o.test/f"))
-        try await withTimeout(5) { await driver.waitForStarts(1) }
-        #expect(driver.transfer(0).respond(200, ["Content-Length": "100000", "ETag": "\"e\""]))
-        try driver.transfer(0).send(EngineFixture.body(30_000))
-        _ = try await EngineFixture.cancelAndSettle(first, token: r.token, id: r.snapshot.id)
+        let r = try await EngineFixture.partial(first, driver: driver, url: "http://o.test/f",
+                                                headers: ["Content-Length": "100000", "ETag": "\"e\""],
+                                                sending: EngineFixture.body(30_000))
         await first.shutdown()
         // A crash after more (unjournaled) bytes reached the file: garbage past the offset.
         let partial = root.appendingPathComponent("state/partials/\(r.snapshot.id).part").path
@@ -33,10 +31,10 @@ import Testing
         let root = EngineFixture.root()
         let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: [:], body: [1, 2, 3]) }
         let first = try EngineFixture.engine(root, driver: driver)
-        let r = try first.request(DownloadRequest(url: "http://o.test/f"))
-        let done = try await withTimeout(5) { try await EngineFixture.waitFor(first, id: r.snapshot.id, [.completed]) }
-        let keep = try first.request(DownloadRequest(url: "http://o.test/g"))
-        _ = try await withTimeout(5) { try await EngineFixture.waitFor(first, id: keep.snapshot.id, [.completed]) }
+        let (r, done) = try await EngineFixture.requestAndWait(first, DownloadRequest(url: "http://o.test/f"),
+                                                               until: [.completed])
+        let (keep, _) = try await EngineFixture.requestAndWait(first, DownloadRequest(url: "http://o.test/g"),
+                                                               until: [.completed])
         await first.shutdown()
         try FileManager.default.removeItem(atPath: try #require(done.path))
         let second = try EngineFixture.engine(root, driver: FakeTransferDriver())
@@ -61,8 +59,8 @@ import Testing
         let body: [UInt8] = [1, 2, 3]
         let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: [:], body: body) }
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
-        let wrong = try engine.request(DownloadRequest(url: "http://o.test/f", sha256: String(repeating: "0", count: 64)))
-        let failed = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: wrong.snapshot.id, [.failed, .completed]) }
+        let (wrong, failed) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/f", sha256: String(repeating: "0", count: 64)),
+                                                                     until: [.failed, .completed])
         #expect(failed.error?.code == "checksum_mismatch")
         let right = try engine.request(DownloadRequest(url: "http://o.test/f", sha256: SHA256Hasher.hex(body)))
         #expect(right.snapshot.id == wrong.snapshot.id)
@@ -85,8 +83,8 @@ import Testing
         let root = EngineFixture.root()
         let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: [:], body: [4, 5, 6]) }
         let first = try EngineFixture.engine(root, driver: driver)
-        let r = try first.request(DownloadRequest(url: "http://o.test/m"))
-        let done = try await withTimeout(5) { try await EngineFixture.waitFor(first, id: r.snapshot.id, [.completed]) }
+        let (r, done) = try await EngineFixture.requestAndWait(first, DownloadRequest(url: "http://o.test/m"),
+                                                               until: [.completed])
         await first.shutdown()
         // As if the service died after journaling `persistent` but before the file moved.
         let journal = StateJournal(directory: root.appendingPathComponent("state").path)
@@ -115,8 +113,7 @@ import Testing
         let root = EngineFixture.root()
         let driver = FakeTransferDriver { _, _ in .init(status: 410, headers: [:], body: []) }
         let first = try EngineFixture.engine(root, driver: driver) { $0.failedRetention = 3600 }
-        let r = try first.request(DownloadRequest(url: "http://o.test/gone"))
-        _ = try await withTimeout(5) { try await EngineFixture.waitFor(first, id: r.snapshot.id, [.failed]) }
+        let (r, _) = try await EngineFixture.requestAndWait(first, DownloadRequest(url: "http://o.test/gone"), until: [.failed])
         await first.shutdown()
         let fresh = try EngineFixture.engine(root, driver: FakeTransferDriver()) { $0.failedRetention = 3600 }
         #expect(fresh.snapshot(id: r.snapshot.id)?.state == .failed)

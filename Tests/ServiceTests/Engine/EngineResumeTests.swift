@@ -117,8 +117,8 @@ import Testing
             return .init(status: 206, headers: ["Content-Range": "bytes 17000-39999/40000", "ETag": "\"e\""], body: Array(body[17_000...]))
         }
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
-        let r = try engine.request(DownloadRequest(url: "http://o.test/f.bin", sha256: SHA256Hasher.hex(body), size: 40_000))
-        let done = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.completed, .failed]) }
+        let (_, done) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/f.bin", sha256: SHA256Hasher.hex(body), size: 40_000),
+                                                               until: [.completed, .failed])
         #expect(done.state == .completed)
         #expect(driver.startCount == 2)
         #expect(driver.transfer(1).header("Range") == "bytes=17000-")
@@ -136,8 +136,8 @@ import Testing
             }
         }
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
-        let r = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
-        let done = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.completed, .failed]) }
+        let (_, done) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/f.bin"),
+                                                               until: [.completed, .failed])
         #expect(done.state == .completed)
         #expect(driver.startCount == 3)
     }
@@ -148,8 +148,8 @@ import Testing
         }
         let root = EngineFixture.root()
         let engine = try EngineFixture.engine(root, driver: driver)
-        let r = try engine.request(DownloadRequest(url: "http://o.test/missing"))
-        let failed = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.completed, .failed]) }
+        let (r, failed) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/missing"),
+                                                                 until: [.completed, .failed])
         #expect(failed.state == .failed)
         #expect(failed.error?.code == "http_error" && failed.error?.httpStatus == 404)
         #expect(driver.startCount == 1)
@@ -164,8 +164,8 @@ import Testing
     @Test func retriesExhaustedReportsStatus() async throws {
         let driver = FakeTransferDriver { _, _ in .init(status: 500, headers: [:], body: []) }
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
-        let r = try engine.request(DownloadRequest(url: "http://o.test/broken"))
-        let failed = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.failed]) }
+        let (_, failed) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/broken"),
+                                                                 until: [.failed])
         #expect(failed.error?.code == "retries_exhausted" && failed.error?.httpStatus == 500)
         #expect(driver.startCount == 4)
     }
@@ -190,8 +190,8 @@ import Testing
         let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: ["Content-Length": "2000"], body: body) }
         let root = EngineFixture.root()
         let engine = try EngineFixture.engine(root, driver: driver)
-        let r = try engine.request(DownloadRequest(url: "http://o.test/x", sha256: String(repeating: "0", count: 64)))
-        let failed = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.failed, .completed]) }
+        let (_, failed) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/x", sha256: String(repeating: "0", count: 64)),
+                                                                 until: [.failed, .completed])
         #expect(failed.error?.code == "checksum_mismatch")
         #expect(try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("cache").path).isEmpty)
         #expect(try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("state/partials").path).isEmpty)
@@ -200,16 +200,16 @@ import Testing
     @Test func sizeMismatchFailsEarly() async throws {
         let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: ["Content-Length": "2000"], body: EngineFixture.body(2000)) }
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
-        let r = try engine.request(DownloadRequest(url: "http://o.test/x", size: 1999))
-        let failed = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.failed, .completed]) }
+        let (_, failed) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/x", size: 1999),
+                                                                 until: [.failed, .completed])
         #expect(failed.error?.code == "size_mismatch")
     }
 
     @Test func maxFileSizeRejectsAnnouncedLength() async throws {
         let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: ["Content-Length": "2000"], body: EngineFixture.body(2000)) }
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver) { $0.maxFileSize = 1000 }
-        let r = try engine.request(DownloadRequest(url: "http://o.test/x"))
-        let failed = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.failed, .completed]) }
+        let (_, failed) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/x"),
+                                                                 until: [.failed, .completed])
         #expect(failed.error?.code == "too_large")
         #expect(driver.transfer(0).request.maxBodyBytes == 1000)
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Testing
 @testable import DownloaderEngine
 
 /// A scripted stand-in for the libcurl driver: records every attempt, and either plays a script
@@ -233,6 +234,29 @@ enum EngineFixture {
             }
             throw TimeoutError(seconds: 10)
         }
+    }
+
+    /// Requests `url`, answers its attempt (the `index`-th start on `driver`) with a 200 and `headers`,
+    /// sends `bytes`, then (when `pause`) lets the only caller leave and waits until the partial is
+    /// settled (`cancelAndSettle`): a paused download keeping `bytes`. Returns the request's answer.
+    @discardableResult
+    static func partial(_ engine: DownloadEngine, driver: FakeTransferDriver, url: String, attempt index: Int = 0,
+                        headers: [String: String], sending bytes: [UInt8], pause: Bool = true) async throws -> Enqueued {
+        let r = try engine.request(DownloadRequest(url: url))
+        try await withTimeout(5) { await driver.waitForStarts(index + 1) }
+        let t = driver.transfer(index)
+        #expect(t.respond(200, headers))
+        try t.send(bytes)
+        if pause { _ = try await cancelAndSettle(engine, token: r.token, id: r.snapshot.id) }
+        return r
+    }
+
+    /// Requests `request`, then waits (`timeout` seconds at most) until its download reaches one of `states`.
+    static func requestAndWait(_ engine: DownloadEngine, _ request: DownloadRequest, until states: Set<DownloadState>,
+                               timeout: Double = 5) async throws -> (Enqueued, DownloadSnapshot) {
+        let r = try engine.request(request)
+        let s = try await withTimeout(timeout) { try await waitFor(engine, id: r.snapshot.id, states) }
+        return (r, s)
     }
 
     /// Waits for the download to reach one of `states`.

@@ -62,7 +62,7 @@ struct SoakRound: Sendable, CustomStringConvertible {
     /// fast; one in 16 is 2 MiB, so a dropped file download really leaves mid-body. `only` forces the
     /// fault (a value of the 0..<100 pick) and turns the drop-outs off, for investigating one path.
     static func make(index: Int, seed: UInt64, only: Int? = nil) -> SoakRound {
-        var random = SoakRandom(seed: seed ^ (UInt64(index) &* 0x9e37_79b9_7f4a_7c15))
+        var random = SplitMix64(seed: seed ^ (UInt64(index) &* 0x9e37_79b9_7f4a_7c15))
         let large = random.below(16) == 0
         let size = large ? 2 << 20 : 16 * 1024 + random.below(80 * 1024)
         func offset() -> Int { random.below(size - 1) }
@@ -81,21 +81,4 @@ struct SoakRound: Sendable, CustomStringConvertible {
                          dropsProgressStream: only == nil && random.below(3) == 0,
                          dropsFileDownload: only == nil && (large || random.below(4) == 0))
     }
-}
-
-/// splitmix64.
-struct SoakRandom {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
-    }
-
-    /// Uniform in 0..<bound (bound ≥ 1).
-    mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(max(1, bound))) }
 }

@@ -5,14 +5,6 @@ import Testing
 /// `TestOrigin` only (port 0 everywhere).
 @Suite(.serialized, .timeLimit(.minutes(2)))
 struct SecurityServiceLiveTests {
-    private func waitForEnd(_ service: ServiceProcess, id: String) async throws -> [String: Any] {
-        let (head, stream) = try await service.client.openStream("/downloads/\(id)/progress")
-        defer { stream.close() }
-        #expect(head.status == 200)
-        let event = try await stream.next { $0.event == "completed" || $0.event == "failed" }
-        return try #require(event, "the progress stream ended early").json
-    }
-
     private func errorField(_ reply: RawHTTPResponse, _ key: String) -> String? {
         (reply.json["error"] as? [String: Any])?[key] as? String
     }
@@ -26,7 +18,7 @@ struct SecurityServiceLiveTests {
         let created = try await client.ask("http://localhost:\(origin.port)/file")
         #expect(created.status == 202)
         let id = try #require(created.string("id"))
-        let end = try await waitForEnd(service, id: id)
+        let end = try await service.waitForEnd(id: id)
         #expect(end["state"] as? String == "completed")
 
         for url in ["http://127.0.0.1:\(origin.port)/file", "http://2130706433:\(origin.port)/file",
@@ -54,7 +46,7 @@ struct SecurityServiceLiveTests {
         // localhost passes the URL check and is refused at connect time, by the same rule.
         let created = try await service.client.ask("http://localhost:\(origin.port)/file")
         let id = try #require(created.string("id"))
-        let end = try await waitForEnd(service, id: id)
+        let end = try await service.waitForEnd(id: id)
         let error = try #require(end["error"] as? [String: Any])
         #expect(error["code"] as? String == "destination_forbidden")
         #expect((error["message"] as? String)?.contains("is denied (rule 127.0.0.0/8)") == true, "\(error)")
@@ -76,7 +68,7 @@ struct SecurityServiceLiveTests {
         #expect(created.status == 202)
         #expect(created.string("url") == "http://***@localhost:\(origin.port)/file")
         let id = try #require(created.string("id"))
-        #expect(try await waitForEnd(lenient, id: id)["state"] as? String == "completed")
+        #expect(try await lenient.waitForEnd(id: id)["state"] as? String == "completed")
         let listed = try await lenient.client.request("GET", "/downloads")
         #expect(!listed.text.contains("s3cret"))
         #expect(origin.requests(path: "/file").first?.header("authorization") == "Basic dXNlcjpzM2NyZXQ=")

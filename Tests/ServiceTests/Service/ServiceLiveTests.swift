@@ -7,18 +7,24 @@ import Testing
 struct ServiceLiveTests {
     static let allowLoopback = ["--allow-private-networks"]
 
-    /// Waits on the progress stream of `id` until an event satisfies `matches`; returns its data.
-    private func waitFor(_ service: ServiceProcess, id: String, _ what: String,
-                         where matches: @escaping @Sendable (EventStream.Event) -> Bool) async throws -> [String: Any] {
-        let (head, stream) = try await service.client.openStream("/downloads/\(id)/progress")
-        defer { stream.close() }
-        #expect(head.status == 200)
-        let event = try await stream.next(where: matches)
-        return try #require(event, "the progress stream ended before \(what)").json
+    /// An origin whose transfer is held at 1 MiB for up to `seconds` (ended earlier by setting
+    /// `stallBound` to 0), then dropped: a download pauses or resumes there however loaded the
+    /// machine is. The caller stops it.
+    static func originStallingAtOneMiB(bodySize: Int = 4 << 20, seconds: Double = 60) throws -> TestOrigin {
+        let origin = try TestOrigin(bodySize: bodySize)
+        origin.update { $0.stallBound = seconds }
+        origin.inject(.stall(afterBodyBytes: 1 << 20))
+        return origin
     }
 
-    private func waitForEnd(_ service: ServiceProcess, id: String) async throws -> [String: Any] {
-        try await waitFor(service, id: id, "completed/failed") { $0.event == "completed" || $0.event == "failed" }
+    /// Waits until download `id` has written the 1 MiB its origin stalls at.
+    static func waitForTheStall(_ service: ServiceProcess, id: String) async throws {
+        _ = try await service.waitForEvent(id: id, "the stall") { $0.json["bytesWritten"] as? Int == 1 << 20 }
+    }
+
+    /// `DELETE /downloads/{token}` with the token `created` answered.
+    static func cancel(_ service: ServiceProcess, _ created: RawHTTPResponse) async throws -> RawHTTPResponse {
+        try await service.client.request("DELETE", "/downloads/\(try #require(created.string("token")))")
     }
 
     @Test func callersJourneyFromPostToFile() async throws {
@@ -38,7 +44,7 @@ struct ServiceLiveTests {
         #expect(links == ["self": "/downloads/\(id)", "progress": "/downloads/\(id)/progress",
                           "file": "/downloads/\(id)/file", "cancel": "/downloads/\(token)"])
 
-        let done = try await waitForEnd(service, id: id)
+        let done = try await service.waitForEnd(id: id)
         #expect(done["state"] as? String == "completed")
         let snapshot = try await client.request("GET", "/downloads/\(id)")
         #expect(snapshot.string("state") == "completed")
@@ -74,10 +80,8 @@ struct ServiceLiveTests {
     @Test func twoCallersCoalesceAndOneCancelling() async throws {
         // The origin holds the transfer at 1 MiB until the cancel is in, then drops it: the cancel
         // lands mid-transfer however loaded the machine is, and the download carries on with a resume.
-        let origin = try TestOrigin(bodySize: 4 << 20)
+        let origin = try Self.originStallingAtOneMiB()
         defer { origin.stop() }
-        origin.update { $0.stallBound = 60 }
-        origin.inject(.stall(afterBodyBytes: 1 << 20))
         let service = try await ServiceProcess.start(arguments: Self.allowLoopback)
         let client = service.client
 
@@ -88,16 +92,16 @@ struct ServiceLiveTests {
         #expect(second.json["coalesced"] as? Bool == true)
         #expect(first.string("token") != second.string("token"))
 
-        _ = try await waitFor(service, id: id, "the stall") { $0.json["bytesWritten"] as? Int == 1 << 20 }
-        let cancelled = try await client.request("DELETE", "/downloads/\(try #require(first.string("token")))")
+        try await Self.waitForTheStall(service, id: id)
+        let cancelled = try await Self.cancel(service, first)
         #expect(cancelled.status == 200)
         #expect(cancelled.json["callers"] as? Int == 1)
         #expect(cancelled.string("state") == "downloading")
-        let reused = try await client.request("DELETE", "/downloads/\(try #require(first.string("token")))")
+        let reused = try await Self.cancel(service, first)
         #expect(reused.status == 404)
         origin.update { $0.stallBound = 0 }  // Ends the stall: the origin drops the connection.
 
-        let done = try await waitForEnd(service, id: id)
+        let done = try await service.waitForEnd(id: id)
         #expect(done["state"] as? String == "completed")
         let file = try await client.request("GET", "/downloads/\(id)/file")
         #expect(file.body == origin.expectedBody())
@@ -108,17 +112,15 @@ struct ServiceLiveTests {
     }
 
     @Test func lastCallerCancelPausesAndANewRequestResumesFromTheKeptOffset() async throws {
-        let origin = try TestOrigin(bodySize: 4 << 20)
+        let origin = try Self.originStallingAtOneMiB()  // the cancel lands at exactly 1 MiB
         defer { origin.stop() }
-        origin.update { $0.stallBound = 60 }
-        origin.inject(.stall(afterBodyBytes: 1 << 20))  // the cancel lands at exactly 1 MiB
         let service = try await ServiceProcess.start(arguments: Self.allowLoopback)
         let client = service.client
 
         let first = try await client.ask(origin.url)
         let id = try #require(first.string("id"))
-        _ = try await waitFor(service, id: id, "the stall") { $0.json["bytesWritten"] as? Int == 1 << 20 }
-        let paused = try await client.request("DELETE", "/downloads/\(try #require(first.string("token")))")
+        try await Self.waitForTheStall(service, id: id)
+        let paused = try await Self.cancel(service, first)
         #expect(paused.string("state") == "paused")
         #expect(paused.json["resumable"] as? Bool == true)
         let kept = try #require(paused.json["bytesWritten"] as? Int)
@@ -127,7 +129,7 @@ struct ServiceLiveTests {
         let resumed = try await client.ask(origin.url)
         #expect(resumed.status == 202)
         #expect(resumed.string("id") == id)
-        let done = try await waitForEnd(service, id: id)
+        let done = try await service.waitForEnd(id: id)
         #expect(done["state"] as? String == "completed")
         let last = try #require(origin.requests(path: origin.path).last)
         #expect(last.header("range") == "bytes=\(kept)-")
@@ -139,10 +141,8 @@ struct ServiceLiveTests {
 
     @Test func progressStreamFraming() async throws {
         // Held at 1 MiB for 5 s (the stream opens mid-transfer), then dropped: a resume follows.
-        let origin = try TestOrigin(bodySize: 2 << 20)
+        let origin = try Self.originStallingAtOneMiB(bodySize: 2 << 20, seconds: 5)
         defer { origin.stop() }
-        origin.update { $0.stallBound = 5 }
-        origin.inject(.stall(afterBodyBytes: 1 << 20))
         let service = try await ServiceProcess.start(arguments: Self.allowLoopback)
         let client = service.client
         let created = try await client.ask(origin.url)
@@ -215,7 +215,7 @@ struct ServiceLiveTests {
         #expect((literal.json["error"] as? [String: Any])?["message"] as? String == "127.0.0.1 is loopback")
         let blocked = try await client.ask("http://localhost:\(origin.port)/file")
         let id = try #require(blocked.string("id"))
-        let end = try await waitForEnd(service, id: id)
+        let end = try await service.waitForEnd(id: id)
         #expect(end["state"] as? String == "failed")
         #expect((end["error"] as? [String: Any])?["code"] as? String == "destination_forbidden")
         #expect(origin.getCount() == 0)
@@ -241,16 +241,14 @@ struct ServiceLiveTests {
     }
 
     @Test func pausedDownloadSurvivesARestart() async throws {
-        let origin = try TestOrigin(bodySize: 4 << 20)
+        let origin = try Self.originStallingAtOneMiB()
         defer { origin.stop() }
-        origin.update { $0.stallBound = 60 }
-        origin.inject(.stall(afterBodyBytes: 1 << 20))
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("ds-restart-\(UUID().uuidString)")
         let first = try await ServiceProcess.start(root: root, arguments: Self.allowLoopback)
         let created = try await first.client.ask(origin.url)
         let id = try #require(created.string("id"))
-        _ = try await waitFor(first, id: id, "the stall") { $0.json["bytesWritten"] as? Int == 1 << 20 }
-        let paused = try await first.client.request("DELETE", "/downloads/\(try #require(created.string("token")))")
+        try await Self.waitForTheStall(first, id: id)
+        let paused = try await Self.cancel(first, created)
         let kept = try #require(paused.json["bytesWritten"] as? Int)
         #expect(paused.string("state") == "paused" && kept == 1 << 20)
         #expect(try await first.stop() == 0)
@@ -261,7 +259,7 @@ struct ServiceLiveTests {
         #expect(listed.json["bytesWritten"] as? Int == kept)
         let resumed = try await second.client.ask(origin.url)
         #expect(resumed.string("id") == id)
-        let done = try await waitForEnd(second, id: id)
+        let done = try await second.waitForEnd(id: id)
         #expect(done["state"] as? String == "completed")
         #expect(origin.requests(path: origin.path).last?.header("range") == "bytes=\(kept)-")
         #expect(try await second.client.request("GET", "/downloads/\(id)/file").body == origin.expectedBody())
@@ -278,12 +276,12 @@ struct ServiceLiveTests {
         let first = try await ServiceProcess.start(root: root, arguments: Self.allowLoopback)
         let created = try await first.client.ask(origin.url)
         let id = try #require(created.string("id"))
-        _ = try await waitFor(first, id: id, "bytes") { ($0.json["bytesWritten"] as? Int ?? 0) > 8 << 20 }
+        _ = try await first.waitForEvent(id: id, "bytes") { ($0.json["bytesWritten"] as? Int ?? 0) > 8 << 20 }
         #expect(try await first.stop(signal: SIGKILL) == SIGKILL)
 
         origin.update { $0.bytesPerSecond = nil }
         let second = try await ServiceProcess.start(root: root, arguments: Self.allowLoopback)
-        let done = try await waitForEnd(second, id: id)
+        let done = try await second.waitForEnd(id: id)
         #expect(done["state"] as? String == "completed")
         #expect(try await second.client.request("GET", "/downloads/\(id)/file").body == origin.expectedBody())
         let resumedAt = origin.requests(path: origin.path).last?.header("range")

@@ -115,12 +115,7 @@ final class EventStream: @unchecked Sendable {
 
     private func readLine() async throws -> String? {
         while true {
-            if let newline = pending.firstIndex(of: 0x0A) {
-                var line = Array(pending[..<newline])
-                pending.removeFirst(newline + 1)
-                if line.last == 0x0D { line.removeLast() }
-                return String(decoding: line, as: UTF8.self)
-            }
+            if let line = pending.removeFirstLine() { return line }
             guard let chunk = try await connection.readChunk() else { return nil }
             pending += chunk
         }

@@ -99,18 +99,8 @@ final class NginxOrigin: @unchecked Sendable {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure(description: "socket: errno \(errno)") }
         defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr = in_addr(s_addr: UInt32(0x7f00_0001).bigEndian)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0 else { throw Failure(description: "bind: errno \(errno)") }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        return UInt16(bigEndian: address.sin_port)
+        guard OriginSocket.bindToLoopback(fd, port: 0) == 0 else { throw Failure(description: "bind: errno \(errno)") }
+        return OriginSocket.localPort(fd) ?? 0
     }
 
     /// Connects until nginx accepts (bounded: `seconds`, or nginx exiting).
@@ -119,13 +109,7 @@ final class NginxOrigin: @unchecked Sendable {
         while Date() < deadline {
             guard process.isRunning else { throw Failure(description: "nginx exited with \(process.terminationStatus)") }
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = port.bigEndian
-            address.sin_addr = in_addr(s_addr: UInt32(0x7f00_0001).bigEndian)
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
+            let connected = OriginSocket.connectToLoopback(fd, port: port)
             close(fd)
             if connected == 0 { return }
             usleep(20_000)  // Start-up poll: nginx gives no other readiness signal.

@@ -13,29 +13,52 @@ enum OriginSocket {
         guard fd >= 0 else { throw OriginError("socket: errno \(errno)") }
         var one: Int32 = 1
         _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
-        address.sin_addr = in_addr(s_addr: UInt32(0x7f00_0001).bigEndian)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard bound == 0, listen(fd, backlog) == 0 else {
+        guard bindToLoopback(fd, port: 0) == 0, listen(fd, backlog) == 0 else {
             let code = errno
             close(fd)
             throw OriginError("bind/listen: errno \(code)")
         }
+        guard let port = localPort(fd) else {
+            close(fd)
+            throw OriginError("getsockname: errno \(errno)")
+        }
+        return (fd, port)
+    }
+
+    /// 127.0.0.1:`port` as a socket address.
+    static func loopbackAddress(port: UInt16) -> sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr = in_addr(s_addr: UInt32(0x7f00_0001).bigEndian)
+        return address
+    }
+
+    /// bind(2) to 127.0.0.1:`port` (0: the kernel chooses); bind's result (0, or -1 with errno set).
+    static func bindToLoopback(_ fd: Int32, port: UInt16) -> Int32 {
+        var address = loopbackAddress(port: port)
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+    }
+
+    /// connect(2) to 127.0.0.1:`port`; connect's result (0, or -1 with errno set, EINPROGRESS for a
+    /// non-blocking socket).
+    static func connectToLoopback(_ fd: Int32, port: UInt16) -> Int32 {
+        var address = loopbackAddress(port: port)
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+    }
+
+    /// The local port of a bound socket (getsockname(2)); nil on failure (errno set).
+    static func localPort(_ fd: Int32) -> UInt16? {
+        var address = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let named = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
         }
-        guard named == 0 else {
-            close(fd)
-            throw OriginError("getsockname: errno \(errno)")
-        }
-        return (fd, UInt16(bigEndian: address.sin_port))
+        return named == 0 ? UInt16(bigEndian: address.sin_port) : nil
     }
 
     /// Accepts one connection; nil once the listening socket is shut down.

@@ -125,12 +125,7 @@ final class RawHTTPClient: @unchecked Sendable {
 
     private func readLine() throws -> String {
         while true {
-            if let i = buffer.firstIndex(of: 10) {
-                var line = Array(buffer[..<i])
-                buffer.removeFirst(i + 1)
-                if line.last == 13 { line.removeLast() }
-                return String(decoding: line, as: UTF8.self)
-            }
+            if let line = buffer.removeFirstLine() { return line }
             guard try fill() else { throw RawHTTPClientError(description: "connection closed mid-line") }
         }
     }

@@ -8,11 +8,25 @@ import Testing
 @Suite struct CurlTransferDriverTests {
     /// One transfer on a fresh driver: its summary, and the recorder that saw it.
     static func fetchOnce(_ request: TransferRequest) async throws -> (TransferSummary, TransferRecorder) {
+        let recorder = try await attempt(request)
+        return (try await recorder.outcome().get(), recorder)
+    }
+
+    /// One attempt on a fresh driver (shut down afterwards), whatever its outcome: the recorder that
+    /// saw it, once the outcome is in (bounded by `TransferRecorder.outcome`'s default timeout).
+    static func attempt(_ request: TransferRequest, recorder: TransferRecorder = TransferRecorder()) async throws -> TransferRecorder {
         let driver = CurlTransferDriver()
         defer { driver.shutdown() }
-        let recorder = TransferRecorder()
+        return try await attempt(request, on: driver, recorder: recorder)
+    }
+
+    /// One attempt on `driver` (kept running, for tests of several attempts on one driver): the
+    /// recorder that saw it, once the outcome is in.
+    static func attempt(_ request: TransferRequest, on driver: CurlTransferDriver,
+                        recorder: TransferRecorder = TransferRecorder()) async throws -> TransferRecorder {
         _ = driver.start(request, delegate: recorder)
-        return (try await recorder.outcome().get(), recorder)
+        _ = try await recorder.outcome()
+        return recorder
     }
 
     @Test func fullBodyArrivesByteIdenticalWithValidators() async throws {
@@ -36,13 +50,8 @@ import Testing
     @Test func rangeRequestGetsTheRest() async throws {
         let origin = try TestOrigin(bodySize: 1_000_000)
         defer { origin.stop() }
-        let driver = CurlTransferDriver()
-        defer { driver.shutdown() }
-        let recorder = TransferRecorder()
         let etag = try #require(origin.etag())
-
-        _ = driver.start(.test(origin.url, headers: [("Range", "bytes=400000-"), ("If-Range", etag)]), delegate: recorder)
-        let summary = try await recorder.outcome().get()
+        let (summary, recorder) = try await Self.fetchOnce(.test(origin.url, headers: [("Range", "bytes=400000-"), ("If-Range", etag)]))
 
         #expect(summary.head.status == 206)
         #expect(summary.head.value("content-range") == "bytes 400000-999999/1000000")
@@ -78,16 +87,13 @@ import Testing
         origin.redirect(from: "/r3", to: "/file")
         let driver = CurlTransferDriver()
         defer { driver.shutdown() }
-        let recorder = TransferRecorder()
 
-        _ = driver.start(.test(origin.url("/r1"), maxRedirects: 2), delegate: recorder)
-
+        let recorder = try await Self.attempt(.test(origin.url("/r1"), maxRedirects: 2), on: driver)
         #expect(try await recorder.failureKind() == .tooManyRedirects)
         #expect(recorder.heads.isEmpty)
         #expect(origin.getCount() == 0)
 
-        let none = TransferRecorder()
-        _ = driver.start(.test(origin.url("/r3"), maxRedirects: 0), delegate: none)
+        let none = try await Self.attempt(.test(origin.url("/r3"), maxRedirects: 0), on: driver)
         #expect(try await none.failureKind() == .tooManyRedirects)
         #expect(none.heads.isEmpty)
     }
@@ -98,15 +104,13 @@ import Testing
         let driver = CurlTransferDriver()
         defer { driver.shutdown() }
 
-        let missing = TransferRecorder()
-        _ = driver.start(.test(origin.url("/missing")), delegate: missing)
+        let missing = try await Self.attempt(.test(origin.url("/missing")), on: driver)
         #expect(try await missing.failureKind() == .rejected)
         #expect(missing.heads.map(\.status) == [404])
         #expect(missing.sink.count == 0)
 
         origin.inject(.status(503, retryAfter: "3"))
-        let busy = TransferRecorder()
-        _ = driver.start(.test(origin.url), delegate: busy)
+        let busy = try await Self.attempt(.test(origin.url), on: driver)
         #expect(try await busy.failureKind() == .rejected)
         #expect(busy.heads.first?.status == 503)
         #expect(busy.heads.first?.value("retry-after") == "3")
@@ -114,8 +118,7 @@ import Testing
 
         // A non-2xx head the delegate accepts still never gets its body written.
         origin.inject(.status(500, retryAfter: nil))
-        let accepting = TransferRecorder(decide: { _ in nil })
-        _ = driver.start(.test(origin.url), delegate: accepting)
+        let accepting = try await Self.attempt(.test(origin.url), on: driver, recorder: TransferRecorder(decide: { _ in nil }))
         #expect(try await accepting.failureKind() == .rejected)
         #expect(accepting.sink.count == 0)
     }
@@ -123,11 +126,8 @@ import Testing
     @Test func rejectingASuccessfulHeadWritesNothing() async throws {
         let origin = try TestOrigin(bodySize: 2_000_000)
         defer { origin.stop() }
-        let driver = CurlTransferDriver()
-        defer { driver.shutdown() }
-        let recorder = TransferRecorder(decide: { _ in TransferFailure(.rejected, "policy") })
-
-        _ = driver.start(.test(origin.url), delegate: recorder)
+        let recorder = try await Self.attempt(.test(origin.url),
+                                              recorder: TransferRecorder(decide: { _ in TransferFailure(.rejected, "policy") }))
 
         #expect(try await recorder.outcome() == .failure(TransferFailure(.rejected, "policy")))
         #expect(recorder.sink.count == 0)
@@ -148,11 +148,7 @@ import Testing
         let origin = try TestOrigin(bodySize: 1_000_000)
         defer { origin.stop() }
         origin.inject(.cut(afterBodyBytes: 300_000))
-        let driver = CurlTransferDriver()
-        defer { driver.shutdown() }
-        let recorder = TransferRecorder()
-
-        _ = driver.start(.test(origin.url), delegate: recorder)
+        let recorder = try await Self.attempt(.test(origin.url))
 
         #expect(try await recorder.failureKind() == .connection)
         #expect(recorder.sink.bytes == Array(origin.expectedBody()[..<300_000]))
@@ -171,11 +167,7 @@ import Testing
         let origin = try TestOrigin(bodySize: 1_000_000)
         defer { origin.stop() }
         origin.inject(.stall(afterBodyBytes: 100_000))
-        let driver = CurlTransferDriver()
-        defer { driver.shutdown() }
-        let recorder = TransferRecorder()
-
-        _ = driver.start(.test(origin.url, stallTimeout: 0.4), delegate: recorder)
+        let recorder = try await Self.attempt(.test(origin.url, stallTimeout: 0.4))
 
         #expect(try await recorder.failureKind() == .stalled)
         #expect(recorder.sink.bytes == Array(origin.expectedBody()[..<100_000]))
@@ -184,11 +176,7 @@ import Testing
     @Test func maxBodyBytesFromContentLength() async throws {
         let origin = try TestOrigin(bodySize: 1_000_000)
         defer { origin.stop() }
-        let driver = CurlTransferDriver()
-        defer { driver.shutdown() }
-        let recorder = TransferRecorder()
-
-        _ = driver.start(.test(origin.url, maxBodyBytes: 500_000), delegate: recorder)
+        let recorder = try await Self.attempt(.test(origin.url, maxBodyBytes: 500_000))
 
         #expect(try await recorder.failureKind() == .tooLarge)
         #expect(recorder.sink.count == 0)
@@ -197,12 +185,8 @@ import Testing
     @Test func redirectToANonHTTPSchemeIsAFinalUnsupportedRedirect() async throws {
         let origin = try TestOrigin(bodySize: 1000)
         defer { origin.stop() }
-        let driver = CurlTransferDriver()
-        defer { driver.shutdown() }
         origin.redirect(from: "/to-ftp", to: "ftp://127.0.0.1:\(origin.port)/file")
-        let recorder = TransferRecorder()
-
-        _ = driver.start(.test(origin.url("/to-ftp")), delegate: recorder)
+        let recorder = try await Self.attempt(.test(origin.url("/to-ftp")))
 
         #expect(try await recorder.failureKind() == .unsupportedRedirect)
         #expect(recorder.heads.isEmpty)
@@ -215,18 +199,15 @@ import Testing
         defer { origin.stop() }
         let driver = CurlTransferDriver()
         defer { driver.shutdown() }
-        let recorder = TransferRecorder()
 
         // "not found\n" is 10 bytes: over the limit, but the limit is for accepted (2xx) bodies.
-        _ = driver.start(.test(origin.url("/missing"), maxBodyBytes: 4), delegate: recorder)
-
+        let recorder = try await Self.attempt(.test(origin.url("/missing"), maxBodyBytes: 4), on: driver)
         #expect(try await recorder.failureKind() == .rejected)
         #expect(recorder.heads.map(\.status) == [404])
         #expect(recorder.sink.count == 0)
 
         // A 2xx over the limit is still refused before its head is accepted.
-        let big = TransferRecorder()
-        _ = driver.start(.test(origin.url, maxBodyBytes: 999), delegate: big)
+        let big = try await Self.attempt(.test(origin.url, maxBodyBytes: 999), on: driver)
         #expect(try await big.failureKind() == .tooLarge)
         #expect(big.sink.count == 0)
     }
@@ -234,11 +215,7 @@ import Testing
     @Test func maxBodyBytesWithoutContentLength() async throws {
         let origin = try TestOrigin(bodySize: 1_000_000, settings: .init(closeDelimited: true))
         defer { origin.stop() }
-        let driver = CurlTransferDriver()
-        defer { driver.shutdown() }
-        let recorder = TransferRecorder()
-
-        _ = driver.start(.test(origin.url, maxBodyBytes: 500_000), delegate: recorder)
+        let recorder = try await Self.attempt(.test(origin.url, maxBodyBytes: 500_000))
 
         #expect(try await recorder.failureKind() == .tooLarge)
         #expect(recorder.sink.count <= 500_000)
@@ -248,11 +225,8 @@ import Testing
     @Test func sinkFailureIsDiskWithErrno() async throws {
         let origin = try TestOrigin(bodySize: 100_000)
         defer { origin.stop() }
-        let driver = CurlTransferDriver()
-        defer { driver.shutdown() }
-        let recorder = TransferRecorder(sink: CollectingSink(failWith: POSIXError(.ENOSPC)))
-
-        _ = driver.start(.test(origin.url), delegate: recorder)
+        let recorder = try await Self.attempt(.test(origin.url),
+                                              recorder: TransferRecorder(sink: CollectingSink(failWith: POSIXError(.ENOSPC))))
         let result = try await recorder.outcome()
 
         guard case .failure(let failure) = result else { Issue.record("expected a failure"); return }
@@ -305,16 +279,13 @@ import Testing
         defer { origin.stop() }
         let driver = CurlTransferDriver()
         defer { driver.shutdown() }
-        let recorder = TransferRecorder()
 
-        _ = driver.start(.test(origin.url, allowPrivateNetworks: false), delegate: recorder)
-
+        let recorder = try await Self.attempt(.test(origin.url, allowPrivateNetworks: false), on: driver)
         #expect(try await recorder.failureKind() == .blockedAddress)
         #expect(origin.connectionCount == 0)
         #expect(recorder.heads.isEmpty)
 
-        let byName = TransferRecorder()
-        _ = driver.start(.test("http://localhost:\(origin.port)/file", allowPrivateNetworks: false), delegate: byName)
+        let byName = try await Self.attempt(.test("http://localhost:\(origin.port)/file", allowPrivateNetworks: false), on: driver)
         #expect(try await byName.failureKind() == .blockedAddress)
         #expect(origin.connectionCount == 0)
     }
@@ -324,14 +295,11 @@ import Testing
         defer { origin.stop() }
         let driver = CurlTransferDriver()
         defer { driver.shutdown() }
-        let allowed = TransferRecorder()
-        _ = driver.start(.test(origin.url), delegate: allowed)
-        _ = try await allowed.outcome().get()
+        _ = try await Self.attempt(.test(origin.url), on: driver).outcome().get()
 
         // The kept-alive connection to 127.0.0.1 is offered for reuse: no socket is opened, so only the
         // pre-request check can refuse it.
-        let refused = TransferRecorder()
-        _ = driver.start(.test(origin.url, allowPrivateNetworks: false), delegate: refused)
+        let refused = try await Self.attempt(.test(origin.url, allowPrivateNetworks: false), on: driver)
 
         #expect(try await refused.failureKind() == .blockedAddress)
         #expect(origin.getCount() == 1)
@@ -353,11 +321,7 @@ import Testing
     @Test func headerInjectionIsRefused() async throws {
         let origin = try TestOrigin(bodySize: 10)
         defer { origin.stop() }
-        let driver = CurlTransferDriver()
-        defer { driver.shutdown() }
-        let recorder = TransferRecorder()
-
-        _ = driver.start(.test(origin.url, headers: [("If-Range", "\"a\"\r\nX-Evil: 1")]), delegate: recorder)
+        let recorder = try await Self.attempt(.test(origin.url, headers: [("If-Range", "\"a\"\r\nX-Evil: 1")]))
 
         #expect(try await recorder.failureKind() == .rejected)
         #expect(origin.connectionCount == 0)
@@ -372,22 +336,12 @@ import Testing
         defer { fillers.forEach { close($0) } }
         for _ in 0..<3 {
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = port.bigEndian
-            address.sin_addr = in_addr(s_addr: UInt32(0x7f00_0001).bigEndian)
-            _ = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
+            _ = OriginSocket.connectToLoopback(fd, port: port)
             fillers.append(fd)
         }
-        let driver = CurlTransferDriver()
-        defer { driver.shutdown() }
-        let recorder = TransferRecorder()
         var request = TransferRequest.test("http://127.0.0.1:\(port)/file")
         request.connectTimeout = 0.5
-
-        _ = driver.start(request, delegate: recorder)
+        let recorder = try await Self.attempt(request)
 
         #expect(try await recorder.failureKind() == .timeout)
     }
@@ -396,21 +350,13 @@ import Testing
         let origin = try TestOrigin(bodySize: 10)
         let port = origin.port
         origin.stop()
-        let driver = CurlTransferDriver()
-        defer { driver.shutdown() }
-        let recorder = TransferRecorder()
-
-        _ = driver.start(.test("http://127.0.0.1:\(port)/file"), delegate: recorder)
+        let recorder = try await Self.attempt(.test("http://127.0.0.1:\(port)/file"))
 
         #expect(try await recorder.failureKind() == .connection)
     }
 
     @Test func nonHTTPSchemesAreRefused() async throws {
-        let driver = CurlTransferDriver()
-        defer { driver.shutdown() }
-        let recorder = TransferRecorder()
-
-        _ = driver.start(.test("file:///etc/passwd"), delegate: recorder)
+        let recorder = try await Self.attempt(.test("file:///etc/passwd"))
 
         #expect(try await recorder.failureKind() == .connection)
         #expect(recorder.sink.count == 0)
@@ -498,8 +444,7 @@ import Testing
         driver.shutdown()
 
         #expect(try await recorder.failureKind() == .cancelled)
-        let late = TransferRecorder()
-        _ = driver.start(.test(origin.url), delegate: late)
+        let late = try await Self.attempt(.test(origin.url), on: driver)
         #expect(try await late.failureKind() == .cancelled)
     }
 }

@@ -122,14 +122,7 @@ enum RawHTTP {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw OriginError("socket") }
         defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr = in_addr(s_addr: UInt32(0x7f00_0001).bigEndian)
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { throw OriginError("connect: errno \(errno)") }
+        guard OriginSocket.connectToLoopback(fd, port: port) == 0 else { throw OriginError("connect: errno \(errno)") }
         OriginSocket.setReceiveTimeout(fd, seconds: 5)
         guard OriginSocket.send(fd, request) else { throw OriginError("send") }
         var received: [UInt8] = []
