@@ -34,18 +34,19 @@ import Testing
         return (fds[0], fds[1])
     }
 
-    @Test func writesEveryLineInOrder() throws {
+    // The waits run on threads of their own (`onThread`), not on the shared test executor.
+    @Test func writesEveryLineInOrder() async throws {
         let ends = try Self.pipeEnds()
         let reader = PipeReader(fd: ends.read)
         let writer = LogWriter(fileDescriptor: ends.write, capacity: 1 << 20)
         for i in 0..<5_000 { writer.append(Array("line \(i)".utf8)) }
-        writer.flush(timeout: 10)
+        try await onThread { writer.flush(timeout: 10) }
         close(ends.write)
-        let lines = try #require(reader.wait())
+        let lines = try #require(try await onThread { reader.wait() })
         #expect(lines == (0..<5_000).map { "line \($0)" })
     }
 
-    @Test func dropsBeyondCapacityAndSaysHowMany() throws {
+    @Test func dropsBeyondCapacityAndSaysHowMany() async throws {
         let ends = try Self.pipeEnds()
         let writer = LogWriter(fileDescriptor: ends.write, capacity: 4096)
         // Nobody reads yet: the pipe (64 KiB) and then the 4 KiB queue fill up.
@@ -53,9 +54,9 @@ import Testing
         let total = 3_000
         for _ in 0..<total { writer.append(line) }
         let reader = PipeReader(fd: ends.read)
-        writer.flush(timeout: 10)
+        try await onThread { writer.flush(timeout: 10) }
         close(ends.write)
-        let lines = try #require(reader.wait())
+        let lines = try #require(try await onThread { reader.wait() })
         let written = lines.filter { $0 == String(repeating: "x", count: 99) }.count
         // One report per batch that followed drops (the queue can overflow again while the pipe
         // still takes batches); together they account for every line.
