@@ -113,11 +113,9 @@ extension Connection {
         body = []
         task?.cancel()
         task = nil
-        queuedRequest = nil
         handlerTaskActive = false
-        if let waiter = requestWaiter {
-            requestWaiter = nil
-            waiter.resume(returning: nil)
+        if let waiter = requestWaiter.take() {
+            waiter.resume(returning: queuedRequest != nil)  // a handed-over request is still served
         }
         if let waiter = streamWaiter {
             streamWaiter = nil

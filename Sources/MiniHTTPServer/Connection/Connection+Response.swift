@@ -4,50 +4,65 @@ import Foundation
 extension Connection {
     /// Hands the complete request in `current` to the connection's handler task, starting that
     /// task on first use. One long-lived task per busy connection (instead of one per request)
-    /// saves task creation and executor-preference bookkeeping on every keep-alive request.
+    /// saves task creation and executor-preference bookkeeping on every keep-alive request. The
+    /// request waits in `queuedRequest`; a waiting task is resumed with a plain `true`, so the
+    /// request itself is never copied through the continuation.
     func startHandler() {
-        guard let head = current else { return }
-        let request = Request(method: head.method, target: head.target, version: head.version,
-                              headers: head.headers, body: body, remoteAddress: remoteAddress)
-        body = []
+        guard current != nil else { return }
+        swap(&current!.request.body, &body)
+        current!.request.remoteAddress = remoteAddress
         updateDeadline()
-        let pending = PendingRequest(request: request, sequence: requestSequence, startedAt: headStartedAt)
-        if let waiter = requestWaiter {
-            requestWaiter = nil
-            waiter.resume(returning: pending)
+        queuedRequest = PendingRequest(head: current.take()!, sequence: requestSequence, startedAt: headStartedAt)
+        if let waiter = requestWaiter.take() {
+            waiter.resume(returning: true)
             return
         }
-        if handlerTaskActive {
-            queuedRequest = pending  // the task is finishing the previous request's tail
-            return
-        }
+        if handlerTaskActive { return }  // the task is finishing the previous request's tail
         handlerTaskActive = true
-        let loop = self.loop
         // The task prefers this loop as its executor: it runs on the loop thread right after the
         // current I/O batch, so a handler that never suspends costs no thread hop. (Task.immediate
         // was measured: ~30% more CPU per request here, so it is not used.)
-        task = Task(executorPreference: loop) { [self] in
-            var next: PendingRequest? = pending
-            while let current = next {
-                await serve(current)
-                next = await nextRequest()
+        task = Task(executorPreference: loop) { [self] in await serveRequests() }
+    }
+
+    /// The handler task's body: serves queued requests until the connection closes or the task is
+    /// released while idle. `nonisolated(nonsending)` (like `HTTPHandler`) so calls stay on the
+    /// task's executor without an executor switch (each switch of a task with an executor
+    /// preference takes the task's status lock).
+    private nonisolated(nonsending) func serveRequests() async {
+        while true {
+            if !loop.inEventLoop { await loop.hop() }
+            // A request already handed over is served even if the client left meanwhile: the
+            // handler runs and the request still gets its access-log entry.
+            guard let pending = queuedRequest.take() else {
+                if isClosed {
+                    handlerTaskActive = false
+                    return
+                }
+                waitingSince = loop.now
+                let proceed = await withUnsafeContinuation { requestWaiter = $0 }
+                if !proceed { return }  // closed, or released while idle
+                continue
+            }
+            let request = pending.head.request
+            var response: Response
+            do {
+                response = try await server.handler(request)
+            } catch {
+                response = Response.error(status: 500, code: "internal", message: "the request handler failed")
+            }
+            if !loop.inEventLoop { await loop.hop() }
+            if let stream = beginResponse(response, method: request.method, path: request.path,
+                                          minor: request.version.minor, requestHeaders: request.headers,
+                                          sequence: pending.sequence, startedAt: pending.startedAt) {
+                await runStream(stream, sequence: pending.sequence)
             }
         }
     }
 
-    /// Runs the handler for one request and sends its response (and stream) on the loop.
-    private func serve(_ pending: PendingRequest) async {
-        let request = pending.request, sequence = pending.sequence
-        var response: Response
-        do {
-            response = try await server.handler(request)
-        } catch {
-            response = Response.error(status: 500, code: "internal", message: "the request handler failed")
-        }
-        if !loop.inEventLoop { await loop.hop() }
-        guard let stream = beginResponse(response, method: request.method, path: request.path,
-                                         minor: request.version.minor, requestHeaders: request.headers,
-                                         sequence: sequence, startedAt: pending.startedAt) else { return }
+    /// Runs a stream body's closure, then ends the stream on the loop.
+    private nonisolated(nonsending) func runStream(_ stream: @Sendable (any ResponseBodyWriter) async throws -> Void,
+                                                  sequence: UInt64) async {
         var failed = false
         do {
             try await stream(StreamBodyWriter(connection: self, sequence: sequence))
@@ -58,29 +73,13 @@ extension Connection {
         endStream(sequence: sequence, failed: failed)
     }
 
-    /// Suspends the handler task until the next request (nil once the connection closed).
-    private func nextRequest() async -> PendingRequest? {
-        if !loop.inEventLoop { await loop.hop() }
-        if isClosed {
-            handlerTaskActive = false
-            return nil
-        }
-        if let queued = queuedRequest {
-            queuedRequest = nil
-            return queued
-        }
-        waitingSince = loop.now
-        return await withUnsafeContinuation { requestWaiter = $0 }
-    }
-
     /// Ends the handler task if it has waited for a request since before `cutoff`, so idle
     /// keep-alive connections hold no task (the next request starts a new one).
     func releaseIdleHandlerTask(waitingSince cutoff: UInt64) {
-        guard let waiter = requestWaiter, waitingSince < cutoff else { return }
-        requestWaiter = nil
+        guard requestWaiter != nil, waitingSince < cutoff, let waiter = requestWaiter.take() else { return }
         handlerTaskActive = false
         task = nil
-        waiter.resume(returning: nil)
+        waiter.resume(returning: false)
     }
 
     /// Queues the response head and body. Returns the stream closure when the body is a stream

@@ -64,13 +64,13 @@ final class Connection: Selectable, @unchecked Sendable {
     /// The handler task exists and has not finished.
     @exclusivity(unchecked)
     var handlerTaskActive = false
-    /// The handler task waits here for the next request.
+    /// The handler task waits here for the next request (resumed with false: stop).
     @exclusivity(unchecked)
-    var requestWaiter: UnsafeContinuation<PendingRequest?, Never>?
+    var requestWaiter: UnsafeContinuation<Bool, Never>?
     /// When the handler task started waiting for the next request.
     @exclusivity(unchecked)
     var waitingSince: UInt64 = 0
-    /// A request that arrived while the handler task was still finishing the previous one.
+    /// The complete request for the handler task to take (at most one: reading pauses meanwhile).
     @exclusivity(unchecked)
     var queuedRequest: PendingRequest?
     @exclusivity(unchecked)
@@ -191,19 +191,20 @@ final class Connection: Selectable, @unchecked Sendable {
                     used += consumed
                     parser.reset()
                     requestSequence &+= 1
-                    current = head
+                    let framing = head.framing, keepAlive = head.keepAlive, expectsContinue = head.expectsContinue
+                    current = consume head
                     body = []
-                    chunkedDecoder = head.framing == .chunked ? ChunkedDecoder(maxBodyBytes: server.limits.maxBodyBytes,
-                                                                             maxTrailerBytes: server.limits.maxHeaderBytes) : nil
-                    let hasBody = head.framing != .none
-                    switch machine.headReceived(keepAlive: head.keepAlive, hasBody: hasBody) {
+                    chunkedDecoder = framing == .chunked ? ChunkedDecoder(maxBodyBytes: server.limits.maxBodyBytes,
+                                                                        maxTrailerBytes: server.limits.maxHeaderBytes) : nil
+                    let hasBody = framing != .none
+                    switch machine.headReceived(keepAlive: keepAlive, hasBody: hasBody) {
                     case .startHandler:
                         startHandler()
                         continue  // answered synchronously? then the next pipelined request follows
                     case .continueReading:
                         lastProgressAt = loop.now
-                        if head.expectsContinue && used == input.count { writes.append(ResponseHeadEncoder.continueResponse); flush() }
-                        if case .length(let n) = head.framing { body.reserveCapacity(n) }
+                        if expectsContinue && used == input.count { writes.append(ResponseHeadEncoder.continueResponse); flush() }
+                        if case .length(let n) = framing { body.reserveCapacity(n) }
                     default:
                         close()
                         return input.count
@@ -211,9 +212,9 @@ final class Connection: Selectable, @unchecked Sendable {
                 }
             case .readingBody:
                 lastProgressAt = loop.now
-                guard let head = current else { close(); return input.count }
+                guard let framing = current?.framing else { close(); return input.count }
                 var complete = false
-                if case .length(let length) = head.framing {
+                if case .length(let length) = framing {
                     let take = min(length - body.count, rest.count)
                     body.append(contentsOf: UnsafeBufferPointer(rebasing: rest[..<take]))
                     used += take
@@ -263,7 +264,7 @@ final class Connection: Selectable, @unchecked Sendable {
 
 /// A complete request waiting for the handler task.
 struct PendingRequest: Sendable {
-    var request: Request
+    var head: RequestHead
     var sequence: UInt64
     var startedAt: UInt64
 }

@@ -1,6 +1,7 @@
 /// Bookkeeping for the response currently being sent on a connection (loop thread only).
-/// A class so the hot write path updates counters in place instead of copying the record.
-final class ResponseProgress {
+/// A struct kept in `Connection.response`: the write path updates its counters in place
+/// (`response?.bytesWritten += n`), and a response costs no allocation of its own.
+struct ResponseProgress {
     var sequence: UInt64
     var method: String
     var path: String

@@ -59,9 +59,12 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
 
     /// Reusable read buffer shared by every connection of this loop (loop-thread only).
     let readBuffer: UnsafeMutableRawBufferPointer
-    /// Cached `Date` header value, refreshed at most once a second.
+    /// Cached `Date` header value (IMF-fixdate, 29 bytes), refreshed at most once a second.
+    private let dateStorage: UnsafeMutableBufferPointer<UInt8> = .allocate(capacity: 32)
     @exclusivity(unchecked)
-    private var cachedDate: (second: Int, value: [UInt8]) = (0, [])
+    private var dateCount = 0
+    @exclusivity(unchecked)
+    private var cachedDateSecond = -1
     /// Monotonic time (ns) sampled once per loop iteration, like nginx's cached time.
     @exclusivity(unchecked)
     private(set) var now: UInt64 = monotonicNanoseconds()
@@ -73,6 +76,7 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
 
     deinit {
         readBuffer.deallocate()
+        dateStorage.deallocate()
     }
 
     // MARK: Thread
@@ -276,13 +280,20 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
 
     // MARK: Date header
 
-    /// The current time as an IMF-fixdate (UTF-8), cached per second (loop thread).
-    var dateHeader: [UInt8] {
+    /// The current time as an IMF-fixdate (29 UTF-8 bytes), cached per second (loop thread). The
+    /// bytes live in the loop's own storage: use them before the loop's next date refresh.
+    var dateHeader: UnsafeBufferPointer<UInt8> {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME_COARSE, &ts)
-        if ts.tv_sec != cachedDate.second {
-            cachedDate = (ts.tv_sec, Array(HTTPDate.format(ts.tv_sec).utf8))
+        if ts.tv_sec != cachedDateSecond {
+            cachedDateSecond = ts.tv_sec
+            var text = HTTPDate.format(ts.tv_sec)
+            text.withUTF8 { utf8 in
+                let count = min(utf8.count, dateStorage.count)
+                dateStorage.baseAddress!.update(from: utf8.baseAddress!, count: count)
+                dateCount = count
+            }
         }
-        return cachedDate.value
+        return UnsafeBufferPointer(start: dateStorage.baseAddress, count: dateCount)
     }
 }

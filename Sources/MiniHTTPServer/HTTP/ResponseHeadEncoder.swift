@@ -28,10 +28,8 @@ enum ResponseHeadEncoder {
         return !name.isEmpty
     }
 
-    private static let status200: [UInt8] = Array("HTTP/1.1 200 OK\r\n".utf8)
-
     static func statusLine(_ status: Int) -> [UInt8] {
-        status == 200 ? status200 : Array("HTTP/1.1 \(status) \(HTTPStatus.reason(status))\r\n".utf8)
+        Array("HTTP/1.1 \(status) \(HTTPStatus.reason(status))\r\n".utf8)
     }
 
     /// Appends the decimal digits of a non-negative number.
@@ -54,43 +52,56 @@ enum ResponseHeadEncoder {
         }
     }
 
-    private static let dateName: [UInt8] = Array("Date: ".utf8)
-    private static let contentLengthName: [UInt8] = Array("\r\nContent-Length: ".utf8)
-    private static let chunkedLine: [UInt8] = Array("\r\nTransfer-Encoding: chunked".utf8)
-    private static let keepAliveEnd: [UInt8] = Array("\r\nConnection: keep-alive\r\n\r\n".utf8)
-    private static let closeEnd: [UInt8] = Array("\r\nConnection: close\r\n\r\n".utf8)
+    /// Appends a literal's bytes (static storage: no array, no reference counting).
+    @inline(__always)
+    static func append(_ literal: StaticString, to out: inout [UInt8]) {
+        out.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+    }
 
     /// Appends a string's UTF-8 bytes, from contiguous storage when the string has it.
     @inline(__always)
     private static func append(_ text: String, to out: inout [UInt8]) {
-        var text = text
-        text.withUTF8 { out.append(contentsOf: $0) }
+        if text.utf8.withContiguousStorageIfAvailable({ out.append(contentsOf: $0) }) == nil {
+            out.append(contentsOf: text.utf8)
+        }
     }
 
-    static func encode(status: Int, headers: HTTPHeaders, date: [UInt8], framing: Framing, keepAlive: Bool,
-                       into out: inout [UInt8]) {
-        out.append(contentsOf: statusLine(status))
-        for field in headers.fields where !isServerOwned(field.name) {
-            // Never let a handler inject a line break into the head.
-            guard isSafe(name: field.name, value: field.value) else { continue }
-            append(field.name, to: &out)
-            out.append(58)
-            out.append(32)
-            append(field.value, to: &out)
-            out.append(13)
-            out.append(10)
+    /// Appends the head: status line, the handler's fields (minus server-owned and unsafe ones),
+    /// `Date`, framing and `Connection`. `date` is the 29-byte IMF-fixdate.
+    static func encode(status: Int, headers: HTTPHeaders, date: UnsafeBufferPointer<UInt8>, framing: Framing,
+                       keepAlive: Bool, into out: inout [UInt8]) {
+        if status == 200 {
+            append("HTTP/1.1 200 OK\r\n", to: &out)
+        } else {
+            out.append(contentsOf: statusLine(status))
         }
-        out.append(contentsOf: dateName)
+        headers.fields.withUnsafeBufferPointer { fields in
+            for i in fields.indices where !isServerOwned(fields[i].name) {
+                // Never let a handler inject a line break into the head.
+                guard isSafe(name: fields[i].name, value: fields[i].value) else { continue }
+                append(fields[i].name, to: &out)
+                out.append(58)
+                out.append(32)
+                append(fields[i].value, to: &out)
+                out.append(13)
+                out.append(10)
+            }
+        }
+        append("Date: ", to: &out)
         out.append(contentsOf: date)
         switch framing {
         case .none, .closeDelimited: break
         case .length(let n):
-            out.append(contentsOf: contentLengthName)
+            append("\r\nContent-Length: ", to: &out)
             appendDecimal(n, to: &out)
         case .chunked:
-            out.append(contentsOf: chunkedLine)
+            append("\r\nTransfer-Encoding: chunked", to: &out)
         }
-        out.append(contentsOf: keepAlive ? keepAliveEnd : closeEnd)
+        if keepAlive {
+            append("\r\nConnection: keep-alive\r\n\r\n", to: &out)
+        } else {
+            append("\r\nConnection: close\r\n\r\n", to: &out)
+        }
     }
 
     /// The framing line and trailer of one chunk around `count` payload bytes.
