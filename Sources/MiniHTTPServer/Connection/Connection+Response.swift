@@ -2,61 +2,37 @@ import CLinux
 import Foundation
 
 extension Connection {
-    /// Hands the complete request in `current` to the connection's handler task, starting that
-    /// task on first use. One long-lived task per busy connection (instead of one per request)
-    /// saves task creation and executor-preference bookkeeping on every keep-alive request. The
-    /// request waits in `queuedRequest`; a waiting task is resumed with a plain `true`, so the
-    /// request itself is never copied through the continuation.
+    /// Hands the complete request in `current` to the loop's handler workers (`HandlerWorkers`):
+    /// the request waits in `queuedRequest` until a worker task takes it, so a batch of requests
+    /// that became ready in one loop iteration costs one task resumption.
     func startHandler() {
         guard current != nil else { return }
         swap(&current!.request.body, &body)
         current!.request.remoteAddress = remoteAddress
         updateDeadline()
         queuedRequest = PendingRequest(head: current.take()!, sequence: requestSequence, startedAt: headStartedAt)
-        if let waiter = requestWaiter.take() {
-            waiter.resume(returning: true)
-            return
-        }
-        if handlerTaskActive { return }  // the task is finishing the previous request's tail
-        handlerTaskActive = true
-        // The task prefers this loop as its executor: it runs on the loop thread right after the
-        // current I/O batch, so a handler that never suspends costs no thread hop. (Task.immediate
-        // was measured: ~30% more CPU per request here, so it is not used.)
-        task = Task(executorPreference: loop) { [self] in await serveRequests() }
+        server.workers.enqueue(self)
     }
 
-    /// The handler task's body: serves queued requests until the connection closes or the task is
-    /// released while idle. `nonisolated(nonsending)` (like `HTTPHandler`) so calls stay on the
-    /// task's executor without an executor switch (each switch of a task with an executor
-    /// preference takes the task's status lock).
-    private nonisolated(nonsending) func serveRequests() async {
-        while true {
-            if !loop.inEventLoop { await loop.hop() }
-            // A request already handed over is served even if the client left meanwhile: the
-            // handler runs and the request still gets its access-log entry.
-            guard let pending = queuedRequest.take() else {
-                if isClosed {
-                    handlerTaskActive = false
-                    return
-                }
-                waitingSince = loop.now
-                let proceed = await withUnsafeContinuation { requestWaiter = $0 }
-                if !proceed { return }  // closed, or released while idle
-                continue
-            }
-            let request = pending.head.request
-            var response: Response
-            do {
-                response = try await server.handler(request)
-            } catch {
-                response = Response.error(status: 500, code: "internal", message: "the request handler failed")
-            }
-            if !loop.inEventLoop { await loop.hop() }
-            if let stream = beginResponse(response, method: request.method, path: request.path,
-                                          minor: request.version.minor, requestHeaders: request.headers,
-                                          sequence: pending.sequence, startedAt: pending.startedAt) {
-                await runStream(stream, sequence: pending.sequence)
-            }
+    /// Runs the handler for the queued request and sends its response (and stream) on the loop.
+    /// Called by a handler worker; a request handed over is served even if the client left
+    /// meanwhile (the handler runs and the request still gets its access-log entry).
+    /// `nonisolated(nonsending)` (like `HTTPHandler`) so calls stay on the worker's executor without
+    /// an executor switch (each switch of a task with an executor preference takes its status lock).
+    nonisolated(nonsending) func serveQueuedRequest() async {
+        guard let pending = queuedRequest.take() else { return }
+        var response: Response
+        do {
+            response = try await server.handler(pending.head.request)
+        } catch {
+            response = Response.error(status: 500, code: "internal", message: "the request handler failed")
+        }
+        if !loop.inEventLoop { await loop.hop() }
+        if let stream = beginResponse(response, method: pending.head.request.method, path: pending.head.request.path,
+                                      minor: pending.head.request.version.minor,
+                                      requestHeaders: pending.head.request.headers,
+                                      sequence: pending.sequence, startedAt: pending.startedAt) {
+            await runStream(stream, sequence: pending.sequence)
         }
     }
 
@@ -71,15 +47,6 @@ extension Connection {
         }
         if !loop.inEventLoop { await loop.hop() }
         endStream(sequence: sequence, failed: failed)
-    }
-
-    /// Ends the handler task if it has waited for a request since before `cutoff`, so idle
-    /// keep-alive connections hold no task (the next request starts a new one).
-    func releaseIdleHandlerTask(waitingSince cutoff: UInt64) {
-        guard requestWaiter != nil, waitingSince < cutoff, let waiter = requestWaiter.take() else { return }
-        handlerTaskActive = false
-        task = nil
-        waiter.resume(returning: false)
     }
 
     /// Queues the response head and body. Returns the stream closure when the body is a stream

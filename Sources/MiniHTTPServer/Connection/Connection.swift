@@ -59,18 +59,10 @@ final class Connection: Selectable, @unchecked Sendable {
     // The request in progress.
     @exclusivity(unchecked)
     var requestSequence: UInt64 = 0
+    /// The handler worker answering this connection's request (its handler may be suspended).
     @exclusivity(unchecked)
-    var task: Task<Void, Never>?
-    /// The handler task exists and has not finished.
-    @exclusivity(unchecked)
-    var handlerTaskActive = false
-    /// The handler task waits here for the next request (resumed with false: stop).
-    @exclusivity(unchecked)
-    var requestWaiter: UnsafeContinuation<Bool, Never>?
-    /// When the handler task started waiting for the next request.
-    @exclusivity(unchecked)
-    var waitingSince: UInt64 = 0
-    /// The complete request for the handler task to take (at most one: reading pauses meanwhile).
+    var servingWorker: HandlerWorker?
+    /// The complete request for a handler worker to take (at most one: reading pauses meanwhile).
     @exclusivity(unchecked)
     var queuedRequest: PendingRequest?
     @exclusivity(unchecked)

@@ -148,6 +148,7 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
         // Drop what could keep objects (and this loop) alive in a cycle.
         timers = TimerHeap()
         registrations = []
+        afterJobs = []
         selector.close()
         for body in onExit { body() }
         onExit = []
@@ -187,7 +188,12 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
         localJobs = []
         let executor = asUnownedTaskExecutor()
         for job in jobs { job.runSynchronously(on: executor) }
+        for hook in afterJobs { hook() }
     }
+
+    /// Run on the loop thread after each batch of task jobs (no task is running then).
+    @exclusivity(unchecked)
+    var afterJobs: [() -> Void] = []
 
     // MARK: Cross-thread work
 
