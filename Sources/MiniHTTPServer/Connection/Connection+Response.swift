@@ -20,7 +20,7 @@ extension Connection {
     /// `nonisolated(nonsending)` (like `HTTPHandler`) so calls stay on the worker's executor without
     /// an executor switch (each switch of a task with an executor preference takes its status lock).
     nonisolated(nonsending) func serveQueuedRequest() async {
-        guard let pending = queuedRequest.take() else { return }
+        guard let pending = takeQueuedRequest() else { return }
         var response: Response
         do {
             response = try await server.handler(pending.head.request)
@@ -34,6 +34,13 @@ extension Connection {
                                       sequence: pending.sequence, startedAt: pending.startedAt) {
             await runStream(stream, sequence: pending.sequence)
         }
+    }
+
+    /// Moves the queued request out (a synchronous, specialised move: no generic Optional copy in
+    /// the async caller).
+    @inline(never)
+    func takeQueuedRequest() -> PendingRequest? {
+        queuedRequest.take()
     }
 
     /// Runs a stream body's closure, then ends the stream on the loop.
@@ -96,7 +103,7 @@ extension Connection {
                                        keepAlive: machine.keepAlive, into: &out)
             let headBytes = out.count
             if bodyBytes > 0 { out.append(contentsOf: bytes) }
-            self.response = ResponseProgress(sequence: sequence, method: method, path: path, status: status,
+            self.response = progressRecord.reset(sequence: sequence, method: method, path: path, status: status,
                                              startedAt: startedAt, headBytes: headBytes, bodyBytes: bodyBytes,
                                              isStream: false, chunked: false, complete: true)
             writeNow(out)
@@ -127,7 +134,7 @@ extension Connection {
                                                framing: framing, keepAlive: machine.keepAlive, into: &out)
                     let headBytes = out.count
                     out.append(contentsOf: extra)
-                    self.response = ResponseProgress(sequence: sequence, method: method, path: path, status: status,
+                    self.response = progressRecord.reset(sequence: sequence, method: method, path: path, status: status,
                                                      startedAt: startedAt, headBytes: headBytes, bodyBytes: bodyBytes,
                                                      isStream: false, chunked: false, complete: true)
                     writes.append(out)
@@ -150,7 +157,7 @@ extension Connection {
         }
         ResponseHeadEncoder.encode(status: status, headers: headers, date: loop.dateHeader, framing: framing,
                                    keepAlive: machine.keepAlive, into: &out)
-        self.response = ResponseProgress(sequence: sequence, method: method, path: path, status: status,
+        self.response = progressRecord.reset(sequence: sequence, method: method, path: path, status: status,
                                          startedAt: startedAt, headBytes: out.count, bodyBytes: bodyBytes,
                                          isStream: stream != nil, chunked: chunked, complete: stream == nil)
         writes.append(out)

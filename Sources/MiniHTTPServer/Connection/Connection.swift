@@ -67,6 +67,9 @@ final class Connection: Selectable, @unchecked Sendable {
     var queuedRequest: PendingRequest?
     @exclusivity(unchecked)
     var response: ResponseProgress?
+    /// The record `response` points to while a response is in progress (reused, see `reset`).
+    let progressRecord = ResponseProgress(sequence: 0, method: "", path: "", status: 0, startedAt: 0, headBytes: 0,
+                                          bodyBytes: 0, isStream: false, chunked: false, complete: true)
     @exclusivity(unchecked)
     var streamWaiter: CheckedContinuation<Void, Error>?
 

@@ -54,24 +54,22 @@ struct RequestParser {
             }
             return .needMoreData
         }
-        switch Self.parseHead(UnsafeBufferPointer(rebasing: buffer[start..<end]), limits: limits) {
-        case .success(let head): return .head(head, consumed: end)
-        case .failure(let failure): return .invalid(failure)
-        }
+        return Self.parseHead(UnsafeBufferPointer(rebasing: buffer[start..<end]), consumed: end, limits: limits)
     }
 
     /// Parses a complete head (request line through the blank line). Header semantics (Host,
     /// framing, keep-alive, Expect) are read from the bytes in the same pass that splits the fields.
-    static func parseHead(_ b: UnsafeBufferPointer<UInt8>, limits: ParserLimits) -> Result<RequestHead, ParseFailure> {
-        func bad(_ reason: String, _ status: Int = 400) -> Result<RequestHead, ParseFailure> {
-            .failure(ParseFailure(status: status, reason: reason))
+    /// The result carries `consumed` (the whole head's length in the caller's buffer) when valid.
+    static func parseHead(_ b: UnsafeBufferPointer<UInt8>, consumed: Int, limits: ParserLimits) -> HeadParseResult {
+        func bad(_ reason: String, _ status: Int = 400) -> HeadParseResult {
+            .invalid(ParseFailure(status: status, reason: reason))
         }
         var lineEnd = 0
         while b[lineEnd] != 10 { lineEnd += 1 }
         let requestLine: (method: String, target: String, major: Int, minor: Int)
         switch parseRequestLine(UnsafeBufferPointer(rebasing: b[0...lineEnd]), limits: limits) {
         case .success(let l): requestLine = l
-        case .failure(let f): return .failure(f)
+        case .failure(let f): return .invalid(f)
         }
         let (method, target, major, minor) = requestLine
 
@@ -110,7 +108,7 @@ struct RequestParser {
             p = e + 1
         }
         return interpret(method: method, target: target, major: major, minor: minor, headers: HTTPHeaders(fields),
-                         semantics: semantics, head: b, limits: limits)
+                         semantics: semantics, head: b, consumed: consumed, limits: limits)
     }
 
     /// Parses a request line including its terminating LF.
@@ -149,10 +147,10 @@ struct RequestParser {
 
     /// Header semantics: Host, framing, keep-alive, Expect, from what `HeaderSemantics` noted.
     static func interpret(method: String, target: String, major: Int, minor: Int, headers: HTTPHeaders,
-                          semantics h: HeaderSemantics, head b: UnsafeBufferPointer<UInt8>,
-                          limits: ParserLimits) -> Result<RequestHead, ParseFailure> {
-        func bad(_ reason: String, _ status: Int = 400) -> Result<RequestHead, ParseFailure> {
-            .failure(ParseFailure(status: status, reason: reason))
+                          semantics h: HeaderSemantics, head b: UnsafeBufferPointer<UInt8>, consumed: Int,
+                          limits: ParserLimits) -> HeadParseResult {
+        func bad(_ reason: String, _ status: Int = 400) -> HeadParseResult {
+            .invalid(ParseFailure(status: status, reason: reason))
         }
         if minor >= 1 && h.hostCount == 0 { return bad("missing Host header") }
         if h.hostCount > 1 { return bad("repeated Host header") }
@@ -175,8 +173,10 @@ struct RequestParser {
             framing = .chunked
         }
         let keepAlive = h.connectionClose ? false : (minor == 0 ? h.connectionKeepAlive : true)
-        return .success(RequestHead(request: Request(method: method, target: target, version: (major, minor), headers: headers),
-                                    keepAlive: keepAlive, framing: framing, expectsContinue: h.expectContinue && minor >= 1))
+        let request = Request(method: method, target: target, version: (major, minor), headers: headers)
+        let head = RequestHead(request: consume request, keepAlive: keepAlive, framing: framing,
+                               expectsContinue: h.expectContinue && minor >= 1)
+        return .head(consume head, consumed: consumed)
     }
 
     /// The method as a String; the common ones are literals (no validation, no storage).
