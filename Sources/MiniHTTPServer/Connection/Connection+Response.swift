@@ -94,7 +94,21 @@ extension Connection {
                 framing = .length(Int64(bytes.count))
                 if !isHead { bodyBytes = Int64(bytes.count) }
             }
-            // Reuse the loop's scratch buffer: it comes back unique when the send completed.
+            // The head and body go straight into the loop's write buffer and out with one send.
+            var raw = RawOutput(loop.writeBuffer)
+            ResponseHeadEncoder.encode(status: status, headers: headers, date: loop.dateHeader, framing: framing,
+                                       keepAlive: machine.keepAlive, into: &raw)
+            let rawHeadBytes = raw.count
+            if bodyBytes > 0 { bytes.withUnsafeBufferPointer { raw.append(bytes: $0) } }
+            if !raw.overflowed {
+                self.response = progressRecord.reset(sequence: sequence, method: method, path: path, status: status,
+                                                     startedAt: startedAt, headBytes: rawHeadBytes, bodyBytes: bodyBytes,
+                                                     isStream: false, chunked: false, complete: true)
+                writeNow(raw.bytes)
+                return nil
+            }
+            // Larger than the write buffer: reuse the loop's scratch array (it comes back unique
+            // when the send completed).
             out = loop.scratch
             loop.scratch = []
             out.removeAll(keepingCapacity: true)
