@@ -2,12 +2,12 @@ import CLinux
 import Foundation
 
 /// One accepted socket: reads and parses requests, runs the handler, writes responses.
-/// Confined to its event loop's thread; `@unchecked Sendable` only so handler tasks (which run on
+/// Confined to its event loop's thread; `@unchecked Sendable` only so handler workers (which run on
 /// that same loop as their preferred executor) can hand results back.
 final class Connection: Selectable, @unchecked Sendable {
     let fd: Int32
     let loop: EventLoop
-    /// Strong on purpose: a handler task may outlive the server's bookkeeping of this connection.
+    /// Strong on purpose: a handler worker may outlive the server's bookkeeping of this connection.
     let server: ServerContext
     let remoteAddress: String
     /// Set once registered with the loop; timers are keyed by it.
@@ -257,7 +257,7 @@ final class Connection: Selectable, @unchecked Sendable {
 
 }
 
-/// A complete request waiting for the handler task.
+/// A complete request waiting for a handler worker.
 struct PendingRequest: Sendable {
     var head: RequestHead
     var sequence: UInt64
