@@ -1,6 +1,6 @@
 // Benchmark harness for MiniHTTPServer, compiled by benchmarks/bench-server with swiftc against the
 // release build of the module (not part of the package). Usage: [EVENT_LOOPS=N] harness PORT FILE
-//   GET /healthz -> {"status":"ok"}      GET /file -> FILE via sendfile
+//   GET /healthz -> {"status":"ok"}      GET /static1k -> 1 KiB text/plain      GET /file -> FILE via sendfile
 import Foundation
 import MiniHTTPServer
 
@@ -11,6 +11,8 @@ guard arguments.count == 3, let port = Int(arguments[1]) else {
 }
 let filePath = arguments[2]
 let health = Array(#"{"status":"ok"}"#.utf8)
+// The same 1 KiB body as benchmarks/bench-server gives nginx ("0123456789abcdef" x 64).
+let static1k = Array(String(repeating: "0123456789abcdef", count: 64).utf8)
 
 var configuration = ServerConfiguration()
 configuration.port = port
@@ -21,6 +23,7 @@ if let loops = ProcessInfo.processInfo.environment["EVENT_LOOPS"].flatMap(Int.in
 let server = HTTPServer(configuration: configuration) { request in
     switch request.path {
     case "/healthz": return .json(health)
+    case "/static1k": return Response(headers: ["Content-Type": "text/plain"], body: .bytes(static1k))
     case "/file": return Response(body: .file(FileResponse(path: filePath)))
     default: return .error(status: 404, code: "not_found", message: "no such route")
     }

@@ -15,7 +15,7 @@ public struct HTTPHeaders: Sendable, Sequence, ExpressibleByDictionaryLiteral {
     public subscript(name: String) -> String? {
         get { fields.first { $0.name.caseInsensitiveEquals(name) }?.value }
         set {
-            remove(name)
+            if contains(name) { remove(name) }  // skips the array rewrite when the name is new
             if let newValue { fields.append((name: name, value: newValue)) }
         }
     }

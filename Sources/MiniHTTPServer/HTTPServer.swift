@@ -3,15 +3,16 @@ import Synchronization
 
 /// An HTTP/1.1 server on epoll: `ServerConfiguration.eventLoopCount` event-loop threads, each
 /// owning the connections handed to it (the first loop also owns the listening socket and hands new
-/// connections out round-robin); handlers run as tasks that prefer their connection's loop as their
-/// executor, so a handler that does not suspend answers without any thread hop.
+/// connections out round-robin); handlers run on a few worker tasks per loop that prefer the loop as
+/// their executor, so a handler that does not suspend answers without any thread hop, and a batch
+/// of requests costs one task resumption (a handler that suspends keeps its worker to itself).
 ///
 /// Layout: `Posix/` (syscall wrapper: EINTR retried, EAGAIN → would-block, `SystemError`; sockets),
 /// `EventLoop/` (epoll `Selector` + eventfd wake-up, `EventLoop` thread with a timer heap, a
 /// cross-thread queue and the `TaskExecutor` conformance; registration ids guard against fd reuse),
 /// `HTTP/` (pure parsers and encoders: request head, chunked bodies, `Range`, conditionals, dates),
 /// `Connection/` (the pure `ConnectionStateMachine`, `PendingWrites` with watermarks, and the
-/// `Connection` glue: edge-triggered reads, one handler task per busy connection, sendfile, streams,
+/// `Connection` glue: edge-triggered reads, `HandlerWorkers` running the handlers, sendfile, streams,
 /// timeouts, lingering close) and `ServerContext` (one per loop: accepting, bookkeeping, graceful
 /// shutdown).
 ///

@@ -78,4 +78,4 @@ public protocol ResponseBodyWriter: Sendable {
 /// no `sleep`, no large synchronous disk or network I/O; move such work elsewhere (an actor, a
 /// detached task, a dispatch queue) and `await` it. Cancellation means the client went away or the
 /// server is shutting down.
-public typealias HTTPHandler = @Sendable (Request) async throws -> Response
+public typealias HTTPHandler = nonisolated(nonsending) @Sendable (Request) async throws -> Response

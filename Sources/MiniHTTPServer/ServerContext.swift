@@ -26,8 +26,6 @@ final class ServerContext: Selectable, @unchecked Sendable {
     @exclusivity(unchecked)
     private var listening = false
     @exclusivity(unchecked)
-    private var sweeping = false
-    @exclusivity(unchecked)
     private var listenerClosed = false
     @exclusivity(unchecked)
     private var connections: [ObjectIdentifier: Connection] = [:]
@@ -38,6 +36,8 @@ final class ServerContext: Selectable, @unchecked Sendable {
 
     /// Open-connection limits shared by every context of the server.
     let limiter: ConnectionLimiter
+    /// The tasks that run this loop's handlers.
+    let workers: HandlerWorkers
 
     init(configuration: ServerConfiguration, handler: @escaping HTTPHandler, loop: EventLoop, listenerFD: Int32,
          limiter: ConnectionLimiter? = nil) {
@@ -52,33 +52,21 @@ final class ServerContext: Selectable, @unchecked Sendable {
         self.headerTimeout = nanoseconds(configuration.headerTimeout)
         self.writeTimeout = nanoseconds(configuration.writeTimeout)
         self.accessLog = configuration.accessLog
+        self.workers = HandlerWorkers(loop: loop)
     }
 
     var connectionCount: Int { connections.count }
 
-    /// Starts accepting if this context has the listener, and the idle-task sweep (loop thread).
+    /// Starts accepting if this context has the listener (loop thread).
     func start() throws {
+        let workers = self.workers
+        loop.afterJobs.append { workers.afterJobs() }
         if listenerFD >= 0 { try startListening() }
-        if !sweeping {
-            sweeping = true
-            scheduleHandlerTaskSweep()
-        }
     }
 
     private func startListening() throws {
         try loop.register(fd: listenerFD, events: EPOLLIN.rawValue, handler: self)
         listening = true
-    }
-
-    /// Once a second, end handler tasks that have waited over a second for a next request: busy
-    /// keep-alive connections reuse their task, idle ones cost no task memory.
-    private func scheduleHandlerTaskSweep() {
-        loop.schedule(at: loop.now + 1_000_000_000) { [self] in
-            guard !draining else { return }
-            let cutoff = loop.now &- 1_000_000_000
-            for connection in connections.values { connection.releaseIdleHandlerTask(waitingSince: cutoff) }
-            scheduleHandlerTaskSweep()
-        }
     }
 
     /// The listening socket is readable: accept what is pending (bounded per wake-up).
@@ -162,6 +150,7 @@ final class ServerContext: Selectable, @unchecked Sendable {
     func shutdown(gracePeriod: Double, completion: @escaping () -> Void) {
         stopAccepting()
         draining = true
+        workers.stop()
         onDrained = completion
         for connection in Array(connections.values) { connection.beginShutdown() }
         if connections.isEmpty {

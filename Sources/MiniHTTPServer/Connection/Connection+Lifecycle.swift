@@ -71,7 +71,7 @@ extension Connection {
             close()
             return
         }
-        if response?.isStream == true { task?.cancel() }
+        if response?.isStream == true { servingWorker?.cancel() }
     }
 
     /// Closes after a response: shut down our side first so unread input does not turn into a
@@ -111,14 +111,7 @@ extension Connection {
         writes.removeAll()
         inbound = []
         body = []
-        task?.cancel()
-        task = nil
-        queuedRequest = nil
-        handlerTaskActive = false
-        if let waiter = requestWaiter {
-            requestWaiter = nil
-            waiter.resume(returning: nil)
-        }
+        servingWorker?.cancel()  // the handler (or stream) learns the client is gone
         if let waiter = streamWaiter {
             streamWaiter = nil
             waiter.resume(throwing: ConnectionClosedError())

@@ -2,52 +2,50 @@ import CLinux
 import Foundation
 
 extension Connection {
-    /// Hands the complete request in `current` to the connection's handler task, starting that
-    /// task on first use. One long-lived task per busy connection (instead of one per request)
-    /// saves task creation and executor-preference bookkeeping on every keep-alive request.
+    /// Hands the complete request in `current` to the loop's handler workers (`HandlerWorkers`):
+    /// the request waits in `queuedRequest` until a worker task takes it, so a batch of requests
+    /// that became ready in one loop iteration costs one task resumption.
     func startHandler() {
-        guard let head = current else { return }
-        let request = Request(method: head.method, target: head.target, version: head.version,
-                              headers: head.headers, body: body, remoteAddress: remoteAddress)
-        body = []
+        guard current != nil else { return }
+        swap(&current!.request.body, &body)
+        current!.request.remoteAddress = remoteAddress
         updateDeadline()
-        let pending = PendingRequest(request: request, sequence: requestSequence, startedAt: headStartedAt)
-        if let waiter = requestWaiter {
-            requestWaiter = nil
-            waiter.resume(returning: pending)
-            return
-        }
-        if handlerTaskActive {
-            queuedRequest = pending  // the task is finishing the previous request's tail
-            return
-        }
-        handlerTaskActive = true
-        let loop = self.loop
-        // The task prefers this loop as its executor: it runs on the loop thread right after the
-        // current I/O batch, so a handler that never suspends costs no thread hop. (Task.immediate
-        // was measured: ~30% more CPU per request here, so it is not used.)
-        task = Task(executorPreference: loop) { [self] in
-            var next: PendingRequest? = pending
-            while let current = next {
-                await serve(current)
-                next = await nextRequest()
-            }
-        }
+        queuedRequest = PendingRequest(head: current.take()!, sequence: requestSequence, startedAt: headStartedAt)
+        server.workers.enqueue(self)
     }
 
-    /// Runs the handler for one request and sends its response (and stream) on the loop.
-    private func serve(_ pending: PendingRequest) async {
-        let request = pending.request, sequence = pending.sequence
+    /// Runs the handler for the queued request and sends its response (and stream) on the loop.
+    /// Called by a handler worker; a request handed over is served even if the client left
+    /// meanwhile (the handler runs and the request still gets its access-log entry).
+    /// `nonisolated(nonsending)` (like `HTTPHandler`) so calls stay on the worker's executor without
+    /// an executor switch (each switch of a task with an executor preference takes its status lock).
+    nonisolated(nonsending) func serveQueuedRequest() async {
+        guard let pending = takeQueuedRequest() else { return }
         var response: Response
         do {
-            response = try await server.handler(request)
+            response = try await server.handler(pending.head.request)
         } catch {
             response = Response.error(status: 500, code: "internal", message: "the request handler failed")
         }
         if !loop.inEventLoop { await loop.hop() }
-        guard let stream = beginResponse(response, method: request.method, path: request.path,
-                                         minor: request.version.minor, requestHeaders: request.headers,
-                                         sequence: sequence, startedAt: pending.startedAt) else { return }
+        if let stream = beginResponse(response, method: pending.head.request.method, path: pending.head.request.path,
+                                      minor: pending.head.request.version.minor,
+                                      requestHeaders: pending.head.request.headers,
+                                      sequence: pending.sequence, startedAt: pending.startedAt) {
+            await runStream(stream, sequence: pending.sequence)
+        }
+    }
+
+    /// Moves the queued request out (a synchronous, specialised move: no generic Optional copy in
+    /// the async caller).
+    @inline(never)
+    func takeQueuedRequest() -> PendingRequest? {
+        queuedRequest.take()
+    }
+
+    /// Runs a stream body's closure, then ends the stream on the loop.
+    private nonisolated(nonsending) func runStream(_ stream: @Sendable (any ResponseBodyWriter) async throws -> Void,
+                                                  sequence: UInt64) async {
         var failed = false
         do {
             try await stream(StreamBodyWriter(connection: self, sequence: sequence))
@@ -56,31 +54,6 @@ extension Connection {
         }
         if !loop.inEventLoop { await loop.hop() }
         endStream(sequence: sequence, failed: failed)
-    }
-
-    /// Suspends the handler task until the next request (nil once the connection closed).
-    private func nextRequest() async -> PendingRequest? {
-        if !loop.inEventLoop { await loop.hop() }
-        if isClosed {
-            handlerTaskActive = false
-            return nil
-        }
-        if let queued = queuedRequest {
-            queuedRequest = nil
-            return queued
-        }
-        waitingSince = loop.now
-        return await withUnsafeContinuation { requestWaiter = $0 }
-    }
-
-    /// Ends the handler task if it has waited for a request since before `cutoff`, so idle
-    /// keep-alive connections hold no task (the next request starts a new one).
-    func releaseIdleHandlerTask(waitingSince cutoff: UInt64) {
-        guard let waiter = requestWaiter, waitingSince < cutoff else { return }
-        requestWaiter = nil
-        handlerTaskActive = false
-        task = nil
-        waiter.resume(returning: nil)
     }
 
     /// Queues the response head and body. Returns the stream closure when the body is a stream
@@ -121,7 +94,21 @@ extension Connection {
                 framing = .length(Int64(bytes.count))
                 if !isHead { bodyBytes = Int64(bytes.count) }
             }
-            // Reuse the loop's scratch buffer: it comes back unique when the send completed.
+            // The head and body go straight into the loop's write buffer and out with one send.
+            var raw = RawOutput(loop.writeBuffer)
+            ResponseHeadEncoder.encode(status: status, headers: headers, date: loop.dateHeader, framing: framing,
+                                       keepAlive: machine.keepAlive, into: &raw)
+            let rawHeadBytes = raw.count
+            if bodyBytes > 0 { bytes.withUnsafeBufferPointer { raw.append(bytes: $0) } }
+            if !raw.overflowed {
+                self.response = progressRecord.reset(sequence: sequence, method: method, path: path, status: status,
+                                                     startedAt: startedAt, headBytes: rawHeadBytes, bodyBytes: bodyBytes,
+                                                     isStream: false, chunked: false, complete: true)
+                writeNow(raw.bytes)
+                return nil
+            }
+            // Larger than the write buffer: reuse the loop's scratch array (it comes back unique
+            // when the send completed).
             out = loop.scratch
             loop.scratch = []
             out.removeAll(keepingCapacity: true)
@@ -130,7 +117,7 @@ extension Connection {
                                        keepAlive: machine.keepAlive, into: &out)
             let headBytes = out.count
             if bodyBytes > 0 { out.append(contentsOf: bytes) }
-            self.response = ResponseProgress(sequence: sequence, method: method, path: path, status: status,
+            self.response = progressRecord.reset(sequence: sequence, method: method, path: path, status: status,
                                              startedAt: startedAt, headBytes: headBytes, bodyBytes: bodyBytes,
                                              isStream: false, chunked: false, complete: true)
             writeNow(out)
@@ -161,7 +148,7 @@ extension Connection {
                                                framing: framing, keepAlive: machine.keepAlive, into: &out)
                     let headBytes = out.count
                     out.append(contentsOf: extra)
-                    self.response = ResponseProgress(sequence: sequence, method: method, path: path, status: status,
+                    self.response = progressRecord.reset(sequence: sequence, method: method, path: path, status: status,
                                                      startedAt: startedAt, headBytes: headBytes, bodyBytes: bodyBytes,
                                                      isStream: false, chunked: false, complete: true)
                     writes.append(out)
@@ -184,7 +171,7 @@ extension Connection {
         }
         ResponseHeadEncoder.encode(status: status, headers: headers, date: loop.dateHeader, framing: framing,
                                    keepAlive: machine.keepAlive, into: &out)
-        self.response = ResponseProgress(sequence: sequence, method: method, path: path, status: status,
+        self.response = progressRecord.reset(sequence: sequence, method: method, path: path, status: status,
                                          startedAt: startedAt, headBytes: out.count, bodyBytes: bodyBytes,
                                          isStream: stream != nil, chunked: chunked, complete: stream == nil)
         writes.append(out)

@@ -63,6 +63,31 @@ extension Connection {
         afterWrite()
     }
 
+    /// Like `writeNow(_: [UInt8])` for bytes in borrowed memory (the loop's write buffer): what the
+    /// socket does not take is copied into the queue before anything else can reuse that memory.
+    func writeNow(_ bytes: UnsafeRawBufferPointer) {
+        guard writes.isEmpty, !isClosed else {
+            writes.append(Array(bytes))
+            flush()
+            return
+        }
+        let result: IOResult<Int>
+        do {
+            result = try Socket.send(fd, bytes)
+        } catch {
+            close()
+            return
+        }
+        var sent = 0
+        if case .processed(let n) = result {
+            sent = n
+            response?.bytesWritten += Int64(n)
+            lastProgressAt = loop.now
+        }
+        if sent < bytes.count { writes.append(Array(bytes[sent...])) }
+        afterWrite()
+    }
+
     /// Bookkeeping after output progressed: wake a suspended stream writer, finish the response.
     func afterWrite() {
         if let waiter = streamWaiter, writes.isBelowLowWatermark {

@@ -2,12 +2,12 @@ import CLinux
 import Foundation
 
 /// One accepted socket: reads and parses requests, runs the handler, writes responses.
-/// Confined to its event loop's thread; `@unchecked Sendable` only so handler tasks (which run on
+/// Confined to its event loop's thread; `@unchecked Sendable` only so handler workers (which run on
 /// that same loop as their preferred executor) can hand results back.
 final class Connection: Selectable, @unchecked Sendable {
     let fd: Int32
     let loop: EventLoop
-    /// Strong on purpose: a handler task may outlive the server's bookkeeping of this connection.
+    /// Strong on purpose: a handler worker may outlive the server's bookkeeping of this connection.
     let server: ServerContext
     let remoteAddress: String
     /// Set once registered with the loop; timers are keyed by it.
@@ -59,22 +59,17 @@ final class Connection: Selectable, @unchecked Sendable {
     // The request in progress.
     @exclusivity(unchecked)
     var requestSequence: UInt64 = 0
+    /// The handler worker answering this connection's request (its handler may be suspended).
     @exclusivity(unchecked)
-    var task: Task<Void, Never>?
-    /// The handler task exists and has not finished.
-    @exclusivity(unchecked)
-    var handlerTaskActive = false
-    /// The handler task waits here for the next request.
-    @exclusivity(unchecked)
-    var requestWaiter: UnsafeContinuation<PendingRequest?, Never>?
-    /// When the handler task started waiting for the next request.
-    @exclusivity(unchecked)
-    var waitingSince: UInt64 = 0
-    /// A request that arrived while the handler task was still finishing the previous one.
+    var servingWorker: HandlerWorker?
+    /// The complete request for a handler worker to take (at most one: reading pauses meanwhile).
     @exclusivity(unchecked)
     var queuedRequest: PendingRequest?
     @exclusivity(unchecked)
     var response: ResponseProgress?
+    /// The record `response` points to while a response is in progress (reused, see `reset`).
+    let progressRecord = ResponseProgress(sequence: 0, method: "", path: "", status: 0, startedAt: 0, headBytes: 0,
+                                          bodyBytes: 0, isStream: false, chunked: false, complete: true)
     @exclusivity(unchecked)
     var streamWaiter: CheckedContinuation<Void, Error>?
 
@@ -191,19 +186,20 @@ final class Connection: Selectable, @unchecked Sendable {
                     used += consumed
                     parser.reset()
                     requestSequence &+= 1
-                    current = head
+                    let framing = head.framing, keepAlive = head.keepAlive, expectsContinue = head.expectsContinue
+                    current = consume head
                     body = []
-                    chunkedDecoder = head.framing == .chunked ? ChunkedDecoder(maxBodyBytes: server.limits.maxBodyBytes,
-                                                                             maxTrailerBytes: server.limits.maxHeaderBytes) : nil
-                    let hasBody = head.framing != .none
-                    switch machine.headReceived(keepAlive: head.keepAlive, hasBody: hasBody) {
+                    chunkedDecoder = framing == .chunked ? ChunkedDecoder(maxBodyBytes: server.limits.maxBodyBytes,
+                                                                        maxTrailerBytes: server.limits.maxHeaderBytes) : nil
+                    let hasBody = framing != .none
+                    switch machine.headReceived(keepAlive: keepAlive, hasBody: hasBody) {
                     case .startHandler:
                         startHandler()
                         continue  // answered synchronously? then the next pipelined request follows
                     case .continueReading:
                         lastProgressAt = loop.now
-                        if head.expectsContinue && used == input.count { writes.append(ResponseHeadEncoder.continueResponse); flush() }
-                        if case .length(let n) = head.framing { body.reserveCapacity(n) }
+                        if expectsContinue && used == input.count { writes.append(ResponseHeadEncoder.continueResponse); flush() }
+                        if case .length(let n) = framing { body.reserveCapacity(n) }
                     default:
                         close()
                         return input.count
@@ -211,9 +207,9 @@ final class Connection: Selectable, @unchecked Sendable {
                 }
             case .readingBody:
                 lastProgressAt = loop.now
-                guard let head = current else { close(); return input.count }
+                guard let framing = current?.framing else { close(); return input.count }
                 var complete = false
-                if case .length(let length) = head.framing {
+                if case .length(let length) = framing {
                     let take = min(length - body.count, rest.count)
                     body.append(contentsOf: UnsafeBufferPointer(rebasing: rest[..<take]))
                     used += take
@@ -261,9 +257,9 @@ final class Connection: Selectable, @unchecked Sendable {
 
 }
 
-/// A complete request waiting for the handler task.
+/// A complete request waiting for a handler worker.
 struct PendingRequest: Sendable {
-    var request: Request
+    var head: RequestHead
     var sequence: UInt64
     var startedAt: UInt64
 }

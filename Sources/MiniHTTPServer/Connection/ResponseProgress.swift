@@ -1,5 +1,7 @@
 /// Bookkeeping for the response currently being sent on a connection (loop thread only).
-/// A class so the hot write path updates counters in place instead of copying the record.
+/// A class so the hot write path updates counters in place and `Connection.response` is one
+/// pointer; each connection reuses one record (`Connection.progressRecord`, `reset`), so a
+/// response costs no allocation of its own.
 final class ResponseProgress {
     var sequence: UInt64
     var method: String
@@ -29,6 +31,23 @@ final class ResponseProgress {
         self.isStream = isStream
         self.chunked = chunked
         self.complete = complete
+    }
+
+    /// Reinitialises the record for a new response; returns it.
+    func reset(sequence: UInt64, method: String, path: String, status: Int, startedAt: UInt64, headBytes: Int,
+               bodyBytes: Int64, isStream: Bool, chunked: Bool, complete: Bool) -> ResponseProgress {
+        self.sequence = sequence
+        self.method = method
+        self.path = path
+        self.status = status
+        self.startedAt = startedAt
+        self.headBytes = headBytes
+        self.bodyBytes = bodyBytes
+        self.bytesWritten = 0
+        self.isStream = isStream
+        self.chunked = chunked
+        self.complete = complete
+        return self
     }
 
     /// Body bytes actually delivered, for the access log.

@@ -59,9 +59,22 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
 
     /// Reusable read buffer shared by every connection of this loop (loop-thread only).
     let readBuffer: UnsafeMutableRawBufferPointer
-    /// Cached `Date` header value, refreshed at most once a second.
+    /// Reusable output buffer for a response head and small body, sent at once (loop-thread only;
+    /// whatever the socket does not take is copied out before the buffer is reused).
+    let writeBuffer: UnsafeMutableRawBufferPointer
+    /// Cached `Date` header value (IMF-fixdate, 29 bytes), refreshed at most once a second.
+    private let dateStorage: UnsafeMutableBufferPointer<UInt8> = .allocate(capacity: 32)
     @exclusivity(unchecked)
-    private var cachedDate: (second: Int, value: [UInt8]) = (0, [])
+    private var dateCount = 0
+    @exclusivity(unchecked)
+    private var cachedDateSecond = -1
+    /// Wall-clock seconds sampled once per loop iteration (see `sampleClocks`).
+    @exclusivity(unchecked)
+    private var wallSecond: Int = {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME_COARSE, &ts)
+        return ts.tv_sec
+    }()
     /// Monotonic time (ns) sampled once per loop iteration, like nginx's cached time.
     @exclusivity(unchecked)
     private(set) var now: UInt64 = monotonicNanoseconds()
@@ -69,10 +82,13 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
     init() throws {
         selector = try Selector()
         readBuffer = .allocate(byteCount: 64 * 1024, alignment: 16)
+        writeBuffer = .allocate(byteCount: 64 * 1024, alignment: 16)
     }
 
     deinit {
         readBuffer.deallocate()
+        writeBuffer.deallocate()
+        dateStorage.deallocate()
     }
 
     // MARK: Thread
@@ -121,7 +137,7 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
                 timeout = -1
             }
             do {
-                try selector.wait(timeoutMilliseconds: timeout, woke: { now = monotonicNanoseconds() }) { events, data in
+                try selector.wait(timeoutMilliseconds: timeout, woke: { sampleClocks() }) { events, data in
                     dispatch(events, data: data)
                 }
             } catch {
@@ -144,6 +160,7 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
         // Drop what could keep objects (and this loop) alive in a cycle.
         timers = TimerHeap()
         registrations = []
+        afterJobs = []
         selector.close()
         for body in onExit { body() }
         onExit = []
@@ -183,7 +200,12 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
         localJobs = []
         let executor = asUnownedTaskExecutor()
         for job in jobs { job.runSynchronously(on: executor) }
+        for hook in afterJobs { hook() }
     }
+
+    /// Run on the loop thread after each batch of task jobs (no task is running then).
+    @exclusivity(unchecked)
+    var afterJobs: [() -> Void] = []
 
     // MARK: Cross-thread work
 
@@ -276,13 +298,28 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
 
     // MARK: Date header
 
-    /// The current time as an IMF-fixdate (UTF-8), cached per second (loop thread).
-    var dateHeader: [UInt8] {
+    /// Samples the monotonic and (coarse) wall clocks once per loop iteration, like nginx's
+    /// cached time.
+    private func sampleClocks() {
+        now = monotonicNanoseconds()
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME_COARSE, &ts)
-        if ts.tv_sec != cachedDate.second {
-            cachedDate = (ts.tv_sec, Array(HTTPDate.format(ts.tv_sec).utf8))
+        wallSecond = ts.tv_sec
+    }
+
+    /// The current time as an IMF-fixdate (29 UTF-8 bytes) as of this loop iteration, formatted
+    /// once per second (loop thread). The bytes live in the loop's own storage: use them before
+    /// the loop's next date refresh.
+    var dateHeader: UnsafeBufferPointer<UInt8> {
+        if wallSecond != cachedDateSecond {
+            cachedDateSecond = wallSecond
+            var text = HTTPDate.format(wallSecond)
+            text.withUTF8 { utf8 in
+                let count = min(utf8.count, dateStorage.count)
+                dateStorage.baseAddress!.update(from: utf8.baseAddress!, count: count)
+                dateCount = count
+            }
         }
-        return cachedDate.value
+        return UnsafeBufferPointer(start: dateStorage.baseAddress, count: dateCount)
     }
 }

@@ -28,17 +28,20 @@ struct ParseFailure: Error, Equatable, Sendable {
     var reason: String
 }
 
-/// A parsed request line and header section, validated.
+/// A parsed request line and header section, validated. The `Request` the handler gets is built
+/// here once (its body and remote address are filled in later) and moved, never copied, on its way.
 struct RequestHead: Sendable {
-    var method: String
-    var target: String
-    var version: (major: Int, minor: Int)
-    var headers: HTTPHeaders
+    var request: Request
     /// Whether the connection may be reused after this request (before the response has its say).
     var keepAlive: Bool
     var framing: BodyFraming
     /// `Expect: 100-continue` was sent.
     var expectsContinue: Bool
+
+    var method: String { request.method }
+    var target: String { request.target }
+    var version: (major: Int, minor: Int) { request.version }
+    var headers: HTTPHeaders { request.headers }
 }
 
 /// What the head parser says about the bytes buffered so far.

@@ -54,23 +54,22 @@ struct RequestParser {
             }
             return .needMoreData
         }
-        switch Self.parseHead(UnsafeBufferPointer(rebasing: buffer[start..<end]), limits: limits) {
-        case .success(let head): return .head(head, consumed: end)
-        case .failure(let failure): return .invalid(failure)
-        }
+        return Self.parseHead(UnsafeBufferPointer(rebasing: buffer[start..<end]), consumed: end, limits: limits)
     }
 
-    /// Parses a complete head (request line through the blank line).
-    static func parseHead(_ b: UnsafeBufferPointer<UInt8>, limits: ParserLimits) -> Result<RequestHead, ParseFailure> {
-        func bad(_ reason: String, _ status: Int = 400) -> Result<RequestHead, ParseFailure> {
-            .failure(ParseFailure(status: status, reason: reason))
+    /// Parses a complete head (request line through the blank line). Header semantics (Host,
+    /// framing, keep-alive, Expect) are read from the bytes in the same pass that splits the fields.
+    /// The result carries `consumed` (the whole head's length in the caller's buffer) when valid.
+    static func parseHead(_ b: UnsafeBufferPointer<UInt8>, consumed: Int, limits: ParserLimits) -> HeadParseResult {
+        func bad(_ reason: String, _ status: Int = 400) -> HeadParseResult {
+            .invalid(ParseFailure(status: status, reason: reason))
         }
         var lineEnd = 0
         while b[lineEnd] != 10 { lineEnd += 1 }
         let requestLine: (method: String, target: String, major: Int, minor: Int)
         switch parseRequestLine(UnsafeBufferPointer(rebasing: b[0...lineEnd]), limits: limits) {
         case .success(let l): requestLine = l
-        case .failure(let f): return .failure(f)
+        case .failure(let f): return .invalid(f)
         }
         let (method, target, major, minor) = requestLine
 
@@ -79,6 +78,7 @@ struct RequestParser {
         if b.count - headerStart > limits.maxHeaderBytes { return bad("header section too large", 431) }
         var fields: [(name: String, value: String)] = []
         fields.reserveCapacity(8)
+        var semantics = HeaderSemantics()
         var p = headerStart
         while true {
             var e = p
@@ -101,12 +101,14 @@ struct RequestParser {
                 let c = b[k]
                 if (c < 32 && c != 9) || c == 127 { return bad("control character in header value") }
             }
+            let value = UnsafeBufferPointer(rebasing: b[vs..<ve])
+            semantics.note(name: UnsafeBufferPointer(rebasing: b[p..<colon]), value: value, valueOffset: vs)
             fields.append((name: String(decoding: UnsafeBufferPointer(rebasing: b[p..<colon]), as: UTF8.self),
-                           value: String(decoding: UnsafeBufferPointer(rebasing: b[vs..<ve]), as: UTF8.self)))
+                           value: String(decoding: value, as: UTF8.self)))
             p = e + 1
         }
-        let headers = HTTPHeaders(fields)
-        return interpret(method: method, target: target, major: major, minor: minor, headers: headers, limits: limits)
+        return interpret(method: method, target: target, major: major, minor: minor, headers: HTTPHeaders(fields),
+                         semantics: semantics, head: b, consumed: consumed, limits: limits)
     }
 
     /// Parses a request line including its terminating LF.
@@ -138,67 +140,52 @@ struct RequestParser {
               (48...57).contains(b[i + 5]), (48...57).contains(b[i + 7]) else { return bad("malformed HTTP version") }
         let major = Int(b[i + 5] - 48), minor = Int(b[i + 7] - 48)
         guard major == 1 else { return bad("HTTP/\(major).\(minor) is not supported", 505) }
-        return .success((String(decoding: UnsafeBufferPointer(rebasing: b[0..<methodEnd]), as: UTF8.self),
+        return .success((methodString(UnsafeBufferPointer(rebasing: b[0..<methodEnd])),
                          String(decoding: UnsafeBufferPointer(rebasing: b[targetStart..<targetEnd]), as: UTF8.self),
                          major, minor))
     }
 
-    /// Header semantics: Host, framing, keep-alive, Expect (one pass over the fields).
+    /// Header semantics: Host, framing, keep-alive, Expect, from what `HeaderSemantics` noted.
     static func interpret(method: String, target: String, major: Int, minor: Int, headers: HTTPHeaders,
-                          limits: ParserLimits) -> Result<RequestHead, ParseFailure> {
-        func bad(_ reason: String, _ status: Int = 400) -> Result<RequestHead, ParseFailure> {
-            .failure(ParseFailure(status: status, reason: reason))
+                          semantics h: HeaderSemantics, head b: UnsafeBufferPointer<UInt8>, consumed: Int,
+                          limits: ParserLimits) -> HeadParseResult {
+        func bad(_ reason: String, _ status: Int = 400) -> HeadParseResult {
+            .invalid(ParseFailure(status: status, reason: reason))
         }
-        var hostCount = 0
-        var contentLength: String?
-        var lengthCount = 0
-        var encoding: String?
-        var encodingCount = 0
-        var connectionClose = false
-        var connectionKeepAlive = false
-        var expectContinue = false
-        for (name, value) in headers.fields {
-            switch name.utf8.count {
-            case 4 where name.caseInsensitiveEquals("Host"):
-                hostCount += 1
-            case 14 where name.caseInsensitiveEquals("Content-Length"):
-                lengthCount += 1
-                contentLength = value
-            case 17 where name.caseInsensitiveEquals("Transfer-Encoding"):
-                encodingCount += 1
-                encoding = value
-            case 10 where name.caseInsensitiveEquals("Connection"):
-                for token in value.split(separator: ",") {
-                    let t = token.trimmingSpaces()
-                    if t.caseInsensitiveEquals("close") { connectionClose = true }
-                    if t.caseInsensitiveEquals("keep-alive") { connectionKeepAlive = true }
-                }
-            case 6 where name.caseInsensitiveEquals("Expect"):
-                expectContinue = value.caseInsensitiveEquals("100-continue")
-            default:
-                break
-            }
-        }
-        if minor >= 1 && hostCount == 0 { return bad("missing Host header") }
-        if hostCount > 1 { return bad("repeated Host header") }
-        if lengthCount > 0 && encodingCount > 0 { return bad("both Content-Length and Transfer-Encoding") }
+        if minor >= 1 && h.hostCount == 0 { return bad("missing Host header") }
+        if h.hostCount > 1 { return bad("repeated Host header") }
+        if h.lengthCount > 0 && h.encodingCount > 0 { return bad("both Content-Length and Transfer-Encoding") }
         var framing = BodyFraming.none
-        if lengthCount > 1 { return bad("repeated Content-Length") }
-        if let text = contentLength {
-            guard !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }),
-                  let length = Int(text) else { return bad("invalid Content-Length") }
+        if h.lengthCount > 1 { return bad("repeated Content-Length") }
+        if h.lengthCount == 1 {
+            let text = UnsafeBufferPointer(rebasing: b[h.lengthValue])
+            guard !text.isEmpty, text.count <= 18, text.allSatisfy({ $0 >= 48 && $0 <= 57 }) else {
+                return bad("invalid Content-Length")
+            }
+            let length = text.reduce(0) { $0 * 10 + Int($1 - 48) }
             if length > limits.maxBodyBytes { return bad("request body too large", 413) }
             framing = length > 0 ? .length(length) : .none
         }
-        if let encoding {
-            guard encodingCount == 1, encoding.caseInsensitiveEquals("chunked"), minor >= 1 else {
+        if h.encodingCount > 0 {
+            guard h.encodingCount == 1, h.encodingIsChunked, minor >= 1 else {
                 return bad("unsupported Transfer-Encoding")
             }
             framing = .chunked
         }
-        let keepAlive = connectionClose ? false : (minor == 0 ? connectionKeepAlive : true)
-        return .success(RequestHead(method: method, target: target, version: (major, minor), headers: headers,
-                                    keepAlive: keepAlive, framing: framing, expectsContinue: expectContinue && minor >= 1))
+        let keepAlive = h.connectionClose ? false : (minor == 0 ? h.connectionKeepAlive : true)
+        let request = Request(method: method, target: target, version: (major, minor), headers: headers)
+        let head = RequestHead(request: consume request, keepAlive: keepAlive, framing: framing,
+                               expectsContinue: h.expectContinue && minor >= 1)
+        return .head(consume head, consumed: consumed)
+    }
+
+    /// The method as a String; the common ones are literals (no validation, no storage).
+    @inline(__always)
+    static func methodString(_ m: UnsafeBufferPointer<UInt8>) -> String {
+        if m.count == 3, m[0] == 71, m[1] == 69, m[2] == 84 { return "GET" }
+        if m.count == 4, m[0] == 80, m[1] == 79, m[2] == 83, m[3] == 84 { return "POST" }
+        if m.count == 4, m[0] == 72, m[1] == 69, m[2] == 65, m[3] == 68 { return "HEAD" }
+        return String(decoding: m, as: UTF8.self)
     }
 
     /// RFC 9110 tchar.

@@ -28,17 +28,15 @@ enum ResponseHeadEncoder {
         return !name.isEmpty
     }
 
-    private static let status200: [UInt8] = Array("HTTP/1.1 200 OK\r\n".utf8)
-
     static func statusLine(_ status: Int) -> [UInt8] {
-        status == 200 ? status200 : Array("HTTP/1.1 \(status) \(HTTPStatus.reason(status))\r\n".utf8)
+        Array("HTTP/1.1 \(status) \(HTTPStatus.reason(status))\r\n".utf8)
     }
 
     /// Appends the decimal digits of a non-negative number.
     @inline(__always)
-    static func appendDecimal(_ value: Int64, to out: inout [UInt8]) {
+    static func appendDecimal<Out: HeadOutput>(_ value: Int64, to out: inout Out) {
         if value < 10 {
-            out.append(UInt8(48 + value))
+            out.append(byte: UInt8(48 + value))
             return
         }
         var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes of scratch: enough for Int64
@@ -50,47 +48,61 @@ enum ResponseHeadEncoder {
                 v /= 10
                 count += 1
             }
-            out.append(contentsOf: scratch[(24 - count)...])
+            out.append(bytes: UnsafeBufferPointer(rebasing: scratch.bindMemory(to: UInt8.self)[(24 - count)...]))
         }
     }
 
-    private static let dateName: [UInt8] = Array("Date: ".utf8)
-    private static let contentLengthName: [UInt8] = Array("\r\nContent-Length: ".utf8)
-    private static let chunkedLine: [UInt8] = Array("\r\nTransfer-Encoding: chunked".utf8)
-    private static let keepAliveEnd: [UInt8] = Array("\r\nConnection: keep-alive\r\n\r\n".utf8)
-    private static let closeEnd: [UInt8] = Array("\r\nConnection: close\r\n\r\n".utf8)
+    /// Appends a literal's bytes (static storage: no array, no reference counting).
+    @inline(__always)
+    static func append<Out: HeadOutput>(_ literal: StaticString, to out: inout Out) {
+        out.append(bytes: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+    }
 
     /// Appends a string's UTF-8 bytes, from contiguous storage when the string has it.
     @inline(__always)
-    private static func append(_ text: String, to out: inout [UInt8]) {
-        var text = text
-        text.withUTF8 { out.append(contentsOf: $0) }
+    private static func append<Out: HeadOutput>(_ text: String, to out: inout Out) {
+        if text.utf8.withContiguousStorageIfAvailable({ out.append(bytes: $0) }) == nil {
+            let copy = Array(text.utf8)
+            copy.withUnsafeBufferPointer { out.append(bytes: $0) }
+        }
     }
 
-    static func encode(status: Int, headers: HTTPHeaders, date: [UInt8], framing: Framing, keepAlive: Bool,
-                       into out: inout [UInt8]) {
-        out.append(contentsOf: statusLine(status))
-        for field in headers.fields where !isServerOwned(field.name) {
-            // Never let a handler inject a line break into the head.
-            guard isSafe(name: field.name, value: field.value) else { continue }
-            append(field.name, to: &out)
-            out.append(58)
-            out.append(32)
-            append(field.value, to: &out)
-            out.append(13)
-            out.append(10)
+    /// Appends the head: status line, the handler's fields (minus server-owned and unsafe ones),
+    /// `Date`, framing and `Connection`. `date` is the 29-byte IMF-fixdate.
+    static func encode<Out: HeadOutput>(status: Int, headers: HTTPHeaders, date: UnsafeBufferPointer<UInt8>,
+                                        framing: Framing, keepAlive: Bool, into out: inout Out) {
+        if status == 200 {
+            append("HTTP/1.1 200 OK\r\n", to: &out)
+        } else {
+            statusLine(status).withUnsafeBufferPointer { out.append(bytes: $0) }
         }
-        out.append(contentsOf: dateName)
-        out.append(contentsOf: date)
+        headers.fields.withUnsafeBufferPointer { fields in
+            for i in fields.indices where !isServerOwned(fields[i].name) {
+                // Never let a handler inject a line break into the head.
+                guard isSafe(name: fields[i].name, value: fields[i].value) else { continue }
+                append(fields[i].name, to: &out)
+                out.append(byte: 58)
+                out.append(byte: 32)
+                append(fields[i].value, to: &out)
+                out.append(byte: 13)
+                out.append(byte: 10)
+            }
+        }
+        append("Date: ", to: &out)
+        out.append(bytes: date)
         switch framing {
         case .none, .closeDelimited: break
         case .length(let n):
-            out.append(contentsOf: contentLengthName)
+            append("\r\nContent-Length: ", to: &out)
             appendDecimal(n, to: &out)
         case .chunked:
-            out.append(contentsOf: chunkedLine)
+            append("\r\nTransfer-Encoding: chunked", to: &out)
         }
-        out.append(contentsOf: keepAlive ? keepAliveEnd : closeEnd)
+        if keepAlive {
+            append("\r\nConnection: keep-alive\r\n\r\n", to: &out)
+        } else {
+            append("\r\nConnection: close\r\n\r\n", to: &out)
+        }
     }
 
     /// The framing line and trailer of one chunk around `count` payload bytes.
@@ -106,4 +118,55 @@ enum ResponseHeadEncoder {
 
     static let lastChunk: [UInt8] = Array("0\r\n\r\n".utf8)
     static let continueResponse: [UInt8] = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
+}
+
+/// Where `ResponseHeadEncoder` writes: a growing array, or `RawOutput` over loop-owned memory.
+protocol HeadOutput {
+    mutating func append(bytes: UnsafeBufferPointer<UInt8>)
+    mutating func append(byte: UInt8)
+}
+
+extension Array: HeadOutput where Element == UInt8 {
+    @inline(__always)
+    mutating func append(bytes: UnsafeBufferPointer<UInt8>) { append(contentsOf: bytes) }
+    @inline(__always)
+    mutating func append(byte: UInt8) { append(byte) }
+}
+
+/// A fixed-capacity output over memory someone else owns (the loop's write buffer): plain
+/// copies, no array bookkeeping. `overflowed` once something did not fit (the caller falls back).
+struct RawOutput: HeadOutput {
+    let base: UnsafeMutablePointer<UInt8>
+    let capacity: Int
+    private(set) var count = 0
+    private(set) var overflowed = false
+
+    init(_ buffer: UnsafeMutableRawBufferPointer) {
+        base = buffer.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        capacity = buffer.count
+    }
+
+    @inline(__always)
+    mutating func append(bytes: UnsafeBufferPointer<UInt8>) {
+        guard let source = bytes.baseAddress, !overflowed else { return }
+        guard bytes.count <= capacity - count else {
+            overflowed = true
+            return
+        }
+        (base + count).update(from: source, count: bytes.count)
+        count += bytes.count
+    }
+
+    @inline(__always)
+    mutating func append(byte: UInt8) {
+        guard count < capacity, !overflowed else {
+            overflowed = true
+            return
+        }
+        base[count] = byte
+        count += 1
+    }
+
+    /// What was written.
+    var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
 }
