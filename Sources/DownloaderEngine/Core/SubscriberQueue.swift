@@ -3,6 +3,11 @@ import Foundation
 /// One subscriber's pending events. Progress is conflated (a newer progress replaces a pending one);
 /// lifecycle events queue up to `lifecycleLimit` (beyond that the oldest non-terminal one is
 /// dropped). Pushing never blocks, so a slow reader never slows a transfer.
+///
+/// With a `ProgressPacer` (many subscribers) a waiting consumer is woken for progress at most once
+/// per the pacer's interval: a progress that is not yet due stays pending (conflated) and the pacer
+/// delivers the latest one when it is. Lifecycle events always wake the consumer at once (a pending
+/// progress before one is dropped: the lifecycle event carries a newer snapshot).
 final class SubscriberQueue: @unchecked Sendable {
     static let lifecycleLimit = 32
 
@@ -13,9 +18,17 @@ final class SubscriberQueue: @unchecked Sendable {
     private var waiter: CheckedContinuation<DownloadEvent?, Never>?
     /// Called once when the queue stops receiving (terminal event, cancel, shutdown, deinit).
     private var onDetach: (@Sendable (UInt64) -> Void)?
+    private let pacer: ProgressPacer?
+    /// Pacing: the earliest time (pacer clock) the next progress may wake the consumer.
+    private var progressDueAt: UInt64 = 0
+    /// Pacing: progress deliveries so far (varies the spacing between them).
+    private var progressDeliveries: UInt64 = 0
+    /// Pacing: the consumer waits while a not-yet-due progress is pending; the pacer knows.
+    private var deferred = false
 
-    init(id: UInt64, onDetach: @escaping @Sendable (UInt64) -> Void) {
+    init(id: UInt64, pacer: ProgressPacer? = nil, onDetach: @escaping @Sendable (UInt64) -> Void) {
         self.id = id
+        self.pacer = pacer
         self.onDetach = onDetach
     }
 
@@ -26,15 +39,27 @@ final class SubscriberQueue: @unchecked Sendable {
         guard !finished else { lock.unlock(); return false }
         if event.isTerminal { finished = true }
         var deliver: CheckedContinuation<DownloadEvent?, Never>?
+        var deferNow = false
         if let w = waiter {
-            waiter = nil
-            deliver = w
+            if Self.isProgress(event), let pacer, !progressIsDue(pacer) {
+                enqueue(event)  // stays pending; the pacer delivers it when due
+                deferNow = !deferred
+                deferred = true
+            } else {
+                // Whatever is pending is a progress older than `event`: drop it.
+                buffer.removeAll()
+                deferred = false
+                waiter = nil
+                deliver = w
+                if Self.isProgress(event), let pacer { progressDelivered(pacer) }
+            }
         } else {
             enqueue(event)
         }
         let detach = finished ? takeDetach() : nil
         lock.unlock()
         deliver?.resume(returning: event)
+        if deferNow { pacer?.watch(self) }
         detach?(id)
         return true
     }
@@ -63,6 +88,40 @@ final class SubscriberQueue: @unchecked Sendable {
         }
     }
 
+    // MARK: Pacing (under `lock`)
+
+    private func progressIsDue(_ pacer: ProgressPacer) -> Bool {
+        progressDueAt == 0 || pacer.now() >= progressDueAt
+    }
+
+    private func progressDelivered(_ pacer: ProgressPacer) {
+        progressDeliveries &+= 1
+        let spacing = pacer.spacing(queue: id, delivery: progressDeliveries)
+        progressDueAt = spacing == 0 ? 0 : pacer.now() &+ spacing
+    }
+
+    /// Called by the pacer: delivers the pending progress to the waiting consumer once it is due.
+    /// Returns whether the queue still waits (keep watching it).
+    func deliverIfDue() -> Bool {
+        lock.lock()
+        guard deferred, let w = waiter, let pacer, buffer.count == 1 else {
+            deferred = false
+            lock.unlock()
+            return false
+        }
+        guard progressIsDue(pacer) else {
+            lock.unlock()
+            return true
+        }
+        let event = buffer.removeFirst()
+        deferred = false
+        waiter = nil
+        progressDelivered(pacer)
+        lock.unlock()
+        w.resume(returning: event)
+        return false
+    }
+
     private func takeDetach() -> (@Sendable (UInt64) -> Void)? {
         let d = onDetach
         onDetach = nil
@@ -75,9 +134,12 @@ final class SubscriberQueue: @unchecked Sendable {
         finished = true
         let w = waiter
         waiter = nil
+        var pending: DownloadEvent?
+        if w != nil, !buffer.isEmpty { pending = buffer.removeFirst() }  // a deferred progress
+        deferred = false
         let detach = takeDetach()
         lock.unlock()
-        w?.resume(returning: nil)
+        w?.resume(returning: pending)
         detach?(id)
     }
 
@@ -86,6 +148,7 @@ final class SubscriberQueue: @unchecked Sendable {
         lock.lock()
         finished = true
         buffer.removeAll()
+        deferred = false
         let w = waiter
         waiter = nil
         let detach = takeDetach()
@@ -100,7 +163,17 @@ final class SubscriberQueue: @unchecked Sendable {
             await withCheckedContinuation { (continuation: CheckedContinuation<DownloadEvent?, Never>) in
                 lock.lock()
                 if !buffer.isEmpty {
+                    // A lone pending progress that is not due yet waits for the pacer.
+                    if let pacer, !finished, buffer.count == 1, Self.isProgress(buffer[0]), !progressIsDue(pacer) {
+                        waiter = continuation
+                        let deferNow = !deferred
+                        deferred = true
+                        lock.unlock()
+                        if deferNow { pacer.watch(self) }
+                        return
+                    }
                     let event = buffer.removeFirst()
+                    if Self.isProgress(event), let pacer { progressDelivered(pacer) }
                     lock.unlock()
                     continuation.resume(returning: event)
                 } else if finished || Task.isCancelled {
@@ -114,6 +187,12 @@ final class SubscriberQueue: @unchecked Sendable {
         } onCancel: {
             self.cancel()
         }
+    }
+
+    /// The consumer is suspended in `next()` (for tests).
+    var isConsumerWaiting: Bool {
+        lock.lock(); defer { lock.unlock() }
+        return waiter != nil
     }
 
     var pendingCount: Int {

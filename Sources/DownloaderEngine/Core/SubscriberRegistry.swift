@@ -1,20 +1,28 @@
 import Foundation
+import Synchronization
 
 /// Who listens to which download. Its own lock, never held while calling out, and never taking
-/// the engine's lock, so the engine may publish while holding its own.
+/// the engine's lock, so the engine may publish while holding its own. Progress wake-ups are paced
+/// by `pacer` once there are many subscribers (see `ProgressPacing`).
 final class SubscriberRegistry: @unchecked Sendable {
+    let pacer: ProgressPacer
     private let lock = NSLock()
     private var byDownload: [String: [UInt64: SubscriberQueue]] = [:]
     private var downloadOf: [UInt64: String] = [:]
     private var nextID: UInt64 = 0
 
+    init(pacer: ProgressPacer = ProgressPacer()) {
+        self.pacer = pacer
+    }
+
     func makeQueue(for downloadID: String) -> SubscriberQueue {
         lock.lock()
         nextID += 1
         let id = nextID
-        let queue = SubscriberQueue(id: id) { [weak self] queueID in self?.remove(queueID) }
+        let queue = SubscriberQueue(id: id, pacer: pacer) { [weak self] queueID in self?.remove(queueID) }
         byDownload[downloadID, default: [:]][id] = queue
         downloadOf[id] = downloadID
+        pacer.setSubscribers(downloadOf.count)
         lock.unlock()
         return queue
     }
@@ -23,6 +31,7 @@ final class SubscriberRegistry: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         guard let download = downloadOf.removeValue(forKey: queueID) else { return }
+        pacer.setSubscribers(downloadOf.count)
         byDownload[download]?[queueID] = nil
         if byDownload[download]?.isEmpty == true { byDownload[download] = nil }
     }
@@ -47,5 +56,95 @@ final class SubscriberRegistry: @unchecked Sendable {
 
     func publish(_ event: DownloadEvent, to downloadID: String) {
         for queue in queues(for: downloadID) { queue.push(event) }
+    }
+}
+
+/// How often one subscriber may be woken for progress when many listen: the engine's progress
+/// deliveries (each a write to a client, in the service) stay within `deliveriesPerSecond` in all,
+/// shared by the subscribers. Pure.
+struct ProgressPacing: Sendable, Equatable {
+    /// Progress deliveries per second shared by all subscribers.
+    var deliveriesPerSecond: Double = 10_000
+    /// Below this mean spacing (seconds) nothing is paced: the engine emits progress at most every
+    /// `EngineConfiguration.progressInterval` (0.1 s by default) per download anyway.
+    var minimumSpacing: Double = 0.1
+
+    /// Mean nanoseconds between two progress deliveries to one subscriber; 0 = unpaced.
+    func meanSpacing(subscribers: Int) -> UInt64 {
+        guard deliveriesPerSecond > 0 else { return 0 }
+        let seconds = Double(subscribers) / deliveriesPerSecond
+        return seconds < minimumSpacing ? 0 : UInt64(seconds * 1e9)
+    }
+
+    /// The spacing after delivery number `delivery` to queue `queue`: the mean times a factor in
+    /// [0.5, 1.5) that varies by queue and delivery, so subscribers that were woken together (by a
+    /// `resumed` event, say) spread out instead of all writing in the same instant every time.
+    func spacing(subscribers: Int, queue: UInt64, delivery: UInt64) -> UInt64 {
+        let mean = meanSpacing(subscribers: subscribers)
+        guard mean > 0 else { return 0 }
+        var x = queue &* 0x9E37_79B9_7F4A_7C15 ^ delivery &* 0xBF58_476D_1CE4_E5B9
+        x ^= x >> 31
+        x = x &* 0x94D0_49BB_1331_11EB
+        x ^= x >> 29
+        let fraction = Double(x >> 11) / Double(1 << 53)  // [0, 1)
+        return UInt64(Double(mean) * (0.5 + fraction))
+    }
+}
+
+/// Delivers paced progress when it falls due: queues whose consumer waits while a not-yet-due
+/// progress is pending are watched, and checked every `tick` on its own queue while any are.
+final class ProgressPacer: Sendable {
+    let pacing: ProgressPacing
+    /// Monotonic nanoseconds.
+    let now: @Sendable () -> UInt64
+    let tickNanoseconds: UInt64
+    private let subscribers = Atomic<Int>(0)
+    private let state = Mutex<(watched: [UInt64: SubscriberQueue], ticking: Bool)>(([:], false))
+    private let queue = DispatchQueue(label: "download-engine.progress-pacer")
+
+    init(pacing: ProgressPacing = ProgressPacing(), tick: Double = 0.05,
+         now: @escaping @Sendable () -> UInt64 = { DispatchTime.now().uptimeNanoseconds }) {
+        self.pacing = pacing
+        self.tickNanoseconds = UInt64(tick * 1e9)
+        self.now = now
+    }
+
+    /// The number of subscribers sharing the budget (kept by the registry).
+    func setSubscribers(_ count: Int) { subscribers.store(count, ordering: .relaxed) }
+
+    func spacing(queue: UInt64, delivery: UInt64) -> UInt64 {
+        pacing.spacing(subscribers: subscribers.load(ordering: .relaxed), queue: queue, delivery: delivery)
+    }
+
+    var watchedCount: Int { state.withLock { $0.watched.count } }
+
+    /// Checks `queue` on the next ticks until its pending progress has been delivered.
+    func watch(_ subscriberQueue: SubscriberQueue) {
+        let start = state.withLock { s -> Bool in
+            s.watched[subscriberQueue.id] = subscriberQueue
+            defer { s.ticking = true }
+            return !s.ticking
+        }
+        if start { scheduleTick() }
+    }
+
+    private func scheduleTick() {
+        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(tickNanoseconds))) { [self] in tick() }
+    }
+
+    /// Delivers what is due; keeps ticking while anything is still watched.
+    func tick() {
+        let batch = state.withLock { s -> [UInt64: SubscriberQueue] in
+            defer { s.watched = [:] }
+            return s.watched
+        }
+        var waiting: [UInt64: SubscriberQueue] = [:]
+        for (id, subscriberQueue) in batch where subscriberQueue.deliverIfDue() { waiting[id] = subscriberQueue }
+        let again = state.withLock { s -> Bool in
+            s.watched.merge(waiting) { current, _ in current }
+            s.ticking = !s.watched.isEmpty
+            return s.ticking
+        }
+        if again { scheduleTick() }
     }
 }
