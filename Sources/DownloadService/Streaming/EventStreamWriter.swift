@@ -1,9 +1,10 @@
 import DownloaderEngine
+import Foundation
 import MiniHTTPServer
 
-/// Writes a subscription's events to one progress stream as Server-Sent Events: ids from `firstID`
-/// up, `retry:` on the first, the stream ends after a terminal event. The `data:` of an event is
-/// encoded once for all streams (`EventDataCache`); each stream only adds its `id:` line.
+/// Writes a subscription's events to one progress stream as Server-Sent Events (see
+/// `EventStreamCursor` for what is written). The async frame is kept small on purpose: an idle
+/// stream's task keeps its frames' memory, 10 000 streams keep 10 000 of them.
 struct EventStreamWriter: Sendable {
     let writer: any ResponseBodyWriter
     let firstID: UInt64
@@ -11,14 +12,59 @@ struct EventStreamWriter: Sendable {
 
     /// Forwards events until the subscription ends or a terminal event has been written.
     func forward(_ subscription: DownloadSubscription) async throws {
-        var nextID = firstID
-        for await event in subscription {
-            let data = eventData.data(for: event, encode: DownloadAPI.eventData)
-            try await writer.write(Self.frame(id: nextID, event: DownloadAPI.eventName(event), data: data,
-                                              retryMilliseconds: nextID == firstID ? DownloadAPI.retryMilliseconds : nil))
-            nextID &+= 1
-            if event.isTerminal { break }
+        var cursor = EventStreamCursor(firstID: firstID)
+        for await received in subscription {
+            guard let frame = cursor.frame(for: received, of: subscription, eventData: eventData) else { continue }
+            try await writer.write(frame)
+            if cursor.ended { break }
         }
+    }
+}
+
+/// What one progress stream writes, event by event: ids from `firstID` up (so a client's
+/// `Last-Event-ID` + 1 continues), `retry:` on the first event, nothing after a terminal event. A
+/// progress event is replaced by the download's newest progress when the subscription has one (a
+/// stream that fell behind writes the newest snapshot) and skipped when it is the one written last.
+/// Pure but for the closures it is given.
+struct EventStreamCursor {
+    let firstID: UInt64
+    private(set) var nextID: UInt64
+    private(set) var ended = false
+    /// The last progress written, by bytes and time (a newer snapshot differs in one of them).
+    private var lastProgress: (bytes: Int64, updatedAt: Date)?
+
+    init(firstID: UInt64) {
+        self.firstID = firstID
+        self.nextID = firstID
+    }
+
+    /// `frame(for:newest:data:)` for a live subscription. Never inlined: inlined into the async
+    /// `forward`, its temporaries would enlarge the async frame that every idle stream keeps
+    /// (measured: 7 KiB more per stream).
+    @inline(never)
+    mutating func frame(for received: DownloadEvent, of subscription: DownloadSubscription, eventData: EventDataCache) -> [UInt8]? {
+        frame(for: received, newest: { subscription.newestProgress() },
+              data: { eventData.data(for: $0, encode: DownloadAPI.eventData) })
+    }
+
+    /// The bytes to write for `received`, or nil to write nothing.
+    mutating func frame(for received: DownloadEvent, newest: () -> DownloadEvent?,
+                        data: (DownloadEvent) -> String) -> [UInt8]? {
+        guard !ended else { return nil }
+        var event = received
+        if case .progress = received {
+            if let newer = newest() { event = newer }
+            let snapshot = event.snapshot
+            if let last = lastProgress, last.bytes == snapshot.bytesWritten, last.updatedAt == snapshot.updatedAt {
+                return nil
+            }
+            lastProgress = (snapshot.bytesWritten, snapshot.updatedAt)
+        }
+        let bytes = Self.frame(id: nextID, event: DownloadAPI.eventName(event), data: data(event),
+                               retryMilliseconds: nextID == firstID ? DownloadAPI.retryMilliseconds : nil)
+        nextID &+= 1
+        if event.isTerminal { ended = true }
+        return bytes
     }
 
     /// One event's bytes, identical to `ServerSentEvent.encoded`, built straight into one buffer

@@ -12,6 +12,7 @@ final class SubscriberQueue: @unchecked Sendable {
     static let lifecycleLimit = 32
 
     let id: UInt64
+    let downloadID: String
     private let lock = NSLock()
     private var buffer: [DownloadEvent] = []
     private var finished = false
@@ -26,8 +27,9 @@ final class SubscriberQueue: @unchecked Sendable {
     /// Pacing: the consumer waits while a not-yet-due progress is pending; the pacer knows.
     private var deferred = false
 
-    init(id: UInt64, pacer: ProgressPacer? = nil, onDetach: @escaping @Sendable (UInt64) -> Void) {
+    init(id: UInt64, downloadID: String = "", pacer: ProgressPacer? = nil, onDetach: @escaping @Sendable (UInt64) -> Void) {
         self.id = id
+        self.downloadID = downloadID
         self.pacer = pacer
         self.onDetach = onDetach
     }
@@ -189,6 +191,22 @@ final class SubscriberQueue: @unchecked Sendable {
         }
     }
 
+    /// For a consumer about to write a progress event it took from `next()`: the newest progress
+    /// of the download, when nothing but progress is pending here (so no lifecycle event came in
+    /// between); a pending progress is dropped, the newest replaces it. With many streams on one
+    /// loop a consumer runs late, and writing the newest progress means every stream writes the
+    /// same event (one shared encoding) and none writes a stale one. Nil: keep the event.
+    func newestProgress() -> DownloadEvent? {
+        let newest = pacer?.latestProgress(of: downloadID)
+        lock.lock(); defer { lock.unlock() }
+        guard waiter == nil, buffer.isEmpty || (buffer.count == 1 && Self.isProgress(buffer[0])) else { return nil }
+        if let newest {
+            buffer.removeAll()
+            return newest
+        }
+        return buffer.isEmpty ? nil : buffer.removeFirst()
+    }
+
     /// The consumer is suspended in `next()` (for tests).
     var isConsumerWaiting: Bool {
         lock.lock(); defer { lock.unlock() }
@@ -198,5 +216,14 @@ final class SubscriberQueue: @unchecked Sendable {
     var pendingCount: Int {
         lock.lock(); defer { lock.unlock() }
         return buffer.count
+    }
+}
+
+extension DownloadSubscription {
+    /// For a consumer about to write a progress event: the download's newest progress when only
+    /// progress is pending for this subscription (it replaces the pending one); nil to keep the
+    /// event in hand. Lets a consumer that fell behind write the newest snapshot, not an old one.
+    public func newestProgress() -> DownloadEvent? {
+        queue.newestProgress()
     }
 }

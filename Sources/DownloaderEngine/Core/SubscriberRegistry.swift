@@ -19,7 +19,7 @@ final class SubscriberRegistry: @unchecked Sendable {
         lock.lock()
         nextID += 1
         let id = nextID
-        let queue = SubscriberQueue(id: id, pacer: pacer) { [weak self] queueID in self?.remove(queueID) }
+        let queue = SubscriberQueue(id: id, downloadID: downloadID, pacer: pacer) { [weak self] queueID in self?.remove(queueID) }
         byDownload[downloadID, default: [:]][id] = queue
         downloadOf[id] = downloadID
         pacer.setSubscribers(downloadOf.count)
@@ -33,7 +33,10 @@ final class SubscriberRegistry: @unchecked Sendable {
         guard let download = downloadOf.removeValue(forKey: queueID) else { return }
         pacer.setSubscribers(downloadOf.count)
         byDownload[download]?[queueID] = nil
-        if byDownload[download]?.isEmpty == true { byDownload[download] = nil }
+        if byDownload[download]?.isEmpty == true {
+            byDownload[download] = nil
+            pacer.setLatestProgress(nil, of: download)
+        }
     }
 
     func queues(for downloadID: String) -> [SubscriberQueue] {
@@ -55,7 +58,11 @@ final class SubscriberRegistry: @unchecked Sendable {
     }
 
     func publish(_ event: DownloadEvent, to downloadID: String) {
-        for queue in queues(for: downloadID) { queue.push(event) }
+        let queues = queues(for: downloadID)
+        guard !queues.isEmpty else { return }
+        // Recorded before any queue sees it: a late consumer may write it in place of an older one.
+        if case .progress = event { pacer.setLatestProgress(event, of: downloadID) } else { pacer.setLatestProgress(nil, of: downloadID) }
+        for queue in queues { queue.push(event) }
     }
 }
 
@@ -93,6 +100,7 @@ struct ProgressPacing: Sendable, Equatable {
 
 /// Delivers paced progress when it falls due: queues whose consumer waits while a not-yet-due
 /// progress is pending are watched, and checked every `tick` on its own queue while any are.
+/// Also remembers each download's latest progress, for consumers that fell behind.
 final class ProgressPacer: Sendable {
     let pacing: ProgressPacing
     /// Monotonic nanoseconds.
@@ -117,6 +125,18 @@ final class ProgressPacer: Sendable {
     }
 
     var watchedCount: Int { state.withLock { $0.watched.count } }
+
+    /// The latest progress published for each download with subscribers (nil after a lifecycle
+    /// event, until the next progress).
+    private let latest = Mutex<[String: DownloadEvent]>([:])
+
+    func setLatestProgress(_ event: DownloadEvent?, of downloadID: String) {
+        latest.withLock { $0[downloadID] = event }
+    }
+
+    func latestProgress(of downloadID: String) -> DownloadEvent? {
+        latest.withLock { $0[downloadID] }
+    }
 
     /// Checks `queue` on the next ticks until its pending progress has been delivered.
     func watch(_ subscriberQueue: SubscriberQueue) {

@@ -112,3 +112,41 @@ import Testing
         #expect(end == nil)
     }
 }
+
+/// `newestProgress`: a consumer that fell behind gets the download's newest progress, never across
+/// a lifecycle event.
+@Suite struct NewestProgressTests {
+    private static let date = Date(timeIntervalSince1970: 1_800_000_000)
+
+    private static func progress(_ bytes: Int64) -> DownloadEvent {
+        var s = DownloadSnapshot(id: "d", url: "u", state: .downloading, storage: .cache, createdAt: date, updatedAt: date)
+        s.bytesWritten = bytes
+        return .progress(s)
+    }
+
+    @Test func newestProgressReplacesPendingProgressButNotAcrossLifecycle() async {
+        let registry = SubscriberRegistry(pacer: ProgressPacer(pacing: ProgressPacing(deliveriesPerSecond: 0)))
+        let queue = registry.makeQueue(for: "d")
+        let other = registry.makeQueue(for: "d")
+        registry.publish(Self.progress(1), to: "d")
+        #expect(await queue.next() == Self.progress(1))
+        #expect(queue.newestProgress() == Self.progress(1))  // nothing newer: the same one
+        registry.publish(Self.progress(2), to: "d")
+        registry.publish(Self.progress(3), to: "d")
+        #expect(queue.newestProgress() == Self.progress(3))
+        #expect(queue.pendingCount == 0)  // the pending one was taken
+
+        registry.publish(Self.progress(4), to: "d")
+        let s = DownloadSnapshot(id: "d", url: "u", state: .paused, storage: .cache, createdAt: Date(), updatedAt: Date())
+        registry.publish(.paused(s), to: "d")
+        #expect(queue.newestProgress() == nil)  // a lifecycle event is pending: keep order
+        #expect(queue.pendingCount == 2)
+        #expect(other.newestProgress() == nil)
+        // After the lifecycle event nothing is "newest" until the next progress.
+        _ = await queue.next()
+        _ = await queue.next()
+        #expect(queue.newestProgress() == nil)
+        registry.publish(Self.progress(5), to: "d")
+        #expect(queue.newestProgress() == Self.progress(5))
+    }
+}
