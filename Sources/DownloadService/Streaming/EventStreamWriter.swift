@@ -17,6 +17,10 @@ struct EventStreamWriter: Sendable {
             guard let frame = cursor.frame(for: received, of: subscription, eventData: eventData) else { continue }
             try await writer.write(frame)
             if cursor.ended { break }
+            // After a lifecycle event let the download's other streams write it too before this
+            // one goes on to the next event: all streams then write the same event at a time, and
+            // its shared encoding is not evicted back and forth (`EventDataCache` keeps one).
+            if cursor.lastWasLifecycle { await Task.yield() }
         }
     }
 }
@@ -24,12 +28,15 @@ struct EventStreamWriter: Sendable {
 /// What one progress stream writes, event by event: ids from `firstID` up (so a client's
 /// `Last-Event-ID` + 1 continues), `retry:` on the first event, nothing after a terminal event. A
 /// progress event is replaced by the download's newest progress when the subscription has one (a
-/// stream that fell behind writes the newest snapshot) and skipped when it is the one written last.
+/// stream that fell behind writes the newest snapshot) and skipped when it is the one written last
+/// or when a lifecycle event (with a newer snapshot) is already waiting.
 /// Pure but for the closures it is given.
 struct EventStreamCursor {
     let firstID: UInt64
     private(set) var nextID: UInt64
     private(set) var ended = false
+    /// The frame returned last is a lifecycle event's.
+    private(set) var lastWasLifecycle = false
     /// The last progress written, by bytes and time (a newer snapshot differs in one of them).
     private var lastProgress: (bytes: Int64, updatedAt: Date)?
 
@@ -44,15 +51,20 @@ struct EventStreamCursor {
     @inline(never)
     mutating func frame(for received: DownloadEvent, of subscription: DownloadSubscription, eventData: EventDataCache) -> [UInt8]? {
         frame(for: received, newest: { subscription.newestProgress() },
+              superseded: { subscription.hasPendingLifecycleEvent },
               data: { eventData.data(for: $0, encode: DownloadAPI.eventData) })
     }
 
     /// The bytes to write for `received`, or nil to write nothing.
-    mutating func frame(for received: DownloadEvent, newest: () -> DownloadEvent?,
+    mutating func frame(for received: DownloadEvent, newest: () -> DownloadEvent?, superseded: () -> Bool = { false },
                         data: (DownloadEvent) -> String) -> [UInt8]? {
         guard !ended else { return nil }
         var event = received
+        lastWasLifecycle = false
         if case .progress = received {
+            // A lifecycle event with a newer snapshot is next (the first event is always written:
+            // a stream starts with the current snapshot).
+            if nextID != firstID, superseded() { return nil }
             if let newer = newest() { event = newer }
             let snapshot = event.snapshot
             if let last = lastProgress, last.bytes == snapshot.bytesWritten, last.updatedAt == snapshot.updatedAt {
@@ -64,6 +76,7 @@ struct EventStreamCursor {
                                retryMilliseconds: nextID == firstID ? DownloadAPI.retryMilliseconds : nil)
         nextID &+= 1
         if event.isTerminal { ended = true }
+        if case .progress = event {} else { lastWasLifecycle = true }
         return bytes
     }
 

@@ -5,8 +5,8 @@ import Foundation
 /// dropped). Pushing never blocks, so a slow reader never slows a transfer.
 ///
 /// With a `ProgressPacer` (many subscribers) a waiting consumer is woken for progress at most once
-/// per the pacer's interval: a progress that is not yet due stays pending (conflated) and the pacer
-/// delivers the latest one when it is. Lifecycle events always wake the consumer at once (a pending
+/// per the pacer's interval: a progress that is not yet due stays pending and the pacer delivers
+/// the download's newest one when it is. Lifecycle events always wake the consumer at once (a pending
 /// progress before one is dropped: the lifecycle event carries a newer snapshot).
 final class SubscriberQueue: @unchecked Sendable {
     static let lifecycleLimit = 32
@@ -42,9 +42,11 @@ final class SubscriberQueue: @unchecked Sendable {
         if event.isTerminal { finished = true }
         var deliver: CheckedContinuation<DownloadEvent?, Never>?
         var deferNow = false
+        let dueAt = progressDueAt
         if let w = waiter {
             if Self.isProgress(event), let pacer, !progressIsDue(pacer) {
-                enqueue(event)  // stays pending; the pacer delivers it when due
+                // Stays pending without a copy here: when it is due the pacer delivers the
+                // download's newest progress (the registry records it before pushing).
                 deferNow = !deferred
                 deferred = true
             } else {
@@ -61,7 +63,7 @@ final class SubscriberQueue: @unchecked Sendable {
         let detach = finished ? takeDetach() : nil
         lock.unlock()
         deliver?.resume(returning: event)
-        if deferNow { pacer?.watch(self) }
+        if deferNow { pacer?.watch(self, dueAt: dueAt) }
         detach?(id)
         return true
     }
@@ -102,26 +104,33 @@ final class SubscriberQueue: @unchecked Sendable {
         progressDueAt = spacing == 0 ? 0 : pacer.now() &+ spacing
     }
 
-    /// Called by the pacer: delivers the pending progress to the waiting consumer once it is due.
-    /// Returns whether the queue still waits (keep watching it).
-    func deliverIfDue() -> Bool {
+    /// Called by the pacer: once due, delivers the download's newest progress (or the one pending
+    /// here) to the waiting consumer. Returns the due time when it is not due yet (watch again).
+    func deliverIfDue() -> UInt64? {
         lock.lock()
-        guard deferred, let w = waiter, let pacer, buffer.count == 1 else {
+        guard deferred, let w = waiter, let pacer else {
             deferred = false
             lock.unlock()
-            return false
+            return nil
         }
         guard progressIsDue(pacer) else {
+            let due = progressDueAt
             lock.unlock()
-            return true
+            return due
         }
-        let event = buffer.removeFirst()
+        let pending = buffer.last.flatMap { Self.isProgress($0) ? $0 : nil }
+        guard let event = pacer.latestProgress(of: downloadID) ?? pending else {
+            deferred = false
+            lock.unlock()
+            return nil
+        }
+        buffer.removeAll()
         deferred = false
         waiter = nil
         progressDelivered(pacer)
         lock.unlock()
         w.resume(returning: event)
-        return false
+        return nil
     }
 
     private func takeDetach() -> (@Sendable (UInt64) -> Void)? {
@@ -137,7 +146,10 @@ final class SubscriberQueue: @unchecked Sendable {
         let w = waiter
         waiter = nil
         var pending: DownloadEvent?
-        if w != nil, !buffer.isEmpty { pending = buffer.removeFirst() }  // a deferred progress
+        if w != nil, deferred {  // a deferred progress
+            pending = pacer?.latestProgress(of: downloadID) ?? (buffer.isEmpty ? nil : buffer.removeFirst())
+        }
+        buffer.removeAll()
         deferred = false
         let detach = takeDetach()
         lock.unlock()
@@ -170,8 +182,9 @@ final class SubscriberQueue: @unchecked Sendable {
                         waiter = continuation
                         let deferNow = !deferred
                         deferred = true
+                        let dueAt = progressDueAt
                         lock.unlock()
-                        if deferNow { pacer.watch(self) }
+                        if deferNow { pacer.watch(self, dueAt: dueAt) }
                         return
                     }
                     let event = buffer.removeFirst()
@@ -207,6 +220,12 @@ final class SubscriberQueue: @unchecked Sendable {
         return buffer.isEmpty ? nil : buffer.removeFirst()
     }
 
+    /// A lifecycle event is pending: a progress in the consumer's hand is older than its snapshot.
+    var hasPendingLifecycleEvent: Bool {
+        lock.lock(); defer { lock.unlock() }
+        return buffer.contains { !Self.isProgress($0) }
+    }
+
     /// The consumer is suspended in `next()` (for tests).
     var isConsumerWaiting: Bool {
         lock.lock(); defer { lock.unlock() }
@@ -225,5 +244,11 @@ extension DownloadSubscription {
     /// event in hand. Lets a consumer that fell behind write the newest snapshot, not an old one.
     public func newestProgress() -> DownloadEvent? {
         queue.newestProgress()
+    }
+
+    /// A lifecycle event (carrying a newer snapshot) is waiting: a consumer holding a progress
+    /// event may skip it, as progress is conflated anyway.
+    public var hasPendingLifecycleEvent: Bool {
+        queue.hasPendingLifecycleEvent
     }
 }

@@ -107,13 +107,14 @@ final class ProgressPacer: Sendable {
     let now: @Sendable () -> UInt64
     let tickNanoseconds: UInt64
     private let subscribers = Atomic<Int>(0)
-    private let state = Mutex<(watched: [UInt64: SubscriberQueue], ticking: Bool)>(([:], false))
+    /// Watched queues by the tick their progress falls due in (tick = due time / `tickNanoseconds`).
+    private let state = Mutex<(buckets: [UInt64: [SubscriberQueue]], count: Int, ticking: Bool)>(([:], 0, false))
     private let queue = DispatchQueue(label: "download-engine.progress-pacer")
 
     init(pacing: ProgressPacing = ProgressPacing(), tick: Double = 0.05,
          now: @escaping @Sendable () -> UInt64 = { DispatchTime.now().uptimeNanoseconds }) {
         self.pacing = pacing
-        self.tickNanoseconds = UInt64(tick * 1e9)
+        self.tickNanoseconds = max(1, UInt64(tick * 1e9))
         self.now = now
     }
 
@@ -124,7 +125,7 @@ final class ProgressPacer: Sendable {
         pacing.spacing(subscribers: subscribers.load(ordering: .relaxed), queue: queue, delivery: delivery)
     }
 
-    var watchedCount: Int { state.withLock { $0.watched.count } }
+    var watchedCount: Int { state.withLock { $0.count } }
 
     /// The latest progress published for each download with subscribers (nil after a lifecycle
     /// event, until the next progress).
@@ -138,10 +139,11 @@ final class ProgressPacer: Sendable {
         latest.withLock { $0[downloadID] }
     }
 
-    /// Checks `queue` on the next ticks until its pending progress has been delivered.
-    func watch(_ subscriberQueue: SubscriberQueue) {
+    /// Delivers `subscriberQueue`'s pending progress on the first tick at or after `dueAt`.
+    func watch(_ subscriberQueue: SubscriberQueue, dueAt: UInt64) {
         let start = state.withLock { s -> Bool in
-            s.watched[subscriberQueue.id] = subscriberQueue
+            s.buckets[dueAt / tickNanoseconds, default: []].append(subscriberQueue)
+            s.count += 1
             defer { s.ticking = true }
             return !s.ticking
         }
@@ -152,17 +154,22 @@ final class ProgressPacer: Sendable {
         queue.asyncAfter(deadline: .now() + .nanoseconds(Int(tickNanoseconds))) { [self] in tick() }
     }
 
-    /// Delivers what is due; keeps ticking while anything is still watched.
+    /// Delivers what is due (only the due buckets are touched); keeps ticking while any are watched.
     func tick() {
-        let batch = state.withLock { s -> [UInt64: SubscriberQueue] in
-            defer { s.watched = [:] }
-            return s.watched
+        let current = now() / tickNanoseconds
+        let due = state.withLock { s -> [SubscriberQueue] in
+            var due: [SubscriberQueue] = []
+            for key in s.buckets.keys.filter({ $0 <= current }) {
+                due.append(contentsOf: s.buckets.removeValue(forKey: key) ?? [])
+            }
+            s.count -= due.count
+            return due
         }
-        var waiting: [UInt64: SubscriberQueue] = [:]
-        for (id, subscriberQueue) in batch where subscriberQueue.deliverIfDue() { waiting[id] = subscriberQueue }
+        for subscriberQueue in due {
+            if let later = subscriberQueue.deliverIfDue() { watch(subscriberQueue, dueAt: later) }
+        }
         let again = state.withLock { s -> Bool in
-            s.watched.merge(waiting) { current, _ in current }
-            s.ticking = !s.watched.isEmpty
+            s.ticking = s.count > 0
             return s.ticking
         }
         if again { scheduleTick() }

@@ -38,6 +38,18 @@ import Testing
         #expect(cursor.nextID == 13)
     }
 
+    /// A progress with a lifecycle event already waiting is skipped, except the stream's first.
+    @Test func supersededProgressIsSkippedButNeverTheFirstEvent() {
+        var cursor = EventStreamCursor(firstID: 1)
+        let data: (DownloadEvent) -> String = { _ in "{}" }
+        let first = cursor.frame(for: .progress(Self.snapshot(1)), newest: { nil }, superseded: { true }, data: data)
+        #expect(Self.text(first) == "retry: 2000\nid: 1\nevent: progress\ndata: {}\n\n")
+        #expect(cursor.frame(for: .progress(Self.snapshot(2, at: 1)), newest: { nil }, superseded: { true }, data: data) == nil)
+        let paused = cursor.frame(for: .paused(Self.snapshot(2, state: .paused, at: 2)), newest: { nil }, superseded: { true }, data: data)
+        #expect(Self.text(paused) == "id: 2\nevent: paused\ndata: {}\n\n")
+        #expect(cursor.lastWasLifecycle)
+    }
+
     @Test(arguments: [
         ("{\"a\":1}", "progress", 2000 as Int?),
         ("{\"a\":1}", "completed", nil),

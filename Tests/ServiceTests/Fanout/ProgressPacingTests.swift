@@ -53,21 +53,21 @@ import Testing
         // One subscriber at 1 delivery per second: a mean spacing of 1 s (0.5-1.5 s).
         let pacer = ProgressPacer(pacing: ProgressPacing(deliveriesPerSecond: 1, minimumSpacing: 0.1), tick: 0.005,
                                   now: { clock.load(ordering: .relaxed) })
-        pacer.setSubscribers(1)
-        let queue = SubscriberQueue(id: 7, pacer: pacer) { _ in }
-        queue.push(Self.progress(1))
+        let registry = SubscriberRegistry(pacer: pacer)
+        let queue = registry.makeQueue(for: "x")  // one subscriber
+        registry.publish(Self.progress(1), to: "x")
         #expect(Self.bytes(await queue.next()) == 1)  // the first is due at once
 
         // Not due: the consumer keeps waiting while progress conflates.
         let second = Task { await queue.next() }
         try await withTimeout(10) { while !queue.isConsumerWaiting && !Task.isCancelled { await Task.yield() } }
-        queue.push(Self.progress(2))
-        queue.push(Self.progress(3))
-        #expect(queue.pendingCount == 1)
+        registry.publish(Self.progress(2), to: "x")
+        registry.publish(Self.progress(3), to: "x")
+        #expect(pacer.watchedCount == 1)
         #expect(queue.isConsumerWaiting)
         // A lifecycle event wakes it at once and replaces the older pending progress.
         let s = DownloadSnapshot(id: "x", url: "u", state: .paused, storage: .cache, createdAt: Date(), updatedAt: Date())
-        queue.push(.paused(s))
+        registry.publish(.paused(s), to: "x")
         let woken = try await withTimeout(10) { await second.value }
         if case .paused? = woken {} else { Issue.record("expected paused, got \(String(describing: woken))") }
         #expect(queue.pendingCount == 0)
@@ -75,9 +75,9 @@ import Testing
         // Progress again: pending until the clock passes the due time, then the latest is delivered.
         let third = Task { await queue.next() }
         try await withTimeout(10) { while !queue.isConsumerWaiting && !Task.isCancelled { await Task.yield() } }
-        queue.push(Self.progress(4))
-        queue.push(Self.progress(5))
-        #expect(queue.pendingCount == 1)
+        registry.publish(Self.progress(4), to: "x")
+        registry.publish(Self.progress(5), to: "x")
+        #expect(queue.isConsumerWaiting)
         clock.add(2_000_000_000, ordering: .relaxed)
         let delivered = try await withTimeout(10) { await third.value }
         #expect(Self.bytes(delivered) == 5)
@@ -86,10 +86,12 @@ import Testing
     /// Unpaced (few subscribers): every progress wakes the consumer as before.
     @Test func fewSubscribersAreNotPaced() async throws {
         let pacer = ProgressPacer(pacing: ProgressPacing(deliveriesPerSecond: 10_000, minimumSpacing: 0.1))
-        pacer.setSubscribers(3)
-        let queue = SubscriberQueue(id: 1, pacer: pacer) { _ in }
+        let registry = SubscriberRegistry(pacer: pacer)
+        let queue = registry.makeQueue(for: "x")
+        _ = registry.makeQueue(for: "x")
+        _ = registry.makeQueue(for: "x")
         for i in Int64(1)...5 {
-            queue.push(Self.progress(i))
+            registry.publish(Self.progress(i), to: "x")
             #expect(Self.bytes(await queue.next()) == i)
         }
         #expect(pacer.watchedCount == 0)
@@ -98,11 +100,11 @@ import Testing
     /// Engine shutdown (`finish`) hands a waiting consumer its deferred progress, then ends.
     @Test func finishDeliversTheDeferredProgress() async throws {
         let pacer = ProgressPacer(pacing: ProgressPacing(deliveriesPerSecond: 1, minimumSpacing: 0.1), now: { 5_000_000_000 })
-        pacer.setSubscribers(1)
-        let queue = SubscriberQueue(id: 2, pacer: pacer) { _ in }
-        queue.push(Self.progress(1))
+        let registry = SubscriberRegistry(pacer: pacer)
+        let queue = registry.makeQueue(for: "x")
+        registry.publish(Self.progress(1), to: "x")
         _ = await queue.next()
-        queue.push(Self.progress(2))
+        registry.publish(Self.progress(2), to: "x")
         let waiting = Task { (await queue.next(), await queue.next()) }
         try await withTimeout(10) { while !queue.isConsumerWaiting && !Task.isCancelled { await Task.yield() } }
         #expect(queue.pendingCount == 1)
