@@ -80,10 +80,22 @@ struct EventStreamCursor {
         return bytes
     }
 
+    /// Whether `text` holds CR or LF (memchr over contiguous UTF-8: the data is scanned for every
+    /// stream that writes it).
+    static func hasLineBreak(_ text: String) -> Bool {
+        if let found = text.utf8.withContiguousStorageIfAvailable({ bytes -> Bool in
+            guard let base = bytes.baseAddress, !bytes.isEmpty else { return false }
+            return memchr(base, 0x0A, bytes.count) != nil || memchr(base, 0x0D, bytes.count) != nil
+        }) {
+            return found
+        }
+        return text.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D })
+    }
+
     /// One event's bytes, identical to `ServerSentEvent.encoded`, built straight into one buffer
     /// for the usual single-line `data` (a multi-line one goes through `ServerSentEvent`).
     static func frame(id: UInt64, event: String, data: String, retryMilliseconds: Int?) -> [UInt8] {
-        let plain = !data.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D }) && !event.utf8.contains(0x0D)
+        let plain = !Self.hasLineBreak(data) && !event.utf8.contains(0x0D)
         guard plain else {
             var sse = ServerSentEvent(id: id, event: event, data: data)
             sse.retryMilliseconds = retryMilliseconds

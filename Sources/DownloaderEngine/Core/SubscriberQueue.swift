@@ -5,7 +5,8 @@ import Foundation
 /// dropped). Pushing never blocks, so a slow reader never slows a transfer.
 ///
 /// With a `ProgressPacer` (many subscribers) a waiting consumer is woken for progress at most once
-/// per the pacer's interval: a progress that is not yet due stays pending and the pacer delivers
+/// per the pacer's interval after the last event it was handed (a lifecycle event carries a
+/// snapshot too, so 10 000 streams woken by `resumed` do not all want a progress right after): a progress that is not yet due stays pending and the pacer delivers
 /// the download's newest one when it is. Lifecycle events always wake the consumer at once (a pending
 /// progress before one is dropped: the lifecycle event carries a newer snapshot).
 final class SubscriberQueue: @unchecked Sendable {
@@ -55,7 +56,7 @@ final class SubscriberQueue: @unchecked Sendable {
                 deferred = false
                 waiter = nil
                 deliver = w
-                if Self.isProgress(event), let pacer { progressDelivered(pacer) }
+                if let pacer { progressDelivered(pacer) }  // a lifecycle event carries a snapshot too
             }
         } else {
             enqueue(event)
@@ -66,6 +67,33 @@ final class SubscriberQueue: @unchecked Sendable {
         if deferNow { pacer?.watch(self, dueAt: dueAt) }
         detach?(id)
         return true
+    }
+
+    /// `push` of a progress event at `now` (pacer clock), the registry's hot path.
+    func pushProgress(_ event: DownloadEvent, now: UInt64) {
+        lock.lock()
+        guard !finished else { lock.unlock(); return }
+        guard let w = waiter else {
+            enqueue(event)
+            lock.unlock()
+            return
+        }
+        if let pacer, progressDueAt != 0, now < progressDueAt {
+            // Stays pending without a copy here: when it is due the pacer delivers the
+            // download's newest progress (the registry records it before pushing).
+            let deferNow = !deferred
+            deferred = true
+            let dueAt = progressDueAt
+            lock.unlock()
+            if deferNow { pacer.watch(self, dueAt: dueAt) }
+            return
+        }
+        buffer.removeAll()
+        deferred = false
+        waiter = nil
+        if let pacer { progressDelivered(pacer) }
+        lock.unlock()
+        w.resume(returning: event)
     }
 
     private static func isProgress(_ event: DownloadEvent) -> Bool {
@@ -188,7 +216,7 @@ final class SubscriberQueue: @unchecked Sendable {
                         return
                     }
                     let event = buffer.removeFirst()
-                    if Self.isProgress(event), let pacer { progressDelivered(pacer) }
+                    if let pacer { progressDelivered(pacer) }
                     lock.unlock()
                     continuation.resume(returning: event)
                 } else if finished || Task.isCancelled {

@@ -58,11 +58,23 @@ final class SubscriberRegistry: @unchecked Sendable {
     }
 
     func publish(_ event: DownloadEvent, to downloadID: String) {
-        let queues = queues(for: downloadID)
-        guard !queues.isEmpty else { return }
-        // Recorded before any queue sees it: a late consumer may write it in place of an older one.
-        if case .progress = event { pacer.setLatestProgress(event, of: downloadID) } else { pacer.setLatestProgress(nil, of: downloadID) }
-        for queue in queues { queue.push(event) }
+        guard case .progress = event else {
+            let queues = queues(for: downloadID)
+            guard !queues.isEmpty else { return }
+            pacer.setLatestProgress(nil, of: downloadID)
+            for queue in queues { queue.push(event) }
+            return
+        }
+        // Progress (up to 10 a second to every subscriber): pushed under the lock, without copying
+        // the subscriber list. Safe: a progress push never detaches a queue (no re-entry), and
+        // waking a consumer only enqueues its task. Recorded first: a consumer that runs late
+        // writes the newest progress in place of the one it was handed.
+        lock.lock()
+        defer { lock.unlock() }
+        guard let queues = byDownload[downloadID] else { return }
+        pacer.setLatestProgress(event, of: downloadID)
+        let now = pacer.now()
+        for queue in queues.values { queue.pushProgress(event, now: now) }
     }
 }
 

@@ -56,6 +56,7 @@ import Testing
         ("line one\nline two", "progress", nil),  // multi-line data: one data: line each
         ("cr\rinside", "failed", 2000),
         ("", "paused", nil),
+        (String(repeating: "x", count: 300) + "\n", "progress", nil),  // a break at the very end
     ])
     func frameMatchesServerSentEventEncoding(data: String, event: String, retry: Int?) {
         var sse = ServerSentEvent(id: 42, event: event, data: data)
