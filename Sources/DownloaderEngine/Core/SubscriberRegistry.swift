@@ -82,8 +82,10 @@ final class SubscriberRegistry: @unchecked Sendable {
 /// deliveries (each a write to a client, in the service) stay within `deliveriesPerSecond` in all,
 /// shared by the subscribers. Pure.
 struct ProgressPacing: Sendable, Equatable {
-    /// Progress deliveries per second shared by all subscribers.
-    var deliveriesPerSecond: Double = 10_000
+    /// Progress deliveries per second shared by all subscribers (default 5 000: up to 500
+    /// subscribers get every progress event, 10 000 get one about every 2 s; lifecycle events are
+    /// never paced).
+    var deliveriesPerSecond: Double = 5_000
     /// Below this mean spacing (seconds) nothing is paced: the engine emits progress at most every
     /// `EngineConfiguration.progressInterval` (0.1 s by default) per download anyway.
     var minimumSpacing: Double = 0.1
