@@ -38,19 +38,28 @@ extension DownloadAPI {
             // The server writes the comment when the stream has been quiet: no task per stream.
             if writer.setIdleHeartbeat(keepAliveComment, after: keepAlive) {
                 try await stream.forward(subscription)
-                return
-            }
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    while true {
-                        try await Task.sleep(nanoseconds: UInt64(keepAlive * 1_000_000_000))
-                        try await writer.write(keepAliveComment)
-                    }
-                }
-                try await stream.forward(subscription)
-                group.cancelAll()
+            } else {
+                try await Self.forwardWithKeepAliveTask(stream, subscription, comment: keepAliveComment, every: keepAlive)
             }
         })
+    }
+
+    /// For writers without `setIdleHeartbeat`: a child task writes the comment every `interval`.
+    /// Not inlined, so its task group does not enlarge every stream's async frame.
+    @inline(never)
+    private static func forwardWithKeepAliveTask(_ stream: EventStreamWriter, _ subscription: DownloadSubscription,
+                                                 comment: [UInt8], every interval: Double) async throws {
+        let writer = stream.writer
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                while true {
+                    try await Task.sleep(nanoseconds: UInt64(interval * 1_000_000_000))
+                    try await writer.write(comment)
+                }
+            }
+            try await stream.forward(subscription)
+            group.cancelAll()
+        }
     }
 
     /// The SSE form of an engine event: its name, and the snapshot (plus offset/restarted) as data.
