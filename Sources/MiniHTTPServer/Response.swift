@@ -69,6 +69,18 @@ public protocol ResponseBodyWriter: Sendable {
     /// above its high watermark (a slow reader never grows memory without bound); throws once the
     /// client has gone or the connection was closed.
     func write(_ bytes: [UInt8]) async throws
+
+    /// Asks for `bytes` (e.g. an SSE comment) to be written whenever nothing has reached the client
+    /// for `seconds`, for as long as the stream lasts, without a task or timer of the caller's: the
+    /// server checks its streams on its own timers and never writes while output is still queued
+    /// (so a writer waiting for the client to drain is not disturbed). Call it at most once per
+    /// stream. Returns false when this writer cannot do it (the caller must send heartbeats itself).
+    func setIdleHeartbeat(_ bytes: [UInt8], after seconds: Double) -> Bool
+}
+
+extension ResponseBodyWriter {
+    /// Writers that do not support heartbeats say so.
+    public func setIdleHeartbeat(_ bytes: [UInt8], after seconds: Double) -> Bool { false }
 }
 
 /// The function that answers requests. A thrown error becomes a JSON 500 for that request only.

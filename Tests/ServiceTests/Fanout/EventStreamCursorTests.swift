@@ -1,0 +1,66 @@
+import DownloaderEngine
+import Foundation
+import Testing
+@testable import DownloadService
+
+/// What a progress stream writes for a sequence of events (ids, retry, newest progress, the end).
+@Suite struct EventStreamCursorTests {
+    private static let created = Date(timeIntervalSince1970: 1_800_000_000)
+
+    private static func snapshot(_ bytes: Int64, state: DownloadState = .downloading, at second: Double = 0) -> DownloadSnapshot {
+        var s = DownloadSnapshot(id: "d1", url: "http://o/f", state: state, storage: .cache, createdAt: created,
+                                 updatedAt: created.addingTimeInterval(second))
+        s.bytesWritten = bytes
+        return s
+    }
+
+    private static func text(_ bytes: [UInt8]?) -> String? { bytes.map { String(decoding: $0, as: UTF8.self) } }
+
+    @Test func writesIdsRetryAndEndsAfterTheTerminalEvent() {
+        var cursor = EventStreamCursor(firstID: 8)
+        let data: (DownloadEvent) -> String = { "{\"b\":\($0.snapshot.bytesWritten)}" }
+        let steps: [(DownloadEvent, DownloadEvent?, String?)] = [
+            (.progress(Self.snapshot(1)), nil, "retry: 2000\nid: 8\nevent: progress\ndata: {\"b\":1}\n\n"),
+            (.progress(Self.snapshot(2, at: 1)), nil, "id: 9\nevent: progress\ndata: {\"b\":2}\n\n"),
+            // The newest progress replaces the one in hand...
+            (.progress(Self.snapshot(3, at: 2)), .progress(Self.snapshot(5, at: 3)), "id: 10\nevent: progress\ndata: {\"b\":5}\n\n"),
+            // ...and is not written twice when it then arrives itself.
+            (.progress(Self.snapshot(5, at: 3)), nil, nil),
+            (.paused(Self.snapshot(5, state: .paused, at: 4)), nil, "id: 11\nevent: paused\ndata: {\"b\":5}\n\n"),
+            (.completed(Self.snapshot(9, state: .completed, at: 5)), nil, "id: 12\nevent: completed\ndata: {\"b\":9}\n\n"),
+            (.progress(Self.snapshot(9, at: 6)), nil, nil),  // nothing after the end
+        ]
+        for (received, newest, expected) in steps {
+            let written = cursor.frame(for: received, newest: { newest }, data: data)
+            #expect(Self.text(written) == expected)
+        }
+        #expect(cursor.ended)
+        #expect(cursor.nextID == 13)
+    }
+
+    /// A progress with a lifecycle event already waiting is skipped, except the stream's first.
+    @Test func supersededProgressIsSkippedButNeverTheFirstEvent() {
+        var cursor = EventStreamCursor(firstID: 1)
+        let data: (DownloadEvent) -> String = { _ in "{}" }
+        let first = cursor.frame(for: .progress(Self.snapshot(1)), newest: { nil }, superseded: { true }, data: data)
+        #expect(Self.text(first) == "retry: 2000\nid: 1\nevent: progress\ndata: {}\n\n")
+        #expect(cursor.frame(for: .progress(Self.snapshot(2, at: 1)), newest: { nil }, superseded: { true }, data: data) == nil)
+        let paused = cursor.frame(for: .paused(Self.snapshot(2, state: .paused, at: 2)), newest: { nil }, superseded: { true }, data: data)
+        #expect(Self.text(paused) == "id: 2\nevent: paused\ndata: {}\n\n")
+        #expect(cursor.lastWasLifecycle)
+    }
+
+    @Test(arguments: [
+        ("{\"a\":1}", "progress", 2000 as Int?),
+        ("{\"a\":1}", "completed", nil),
+        ("line one\nline two", "progress", nil),  // multi-line data: one data: line each
+        ("cr\rinside", "failed", 2000),
+        ("", "paused", nil),
+        (String(repeating: "x", count: 300) + "\n", "progress", nil),  // a break at the very end
+    ])
+    func frameMatchesServerSentEventEncoding(data: String, event: String, retry: Int?) {
+        var sse = ServerSentEvent(id: 42, event: event, data: data)
+        sse.retryMilliseconds = retry
+        #expect(EventStreamCursor.frame(id: 42, event: event, data: data, retryMilliseconds: retry) == Array(sse.encoded.utf8))
+    }
+}
