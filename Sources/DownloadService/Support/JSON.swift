@@ -101,27 +101,32 @@ enum JSON {
     }
 
     static func writeString(_ string: String, into out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
-        defer { out.append(UInt8(ascii: "\"")) }
-        // Most strings need no escape: copy them whole.
-        if !string.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
-            out.append(contentsOf: string.utf8)
-            return
-        }
-        for byte in string.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): out.append(contentsOf: #"\""#.utf8)
-            case UInt8(ascii: "\\"): out.append(contentsOf: #"\\"#.utf8)
-            case 0x0A: out.append(contentsOf: #"\n"#.utf8)
-            case 0x0D: out.append(contentsOf: #"\r"#.utf8)
-            case 0x09: out.append(contentsOf: #"\t"#.utf8)
-            case 0..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                out.append(contentsOf: #"\u00"#.utf8)
-                out.append(hex[Int(byte >> 4)])
-                out.append(hex[Int(byte & 0x0f)])
-            default: out.append(byte)
+        var string = string  // `withUTF8` needs a var; native strings are not copied
+        string.withUTF8 { bytes in
+            out.append(UInt8(ascii: "\""))
+            // Most strings need no escape: one scan of the contiguous bytes, then one copy.
+            if !bytes.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+                out.append(contentsOf: bytes)
+            } else {
+                for byte in bytes { appendEscaped(byte, into: &out) }
             }
+            out.append(UInt8(ascii: "\""))
+        }
+    }
+
+    private static func appendEscaped(_ byte: UInt8, into out: inout [UInt8]) {
+        switch byte {
+        case UInt8(ascii: "\""): out.append(contentsOf: #"\""#.utf8)
+        case UInt8(ascii: "\\"): out.append(contentsOf: #"\\"#.utf8)
+        case 0x0A: out.append(contentsOf: #"\n"#.utf8)
+        case 0x0D: out.append(contentsOf: #"\r"#.utf8)
+        case 0x09: out.append(contentsOf: #"\t"#.utf8)
+        case 0..<0x20:
+            let hex = Array("0123456789abcdef".utf8)
+            out.append(contentsOf: #"\u00"#.utf8)
+            out.append(hex[Int(byte >> 4)])
+            out.append(hex[Int(byte & 0x0f)])
+        default: out.append(byte)
         }
     }
 }
