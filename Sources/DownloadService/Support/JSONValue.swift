@@ -47,10 +47,13 @@ enum JSONValue: Sendable, Equatable {
     var string: String { String(decoding: bytes, as: UTF8.self) }
 }
 
-/// A JSON object: members in the order they were set, written in byte order of their keys.
+/// A JSON object: members in the order they were set, written in key order.
 /// Setting a key again replaces its value.
 struct JSONObject: Sendable, Equatable {
     private(set) var members: [(key: String, value: JSONValue)] = []
+    /// Whether `members` are in key order as they stand (checked as each is added, so writing needs
+    /// no pass over them).
+    private var ordered = true
 
     init() {}
 
@@ -66,7 +69,7 @@ struct JSONObject: Sendable, Equatable {
             switch (index, newValue) {
             case (let i?, let v?): members[i].value = v
             case (let i?, nil): members.remove(at: i)
-            case (nil, let v?): members.append((key, v))
+            case (nil, let v?): append(key, v)
             case (nil, nil): break
             }
         }
@@ -75,7 +78,9 @@ struct JSONObject: Sendable, Equatable {
     /// Adds a member without looking for an earlier one with the same key: for building an
     /// object whose keys are known to differ (the API's answers), where `subscript` would search.
     mutating func append(_ key: String, _ value: JSONValue?) {
-        if let value { members.append((key, value)) }
+        guard let value else { return }
+        if ordered, let last = members.last?.key, !(last < key) { ordered = false }
+        members.append((key, value))
     }
 
     func write(into out: inout [UInt8]) {
@@ -91,10 +96,10 @@ struct JSONObject: Sendable, Equatable {
         out.append(UInt8(ascii: "}"))
     }
 
-    /// The members sorted by the bytes of their keys (no sort when they were set in that order).
+    /// The members sorted by key (no sort when they were added in that order). Keys compare as
+    /// Swift strings, which for the API's ASCII keys is byte order, as `JSON.bytes` sorts.
     private var inKeyOrder: [(key: String, value: JSONValue)] {
-        let sorted = zip(members, members.dropFirst()).allSatisfy { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
-        return sorted ? members : members.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+        ordered ? members : members.sorted { $0.key < $1.key }
     }
 
     var bytes: [UInt8] { JSONValue.object(self).bytes }
