@@ -46,19 +46,7 @@ extension Connection {
             flush()
             return
         }
-        let result: IOResult<Int>
-        do {
-            result = try bytes.withUnsafeBytes { try Socket.send(fd, $0) }
-        } catch {
-            close()
-            return
-        }
-        var sent = 0
-        if case .processed(let n) = result {
-            sent = n
-            response?.bytesWritten += Int64(n)
-            lastProgressAt = loop.now
-        }
+        guard let sent = bytes.withUnsafeBytes({ sendImmediately($0) }) else { return }
         if sent < bytes.count { writes.append(sent == 0 ? bytes : Array(bytes[sent...])) }
         afterWrite()
     }
@@ -71,21 +59,25 @@ extension Connection {
             flush()
             return
         }
+        guard let sent = sendImmediately(bytes) else { return }
+        if sent < bytes.count { writes.append(Array(bytes[sent...])) }
+        afterWrite()
+    }
+
+    /// One `send` of `bytes` with nothing queued before them: the count the socket took (0 when it
+    /// would block), or nil when the connection failed and was closed.
+    private func sendImmediately(_ bytes: UnsafeRawBufferPointer) -> Int? {
         let result: IOResult<Int>
         do {
             result = try Socket.send(fd, bytes)
         } catch {
             close()
-            return
+            return nil
         }
-        var sent = 0
-        if case .processed(let n) = result {
-            sent = n
-            response?.bytesWritten += Int64(n)
-            lastProgressAt = loop.now
-        }
-        if sent < bytes.count { writes.append(Array(bytes[sent...])) }
-        afterWrite()
+        guard case .processed(let n) = result else { return 0 }
+        response?.bytesWritten += Int64(n)
+        lastProgressAt = loop.now
+        return n
     }
 
     /// Bookkeeping after output progressed: wake a suspended stream writer, finish the response.
