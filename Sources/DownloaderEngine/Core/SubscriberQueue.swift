@@ -81,11 +81,7 @@ final class SubscriberQueue: @unchecked Sendable {
         if let pacer, progressDueAt != 0, now < progressDueAt {
             // Stays pending without a copy here: when it is due the pacer delivers the
             // download's newest progress (the registry records it before pushing).
-            let deferNow = !deferred
-            deferred = true
-            let dueAt = progressDueAt
-            lock.unlock()
-            if deferNow { pacer.watch(self, dueAt: dueAt) }
+            deferUntilDueAndUnlock(pacer)
             return
         }
         buffer.removeAll()
@@ -121,6 +117,16 @@ final class SubscriberQueue: @unchecked Sendable {
     }
 
     // MARK: Pacing (under `lock`)
+
+    /// Leaves the pending progress for the pacer, which is told to watch this queue (once) until
+    /// the progress is due. Called with `lock` held; returns with it released.
+    private func deferUntilDueAndUnlock(_ pacer: ProgressPacer) {
+        let watchNow = !deferred
+        deferred = true
+        let dueAt = progressDueAt
+        lock.unlock()
+        if watchNow { pacer.watch(self, dueAt: dueAt) }
+    }
 
     private func progressIsDue(_ pacer: ProgressPacer) -> Bool {
         progressDueAt == 0 || pacer.now() >= progressDueAt
@@ -208,11 +214,7 @@ final class SubscriberQueue: @unchecked Sendable {
                     // A lone pending progress that is not due yet waits for the pacer.
                     if let pacer, !finished, buffer.count == 1, Self.isProgress(buffer[0]), !progressIsDue(pacer) {
                         waiter = continuation
-                        let deferNow = !deferred
-                        deferred = true
-                        let dueAt = progressDueAt
-                        lock.unlock()
-                        if deferNow { pacer.watch(self, dueAt: dueAt) }
+                        deferUntilDueAndUnlock(pacer)
                         return
                     }
                     let event = buffer.removeFirst()
