@@ -15,6 +15,8 @@ struct DownloadAPI: Sendable {
     var callerQuota: CallerQuota? = nil
     /// Each event's SSE data, encoded once for all the download's streams.
     let eventData = EventDataCache()
+    /// Each download's latest snapshot as JSON, for `GET /downloads/{id}`.
+    let snapshotBodies = LatestEncodingCache<DownloadSnapshot, [UInt8]>()
     /// The answer of `GET /healthz`.
     static let healthBody = Array(#"{"status":"ok"}"#.utf8)
 
@@ -45,7 +47,7 @@ struct DownloadAPI: Sendable {
             return .json(SnapshotJSON.object(snapshot).bytes)
         case (.download(let id), _):
             guard let snapshot = engine.snapshot(id: id) else { return unknownDownloadResponse(id) }
-            return .json(SnapshotJSON.object(snapshot).bytes)
+            return .json(snapshotBodies.encoded(snapshot, id: id) { SnapshotJSON.object($0).bytes })
         case (.progress(let id), _):
             return progress(id: id, request: request)
         case (.file(let id), _):

@@ -183,3 +183,54 @@ import Testing
         #expect(JSON.timestamp(Date(timeIntervalSince1970: -0.0004)) == "1969-12-31T23:59:59.999Z")
     }
 }
+
+/// `GET /downloads/{id}` answers from the cached encoding only while the snapshot is the same.
+@Suite struct SnapshotAnswerCacheTests {
+    @Test func answerIsReusedUntilTheSnapshotChanges() async throws {
+        // A transfer that never moves (the fake driver's attempts wait): the snapshot only changes
+        // when the test changes it.
+        let driver = FakeTransferDriver()
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
+        let api = DownloadAPI(engine: engine, metrics: ServiceMetrics(), auth: nil)
+        let url = "http://o.test/cached.bin"
+        let created = APILimitsTests.json(await APILimitsTests.post(api, url, from: "127.0.0.1:1"))
+        let id = try #require(created["id"] as? String)
+        func get() async -> [UInt8] {
+            let response = await api.respond(to: Request(method: "GET", target: "/downloads/\(id)"))
+            guard case .bytes(let bytes) = response.body else { return [] }
+            return bytes
+        }
+        func current() throws -> [UInt8] { SnapshotJSON.object(try #require(engine.snapshot(id: id))).bytes }
+        /// The answer equals the snapshot's encoding, read just before or just after it.
+        func answerIsCurrent() async throws -> [UInt8] {
+            let before = try current()
+            let answer = await get()
+            let after = try current()
+            #expect(answer == before || answer == after)
+            return answer
+        }
+
+        let first = try await answerIsCurrent()
+        #expect(try await answerIsCurrent() == first || (try current()) != first)
+        // A second caller changes the snapshot (callers 2): the answer follows at once.
+        _ = await APILimitsTests.post(api, url, from: "127.0.0.1:2")
+        let second = try await answerIsCurrent()
+        #expect(String(decoding: second, as: UTF8.self).contains(#""callers":2"#))
+        await engine.shutdown()
+    }
+
+    @Test func encodesOncePerValueAndStaysBounded() {
+        let cache = LatestEncodingCache<String, String>(capacity: 2)
+        let encodings = Mutex(0)
+        func encoded(_ value: String, id: String) -> String {
+            cache.encoded(value, id: id) { encodings.withLock { $0 += 1 }; return $0.uppercased() }
+        }
+        for _ in 0..<10 { #expect(encoded("a", id: "1") == "A") }
+        #expect(encodings.withLock { $0 } == 1)
+        #expect(encoded("b", id: "1") == "B")
+        #expect(encoded("a", id: "1") == "A")
+        #expect(encodings.withLock { $0 } == 3)
+        for id in ["2", "3", "4"] { _ = encoded("x", id: id) }
+        #expect(encoded("a", id: "1") == "A")
+    }
+}
