@@ -4,6 +4,23 @@ import Testing
 
 @Suite("PendingWrites and TimerHeap")
 struct PendingWritesAndTimerTests {
+    /// A descriptor on a file of its own, so that "closed" can be told apart from "closed, and its
+    /// number reused by a test running in parallel" (which `fcntl` alone cannot).
+    static func uniqueDescriptor() throws -> (fd: Int32, path: String) {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pw-\(UUID().uuidString)").path
+        try #require(FileManager.default.createFile(atPath: path, contents: Data()))
+        let fd = open(path, O_RDONLY)
+        try #require(fd >= 0)
+        return (fd, path)
+    }
+
+    /// True when `fd` no longer refers to `path`.
+    static func isClosed(_ fd: Int32, path: String) -> Bool {
+        defer { unlink(path) }
+        let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)")
+        return target != path
+    }
+
     @Test func watermarksTrackQueuedBytes() {
         var writes = PendingWrites(highWatermark: 10, lowWatermark: 4)
         #expect(writes.isEmpty && writes.isBelowLowWatermark)
@@ -24,8 +41,7 @@ struct PendingWritesAndTimerTests {
     }
 
     @Test func fileRangesCountAndCloseTheirDescriptor() throws {
-        let fd = open("/dev/null", O_RDONLY)
-        try #require(fd >= 0)
+        let (fd, path) = try Self.uniqueDescriptor()
         var writes = PendingWrites(highWatermark: 100, lowWatermark: 10)
         writes.appendFile(fd: fd, offset: 10, end: 60)
         #expect(writes.pendingBytes == 50)
@@ -34,18 +50,17 @@ struct PendingWritesAndTimerTests {
         #expect(offset == 30 && end == 60)
         writes.advance(by: 30)
         #expect(writes.isEmpty)
-        #expect(fcntl(fd, F_GETFD) == -1)  // closed by the queue
+        #expect(Self.isClosed(fd, path: path))  // closed by the queue
     }
 
     @Test func removeAllClosesFiles() throws {
-        let fd = open("/dev/null", O_RDONLY)
-        try #require(fd >= 0)
+        let (fd, path) = try Self.uniqueDescriptor()
         var writes = PendingWrites(highWatermark: 100, lowWatermark: 10)
         writes.append([1, 2, 3])
         writes.appendFile(fd: fd, offset: 0, end: 5)
         writes.removeAll()
         #expect(writes.isEmpty && writes.pendingBytes == 0)
-        #expect(fcntl(fd, F_GETFD) == -1)
+        #expect(Self.isClosed(fd, path: path))
     }
 
     @Test func timerHeapPopsInDeadlineThenInsertionOrder() {
