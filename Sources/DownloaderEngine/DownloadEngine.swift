@@ -21,21 +21,21 @@ public final class DownloadEngine: Sendable {
     /// Throws `HostRuleError` for a bad `allowHosts`/`denyHosts` entry.
     public convenience init(configuration: EngineConfiguration) throws {
         try self.init(configuration: configuration, driver: makeDefaultTransferDriver(configuration),
-                      clock: SystemClock(), random: SystemRandom(),
+                      scheduler: SystemScheduler(), random: SystemRandom(),
                       pressure: LinuxPressureMonitor(memoryThreshold: configuration.memoryPressureThreshold))
     }
 
-    /// Injects the transfer layer, clock, randomness, disk-pressure thresholds (default: from the
+    /// Injects the transfer layer, scheduler (clock and timers), randomness, disk-pressure thresholds (default: from the
     /// configuration's `minFreeDiskBytes` and 5 %) and the pressure monitor (default: real free space,
     /// checked before each attempt only, never memory pressure) — tests.
-    init(configuration: EngineConfiguration, driver: TransferStarting, clock: EngineClock = SystemClock(),
+    init(configuration: EngineConfiguration, driver: TransferStarting, scheduler: Scheduler = SystemScheduler(),
          random: RandomSource = SystemRandom(), diskPressure: DiskPressure? = nil,
          pressure: PressureMonitor? = nil) throws {
         self.configuration = configuration
         egress = try EgressRules(configuration)
         let thresholds = diskPressure ?? DiskPressure(minFreeBytes: configuration.minFreeDiskBytes, minFreeFraction: 0.05)
         let monitor = pressure ?? DiskOnlyPressureMonitor()
-        core = try EngineCore(configuration: configuration, driver: driver, clock: clock, random: random,
+        core = try EngineCore(configuration: configuration, driver: driver, scheduler: scheduler, random: random,
                               diskPressure: thresholds, pressure: monitor)
         recovery = core.recover()
         monitor.start(interval: configuration.pressureInterval) { [weak core] in core?.checkPressure() }

@@ -34,7 +34,7 @@ final class DownloadRecord {
     /// A new attempt is wanted as soon as the abandoned one has drained.
     var startAfterDrain = false
     var attemptsMade = 0
-    var retryTimer: DispatchWorkItem?
+    var retryTimer: ScheduledTimer?
     var retryToken: UInt64 = 0
     var holdsSlot = false
     /// Bytes shown in snapshots.

@@ -89,7 +89,7 @@ extension EngineCore {
             record.trailingProgressPending = true
             let id = record.id
             let delay = configuration.progressInterval - sinceLast
-            timerQueue.asyncAfter(deadline: .now() + delay) { [weak self] in
+            scheduler.schedule(after: delay) { [weak self] in
                 guard let self else { return }
                 self.locked {
                     guard let record = self.byID[id] else { return }

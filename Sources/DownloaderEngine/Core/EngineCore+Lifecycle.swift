@@ -150,7 +150,7 @@ extension EngineCore {
         guard !alreadyDown else { return }
         handles.forEach { $0.cancel() }
         // Bounded: a driver that never reports back does not hold shutdown forever.
-        timerQueue.asyncAfter(deadline: .now() + 10) { [weak self] in
+        scheduler.schedule(after: 10) { [weak self] in
             guard let self else { return }
             let waiter: CheckedContinuation<Void, Never>? = self.locked {
                 defer { self.shutdownWaiter = nil }

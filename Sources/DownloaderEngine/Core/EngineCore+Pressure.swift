@@ -131,6 +131,6 @@ extension EngineCore {
     private func notePurge(_ event: PurgeEvent) {
         stats.purges[PurgeCounterKey(kind: event.kind, reason: event.reason), default: 0] += 1
         guard let handler = purgeHandler else { return }
-        timerQueue.async { handler(event) }
+        notifyQueue.async { handler(event) }
     }
 }

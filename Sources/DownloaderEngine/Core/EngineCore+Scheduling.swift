@@ -107,7 +107,7 @@ extension EngineCore {
         let id = record.id
         let token = makeSerial()
         record.retryToken = token
-        let work = DispatchWorkItem { [weak self] in
+        record.retryTimer = scheduler.schedule(after: delay) { [weak self] in
             guard let self else { return }
             self.locked {
                 guard let record = self.byID[id], record.retryToken == token, record.retryTimer != nil else { return }
@@ -115,7 +115,5 @@ extension EngineCore {
                 self.beginAttempt(record)
             }
         }
-        record.retryTimer = work
-        timerQueue.asyncAfter(deadline: .now() + delay, execute: work)
     }
 }

@@ -7,7 +7,9 @@ import Glibc
 final class EngineCore: @unchecked Sendable {
     let configuration: EngineConfiguration
     let driver: TransferStarting
-    let clock: EngineClock
+    /// Time and every timer (retries, trailing progress, the shutdown bound, journal batching).
+    let scheduler: Scheduler
+    var clock: EngineClock { scheduler }
     let random: RandomSource
     let store: FileStore
     let retryPolicy: RetryPolicy
@@ -15,7 +17,8 @@ final class EngineCore: @unchecked Sendable {
     let pressure: PressureMonitor
     let journalWriter: JournalWriter
     let workQueue = DispatchQueue(label: "download-engine.work", attributes: .concurrent)
-    let timerQueue = DispatchQueue(label: "download-engine.timers")
+    /// Purge notifications, in order, off the engine's lock.
+    let notifyQueue = DispatchQueue(label: "download-engine.notify")
     let subscribers = SubscriberRegistry()
 
     let lock = NSLock()
@@ -32,18 +35,18 @@ final class EngineCore: @unchecked Sendable {
     var shutdownWaiter: CheckedContinuation<Void, Never>?
     /// Test seams (all nil in production).
     var hooks = EngineHooks()
-    /// Told about every purge (the service logs them); called on `timerQueue`, in order.
+    /// Told about every purge (the service logs them); called on `notifyQueue`, in order.
     var purgeHandler: (@Sendable (PurgeEvent) -> Void)?
     /// Journal writes start at most this often (checkpoints, joins and progress are coalesced).
     static let journalMinInterval: Double = 0.2
     /// Unsynced bytes that trigger a checkpoint (from the configuration; tests lower it).
     var checkpointBytes: Int64
 
-    init(configuration: EngineConfiguration, driver: TransferStarting, clock: EngineClock, random: RandomSource,
+    init(configuration: EngineConfiguration, driver: TransferStarting, scheduler: Scheduler, random: RandomSource,
          diskPressure: DiskPressure, pressure: PressureMonitor) throws(SystemError) {
         self.configuration = configuration
         self.driver = driver
-        self.clock = clock
+        self.scheduler = scheduler
         self.random = random
         self.diskPressure = diskPressure
         self.pressure = pressure
@@ -56,7 +59,7 @@ final class EngineCore: @unchecked Sendable {
             if case .midJournalWrite(let n) = point { crashAtWrite = n }
         }
         journalWriter = JournalWriter(journal: StateJournal(directory: store.stateDirectory), crashAtWrite: crashAtWrite,
-                                      minInterval: Self.journalMinInterval)
+                                      minInterval: Self.journalMinInterval, scheduler: scheduler)
         journalWriter.source = { [weak self] in
             guard let self else { return (0, []) }
             return self.locked { (self.journalGeneration, self.byID.values.map { $0.journalEntry() }) }

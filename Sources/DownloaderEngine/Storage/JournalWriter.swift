@@ -5,7 +5,8 @@ import Glibc
 /// Two ways in: `submit` hands over a snapshot; `markDirty` (the engine's way) only says that state
 /// changed, and the snapshot is taken from `source` when the write starts, so a burst of changes
 /// costs one snapshot, not one per change. Writes start at most every `minInterval` seconds,
-/// except `flush()`, which writes at once. Never call `flush()` while holding what `source` takes.
+/// except `flush()`, which writes at once (the interval is timed by the injected `Scheduler`). Never
+/// call `flush()` while holding what `source` takes.
 final class JournalWriter: @unchecked Sendable {
     private let journal: StateJournal
     private let queue = DispatchQueue(label: "download-engine.journal")
@@ -14,22 +15,26 @@ final class JournalWriter: @unchecked Sendable {
     private var pending: (generation: UInt64, entries: [JournalEntry])?
     private var dirty = false
     private var scheduled = false
-    private var lastWriteEnd: UInt64 = 0
+    /// Monotonic seconds at which the last write ended (nil: none yet).
+    private var lastWriteEnd: Double?
     /// The last write error, for diagnostics.
     private(set) var lastError: SystemError?
     /// The current state and its generation, taken on the writer's queue (pull mode). Set once, before use.
     var source: (@Sendable () -> (generation: UInt64, entries: [JournalEntry]))?
     private let minInterval: Double
+    private let scheduler: Scheduler
     // Only the queue touches these.
     private var written: UInt64 = 0
     /// Crash tests: SIGKILL the process half-way through this write (1-based).
     private var crashAtWrite: Int?
     private var writes = 0
 
-    init(journal: StateJournal, crashAtWrite: Int? = nil, minInterval: Double = 0) {
+    init(journal: StateJournal, crashAtWrite: Int? = nil, minInterval: Double = 0,
+         scheduler: Scheduler = SystemScheduler(label: "download-engine.journal-timer")) {
         self.journal = journal
         self.crashAtWrite = crashAtWrite
         self.minInterval = minInterval
+        self.scheduler = scheduler
     }
 
     /// Queues `entries` (taken at `generation`); older pending snapshots are dropped.
@@ -51,10 +56,9 @@ final class JournalWriter: @unchecked Sendable {
     private func scheduleLocked() {
         guard !scheduled else { return }
         scheduled = true
-        let earliest = lastWriteEnd + UInt64(minInterval * 1e9)
-        let now = DispatchTime.now().uptimeNanoseconds
-        if earliest > now {
-            queue.asyncAfter(deadline: DispatchTime(uptimeNanoseconds: earliest)) { self.drain() }
+        let wait = lastWriteEnd.map { $0 + minInterval - scheduler.monotonic() } ?? 0
+        if wait > 0 {
+            scheduler.schedule(after: wait) { self.queue.async { self.drain() } }
         } else {
             queue.async { self.drain() }
         }
@@ -81,7 +85,8 @@ final class JournalWriter: @unchecked Sendable {
         } catch {
             lock.lock(); lastError = error; lock.unlock()
         }
-        lock.lock(); lastWriteEnd = DispatchTime.now().uptimeNanoseconds; lock.unlock()
+        let end = scheduler.monotonic()
+        lock.lock(); lastWriteEnd = end; lock.unlock()
     }
 
     /// Writes everything submitted or marked so far, now, and waits until it is on disk.

@@ -8,7 +8,7 @@ import Testing
     /// An engine whose driver serves `/c*` and `/p*` at once (10 000 bytes) and leaves the rest to the test.
     struct Setup {
         let root = EngineFixture.root()
-        let clock = ManualClock()
+        let clock = ManualScheduler()
         let monitor = ManualPressureMonitor()
         let log = PurgeLog()
         let driver: FakeTransferDriver
@@ -24,7 +24,7 @@ import Testing
             var c = EngineFixture.configuration(root)
             c.maxConcurrentTransfers = 8
             configure(&c)
-            engine = try DownloadEngine(configuration: c, driver: driver, clock: clock,
+            engine = try DownloadEngine(configuration: c, driver: driver, scheduler: clock,
                                         diskPressure: DiskPressure(minFreeBytes: minFree, minFreeFraction: 0), pressure: monitor)
             let log = self.log
             engine.onPurge { log.append($0) }

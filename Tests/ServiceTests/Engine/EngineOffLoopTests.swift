@@ -135,9 +135,9 @@ import Testing
     }
 
     @Test func failedDownloadsAreBoundedInCountAndAge() async throws {
-        let clock = ManualClock()
+        let clock = ManualScheduler()
         let driver = FakeTransferDriver { _, _ in .init(status: 404, headers: [:], body: []) }
-        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver, clock: clock) {
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver, scheduler: clock) {
             $0.maxFailedDownloads = 2
             $0.failedRetention = 1000
         }

@@ -118,9 +118,9 @@ import Testing
         let fresh = try EngineFixture.engine(root, driver: FakeTransferDriver()) { $0.failedRetention = 3600 }
         #expect(fresh.snapshot(id: r.snapshot.id)?.state == .failed)
         await fresh.shutdown()
-        let later = ManualClock()
+        let later = ManualScheduler()
         later.advance(Date().timeIntervalSince1970 - 1_800_000_000 + 7200)  // Two hours after now.
-        let old = try EngineFixture.engine(root, driver: FakeTransferDriver(), clock: later) { $0.failedRetention = 3600 }
+        let old = try EngineFixture.engine(root, driver: FakeTransferDriver(), scheduler: later) { $0.failedRetention = 3600 }
         #expect(old.snapshot(id: r.snapshot.id) == nil)
         await old.shutdown()
     }

@@ -158,16 +158,6 @@ final class FakeTransfer: TransferHandle, @unchecked Sendable {
     }
 }
 
-/// A clock the test moves by hand.
-final class ManualClock: EngineClock, @unchecked Sendable {
-    private let lock = NSLock()
-    private var t: Double = 1000
-
-    func monotonic() -> Double { lock.lock(); defer { lock.unlock() }; return t }
-    func now() -> Date { Date(timeIntervalSince1970: 1_800_000_000 + monotonic()) }
-    func advance(_ seconds: Double) { lock.lock(); t += seconds; lock.unlock() }
-}
-
 /// Helpers shared by the engine tests.
 enum EngineFixture {
     /// All engine test roots live here; roots older than 15 minutes (earlier runs) are swept once
@@ -201,11 +191,11 @@ enum EngineFixture {
         return c
     }
 
-    static func engine(_ root: URL, driver: FakeTransferDriver, clock: EngineClock = SystemClock(),
+    static func engine(_ root: URL, driver: FakeTransferDriver, scheduler: Scheduler = SystemScheduler(),
                        configure: (inout EngineConfiguration) -> Void = { _ in }) throws -> DownloadEngine {
         var c = configuration(root)
         configure(&c)
-        return try DownloadEngine(configuration: c, driver: driver, clock: clock, diskPressure: .disabled)
+        return try DownloadEngine(configuration: c, driver: driver, scheduler: scheduler, diskPressure: .disabled)
     }
 
     static func body(_ count: Int, seed: UInt8 = 1) -> [UInt8] {

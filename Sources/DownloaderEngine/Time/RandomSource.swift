@@ -1,24 +1,5 @@
 import Foundation
 
-/// Time as the engine sees it. Injected so rate, ETA and progress pacing can be tested.
-protocol EngineClock: Sendable {
-    /// Monotonic seconds (only differences matter).
-    func monotonic() -> Double
-    /// Wall-clock time for timestamps and HTTP dates.
-    func now() -> Date
-}
-
-/// The real clock: `CLOCK_MONOTONIC` and `Date()`.
-struct SystemClock: EngineClock {
-    func monotonic() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
-
-    func now() -> Date { Date() }
-}
-
 /// Randomness for ids, caller tokens and retry jitter. Injected for tests.
 protocol RandomSource: Sendable {
     /// `count` random bytes (cryptographically secure in the system source).

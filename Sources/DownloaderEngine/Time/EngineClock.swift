@@ -1,0 +1,21 @@
+import Foundation
+
+/// Time as the engine sees it: monotonic seconds for intervals and wall-clock dates for
+/// timestamps. Injected (see `Scheduler`) so rate, ETA, pacing and every timer can be tested.
+protocol EngineClock: Sendable {
+    /// Monotonic seconds (only differences matter).
+    func monotonic() -> Double
+    /// Wall-clock time for timestamps and HTTP dates.
+    func now() -> Date
+}
+
+/// The real clock: `CLOCK_MONOTONIC` and `Date()`.
+struct SystemClock: EngineClock {
+    func monotonic() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
+    func now() -> Date { Date() }
+}
