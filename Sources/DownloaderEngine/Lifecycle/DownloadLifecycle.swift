@@ -1,0 +1,298 @@
+/// The life of one download as one value: its phase, its current attempt, and what each event makes
+/// it do. Pure: `handle` takes an event and returns the actions for the engine, which locks,
+/// decides here, unlocks and acts. `DownloadLifecycleTests` holds every reachable state × event.
+///
+///     start ──▶ queued ──slotGranted──▶ running ──published──▶ completed ──fileVanished──▶ failed
+///                 ▲  │                  │     ▲ │                                         │
+///                 │  └───last caller────┼─▶ paused ◀─last caller┘                         │
+///                 └────────callerJoined─┴───────┘   (running: attempt ⇄ backingOff,      │
+///                 └──────────────────────────callerJoined──────── awaitingDrain, stopped)┘
+///
+/// An attempt outlives the phase that started it: when the last caller leaves, the download is
+/// `paused` at once and its attempt is *abandoned* (cancelled); the attempt still settles (its
+/// partial synced and kept, or its verified file published, which completes the download), and the
+/// `paused` event goes out only then. A caller joining meanwhile queues the download again; a new
+/// attempt starts once the abandoned one has ended (`running(.awaitingDrain)`).
+struct DownloadLifecycle: Equatable, Sendable {
+    enum Phase: Equatable, Sendable {
+        /// Waiting in the engine's FIFO for a transfer slot.
+        case queued
+        /// Holds a transfer slot.
+        case running(Run)
+        /// No interest left; the partial is kept for a resume.
+        case paused
+        /// The file is verified and stored.
+        case completed
+        /// Ended with an error; a caller joining starts it afresh.
+        case failed
+    }
+
+    /// What a download holding a slot is doing.
+    enum Run: Equatable, Sendable {
+        /// `attempt` is the current attempt.
+        case attempt
+        /// Between attempts: the retry timer `token` starts the next.
+        case backingOff(token: UInt64)
+        /// The next attempt starts when the abandoned one has ended.
+        case awaitingDrain
+        /// Stopped by the engine's shutdown; journaled as downloading, so it carries on after a restart.
+        case stopped
+    }
+
+    /// An attempt the download is waiting on.
+    struct Attempt: Equatable, Sendable {
+        enum Stage: Equatable, Sendable {
+            /// Its partial is prepared and its transfer started; no head yet.
+            case starting
+            /// Its head was accepted and the body is being written.
+            case transferring
+            /// The transfer ended; the result is being verified or the partial synced.
+            case settling
+            /// The verified file is being renamed into its area (journaled as an intent).
+            case publishing
+        }
+
+        var serial: UInt64
+        var stage: Stage = .starting
+        /// Nobody waits for it any more (the last caller left, or shutdown): it settles, it never retries.
+        var abandoned = false
+    }
+
+    /// What a decision depends on beyond the download itself.
+    struct Context: Equatable, Sendable {
+        /// Attempts allowed in a row before `retries_exhausted` (`RetryPolicy`).
+        var maxAttempts: Int
+        var shuttingDown = false
+    }
+
+    private(set) var phase: Phase
+    private(set) var attempt: Attempt?
+    /// Attempts in the current run (reset when the download pauses, completes, fails or is asked again).
+    private(set) var attemptsMade = 0
+    /// Carried on after a restart without callers (none were journaled): it keeps running until the
+    /// first caller joins; from then on the "last caller leaves → pause" rule applies.
+    private(set) var systemHold = false
+    /// The completed file is being moved into another area.
+    private(set) var moving = false
+    /// Attempt serials and retry tokens, never reused within the download.
+    private var serials: UInt64 = 0
+
+    /// The public state: a running download is `downloading`, a stopped one too (so it is journaled
+    /// as such and carries on after the restart).
+    var state: DownloadState {
+        switch phase {
+        case .queued: .queued
+        case .running: .downloading
+        case .paused: .paused
+        case .completed: .completed
+        case .failed: .failed
+        }
+    }
+
+    /// A body is being written by the current attempt.
+    var isTransferring: Bool { phase == .running(.attempt) && attempt?.stage == .transferring }
+
+    /// A download the first caller just asked for: queued for a slot.
+    static func start() -> (DownloadLifecycle, [LifecycleAction]) {
+        (DownloadLifecycle(restoring: .queued), [.requestSlot])
+    }
+
+    /// The journaled state of a download loaded at start-up (`recovered` decides what follows).
+    /// A download journaled as running carries on: it is queued again.
+    init(restoring state: DownloadState) {
+        switch state {
+        case .queued, .downloading: phase = .queued
+        case .paused: phase = .paused
+        case .completed: phase = .completed
+        case .failed: phase = .failed
+        }
+    }
+
+    mutating func handle(_ event: LifecycleEvent, _ context: Context) -> [LifecycleAction] {
+        switch event {
+        case .callerJoined: return callerJoined()
+        case .callerLeft(let remaining, let partial): return callerLeft(remaining: remaining, partial)
+        case .slotGranted:
+            guard phase == .queued else { return [.releaseSlot] }
+            return beginAttempt(context)
+        case .headReceived(let serial, let accepts): return headReceived(serial, accepts: accepts, context)
+        case .checkpointSynced(let serial):
+            // A settling attempt may truncate its file: its late checkpoints say nothing.
+            return current(serial)?.stage == .transferring ? [.keepDurableOffset, .journal] : []
+        case .transferEnded(let serial):
+            guard let a = current(serial), a.stage == .starting || a.stage == .transferring else { return [.closeStaleAttempt] }
+            attempt?.stage = .settling
+            return [.settle(serial: serial)]
+        case .publishing(let serial):
+            guard current(serial)?.stage == .settling else { return [] }
+            attempt?.stage = .publishing
+            return [.recordPublishing, .journal]
+        case .attemptSettled(let serial, let verdict, let partial): return attemptSettled(serial, verdict, partial, context)
+        case .retryDue(let token):
+            guard phase == .running(.backingOff(token: token)) else { return [] }
+            return beginAttempt(context)
+        case .shutdown: return shutdown()
+        case .recovered(let callers):
+            guard phase == .queued else { return [] }
+            systemHold = callers == 0
+            return [.requestSlot]
+        case .fileVanished:
+            guard phase == .completed else { return [] }
+            phase = .failed
+            return [.resetResult]
+        case .placementWanted(let inPlace):
+            guard phase == .completed, !moving, !inPlace else { return [] }
+            moving = true
+            return [.moveFile]
+        case .moveEnded:
+            moving = false
+            return []
+        }
+    }
+
+    private func current(_ serial: UInt64) -> Attempt? {
+        attempt?.serial == serial ? attempt : nil
+    }
+
+    private mutating func callerJoined() -> [LifecycleAction] {
+        systemHold = false
+        switch phase {
+        case .paused, .failed:
+            phase = .queued
+            attemptsMade = 0
+            return [.clearFailure, .requestSlot]
+        case .queued, .running, .completed:
+            return []
+        }
+    }
+
+    private mutating func callerLeft(remaining: Int, _ partial: PartialFacts) -> [LifecycleAction] {
+        guard remaining == 0, !systemHold else { return [.journal] }
+        switch phase {
+        case .queued, .running: return pause(partial) + [.housekeeping(.boundEmptyPaused), .journal]
+        case .paused, .completed, .failed: return [.journal]
+        }
+    }
+
+    /// Stops work and keeps the partial. `paused` is told once the partial is settled: at once
+    /// without an attempt, else when the abandoned attempt has ended.
+    private mutating func pause(_ partial: PartialFacts) -> [LifecycleAction] {
+        var actions = leaveSlotOrQueue()
+        if var a = attempt, !a.abandoned {
+            a.abandoned = true
+            attempt = a
+            if a.stage == .starting || a.stage == .transferring { actions.insert(.cancelTransfer(serial: a.serial), at: 0) }
+        }
+        phase = .paused
+        attemptsMade = 0
+        if attempt == nil { actions += settlePaused(partial) }
+        return actions
+    }
+
+    /// Without a validator the kept bytes cannot be resumed safely: they go.
+    private func settlePaused(_ partial: PartialFacts) -> [LifecycleAction] {
+        (partial.keptBytes > 0 && !partial.resumable ? [.discardPartial] : []) + [.emit(.paused)]
+    }
+
+    private func leaveSlotOrQueue() -> [LifecycleAction] {
+        switch phase {
+        case .queued: [.leaveQueue]
+        case .running: [.releaseSlot]
+        case .paused, .completed, .failed: []
+        }
+    }
+
+    private mutating func beginAttempt(_ context: Context) -> [LifecycleAction] {
+        guard !context.shuttingDown else {
+            phase = .running(.stopped)
+            return []
+        }
+        guard attempt == nil else {
+            phase = .running(.awaitingDrain)
+            return []
+        }
+        attemptsMade += 1
+        serials += 1
+        attempt = Attempt(serial: serials)
+        phase = .running(.attempt)
+        return [.startAttempt(serial: serials)]
+    }
+
+    private mutating func headReceived(_ serial: UInt64, accepts: Bool, _ context: Context) -> [LifecycleAction] {
+        guard let a = current(serial), a.stage == .starting, !a.abandoned, !context.shuttingDown, accepts else {
+            return [.refuseBody]
+        }
+        attempt?.stage = .transferring
+        return [.acceptBody, .emit(.resumed), .journal]
+    }
+
+    private mutating func attemptSettled(_ serial: UInt64, _ verdict: AttemptVerdict, _ partial: PartialFacts,
+                                         _ context: Context) -> [LifecycleAction] {
+        guard let a = current(serial), a.stage == .settling || a.stage == .publishing else { return [] }
+        attempt = nil
+        var actions: [LifecycleAction] = [.keepSettledPartial]
+        let end: AttemptEnd
+        switch verdict {
+        case .published:
+            return actions + complete()
+        case .rejected(let failure, let discard):
+            return actions + (discard ? [.discardPartial] : []) + fail(failure)
+        case .ended(let ended):
+            end = ended
+        }
+        var kept = partial
+        if end.restart {
+            actions += [.forgetValidator, .discardPartial]
+            kept = .empty
+        }
+        if context.shuttingDown { return actions + [.journal] }
+        if a.abandoned {
+            switch phase {
+            case .paused: actions += settlePaused(kept)
+            case .running(.awaitingDrain): actions += beginAttempt(context)
+            case .queued, .running, .completed, .failed: break
+            }
+            return actions + [.journal]
+        }
+        if let failure = end.failure {
+            return actions + (end.discardPartial ? [.discardPartial] : []) + fail(failure)
+        }
+        guard attemptsMade < context.maxAttempts else {
+            let exhausted = DownloadFailure(code: "retries_exhausted", message: "gave up after \(attemptsMade) attempts: \(end.reason)",
+                                            httpStatus: end.httpStatus)
+            return actions + fail(exhausted)
+        }
+        serials += 1
+        phase = .running(.backingOff(token: serials))
+        return actions + [.scheduleRetry(token: serials, attemptsMade: attemptsMade, retryAfter: end.retryAfter), .journal]
+    }
+
+    private mutating func complete() -> [LifecycleAction] {
+        let releasing = leaveSlotOrQueue()
+        phase = .completed
+        attemptsMade = 0
+        systemHold = false
+        return [.recordCompletion] + releasing + [.emit(.completed), .housekeeping(.purgeCache), .journal]
+    }
+
+    private mutating func fail(_ failure: DownloadFailure) -> [LifecycleAction] {
+        let releasing = leaveSlotOrQueue()
+        phase = .failed
+        attemptsMade = 0
+        systemHold = false
+        return [.recordFailure(failure)] + releasing + [.emit(.failed), .housekeeping(.forgetOldFailures), .journal]
+    }
+
+    /// Everything stops where it stands: the running attempt is cancelled (its partial settles and
+    /// is journaled), no retry starts, nothing is told (the streams end with the engine).
+    private mutating func shutdown() -> [LifecycleAction] {
+        var actions: [LifecycleAction] = []
+        if var a = attempt, !a.abandoned {
+            a.abandoned = true
+            attempt = a
+            if a.stage == .starting || a.stage == .transferring { actions.append(.cancelTransfer(serial: a.serial)) }
+        }
+        if case .running = phase { phase = .running(.stopped) }
+        return actions
+    }
+}

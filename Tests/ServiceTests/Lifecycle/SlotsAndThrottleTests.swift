@@ -1,0 +1,58 @@
+import Testing
+@testable import DownloaderEngine
+
+@Suite struct TransferSlotsTests {
+    @Test func grantsUpToCapacityThenQueuesInOrder() {
+        var slots = TransferSlots(capacity: 2)
+        let granted = ["a", "b", "c", "d", "c"].map { slots.request($0) }
+        #expect(granted == [true, true, false, false, false])
+        #expect(slots.waiting == ["c", "d"] && slots.active == 2)
+        let again = slots.request("a")
+        #expect(again, "a holder asking again keeps its slot")
+        let next = slots.release("a")
+        #expect(next == "c")
+        let stranger = slots.release("x")
+        #expect(stranger == nil, "not a holder: nothing freed")
+        slots.leave("d")
+        let none = slots.release("b")
+        #expect(none == nil && slots.active == 1)
+    }
+
+    @Test func grantsNothingWhileShuttingDown() {
+        var slots = TransferSlots(capacity: 1)
+        let granted = ["a", "b"].map { slots.request($0) }
+        #expect(granted == [true, false])
+        let next = slots.release("a", granting: false)
+        #expect(next == nil)
+        #expect(slots.active == 0 && slots.waiting == ["b"])
+        slots.clearWaiting()
+        #expect(slots.waiting.isEmpty)
+        #expect(TransferSlots(capacity: 0).capacity == 1)
+    }
+}
+
+@Suite struct ProgressThrottleTests {
+    @Test func emitsOncePerIntervalAndArmsOneTrailingTimer() {
+        var t = ProgressThrottle(interval: 1)
+        var decisions = [t.bytesArrived(at: 10)]
+        t.emitted(at: 10, bytes: 100)
+        decisions += [t.bytesArrived(at: 10.25), t.bytesArrived(at: 10.5)]
+        #expect(decisions == [.emit, .scheduleTrailing(after: 0.75), .wait], "one trailing timer at a time")
+        let due = t.trailingDue(bytes: 300)
+        #expect(due, "bytes not told yet")
+        t.emitted(at: 11, bytes: 300)
+        let next = t.bytesArrived(at: 12)
+        #expect(next == .emit)
+    }
+
+    @Test func trailingTimerStaysQuietWhenNothingNewArrived() {
+        var t = ProgressThrottle(interval: 1)
+        t.emitted(at: 5, bytes: 42)
+        var decisions = [t.bytesArrived(at: 5.5)]
+        let due = t.trailingDue(bytes: 42)
+        #expect(!due)
+        t.restart(at: 9)
+        decisions.append(t.bytesArrived(at: 9.5))
+        #expect(decisions == [.scheduleTrailing(after: 0.5), .scheduleTrailing(after: 0.5)])
+    }
+}
