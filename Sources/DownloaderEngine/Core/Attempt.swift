@@ -2,39 +2,28 @@ import Foundation
 import Glibc
 import Synchronization
 
-/// One attempt at fetching a download: the transfer's delegate and body sink. Its partial file is
-/// used by one thread at a time (work queue to prepare, transfer thread while running, work queue
-/// again to settle), handed over by the transfer's own ordering.
+/// One attempt at fetching a download: the transfer's delegate and body sink, and the data of the
+/// attempt (what it asked for, what it accepted, why it was refused). Its place in the download's
+/// life (starting, transferring, settling; abandoned or not) is `DownloadLifecycle.attempt`'s, by
+/// `serial`. Its partial file is used by one thread at a time (work queue to prepare, transfer
+/// thread while running, work queue again to settle), handed over by the transfer's own ordering.
 final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
-    /// Why the engine ended the attempt from `didReceive(head:)`.
-    enum Outcome {
-        /// Unusable partial answer: discard kept bytes, try again from 0.
-        case restart(String)
-        case httpRetry(status: Int, retryAfter: String?)
-        case httpFail(status: Int)
-        case fail(DownloadFailure, discard: Bool)
-    }
-
+    /// The lifecycle's serial of this attempt (unique within its download).
     let serial: UInt64
     let recordID: String
     private weak var core: EngineCore?
 
     // Set by the engine under its lock.
     var handle: TransferHandle?
-    /// The last caller left (or the engine is shutting down): settle instead of retrying.
-    var abandoned = false
-    var outcome: Outcome?
-    var headAccepted = false
+    /// Why the head was refused, when the engine's judgement refused it.
+    var refusal: HeadJudgement.Refusal?
     /// What was asked for.
     var plan = ResumePlan.Request(offset: 0, discardsKeptBytes: false, headers: [])
     var sentValidator: Validator?
-    /// Offset at which the accepted body is written.
-    var acceptedOffset: Int64 = 0
+    /// Offset at which the accepted body is written (nil: no head accepted).
+    var acceptedOffset: Int64?
     /// Bytes kept before the attempt (for `restarted`).
     var keptAtStart: Int64 = 0
-
-    /// The attempt is being settled (`attemptFinished` began): checkpoints finishing now are ignored.
-    var settling = false
 
     // Owned by whichever thread currently runs the attempt.
     var partial: PartialFile?
@@ -70,8 +59,7 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     }
 
     func transfer(didFinishWith result: Result<TransferSummary, TransferFailure>) {
-        guard let core else { return }
-        core.workQueue.async { core.attemptFinished(self, result) }
+        core?.attemptEnded(self, result)
     }
 
     // MARK: BodySink

@@ -1,19 +1,17 @@
 import Foundation
 
-/// The engine's mutable view of one download. Only touched under the engine's lock.
+/// One download as the engine holds it: its lifecycle (the control state, `DownloadLifecycle`) and
+/// its data (the partial, the result, progress). Only touched under the engine's lock.
 final class DownloadRecord {
     let id: String
     /// Normalised URL (the coalescing key).
     let url: String
     var storage: StorageClass
-    var state: DownloadState
+    var lifecycle: DownloadLifecycle
     var expectedSHA256: String?
     var expectedSize: Int64?
     /// Live caller tokens.
     var tokens: Set<String> = []
-    /// Carried on after an engine restart without callers (none were journaled): it keeps running
-    /// until the first real caller joins (from then on the normal "last caller leaves → pause" rule applies).
-    var systemHold = false
     var createdAt: Date
     var updatedAt: Date
     /// Last time the stored file was requested or served (LRU purging).
@@ -28,15 +26,8 @@ final class DownloadRecord {
     var keptHasher: SHA256Hasher?
     var validator: Validator?
     var expectedTotal: Int64?
-
-    // Attempts.
+    /// The attempt the lifecycle waits on (`lifecycle.attempt`), running or draining.
     var attempt: Attempt?
-    /// A new attempt is wanted as soon as the abandoned one has drained.
-    var startAfterDrain = false
-    var attemptsMade = 0
-    var retryTimer: ScheduledTimer?
-    var retryToken: UInt64 = 0
-    var holdsSlot = false
     /// Bytes shown in snapshots.
     var bytesWritten: Int64 = 0
 
@@ -46,34 +37,42 @@ final class DownloadRecord {
     var sha256: String?
     var size: Int64?
     var error: DownloadFailure?
-    /// The completed file is being placed into the area of `storage` (work queue).
-    var moving = false
     /// A verified, fsynced file is being renamed into its area (journaled as the entry's
     /// `finalPath`/`sha256`/`size` while the state is not yet `completed`).
     var publishing: PublishIntent?
 
     // Progress.
     var rate: RateEstimator
-    var lastProgressAt: Double = -Double.infinity
-    var lastProgressBytes: Int64 = -1
-    var trailingProgressPending = false
+    var progress: ProgressThrottle
 
-    init(id: String, url: String, storage: StorageClass, state: DownloadState, now: Date, tau: Double) {
+    init(id: String, url: String, storage: StorageClass, lifecycle: DownloadLifecycle, now: Date, tau: Double,
+         progressInterval: Double) {
         self.id = id
         self.url = url
         self.storage = storage
-        self.state = state
+        self.lifecycle = lifecycle
         self.createdAt = now
         self.updatedAt = now
         self.lastAccess = now
         self.rate = RateEstimator(tau: tau)
+        self.progress = ProgressThrottle(interval: progressInterval)
     }
 
-    var isTransferring: Bool { state == .downloading && attempt?.headAccepted == true }
+    var state: DownloadState { lifecycle.state }
+
+    /// The current attempt's body is being written (or was, and is being settled).
+    var isTransferring: Bool { state == .downloading && attempt?.acceptedOffset != nil }
+
+    /// The attempt the lifecycle calls `serial`, when it is the one the record holds.
+    func attempt(_ serial: UInt64) -> Attempt? {
+        attempt?.serial == serial ? attempt : nil
+    }
+
+    var partialFacts: PartialFacts { PartialFacts(keptBytes: keptBytes, resumable: validator != nil) }
 
     /// What every completion records: the file, its digest and size, and no kept bytes or error.
     func setCompleted(path: String, sha256: String, size: Int64) {
-        state = .completed
+        publishing = nil
         finalPath = path
         self.sha256 = sha256
         self.size = size
@@ -112,8 +111,9 @@ final class DownloadRecord {
             tokens: tokens.isEmpty ? nil : tokens)
     }
 
-    convenience init(entry: JournalEntry, tau: Double) {
-        self.init(id: entry.id, url: entry.url, storage: entry.storage, state: entry.state, now: entry.createdAt, tau: tau)
+    convenience init(entry: JournalEntry, tau: Double, progressInterval: Double) {
+        self.init(id: entry.id, url: entry.url, storage: entry.storage, lifecycle: DownloadLifecycle(restoring: entry.state),
+                  now: entry.createdAt, tau: tau, progressInterval: progressInterval)
         updatedAt = entry.updatedAt
         lastAccess = entry.lastAccess
         validator = entry.validator

@@ -3,47 +3,55 @@ import Foundation
 // Moving a completed file between storage areas (cache → data) off the callers' threads.
 extension EngineCore {
     /// Under `lock`. When the completed file of `record` does not live in the area of its storage
-    /// class, places it there on the work queue. Until the move is done the record stays
+    /// class, its lifecycle starts a move (`moveFile`). Until the move is done the record stays
     /// `completed` and is served from its current path; then `finalPath` switches (journaled) and
-    /// only after the journal is on disk is the old name removed, so a crash at any point leaves
-    /// a journaled path that exists.
-    func scheduleMove(_ record: DownloadRecord) {
-        guard record.state == .completed, !record.moving, let path = record.finalPath, let name = record.fileName else {
-            return
-        }
-        let target = store.finalPath(id: record.id, fileName: name, storage: record.storage)
-        guard target != path else { return }
-        record.moving = true
+    /// only after the journal is on disk is the old name removed, so a crash at any point leaves a
+    /// journaled path that exists.
+    func placeFile(_ record: DownloadRecord) {
+        guard let target = placementTarget(record) else { return }
+        handle(.placementWanted(inPlace: target.to == target.from), for: record)
+    }
+
+    private func placementTarget(_ record: DownloadRecord) -> (from: String, to: String)? {
+        guard record.state == .completed, let path = record.finalPath, let name = record.fileName else { return nil }
+        return (path, store.finalPath(id: record.id, fileName: name, storage: record.storage))
+    }
+
+    /// Under `lock`: the move the lifecycle decided, on the work queue once the lock is released.
+    func moveFile(_ record: DownloadRecord) {
+        guard let (path, target) = placementTarget(record) else { return }
         let id = record.id
         let before = hooks.beforeMove
-        workQueue.async { [self] in
-            before?()
-            let placed: Bool
-            do throws(SystemError) {
-                try store.place(from: path, to: target)
-                placed = true
-            } catch {
-                placed = false
+        effects.append { [self] in
+            workQueue.async { [self] in
+                before?()
+                let placed: Bool
+                do throws(SystemError) {
+                    try store.place(from: path, to: target)
+                    placed = true
+                } catch {
+                    placed = false
+                }
+                let (obsolete, served, after) = finishMove(id: id, from: path, to: target, placed: placed)
+                if let obsolete {
+                    if obsolete == path { journalWriter.flush() }  // The new path is journaled before the old name goes.
+                    FileStore.remove(obsolete)
+                    FileStore.syncDirectory(of: obsolete)
+                }
+                after?(id, served)
             }
-            let (obsolete, served, after) = finishMove(id: id, from: path, to: target, placed: placed)
-            if let obsolete {
-                if obsolete == path { journalWriter.flush() }  // The new path is journaled before the old name goes.
-                FileStore.remove(obsolete)
-                FileStore.syncDirectory(of: obsolete)
-            }
-            after?(id, served)
         }
     }
 
-    /// Applies a finished placement under the lock. Returns the path to delete afterwards (the old
-    /// name once switched, or the copy when the download changed meanwhile), the path now served,
-    /// and the `moved` hook.
+    /// Applies a finished placement. Returns the path to delete afterwards (the old name once
+    /// switched, or the copy when the download changed meanwhile), the path now served, and the
+    /// `moved` hook.
     private func finishMove(id: String, from path: String, to target: String, placed: Bool)
         -> (obsolete: String?, served: String?, hook: (@Sendable (String, String?) -> Void)?) {
-        locked {
+        decide {
             let hook = hooks.moved
             guard let record = byID[id] else { return (placed ? target : nil, nil, hook) }
-            record.moving = false
+            handle(.moveEnded, for: record)
             guard record.state == .completed, record.finalPath == path else {
                 // Re-downloaded or reset meanwhile: drop the copy unless it is the new file itself.
                 return (placed && record.finalPath != target ? target : nil, record.finalPath, hook)
@@ -57,7 +65,7 @@ extension EngineCore {
             record.finalPath = target
             saveJournal()
             // Storage changed again while moving (not possible today: persistent never reverts).
-            scheduleMove(record)
+            placeFile(record)
             return (path, target, hook)
         }
     }

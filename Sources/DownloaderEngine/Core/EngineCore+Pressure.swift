@@ -10,7 +10,7 @@ extension EngineCore {
         let memory = checkMemory && pressure.memoryUnderPressure()
         let stateSpace = pressure.space(of: store.stateDirectory)
         let cacheSpace = pressure.space(of: store.cacheDirectory)
-        locked {
+        decide {
             let before = (byID.count, stats.purges.values.reduce(0, +))
             relievePressure(memory: memory, stateSpace: stateSpace, cacheSpace: cacheSpace)
             if checkMemory { expireIdle() }
@@ -73,22 +73,6 @@ extension EngineCore {
         boundEmptyPaused(olderThan: cutoff)
     }
 
-    /// Under `lock`. Forgets paused downloads without kept bytes that are older than `cutoff`, and
-    /// the oldest beyond `maxEmptyPausedDownloads`.
-    func boundEmptyPaused(olderThan cutoff: Date? = nil) {
-        let empty = byID.values.filter {
-            $0.state == .paused && $0.attempt == nil && $0.keptBytes == 0 && $0.tokens.isEmpty && !$0.systemHold
-        }
-        let limit = max(0, configuration.maxEmptyPausedDownloads)
-        guard empty.count > limit || cutoff.map({ c in empty.contains { $0.updatedAt < c } }) == true else { return }
-        var kept = empty.count
-        for record in empty.sorted(by: { $0.updatedAt < $1.updatedAt }) {
-            guard kept > limit || (cutoff.map { record.updatedAt < $0 } ?? false) else { break }
-            kept -= 1
-            forget(record)
-        }
-    }
-
     /// Downloads with kept bytes and nothing running: paused, or failed with a partial; oldest first.
     private func idlePartials() -> [DownloadRecord] {
         byID.values
@@ -99,7 +83,7 @@ extension EngineCore {
     /// Completed downloads in the cache area, least recently used first.
     private func cacheFiles() -> [DownloadRecord] {
         byID.values
-            .filter { $0.state == .completed && $0.storage == .cache && $0.finalPath != nil && !$0.moving }
+            .filter { $0.state == .completed && $0.storage == .cache && $0.finalPath != nil && !$0.lifecycle.moving }
             .sorted { $0.lastAccess != $1.lastAccess ? $0.lastAccess < $1.lastAccess : $0.id < $1.id }
     }
 

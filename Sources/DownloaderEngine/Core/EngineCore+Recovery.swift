@@ -15,8 +15,9 @@ extension EngineCore {
 
     /// Restores downloads from the journal: partials are cut back to their journaled (durable)
     /// offset; `downloading`/`queued` ones carry on by themselves (with their journaled callers, whose
-    /// tokens keep working; without any, held by the service until a caller joins); `paused` stay
+    /// tokens keep working; without any, held by the engine until a caller joins); `paused` stay
     /// paused; `completed` whose file vanished are dropped. Partials that no entry owns are deleted.
+    /// Runs before anything else uses the engine (file system work under the lock is fine here).
     func recover() -> RecoveryReport {
         var report = RecoveryReport()
         let journal = StateJournal(directory: store.stateDirectory)
@@ -26,10 +27,16 @@ extension EngineCore {
         case .loaded(let loaded): entries = loaded
         case .corrupt(let preserved): report.corruptJournalKeptAt = preserved
         }
-        lock.lock()
-        defer { lock.unlock() }
+        return decide {
+            restore(entries, into: &report)
+            return report
+        }
+    }
+
+    private func restore(_ entries: [JournalEntry], into report: inout RecoveryReport) {
         for entry in entries where byID[entry.id] == nil && byURL[entry.url] == nil {
-            let record = DownloadRecord(entry: entry, tau: configuration.rateTimeConstant)
+            let record = DownloadRecord(entry: entry, tau: configuration.rateTimeConstant,
+                                        progressInterval: configuration.progressInterval)
             switch entry.state {
             case .completed:
                 guard let path = entry.finalPath, FileStore.fileSize(path) != nil else {
@@ -53,17 +60,14 @@ extension EngineCore {
         removeOrphanPartials()
         removeOrphanCacheFiles()
         // A move into the data area that a crash interrupted starts again.
-        for record in byID.values where record.state == .completed { scheduleMove(record) }
-        let carryOn = byID.values
-            .filter { $0.state == .downloading || $0.state == .queued }
-            .sorted { $0.createdAt < $1.createdAt }
+        for record in byID.values where record.state == .completed { placeFile(record) }
+        // Running ones carry on, oldest first (held by the engine when no caller was journaled).
+        let carryOn = byID.values.filter { $0.state == .queued }.sorted { $0.createdAt < $1.createdAt }
         for record in carryOn {
-            record.systemHold = record.tokens.isEmpty
-            schedule(record)
+            handle(.recovered(callers: record.tokens.count), for: record)
             report.resumed += 1
         }
         saveJournal()
-        return report
     }
 
     /// A journaled publishing intent (a not-yet-completed entry with `finalPath`, `sha256` and `size`:
@@ -79,6 +83,7 @@ extension EngineCore {
             guard FileStore.fileSize(partial) == size, (try? store.publish(from: partial, to: path)) != nil else { return false }
         }
         record.setCompleted(path: path, sha256: sha, size: size)
+        record.lifecycle = DownloadLifecycle(restoring: .completed)
         return true
     }
 

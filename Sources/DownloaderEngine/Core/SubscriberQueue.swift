@@ -14,6 +14,9 @@ final class SubscriberQueue: @unchecked Sendable {
 
     let id: UInt64
     let downloadID: String
+    /// The engine's event sequence number when the queue was made: its first element already
+    /// reflects every event up to it, so those are not delivered again (`SubscriberRegistry.publish`).
+    let startSequence: UInt64
     private let lock = NSLock()
     private var buffer: [DownloadEvent] = []
     private var finished = false
@@ -28,9 +31,11 @@ final class SubscriberQueue: @unchecked Sendable {
     /// Pacing: the consumer waits while a not-yet-due progress is pending; the pacer knows.
     private var deferred = false
 
-    init(id: UInt64, downloadID: String = "", pacer: ProgressPacer? = nil, onDetach: @escaping @Sendable (UInt64) -> Void) {
+    init(id: UInt64, downloadID: String = "", startSequence: UInt64 = 0, pacer: ProgressPacer? = nil,
+         onDetach: @escaping @Sendable (UInt64) -> Void) {
         self.id = id
         self.downloadID = downloadID
+        self.startSequence = startSequence
         self.pacer = pacer
         self.onDetach = onDetach
     }

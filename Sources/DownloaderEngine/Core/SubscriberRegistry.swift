@@ -15,11 +15,15 @@ final class SubscriberRegistry: @unchecked Sendable {
         self.pacer = pacer
     }
 
-    func makeQueue(for downloadID: String) -> SubscriberQueue {
+    /// A queue for `downloadID`'s events after `sequence` (the engine's event sequence when the
+    /// subscriber's first element was taken).
+    func makeQueue(for downloadID: String, after sequence: UInt64 = 0) -> SubscriberQueue {
         lock.lock()
         nextID += 1
         let id = nextID
-        let queue = SubscriberQueue(id: id, downloadID: downloadID, pacer: pacer) { [weak self] queueID in self?.remove(queueID) }
+        let queue = SubscriberQueue(id: id, downloadID: downloadID, startSequence: sequence, pacer: pacer) { [weak self] queueID in
+            self?.remove(queueID)
+        }
         byDownload[downloadID, default: [:]][id] = queue
         downloadOf[id] = downloadID
         pacer.setSubscribers(downloadOf.count)
@@ -57,12 +61,14 @@ final class SubscriberRegistry: @unchecked Sendable {
         return downloadOf.count
     }
 
-    func publish(_ event: DownloadEvent, to downloadID: String) {
+    /// Delivers `event` (number `sequence` of the engine's events) to the download's subscribers
+    /// that subscribed before it was decided.
+    func publish(_ event: DownloadEvent, to downloadID: String, sequence: UInt64 = .max) {
         guard case .progress = event else {
             let queues = queues(for: downloadID)
             guard !queues.isEmpty else { return }
             pacer.setLatestProgress(nil, of: downloadID)
-            for queue in queues { queue.push(event) }
+            for queue in queues where queue.startSequence < sequence { queue.push(event) }
             return
         }
         // Progress (up to 10 a second to every subscriber): pushed under the lock, without copying
@@ -74,6 +80,6 @@ final class SubscriberRegistry: @unchecked Sendable {
         guard let queues = byDownload[downloadID] else { return }
         pacer.setLatestProgress(event, of: downloadID)
         let now = pacer.now()
-        for queue in queues.values { queue.pushProgress(event, now: now) }
+        for queue in queues.values where queue.startSequence < sequence { queue.pushProgress(event, now: now) }
     }
 }

@@ -219,9 +219,10 @@ struct DownloadLifecycle: Equatable, Sendable {
     }
 
     private mutating func headReceived(_ serial: UInt64, accepts: Bool, _ context: Context) -> [LifecycleAction] {
-        guard let a = current(serial), a.stage == .starting, !a.abandoned, !context.shuttingDown, accepts else {
-            return [.refuseBody]
+        guard let a = current(serial), a.stage == .starting, !a.abandoned, !context.shuttingDown else {
+            return [.abortUnwanted]
         }
+        guard accepts else { return [.refuseBody] }
         attempt?.stage = .transferring
         return [.acceptBody, .emit(.resumed), .journal]
     }

@@ -14,8 +14,10 @@ enum LifecycleAction: Equatable, Sendable {
     case cancelTransfer(serial: UInt64)
     /// Take the head the engine accepted: validator, total, file name, rate reset; write the body.
     case acceptBody
-    /// Abort the transfer without reading the body.
+    /// The head refused itself (status, range, limit): abort without reading the body, keeping why.
     case refuseBody
+    /// Nobody waits for the attempt any more (or it is not the current one): abort without reading the body.
+    case abortUnwanted
     /// Record the synced checkpoint as the partial's durable offset.
     case keepDurableOffset
     /// Verify and publish the attempt's body, or settle its partial (work queue).

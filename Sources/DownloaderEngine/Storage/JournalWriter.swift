@@ -64,11 +64,13 @@ final class JournalWriter: @unchecked Sendable {
         }
     }
 
-    private func drain() {
+    /// `force`: take a snapshot from `source` even when no change was marked (`flush`: the engine
+    /// marks changes after releasing its lock, so a change may be decided but not marked yet).
+    private func drain(force: Bool = false) {
         lock.lock()
         var next = pending
         pending = nil
-        let pull = dirty
+        let pull = dirty || force
         dirty = false
         scheduled = false
         lock.unlock()
@@ -89,8 +91,8 @@ final class JournalWriter: @unchecked Sendable {
         lock.lock(); lastWriteEnd = end; lock.unlock()
     }
 
-    /// Writes everything submitted or marked so far, now, and waits until it is on disk.
+    /// Writes everything submitted, marked or decided so far, now, and waits until it is on disk.
     func flush() {
-        queue.sync { self.drain() }
+        queue.sync { self.drain(force: true) }
     }
 }

@@ -8,7 +8,7 @@ import Testing
     @Test func everyFieldRoundTripsThroughTheJournal() throws {
         let now = Date(timeIntervalSince1970: 1_800_000_000.5)
         let record = DownloadRecord(id: "0123456789abcdef", url: "https://o.test/a.bin", storage: .persistent,
-                                    state: .paused, now: now, tau: 3)
+                                    lifecycle: DownloadLifecycle(restoring: .paused), now: now, tau: 3, progressInterval: 0.1)
         record.updatedAt = now.addingTimeInterval(1)
         record.lastAccess = now.addingTimeInterval(2)
         record.validator = Validator(etag: "\"v1\"", lastModified: "Wed, 21 Oct 2015 07:28:00 GMT")
@@ -43,10 +43,11 @@ import Testing
         #expect(StateJournal.decodeFast(data) == (try decoder.decode(StateJournal.Document.self, from: data)).downloads)
         #expect(StateJournal.decodeFast(data) == [entry])
 
-        let restored = DownloadRecord(entry: entry, tau: 3)
+        let restored = DownloadRecord(entry: entry, tau: 3, progressInterval: 0.1)
         #expect(restored.journalEntry() == entry)
         #expect(restored.id == record.id && restored.url == record.url && restored.storage == .persistent)
-        #expect(restored.state == .paused && restored.validator == record.validator)
+        #expect(restored.state == .paused)
+        #expect(restored.validator == record.validator)
         #expect(restored.createdAt == now && restored.updatedAt == record.updatedAt && restored.lastAccess == record.lastAccess)
         #expect(restored.keptBytes == 500 && restored.durableOffset == 500 && restored.bytesWritten == 500)
         #expect(restored.expectedTotal == 1000 && restored.expectedSize == 1000 && restored.expectedSHA256 == record.expectedSHA256)

@@ -97,7 +97,7 @@ import Testing
         second.core.locked {
             second.core.hooks.moved = { _, path in moved.set(path ?? "") }
             // The move may have finished before the hook was set.
-            if let path = second.core.byID[r.snapshot.id]?.finalPath, !second.core.byID[r.snapshot.id]!.moving,
+            if let path = second.core.byID[r.snapshot.id]?.finalPath, !second.core.byID[r.snapshot.id]!.lifecycle.moving,
                path.hasPrefix(second.core.store.dataDirectory) {
                 moved.set(path)
             }

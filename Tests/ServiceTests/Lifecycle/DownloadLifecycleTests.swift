@@ -35,7 +35,7 @@ import Testing
         Row(given: .queued, event: .slotGranted, actions: "start#1", then: "running(attempt) #1 starting"),
         Row(given: .queued, event: .shutdown, actions: "", then: "queued"),
         Row(given: .queued, event: .retryDue(token: 1), actions: "", then: "queued"),
-        Row(given: .queued, event: .headReceived(serial: 1, accepts: true), actions: "refuse-body", then: "queued"),
+        Row(given: .queued, event: .headReceived(serial: 1, accepts: true), actions: "abort-unwanted", then: "queued"),
         Row(given: .queued, event: .transferEnded(serial: 1), actions: "close-stale", then: "queued"),
         Row(given: .queued, event: .fileVanished, actions: "", then: "queued"),
 
@@ -47,7 +47,7 @@ import Testing
             then: "running(attempt) #1 transferring"),
         Row(given: .starting, event: .headReceived(serial: 1, accepts: false), actions: "refuse-body",
             then: "running(attempt) #1 starting"),
-        Row(given: .starting, event: .headReceived(serial: 2, accepts: true), actions: "refuse-body",
+        Row(given: .starting, event: .headReceived(serial: 2, accepts: true), actions: "abort-unwanted",
             then: "running(attempt) #1 starting"),
         Row(given: .starting, event: .checkpointSynced(serial: 1), actions: "", then: "running(attempt) #1 starting"),
         Row(given: .starting, event: .transferEnded(serial: 1), actions: "settle#1", then: "running(attempt) #1 settling"),
@@ -109,7 +109,9 @@ import Testing
         Row(given: .paused, event: .shutdown, actions: "", then: "paused"),
 
         // Paused while the abandoned attempt drains: `paused` is told when it has settled.
-        Row(given: .pausedStarting, event: .headReceived(serial: 1, accepts: true), actions: "refuse-body",
+        Row(given: .pausedStarting, event: .headReceived(serial: 1, accepts: true), actions: "abort-unwanted",
+            then: "paused #1 starting abandoned"),
+        Row(given: .pausedStarting, event: .headReceived(serial: 1, accepts: false), actions: "abort-unwanted",
             then: "paused #1 starting abandoned"),
         Row(given: .pausedStarting, event: .transferEnded(serial: 1), actions: "settle#1", then: "paused #1 settling abandoned"),
         Row(given: .pausedDraining, event: .checkpointSynced(serial: 1), actions: "keep-durable journal",
@@ -159,7 +161,7 @@ import Testing
 
         // Shutdown: everything stops where it stands and is journaled; nothing starts.
         Row(given: .stopped, event: .transferEnded(serial: 1), actions: "settle#1", then: "running(stopped) #1 settling abandoned"),
-        Row(given: .stopped, event: .headReceived(serial: 1, accepts: true), actions: "refuse-body",
+        Row(given: .stopped, event: .headReceived(serial: 1, accepts: true), actions: "abort-unwanted",
             then: "running(stopped) #1 transferring abandoned"),
         Row(given: .stopped, event: leave(), actions: "release-slot bound-empty-paused journal", then: "paused #1 transferring abandoned"),
         Row(given: .stoppedSettling, event: settled(1, S.cut), actions: "keep-settled journal", then: "running(stopped)"),

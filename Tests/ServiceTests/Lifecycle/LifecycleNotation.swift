@@ -37,6 +37,7 @@ enum LifecycleNotation {
         case .cancelTransfer(let serial): "cancel#\(serial)"
         case .acceptBody: "accept-body"
         case .refuseBody: "refuse-body"
+        case .abortUnwanted: "abort-unwanted"
         case .keepDurableOffset: "keep-durable"
         case .settle(let serial): "settle#\(serial)"
         case .closeStaleAttempt: "close-stale"

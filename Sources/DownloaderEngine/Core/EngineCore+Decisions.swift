@@ -1,0 +1,130 @@
+import Foundation
+
+// Where every change of a download's life is decided: its lifecycle takes the event, and what it
+// returns is applied here in order. Under `lock`.
+extension EngineCore {
+    /// `record`'s lifecycle decides on `event`; its actions are applied in order. `local` applies the
+    /// actions that need the event's own data (a head, a checkpoint's length, a settled partial) and
+    /// returns true for each one it took.
+    func handle(_ event: LifecycleEvent, for record: DownloadRecord, local: (LifecycleAction) -> Bool = { _ in false }) {
+        let context = DownloadLifecycle.Context(maxAttempts: retryPolicy.maxAttempts, shuttingDown: shuttingDown)
+        for action in record.lifecycle.handle(event, context) where !local(action) {
+            apply(action, to: record)
+        }
+    }
+
+    /// Applies actions decided outside `handle` (a new download's first ones).
+    func handle(_ actions: [LifecycleAction], for record: DownloadRecord) {
+        for action in actions { apply(action, to: record) }
+    }
+
+    private func apply(_ action: LifecycleAction, to record: DownloadRecord) {
+        switch action {
+        case .requestSlot:
+            let granted = slots.request(record.id)
+            stats.activeTransfers = slots.active
+            if granted { handle(.slotGranted, for: record) }
+        case .leaveQueue:
+            slots.leave(record.id)
+        case .releaseSlot:
+            let next = slots.release(record.id, granting: !shuttingDown)
+            stats.activeTransfers = slots.active
+            if let next, let nextRecord = byID[next] { handle(.slotGranted, for: nextRecord) }
+        case .startAttempt(let serial):
+            startAttempt(record, serial: serial)
+        case .cancelTransfer(let serial):
+            if let handle = record.attempt(serial)?.handle { effects.append { handle.cancel() } }
+        case .scheduleRetry(let token, let attemptsMade, let retryAfter):
+            scheduleRetry(record, token: token, attemptsMade: attemptsMade, retryAfter: retryAfter)
+        case .discardPartial:
+            discardPartial(record)
+        case .forgetValidator:
+            record.validator = nil
+            record.expectedTotal = nil
+        case .recordFailure(let failure):
+            record.publishing = nil
+            record.error = failure
+            record.updatedAt = clock.now()
+        case .clearFailure:
+            record.error = nil
+        case .resetResult:
+            resetResult(record)
+        case .moveFile:
+            moveFile(record)
+        case .emit(let notice):
+            emit(notice, of: record)
+        case .journal:
+            saveJournal()
+        case .housekeeping(.boundEmptyPaused):
+            boundEmptyPaused()
+        case .housekeeping(.purgeCache):
+            purgeCache()
+        case .housekeeping(.forgetOldFailures):
+            forgetOldFailures()
+        case .acceptBody, .refuseBody, .abortUnwanted, .keepDurableOffset, .settle, .closeStaleAttempt,
+             .keepSettledPartial, .recordPublishing, .recordCompletion:
+            assertionFailure("\(action) needs its event's data: it is applied where the event is handled")
+        }
+    }
+
+    private func emit(_ notice: LifecycleNotice, of record: DownloadRecord) {
+        let snapshot = record.snapshot()
+        switch notice {
+        case .resumed:
+            let offset = record.attempt?.acceptedOffset ?? 0
+            let restarted = (record.attempt?.keptAtStart ?? 0) > 0 && offset == 0
+            publish(.resumed(offset: offset, restarted: restarted, snapshot), of: record)
+        case .paused: publish(.paused(snapshot), of: record)
+        case .completed: publish(.completed(snapshot), of: record)
+        case .failed: publish(.failed(snapshot), of: record)
+        }
+    }
+
+    /// A completed download whose file vanished starts over under the same id: what it had is forgotten.
+    private func resetResult(_ record: DownloadRecord) {
+        record.finalPath = nil
+        record.sha256 = nil
+        record.size = nil
+        record.keptBytes = 0
+        record.durableOffset = 0
+        record.keptHasher = nil
+        record.bytesWritten = 0
+        record.validator = nil
+        record.expectedTotal = nil
+    }
+
+    /// Drops the kept bytes. The partial's name is set aside (the same download reuses it) before any
+    /// later decision's effect can open it again, and the file deleted on the work queue, so nobody
+    /// waits for the file system to free a large file's blocks.
+    func discardPartial(_ record: DownloadRecord) {
+        let path = store.partialPath(id: record.id)
+        let aside = path + ".\(makeSerial())" + FileStore.trashSuffix
+        let before = hooks.beforeRemove
+        effects.append { [self] in
+            if rename(path, aside) == 0 {
+                deleteInBackground(aside, before: before)
+            } else if errno != ENOENT {
+                FileStore.remove(path)
+            }
+        }
+        record.keptBytes = 0
+        record.durableOffset = 0
+        record.keptHasher = nil
+        record.bytesWritten = 0
+    }
+
+    /// Under `lock`: deletes `path` on the work queue once the lock is released (the name must not be
+    /// reused before then).
+    func removeLater(_ path: String) {
+        let before = hooks.beforeRemove
+        effects.append { [self] in deleteInBackground(path, before: before) }
+    }
+
+    /// Deletes `path` on the work queue (`before`: the test hook `beforeRemove`).
+    func deleteInBackground(_ path: String, before: (@Sendable () -> Void)?) {
+        workQueue.async {
+            before?()
+            FileStore.remove(path)
+        }
+    }
+}

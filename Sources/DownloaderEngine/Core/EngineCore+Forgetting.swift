@@ -1,0 +1,44 @@
+import Foundation
+
+// Bounds on what the engine remembers of ended and idle downloads. Under `lock`.
+extension EngineCore {
+    /// Bounds the failed downloads kept (in memory and in the journal): those failed longer than
+    /// `failedRetention` ago go, then the oldest beyond `maxFailedDownloads`, with their partials.
+    func forgetOldFailures() {
+        let failed = byID.values.filter { $0.state == .failed && $0.attempt == nil }
+        let cutoff = clock.now().addingTimeInterval(-max(0, configuration.failedRetention))
+        let limit = max(1, configuration.maxFailedDownloads)
+        guard failed.count > limit || failed.contains(where: { $0.updatedAt < cutoff }) else { return }
+        var kept = failed.count
+        for record in failed.sorted(by: { $0.updatedAt < $1.updatedAt }) where kept > limit || record.updatedAt < cutoff {
+            kept -= 1
+            discardPartial(record)
+            forget(record)
+        }
+    }
+
+    /// Forgets paused downloads without kept bytes that are older than `cutoff`, and the oldest
+    /// beyond `maxEmptyPausedDownloads`.
+    func boundEmptyPaused(olderThan cutoff: Date? = nil) {
+        let empty = byID.values.filter {
+            $0.state == .paused && $0.attempt == nil && $0.keptBytes == 0 && $0.tokens.isEmpty && !$0.lifecycle.systemHold
+        }
+        let limit = max(0, configuration.maxEmptyPausedDownloads)
+        guard empty.count > limit || cutoff.map({ c in empty.contains { $0.updatedAt < c } }) == true else { return }
+        var kept = empty.count
+        for record in empty.sorted(by: { $0.updatedAt < $1.updatedAt }) {
+            guard kept > limit || (cutoff.map { record.updatedAt < $0 } ?? false) else { break }
+            kept -= 1
+            forget(record)
+        }
+    }
+
+    /// Removes a download entirely (its tokens stop working).
+    func forget(_ record: DownloadRecord) {
+        byID[record.id] = nil
+        if byURL[record.url] === record { byURL[record.url] = nil }
+        for token in record.tokens { tokens[token] = nil }
+        record.tokens.removeAll()
+        slots.leave(record.id)
+    }
+}

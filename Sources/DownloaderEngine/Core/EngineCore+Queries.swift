@@ -1,0 +1,56 @@
+import Foundation
+
+// What callers read: snapshots, lists, stored files, statistics and subscriptions.
+extension EngineCore {
+    /// A snapshot whose rate has decayed over any quiet time since the last byte.
+    func freshSnapshot(_ record: DownloadRecord) -> DownloadSnapshot {
+        if record.isTransferring { record.rate.tick(at: clock.monotonic()) }
+        return record.snapshot()
+    }
+
+    func snapshot(id: String) -> DownloadSnapshot? { locked { byID[id].map(freshSnapshot) } }
+
+    func list() -> [DownloadSnapshot] {
+        locked { byID.values.map(freshSnapshot) }
+            .sorted { $0.createdAt != $1.createdAt ? $0.createdAt > $1.createdAt : $0.id > $1.id }
+    }
+
+    func completedFile(id: String) -> CompletedFile? {
+        let file: CompletedFile? = locked {
+            guard let record = byID[id], record.state == .completed, let path = record.finalPath,
+                  let sha = record.sha256, let size = record.size else { return nil }
+            record.lastAccess = clock.now()
+            return CompletedFile(path: path, fileName: record.fileName ?? FileNameSanitizer.fallback, size: size, sha256: sha)
+        }
+        // The stat runs without the lock.
+        guard let file, FileStore.fileSize(file.path) == file.size else { return nil }
+        return file
+    }
+
+    var statistics: EngineStatistics {
+        var s = locked { stats }
+        s.subscribers = subscribers.count
+        return s
+    }
+
+    /// The subscription's first element is the current progress, or the terminal event of an ended
+    /// download; then the events decided after it (those decided before, still on their way, are
+    /// reflected in that first element and skipped).
+    func subscribe(id: String) -> SubscriberQueue? {
+        locked {
+            guard let record = byID[id] else { return nil }
+            let queue = subscribers.makeQueue(for: id, after: eventSequence)
+            if shuttingDown {
+                queue.finish()
+                return queue
+            }
+            let snapshot = freshSnapshot(record)
+            switch record.state {
+            case .completed: queue.push(.completed(snapshot))
+            case .failed: queue.push(.failed(snapshot))
+            default: queue.push(.progress(snapshot))
+            }
+            return queue
+        }
+    }
+}

@@ -1,0 +1,139 @@
+import Foundation
+
+// An attempt's end: its body verified and published, or its partial synced and kept; then the
+// lifecycle decides between completion, failure, retry and pause.
+extension EngineCore {
+    /// What settling needs to know of the download, read when the transfer ended.
+    private struct SettleContext: Sendable {
+        var id: String
+        var sha256: String?
+        var size: Int64?
+        var total: Int64?
+        var storage: StorageClass
+        var fileName: String
+    }
+
+    /// The attempt's transfer ended (transfer thread; the work queue when it never started).
+    func attemptEnded(_ attempt: Attempt, _ result: Result<TransferSummary, TransferFailure>) {
+        decide {
+            attempt.handle = nil  // The transfer holds the attempt as its delegate: break the cycle.
+            guard let record = byID[attempt.recordID] else {
+                closeStale(attempt)
+                return
+            }
+            handle(.transferEnded(serial: attempt.serial), for: record) { action in
+                switch action {
+                case .settle:
+                    let context = SettleContext(id: record.id, sha256: record.expectedSHA256, size: record.expectedSize,
+                                                total: record.expectedTotal, storage: record.storage,
+                                                fileName: record.fileName ?? FileNameSanitizer.fallback)
+                    effects.append { [self] in workQueue.async { self.settle(attempt, result, context) } }
+                case .closeStaleAttempt:
+                    closeStale(attempt)
+                default:
+                    return false
+                }
+                return true
+            }
+        }
+    }
+
+    private func closeStale(_ attempt: Attempt) {
+        effects.append { [workQueue] in
+            workQueue.async {
+                _ = attempt.partial?.close()
+                attempt.partial = nil
+            }
+        }
+    }
+
+    /// Work queue, no lock: verifies and publishes a whole body, or syncs what the partial keeps (a
+    /// restart discards it: no sync); then the lifecycle takes the verdict.
+    private func settle(_ attempt: Attempt, _ result: Result<TransferSummary, TransferFailure>, _ context: SettleContext) {
+        let partial = attempt.partial
+        attempt.partial = nil
+        var settlement = Settlement.notDone
+        if case .success = result, attempt.refusal == nil, attempt.acceptedOffset != nil, let partial {
+            settlement = verifyAndPublish(attempt, partial, context)
+        } else if let partial {
+            if case .restart = attempt.refusal {} else { try? partial.sync() }
+        }
+        let durable = partial?.durableLength ?? 0
+        let closed = partial?.close()
+        let verdict = AttemptVerdict.judge(settlement, refusal: attempt.refusal, result: result,
+                                           requestedOffset: attempt.plan.offset, acceptedOffset: attempt.acceptedOffset,
+                                           diskError: attempt.diskError)
+        decide {
+            guard let record = byID[attempt.recordID] else { return }
+            let kept = closed.map { PartialFacts(keptBytes: $0.length, resumable: record.validator != nil) } ?? record.partialFacts
+            record.updatedAt = clock.now()
+            handle(.attemptSettled(serial: attempt.serial, verdict, partial: kept), for: record) { action in
+                switch action {
+                case .keepSettledPartial:
+                    record.attempt = nil
+                    if let closed {
+                        record.keptBytes = closed.length
+                        record.keptHasher = closed.hasher
+                        record.durableOffset = durable
+                        record.bytesWritten = closed.length
+                    }
+                case .recordCompletion:
+                    if case .published(let file) = settlement { recordCompletion(record, file) }
+                default:
+                    return false
+                }
+                return true
+            }
+            if shuttingDown { resumeShutdownIfDrained() }
+        }
+    }
+
+    private func recordCompletion(_ record: DownloadRecord, _ file: PublishedFile) {
+        let now = clock.now()
+        record.setCompleted(path: file.path, sha256: file.sha256, size: file.size)
+        record.lastAccess = now
+        record.updatedAt = now
+        // Promoted to persistent while running: the file moves on the work queue, served meanwhile.
+        if record.storage != file.storage { placeFile(record) }
+    }
+
+    /// Checks size and SHA-256, then fsyncs and moves the file into its area (no lock held).
+    /// Between the fsync and the rename the journal records the intent (target, SHA-256, size) and
+    /// is flushed, so a crash on either side of the rename recovers the file as completed.
+    private func verifyAndPublish(_ attempt: Attempt, _ partial: PartialFile, _ context: SettleContext) -> Settlement {
+        let length = partial.length
+        if let total = context.total, length < total { return .incomplete }
+        if let total = context.total, length > total {
+            return .failed(DownloadFailure(code: "size_mismatch", message: "received \(length) bytes, the origin announced \(total)"),
+                           discard: true)
+        }
+        if let size = context.size, size != length {
+            return .failed(DownloadFailure(code: "size_mismatch", message: "received \(length) bytes, expected \(size)"), discard: true)
+        }
+        let digest = partial.sha256Hex
+        if let sha = context.sha256, sha != digest {
+            return .failed(DownloadFailure(code: "checksum_mismatch", message: "sha256 is \(digest), expected \(sha)"), discard: true)
+        }
+        do {
+            try partial.fullSync()
+            let target = store.finalPath(id: context.id, fileName: context.fileName, storage: context.storage)
+            let hooks: EngineHooks = decide {
+                if let record = byID[context.id] {
+                    handle(.publishing(serial: attempt.serial), for: record) { action in
+                        guard action == .recordPublishing else { return false }
+                        record.publishing = PublishIntent(path: target, sha256: digest, size: length)
+                        return true
+                    }
+                }
+                return self.hooks
+            }
+            journalWriter.flush()
+            hooks.beforePublishRename?()
+            try store.publish(from: partial.path, to: target)
+            hooks.afterPublishRename?()
+            return .published(PublishedFile(path: target, sha256: digest, size: length, storage: context.storage))
+        } catch {
+            return .failed(.disk(error), discard: false)
+        }
+    }
+}

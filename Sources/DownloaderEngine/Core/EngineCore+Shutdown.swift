@@ -1,0 +1,46 @@
+import Foundation
+
+// Stopping: every transfer stops where it stands, partials are kept and journaled as running.
+extension EngineCore {
+    /// Stops every transfer, keeps the partials (journaled as still running), ends subscriptions.
+    func shutdown() async {
+        let first = decide { () -> Bool in
+            guard !shuttingDown else { return false }
+            shuttingDown = true
+            slots.clearWaiting()
+            for record in byID.values { handle(.shutdown, for: record) }
+            return true
+        }
+        for queue in subscribers.all() { queue.finish() }
+        guard first else { return }
+        // Bounded: a driver that never reports back does not hold shutdown forever.
+        scheduler.schedule(after: 10) { [weak self] in self?.endShutdownWait() }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let drained: Bool = locked {
+                if byID.values.contains(where: { $0.attempt != nil }) {
+                    shutdownWaiter = continuation
+                    return false
+                }
+                return true
+            }
+            if drained { continuation.resume() }
+        }
+        decide { saveJournal() }
+        journalWriter.flush()
+    }
+
+    /// Under `lock`: once the last attempt has settled, the shutdown stops waiting.
+    func resumeShutdownIfDrained() {
+        guard shuttingDown, !byID.values.contains(where: { $0.attempt != nil }), let waiter = shutdownWaiter else { return }
+        shutdownWaiter = nil
+        effects.append { waiter.resume() }
+    }
+
+    private func endShutdownWait() {
+        let waiter: CheckedContinuation<Void, Never>? = locked {
+            defer { shutdownWaiter = nil }
+            return shutdownWaiter
+        }
+        waiter?.resume()
+    }
+}

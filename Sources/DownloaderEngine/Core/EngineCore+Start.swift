@@ -1,0 +1,90 @@
+import Foundation
+
+// Starting attempts and the retry timer.
+extension EngineCore {
+    /// Under `lock`: a new attempt takes over the kept bytes; its partial is prepared on the work
+    /// queue and then handed to the driver.
+    func startAttempt(_ record: DownloadRecord, serial: UInt64) {
+        let attempt = Attempt(serial: serial, recordID: record.id, core: self, checkpointBytes: checkpointBytes,
+                              checkpointSeconds: configuration.checkpointInterval)
+        record.attempt = attempt
+        let kept = record.keptBytes
+        let hasher = record.keptHasher
+        record.keptHasher = nil
+        attempt.keptAtStart = kept
+        let validator = record.validator
+        let path = store.partialPath(id: record.id)
+        let write = hooks.partialWrite
+        effects.append { [self] in
+            workQueue.async { self.prepare(attempt, path: path, kept: kept, hasher: hasher, validator: validator, write: write) }
+        }
+    }
+
+    /// Work queue: opens the partial (keeping what can be resumed) and plans the request, then launches.
+    private func prepare(_ attempt: Attempt, path: String, kept: Int64, hasher: SHA256Hasher?, validator: Validator?,
+                         write: PartialFile.WriteCall?) {
+        // Space for the new bytes first: paused partials go before a low disk fills up.
+        checkPressure(memory: false)
+        do throws(SystemError) {
+            let partial = try PartialFile(path: path, keep: kept, hasher: hasher, hashedLength: kept, write: write)
+            var plan = ResumePlan.request(kept: partial.length, validator: validator)
+            if plan.discardsKeptBytes || partial.length == 0 {
+                if partial.length > 0 { try partial.truncateToZero() }
+                plan.offset = 0
+            }
+            attempt.partial = partial
+            attempt.plan = plan
+            attempt.sentValidator = plan.offset > 0 ? validator : nil
+        } catch {
+            attempt.diskError = error
+            attemptEnded(attempt, .failure(TransferFailure(.disk, error.description, code: error.errno)))
+            return
+        }
+        launch(attempt)
+    }
+
+    /// Hands a prepared attempt to the driver, unless nobody wants it any more (no lock held).
+    private func launch(_ attempt: Attempt) {
+        let request: TransferRequest? = locked {
+            guard let record = byID[attempt.recordID], let current = record.lifecycle.attempt,
+                  current.serial == attempt.serial, !current.abandoned else { return nil }
+            var maxBody = configuration.maxFileSize
+            if let limit = maxBody { maxBody = max(0, limit - attempt.plan.offset) }
+            return TransferRequest(
+                url: record.url, headers: attempt.plan.headers.map { ($0.name, $0.value) },
+                connectTimeout: configuration.connectTimeout, stallTimeout: configuration.stallTimeout,
+                maxBodyBytes: maxBody, maxRedirects: configuration.maxRedirects,
+                allowPrivateNetworks: configuration.allowPrivateNetworks, userAgent: configuration.userAgent)
+        }
+        guard let request else {
+            attemptEnded(attempt, .failure(TransferFailure(.cancelled, "abandoned before start")))
+            return
+        }
+        let handle = driver.start(request, delegate: attempt)
+        // Abandoned meanwhile, the cancel decided then found no handle: cancel now. Already ended:
+        // keep no reference (the transfer holds the attempt as its delegate).
+        let cancelNow: Bool = locked {
+            guard let current = byID[attempt.recordID]?.lifecycle.attempt, current.serial == attempt.serial else { return false }
+            if current.stage == .starting || current.stage == .transferring { attempt.handle = handle }
+            return current.abandoned
+        }
+        if cancelNow { handle.cancel() }
+    }
+
+    /// Under `lock`: arms the retry timer `token` with the policy's delay.
+    func scheduleRetry(_ record: DownloadRecord, token: UInt64, attemptsMade: Int, retryAfter: String?) {
+        stats.retries += 1
+        let delay = retryPolicy.delay(attemptsMade: attemptsMade, retryAfter: retryAfter, now: clock.now(), unit: random.unit())
+        let id = record.id
+        effects.append { [scheduler] in
+            scheduler.schedule(after: delay) { [weak self] in self?.retryDue(id: id, token: token) }
+        }
+    }
+
+    private func retryDue(id: String, token: UInt64) {
+        decide {
+            guard let record = byID[id] else { return }
+            handle(.retryDue(token: token), for: record)
+        }
+    }
+}

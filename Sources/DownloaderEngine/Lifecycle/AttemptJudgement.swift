@@ -1,0 +1,87 @@
+/// What settling an ended attempt achieved (on the work queue, without the engine's lock).
+enum Settlement: Equatable, Sendable {
+    /// The whole body is verified, fsynced and renamed into its area.
+    case published(PublishedFile)
+    /// The whole body arrived but is wrong (size, SHA-256) or could not be made durable.
+    case failed(DownloadFailure, discard: Bool)
+    /// The body ended short of the announced size: resume.
+    case incomplete
+    /// Nothing to verify: the attempt ended without a whole body.
+    case notDone
+}
+
+/// A verified file in its area.
+struct PublishedFile: Equatable, Sendable {
+    var path: String
+    var sha256: String
+    var size: Int64
+    var storage: StorageClass
+}
+
+extension AttemptVerdict {
+    /// The verdict on an ended attempt, from what settling achieved, why its head was refused (if
+    /// it was), and how its transfer ended. Pure; the lifecycle decides what the verdict means for
+    /// the download (an abandoned attempt's failure is not the download's, for one).
+    static func judge(_ settlement: Settlement, refusal: HeadJudgement.Refusal?,
+                      result: Result<TransferSummary, TransferFailure>, requestedOffset: Int64, acceptedOffset: Int64?,
+                      diskError: SystemError?) -> AttemptVerdict {
+        switch settlement {
+        case .published: return .published
+        case .failed(let failure, let discard): return .rejected(failure, discardPartial: discard)
+        case .incomplete: return .ended(AttemptEnd())
+        case .notDone: break
+        }
+        var end = AttemptEnd()
+        if let refusal {
+            switch refusal {
+            case .restart: end.restart = true
+            case .httpRetry(let status, let retryAfter):
+                end.retryAfter = retryAfter
+                end.httpStatus = status
+                end.reason = "HTTP \(status)"
+            case .httpFail(let status):
+                end.failure = DownloadFailure(code: "http_error", message: "the origin answered HTTP \(status)", httpStatus: status)
+                end.discardPartial = status == 404 || status == 410
+                end.httpStatus = status
+                end.reason = "HTTP \(status)"
+            case .fail(let failure, let discard):
+                end.failure = failure
+                end.discardPartial = discard
+            }
+        } else if case .failure(let failure) = result {
+            end.reason = failure.message
+            end.failure = downloadFailure(after: failure, requestedOffset: requestedOffset, acceptedOffset: acceptedOffset,
+                                          diskError: diskError)
+        }
+        return .ended(end)
+    }
+
+    /// nil: retry. Otherwise the failure to report (codes from `RetryPolicy.classify`).
+    static func downloadFailure(after failure: TransferFailure, requestedOffset: Int64, acceptedOffset: Int64?,
+                                diskError: SystemError?) -> DownloadFailure? {
+        switch failure.kind {
+        case .cancelled:
+            return nil  // Not cancelled by us (we only cancel abandoned attempts): try again.
+        case .tooLarge where requestedOffset > 0 && (acceptedOffset ?? 0) == 0:
+            return nil  // The limit was reduced by kept bytes that a full answer then discarded.
+        case .disk:
+            if let diskError { return .disk(diskError) }
+            if let code = failure.code { return .disk(SystemError(errno: code, function: "write")) }
+            return DownloadFailure(code: "disk_error", message: failure.message)
+        default:
+            switch RetryPolicy.classify(failure.kind) {
+            case .retry: return nil
+            case .fail(let code): return DownloadFailure(code: code, message: failure.message)
+            }
+        }
+    }
+}
+
+extension DownloadFailure {
+    /// A failed write, sync or rename: `disk_full` when the device (or quota) is full, else `disk_error`.
+    static func disk(_ error: SystemError) -> DownloadFailure {
+        error.isNoSpace
+            ? DownloadFailure(code: "disk_full", message: "no space left on the device")
+            : DownloadFailure(code: "disk_error", message: error.description)
+    }
+}
