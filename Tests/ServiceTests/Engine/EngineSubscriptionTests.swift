@@ -63,24 +63,6 @@ import Testing
         #expect(progress.count <= 3, "\(events.count) events")
     }
 
-    @Test func lastBytesAreReportedWhenWritesStop() async throws {
-        let driver = FakeTransferDriver()
-        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver) { $0.progressInterval = 0.2 }
-        let r = try engine.request(DownloadRequest(url: "http://o.test/f"))
-        try await withTimeout(5) { await driver.waitForStarts(1) }
-        let t = driver.transfer(0)
-        #expect(t.respond(200, ["Content-Length": "10000"]))
-        let sub = try #require(engine.subscribe(id: r.snapshot.id))
-        // Both writes fall inside one interval; then the origin goes quiet.
-        try t.send([UInt8](repeating: 1, count: 1000))
-        try t.send([UInt8](repeating: 2, count: 1500))
-        let events = try await withTimeout(5) {
-            await EngineFixture.events(sub) { $0.snapshot.bytesWritten == 2500 }
-        }
-        #expect(events.last?.snapshot.bytesWritten == 2500)
-        t.fail(.blockedAddress)
-    }
-
     @Test func cancellingTheConsumingTaskEndsTheSubscription() async throws {
         let driver = FakeTransferDriver()
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)

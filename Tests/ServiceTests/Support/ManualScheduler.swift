@@ -3,24 +3,28 @@ import Foundation
 
 /// A scheduler whose time moves only when the test says so. `advance` runs every timer that falls
 /// due, in deadline order (ties in scheduling order), on the calling thread, without its lock held.
+/// Time is kept in whole nanoseconds, so steps of 0.05 s add up exactly.
 /// `waitForTimers` lets a test wait (cancellation-aware, so under `withTimeout`) until work running
 /// on other threads has scheduled what the test is about to make due.
 final class ManualScheduler: Scheduler, @unchecked Sendable {
     private struct Entry {
-        var deadline: Double
+        var deadline: Int64
         var sequence: UInt64
         var timer: ScheduledTimer
         var work: @Sendable () -> Void
     }
 
     private let lock = NSLock()
-    private var time: Double = 1000
+    private var time: Int64 = 1_000_000_000_000  // 1000 s
     private var entries: [Entry] = []
     private var sequence: UInt64 = 0
-    private var waiters: [(key: Int, count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+    /// Waiting tests: each until `ready` says the pending timers' delays from now are what it waits for.
+    private var waiters: [(key: Int, ready: ([Double]) -> Bool, continuation: CheckedContinuation<Void, Never>)] = []
     private var nextWaiter = 0
 
-    func monotonic() -> Double { lock.withLock { time } }
+    private static func nanoseconds(_ seconds: Double) -> Int64 { Int64((seconds * 1e9).rounded()) }
+
+    func monotonic() -> Double { lock.withLock { Double(time) / 1e9 } }
 
     func now() -> Date { Date(timeIntervalSince1970: 1_800_000_000 + monotonic()) }
 
@@ -29,10 +33,10 @@ final class ManualScheduler: Scheduler, @unchecked Sendable {
         let timer = ScheduledTimer()
         lock.lock()
         sequence += 1
-        entries.append(Entry(deadline: time + max(0, seconds), sequence: sequence, timer: timer, work: work))
-        let pending = entries.count { !$0.timer.isCancelled }
-        let ready = waiters.filter { $0.count <= pending }
-        waiters.removeAll { $0.count <= pending }
+        entries.append(Entry(deadline: time + max(0, Self.nanoseconds(seconds)), sequence: sequence, timer: timer, work: work))
+        let delays = pendingDelays()
+        let ready = waiters.filter { $0.ready(delays) }
+        waiters.removeAll { $0.ready(delays) }
         lock.unlock()
         ready.forEach { $0.continuation.resume() }
         return timer
@@ -44,14 +48,14 @@ final class ManualScheduler: Scheduler, @unchecked Sendable {
     /// Seconds from now until the earliest pending timer, if any.
     var nextDelay: Double? {
         lock.withLock {
-            entries.filter { !$0.timer.isCancelled }.map(\.deadline).min().map { $0 - time }
+            entries.filter { !$0.timer.isCancelled }.map(\.deadline).min().map { Double($0 - time) / 1e9 }
         }
     }
 
     /// Moves time forward by `seconds`, running every timer that falls due (also those that due
     /// work schedules within the interval), each at its own deadline.
     func advance(_ seconds: Double) {
-        let end = lock.withLock { time + max(0, seconds) }
+        let end = lock.withLock { time + max(0, Self.nanoseconds(seconds)) }
         while let entry = takeNextDue(before: end) {
             if !entry.timer.isCancelled { entry.work() }
         }
@@ -66,7 +70,7 @@ final class ManualScheduler: Scheduler, @unchecked Sendable {
         return true
     }
 
-    private func takeNextDue(before end: Double) -> Entry? {
+    private func takeNextDue(before end: Int64) -> Entry? {
         lock.lock()
         defer { lock.unlock() }
         entries.removeAll { $0.timer.isCancelled }
@@ -78,8 +82,23 @@ final class ManualScheduler: Scheduler, @unchecked Sendable {
         return entry
     }
 
+    /// Under `lock`: seconds from now to each pending timer.
+    private func pendingDelays() -> [Double] {
+        entries.filter { !$0.timer.isCancelled }.map { Double($0.deadline - time) / 1e9 }
+    }
+
     /// Waits until at least `count` timers are pending (returns early when the task is cancelled).
     func waitForTimers(_ count: Int = 1) async {
+        await waitUntil { $0.count >= count }
+    }
+
+    /// Waits until a timer due `seconds` from now is pending (the retry, say, that another thread
+    /// decides), so the test can then move time to just before and just after it.
+    func waitForTimer(dueIn seconds: Double) async {
+        await waitUntil { $0.contains { abs($0 - seconds) < 1e-6 } }
+    }
+
+    private func waitUntil(_ ready: @escaping ([Double]) -> Bool) async {
         let key = lock.withLock {
             nextWaiter += 1
             return nextWaiter
@@ -87,11 +106,11 @@ final class ManualScheduler: Scheduler, @unchecked Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
                 lock.lock()
-                if entries.count(where: { !$0.timer.isCancelled }) >= count || Task.isCancelled {
+                if ready(pendingDelays()) || Task.isCancelled {
                     lock.unlock()
                     c.resume()
                 } else {
-                    waiters.append((key, count, c))
+                    waiters.append((key, ready, c))
                     lock.unlock()
                 }
             }
@@ -103,4 +122,24 @@ final class ManualScheduler: Scheduler, @unchecked Sendable {
             mine.forEach { $0.continuation.resume() }
         }
     }
+}
+
+/// Randomness that always says the same: retry jitter at a known point (`unit`), ids from a counter.
+final class FixedRandom: RandomSource, @unchecked Sendable {
+    private let lock = NSLock()
+    private var counter: UInt8 = 0
+    let fixedUnit: Double
+
+    init(unit: Double) {
+        fixedUnit = unit
+    }
+
+    func bytes(_ count: Int) -> [UInt8] {
+        lock.withLock {
+            counter &+= 1
+            return [UInt8](repeating: counter, count: count)
+        }
+    }
+
+    func unit() -> Double { fixedUnit }
 }
