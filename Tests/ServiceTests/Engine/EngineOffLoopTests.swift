@@ -109,7 +109,7 @@ import Testing
         do {
             _ = try engine.request(DownloadRequest(url: "http://o.test/c"))
         } catch {
-            #expect(error.code == "too_many_callers")
+            #expect(error.code == .tooManyCallers)
         }
         #expect(engine.snapshot(id: a.snapshot.id)?.callers == 3)
         // Another URL is not affected; a caller leaving makes room.

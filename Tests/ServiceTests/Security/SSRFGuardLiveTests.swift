@@ -36,7 +36,7 @@ struct SSRFGuardLiveTests {
         do {
             enqueued = try engine.request(DownloadRequest(url: url))
         } catch {
-            return .refused(code: error.code, message: error.message)
+            return .refused(code: error.code.rawValue, message: error.message)
         }
         let end = try await withTimeout(30) {
             try await EngineFixture.waitFor(engine, id: enqueued.snapshot.id, [.completed, .failed])
