@@ -24,11 +24,11 @@ extension EngineCore {
             return TransferFailure(.rejected, "HTTP \(status)")
         case .accept(let offset, _, let total):
             if let limit = configuration.maxFileSize, let total, total > limit {
-                attempt.outcome = .fail(DownloadFailure(code: "too_large", message: "the file has \(total) bytes, more than the limit of \(limit)"), discard: false)
+                attempt.outcome = .fail(DownloadFailure(code: .tooLarge, message: "the file has \(total) bytes, more than the limit of \(limit)"), discard: false)
                 return TransferFailure(.rejected, "too large")
             }
             if let expected = record.expectedSize, let total, total != expected {
-                attempt.outcome = .fail(DownloadFailure(code: "size_mismatch", message: "the origin announces \(total) bytes, expected \(expected)"), discard: true)
+                attempt.outcome = .fail(DownloadFailure(code: .sizeMismatch, message: "the origin announces \(total) bytes, expected \(expected)"), discard: true)
                 return TransferFailure(.rejected, "size mismatch")
             }
             guard let partial = attempt.partial else { return TransferFailure(.rejected, "no partial file") }
@@ -139,8 +139,8 @@ extension EngineCore {
 
     func diskFailure(_ error: SystemError) -> DownloadFailure {
         error.isNoSpace
-            ? DownloadFailure(code: "disk_full", message: "no space left on the device")
-            : DownloadFailure(code: "disk_error", message: error.description)
+            ? DownloadFailure(code: .diskFull, message: "no space left on the device")
+            : DownloadFailure(code: .diskError, message: error.description)
     }
 
     /// What the unlocked part of `attemptFinished` achieved.
@@ -236,7 +236,7 @@ extension EngineCore {
                 httpStatus = status
             case .httpFail(let status):
                 if status == 404 || status == 410 { discardPartial(record) }
-                failure = DownloadFailure(code: "http_error", message: "the origin answered HTTP \(status)", httpStatus: status)
+                failure = DownloadFailure(code: .httpError, message: "the origin answered HTTP \(status)", httpStatus: status)
             case .fail(let f, let discard):
                 if discard { discardPartial(record) }
                 failure = f
@@ -252,7 +252,7 @@ extension EngineCore {
         } else {
             let reason: String
             if case .failure(let f) = result, attempt.outcome == nil { reason = f.message } else { reason = httpStatus.map { "HTTP \($0)" } ?? "unusable answer" }
-            fail(record, DownloadFailure(code: "retries_exhausted",
+            fail(record, DownloadFailure(code: .retriesExhausted,
                                          message: "gave up after \(record.attemptsMade) attempts: \(reason)", httpStatus: httpStatus))
         }
     }
@@ -267,7 +267,7 @@ extension EngineCore {
         case .disk:
             if let error = attempt.diskError { return diskFailure(error) }
             if let code = failure.code { return diskFailure(SystemError(errno: code, function: "write")) }
-            return DownloadFailure(code: "disk_error", message: failure.message)
+            return DownloadFailure(code: .diskError, message: failure.message)
         default:
             switch RetryPolicy.classify(failure.kind) {
             case .retry: return nil
@@ -284,14 +284,14 @@ extension EngineCore {
         let length = partial.length
         if let total, length < total { return .incomplete }
         if let total, length > total {
-            return .failed(DownloadFailure(code: "size_mismatch", message: "received \(length) bytes, the origin announced \(total)"), discard: true)
+            return .failed(DownloadFailure(code: .sizeMismatch, message: "received \(length) bytes, the origin announced \(total)"), discard: true)
         }
         if let size, size != length {
-            return .failed(DownloadFailure(code: "size_mismatch", message: "received \(length) bytes, expected \(size)"), discard: true)
+            return .failed(DownloadFailure(code: .sizeMismatch, message: "received \(length) bytes, expected \(size)"), discard: true)
         }
         let digest = partial.sha256Hex
         if let sha, sha != digest {
-            return .failed(DownloadFailure(code: "checksum_mismatch", message: "sha256 is \(digest), expected \(sha)"), discard: true)
+            return .failed(DownloadFailure(code: .checksumMismatch, message: "sha256 is \(digest), expected \(sha)"), discard: true)
         }
         do {
             try partial.fullSync()

@@ -145,7 +145,7 @@ import Testing
         for name in ["a", "b", "c"] {
             let (r, failed) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/\(name)"),
                                                                      until: [.failed])
-            #expect(failed.error?.code == "http_error")
+            #expect(failed.error?.code == .httpError)
             ids.append(r.snapshot.id)
             clock.advance(10)
         }
