@@ -1,39 +1,29 @@
 /// An error from the engine's API (not a download failure, which is a `DownloadFailure`).
 public struct EngineError: Error, Sendable, Equatable, CustomStringConvertible {
-    private enum Kind: Equatable {
-        case invalidURL
-        case invalidChecksum
-        case conflict
-        case shuttingDown
-        case tooManyCallers
-        case destinationForbidden
-        case urlCredentials
+    /// Every kind of engine error. The raw values are the wire strings (the API's `error.code`),
+    /// written nowhere else; the service maps each to an HTTP status with an exhaustive `switch`
+    /// and `openapi.yaml` lists them all (`ErrorCodeContractTests` checks it).
+    public enum Code: String, Sendable, CaseIterable {
+        case invalidURL = "invalid_url"
+        case invalidChecksum = "invalid_sha256"
+        case conflict = "conflict"
+        case shuttingDown = "shutting_down"
+        case tooManyCallers = "too_many_callers"
+        case destinationForbidden = "destination_forbidden"
+        case urlCredentials = "url_credentials"
     }
 
-    private let kind: Kind
+    /// Stable machine-readable code.
+    public let code: Code
     /// Human-readable detail.
     public let message: String
 
-    private init(_ kind: Kind, _ message: String) {
-        self.kind = kind
+    private init(_ code: Code, _ message: String) {
+        self.code = code
         self.message = message
     }
 
-    /// Stable machine-readable code: `invalid_url`, `invalid_sha256`, `conflict`, `shutting_down`,
-    /// `too_many_callers`, `destination_forbidden`, `url_credentials`.
-    public var code: String {
-        switch kind {
-        case .invalidURL: return "invalid_url"
-        case .invalidChecksum: return "invalid_sha256"
-        case .conflict: return "conflict"
-        case .shuttingDown: return "shutting_down"
-        case .tooManyCallers: return "too_many_callers"
-        case .destinationForbidden: return "destination_forbidden"
-        case .urlCredentials: return "url_credentials"
-        }
-    }
-
-    public var description: String { "\(code): \(message)" }
+    public var description: String { "\(code.rawValue): \(message)" }
 
     /// The URL is not an absolute `http`/`https` URL with a host.
     public static func invalidURL(_ message: String) -> EngineError { EngineError(.invalidURL, message) }
@@ -58,5 +48,6 @@ public struct EngineError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The URL carries `user:password@` and the engine does not accept credentials in URLs.
     public static func urlCredentials(_ message: String) -> EngineError { EngineError(.urlCredentials, message) }
 
-    public static func == (a: EngineError, b: EngineError) -> Bool { a.kind == b.kind }
+    /// Equal when the codes are (the message is detail).
+    public static func == (a: EngineError, b: EngineError) -> Bool { a.code == b.code }
 }

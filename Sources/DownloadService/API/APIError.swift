@@ -1,12 +1,48 @@
+import DownloaderEngine
 import MiniHTTPServer
 
 /// An error answer of the REST API: a status and the JSON `{"error":{"code","message"}}` body
 /// (the shape of MiniHTTPServer's `Response.error`, written without `JSONEncoder`).
 struct APIError: Error, Sendable, Equatable {
+    /// The service's own error codes; the raw values are the wire strings, written nowhere else.
+    /// An engine error keeps its `EngineError.Code` (see `init(engineError:)`), and MiniHTTPServer
+    /// answers some errors itself; `openapi.yaml` lists all three (`ErrorCodeContractTests`).
+    enum Code: String, Sendable, CaseIterable {
+        case malformedJSON = "malformed_json"
+        case invalidBody = "invalid_body"
+        case missingURL = "missing_url"
+        case invalidStorage = "invalid_storage"
+        case invalidSize = "invalid_size"
+        case invalidState = "invalid_state"
+        case unauthorized = "unauthorized"
+        case notFound = "not_found"
+        case methodNotAllowed = "method_not_allowed"
+        case notComplete = "not_complete"
+        case tooManyDownloads = "too_many_downloads"
+        case tooManySubscribers = "too_many_subscribers"
+    }
+
     var status: Int
-    var code: String
+    /// The wire string: an `APIError.Code` or `EngineError.Code` raw value.
+    let code: String
     var message: String
     var headers: [String: String] = [:]
+
+    init(status: Int, _ code: Code, _ message: String, headers: [String: String] = [:]) {
+        self.init(status: status, wireCode: code.rawValue, message, headers: headers)
+    }
+
+    /// An engine error's code with a status of the service's choosing (see `init(engineError:)`).
+    init(status: Int, _ code: EngineError.Code, _ message: String, headers: [String: String] = [:]) {
+        self.init(status: status, wireCode: code.rawValue, message, headers: headers)
+    }
+
+    private init(status: Int, wireCode: String, _ message: String, headers: [String: String]) {
+        self.status = status
+        self.code = wireCode
+        self.message = message
+        self.headers = headers
+    }
 
     var response: Response {
         var h = HTTPHeaders()
@@ -17,33 +53,38 @@ struct APIError: Error, Sendable, Equatable {
         return .json(status: status, JSONObject(["error": .object(error)]).bytes, headers: h)
     }
 
-    static func badRequest(_ code: String, _ message: String) -> APIError {
-        APIError(status: 400, code: code, message: message)
+    static func badRequest(_ code: Code, _ message: String) -> APIError {
+        APIError(status: 400, code, message)
+    }
+
+    /// A malformed body field that the engine would refuse with the same code (`invalid_url`, `invalid_sha256`).
+    static func badRequest(_ code: EngineError.Code, _ message: String) -> APIError {
+        APIError(status: 400, code, message)
     }
 
     static func notFound(_ message: String) -> APIError {
-        APIError(status: 404, code: "not_found", message: message)
+        APIError(status: 404, .notFound, message)
     }
 
     static func methodNotAllowed(_ method: String, allow: [String]) -> APIError {
-        APIError(status: 405, code: "method_not_allowed", message: "\(method) is not allowed here; use \(allow.joined(separator: ", "))",
+        APIError(status: 405, .methodNotAllowed, "\(method) is not allowed here; use \(allow.joined(separator: ", "))",
                  headers: ["Allow": allow.joined(separator: ", ")])
     }
 
     /// The client address holds `limit` live caller tokens (`--max-downloads-per-client`).
     static func tooManyDownloads(limit: Int) -> APIError {
-        APIError(status: 429, code: "too_many_downloads",
-                 message: "this client already holds \(limit) live caller tokens; cancel some (DELETE /downloads/{token}) and retry",
+        APIError(status: 429, .tooManyDownloads,
+                 "this client already holds \(limit) live caller tokens; cancel some (DELETE /downloads/{token}) and retry",
                  headers: ["Retry-After": "30"])
     }
 
     /// The download has `limit` open progress streams (`--max-subscribers-per-download`).
     static func tooManySubscribers(limit: Int) -> APIError {
-        APIError(status: 503, code: "too_many_subscribers",
-                 message: "this download already has \(limit) open progress streams; retry later",
+        APIError(status: 503, .tooManySubscribers,
+                 "this download already has \(limit) open progress streams; retry later",
                  headers: ["Retry-After": "5"])
     }
 
-    static let unauthorized = APIError(status: 401, code: "unauthorized", message: "missing or wrong bearer token",
+    static let unauthorized = APIError(status: 401, .unauthorized, "missing or wrong bearer token",
                                        headers: ["WWW-Authenticate": #"Bearer realm="download-service""#])
 }

@@ -8,14 +8,14 @@ enum CreateDownloadBody {
     static func parse(_ body: [UInt8]) -> Result<DownloadRequest, APIError> {
         let data = Data(body)
         guard (try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])) != nil else {
-            return .failure(.badRequest("malformed_json", "the body is not valid JSON"))
+            return .failure(.badRequest(.malformedJSON, "the body is not valid JSON"))
         }
         do {
             return .success(try JSONDecoder().decode(Fields.self, from: data).request)
         } catch let error as APIError {
             return .failure(error)
         } catch {
-            return .failure(.badRequest("invalid_body", "the body must be a JSON object with a \"url\""))
+            return .failure(.badRequest(.invalidBody, "the body must be a JSON object with a \"url\""))
         }
     }
 
@@ -39,22 +39,22 @@ enum CreateDownloadBody {
                 guard c.contains(key), try !c.decodeNil(forKey: key) else { return nil }
                 do { return try c.decode(T.self, forKey: key) } catch { throw invalid }
             }
-            let notString = APIError.badRequest("invalid_url", "\"url\" must be a string")
+            let notString = APIError.badRequest(EngineError.Code.invalidURL, "\"url\" must be a string")
             guard let url = try field("url", String.self, notString) else {
-                throw APIError.badRequest("missing_url", "\"url\" is required")
+                throw APIError.badRequest(.missingURL, "\"url\" is required")
             }
             request = DownloadRequest(url: url)
-            let badStorage = APIError.badRequest("invalid_storage", "\"storage\" must be \"cache\" or \"persistent\"")
+            let badStorage = APIError.badRequest(.invalidStorage, "\"storage\" must be \"cache\" or \"persistent\"")
             if let name = try field("storage", String.self, badStorage) {
                 guard let storage = StorageClass(rawValue: name) else { throw badStorage }
                 request.storage = storage
             }
-            let badHash = APIError.badRequest("invalid_sha256", "\"sha256\" must be 64 hexadecimal digits")
+            let badHash = APIError.badRequest(EngineError.Code.invalidChecksum, "\"sha256\" must be 64 hexadecimal digits")
             if let hex = try field("sha256", String.self, badHash) {
                 guard hex.utf8.count == 64, hex.allSatisfy(\.isHexDigit) else { throw badHash }
                 request.sha256 = hex.lowercased()
             }
-            let badSize = APIError.badRequest("invalid_size", "\"size\" must be an integer from 0 to 2^53-1")
+            let badSize = APIError.badRequest(.invalidSize, "\"size\" must be an integer from 0 to 2^53-1")
             if let size = try field("size", Int64.self, badSize) {
                 guard (0...CreateDownloadBody.maxSize).contains(size) else { throw badSize }
                 request.size = size

@@ -14,7 +14,7 @@ enum SnapshotJSON {
         o.append("createdAt", .string(JSON.timestamp(s.createdAt)))
         if let e = s.error {
             var error = JSONObject()
-            error.append("code", .string(e.code))
+            error.append("code", .string(e.code.rawValue))
             error.append("httpStatus", e.httpStatus.map { .int(Int64($0)) })
             error.append("message", .string(e.message))
             o.append("error", .object(error))

@@ -83,7 +83,7 @@ struct DownloadAPI: Sendable {
         if let filter = request.queryItems.first(where: { $0.name == "state" })?.value {
             guard let state = DownloadState(rawValue: filter) else {
                 let names = DownloadState.allCases.map(\.rawValue).joined(separator: ", ")
-                return APIError.badRequest("invalid_state", "state must be one of \(names)").response
+                return APIError.badRequest(.invalidState, "state must be one of \(names)").response
             }
             downloads = downloads.filter { $0.state == state }
         }
@@ -93,8 +93,8 @@ struct DownloadAPI: Sendable {
     private func file(id: String) -> Response {
         guard let stored = engine.completedFile(id: id) else {
             guard let snapshot = engine.snapshot(id: id) else { return unknownDownloadResponse(id) }
-            return APIError(status: 409, code: "not_complete",
-                            message: "download \(id) is \(snapshot.state.rawValue); its file is served once completed").response
+            return APIError(status: 409, .notComplete,
+                            "download \(id) is \(snapshot.state.rawValue); its file is served once completed").response
         }
         var served = FileResponse(path: stored.path, contentDisposition: FileHeaders.attachment(fileName: stored.fileName),
                                   etag: "\"\(stored.sha256)\"")
@@ -113,14 +113,20 @@ struct DownloadAPI: Sendable {
 }
 
 extension APIError {
-    /// The HTTP face of an engine error.
+    /// The HTTP face of an engine error: exhaustive, so a new `EngineError.Code` does not compile
+    /// until it has a status here (and a line in openapi.yaml, which `ErrorCodeContractTests` checks).
     init(engineError error: EngineError) {
         switch error.code {
-        case "conflict": self.init(status: 409, code: error.code, message: error.message)
-        case "too_many_callers": self.init(status: 429, code: error.code, message: error.message, headers: ["Retry-After": "60"])
-        case "shutting_down": self.init(status: 503, code: error.code, message: error.message, headers: ["Retry-After": "5"])
-        case "destination_forbidden": self.init(status: 403, code: error.code, message: error.message)
-        default: self.init(status: 400, code: error.code, message: error.message)
+        case .invalidURL, .invalidChecksum, .urlCredentials:
+            self.init(status: 400, error.code, error.message)
+        case .destinationForbidden:
+            self.init(status: 403, error.code, error.message)
+        case .conflict:
+            self.init(status: 409, error.code, error.message)
+        case .tooManyCallers:
+            self.init(status: 429, error.code, error.message, headers: ["Retry-After": "60"])
+        case .shuttingDown:
+            self.init(status: 503, error.code, error.message, headers: ["Retry-After": "5"])
         }
     }
 }

@@ -104,15 +104,15 @@ extension EngineCore {
         let length = partial.length
         if let total = context.total, length < total { return .incomplete }
         if let total = context.total, length > total {
-            return .failed(DownloadFailure(code: "size_mismatch", message: "received \(length) bytes, the origin announced \(total)"),
+            return .failed(DownloadFailure(code: .sizeMismatch, message: "received \(length) bytes, the origin announced \(total)"),
                            discard: true)
         }
         if let size = context.size, size != length {
-            return .failed(DownloadFailure(code: "size_mismatch", message: "received \(length) bytes, expected \(size)"), discard: true)
+            return .failed(DownloadFailure(code: .sizeMismatch, message: "received \(length) bytes, expected \(size)"), discard: true)
         }
         let digest = partial.sha256Hex
         if let sha = context.sha256, sha != digest {
-            return .failed(DownloadFailure(code: "checksum_mismatch", message: "sha256 is \(digest), expected \(sha)"), discard: true)
+            return .failed(DownloadFailure(code: .checksumMismatch, message: "sha256 is \(digest), expected \(sha)"), discard: true)
         }
         do {
             try partial.fullSync()

@@ -40,7 +40,7 @@ extension AttemptVerdict {
                 end.httpStatus = status
                 end.reason = "HTTP \(status)"
             case .httpFail(let status):
-                end.failure = DownloadFailure(code: "http_error", message: "the origin answered HTTP \(status)", httpStatus: status)
+                end.failure = DownloadFailure(code: .httpError, message: "the origin answered HTTP \(status)", httpStatus: status)
                 end.discardPartial = status == 404 || status == 410
                 end.httpStatus = status
                 end.reason = "HTTP \(status)"
@@ -67,7 +67,7 @@ extension AttemptVerdict {
         case .disk:
             if let diskError { return .disk(diskError) }
             if let code = failure.code { return .disk(SystemError(errno: code, function: "write")) }
-            return DownloadFailure(code: "disk_error", message: failure.message)
+            return DownloadFailure(code: .diskError, message: failure.message)
         default:
             switch RetryPolicy.classify(failure.kind) {
             case .retry: return nil
@@ -81,7 +81,7 @@ extension DownloadFailure {
     /// A failed write, sync or rename: `disk_full` when the device (or quota) is full, else `disk_error`.
     static func disk(_ error: SystemError) -> DownloadFailure {
         error.isNoSpace
-            ? DownloadFailure(code: "disk_full", message: "no space left on the device")
-            : DownloadFailure(code: "disk_error", message: error.description)
+            ? DownloadFailure(code: .diskFull, message: "no space left on the device")
+            : DownloadFailure(code: .diskError, message: error.description)
     }
 }

@@ -1,21 +1,5 @@
 import Foundation
 
-/// Why a download failed, as shown to callers.
-public struct DownloadFailure: Sendable, Codable, Equatable {
-    /// Stable machine-readable code, e.g. `http_error`, `disk_full`, `checksum_mismatch`,
-    /// `size_mismatch`, `too_large`, `blocked_address`, `too_many_redirects`, `retries_exhausted`.
-    public var code: String
-    public var message: String
-    /// The origin's status when the failure came from an HTTP answer.
-    public var httpStatus: Int?
-
-    public init(code: String, message: String, httpStatus: Int? = nil) {
-        self.code = code
-        self.message = message
-        self.httpStatus = httpStatus
-    }
-}
-
 /// A point-in-time view of one download.
 public struct DownloadSnapshot: Sendable, Codable, Equatable {
     public var id: String

@@ -21,7 +21,7 @@ enum HeadJudgement: Equatable, Sendable {
             switch self {
             case .restart(let reason): reason
             case .httpRetry(let status, _), .httpFail(let status): "HTTP \(status)"
-            case .fail(let failure, _): failure.code == "too_large" ? "too large" : "size mismatch"
+            case .fail(let failure, _): failure.code == .tooLarge ? "too large" : "size mismatch"
             }
         }
     }
@@ -37,11 +37,11 @@ enum HeadJudgement: Equatable, Sendable {
             return .refuse(.httpFail(status: status))
         case .accept(let offset, _, let total):
             if let limit = maxFileSize, let total, total > limit {
-                return .refuse(.fail(DownloadFailure(code: "too_large", message: "the file has \(total) bytes, more than the limit of \(limit)"),
+                return .refuse(.fail(DownloadFailure(code: .tooLarge, message: "the file has \(total) bytes, more than the limit of \(limit)"),
                                      discard: false))
             }
             if let expected = expectedSize, let total, total != expected {
-                return .refuse(.fail(DownloadFailure(code: "size_mismatch", message: "the origin announces \(total) bytes, expected \(expected)"),
+                return .refuse(.fail(DownloadFailure(code: .sizeMismatch, message: "the origin announces \(total) bytes, expected \(expected)"),
                                      discard: true))
             }
             return .accept(offset: offset, total: total)

@@ -44,20 +44,20 @@ struct RetryPolicy: Sendable, Equatable {
     enum Verdict: Equatable {
         case retry
         /// Fail now with this public code.
-        case fail(code: String)
+        case fail(code: DownloadFailure.Code)
     }
 
     static func classify(_ kind: TransferFailure.Kind) -> Verdict {
         switch kind {
         case .connection, .timeout, .stalled: return .retry
-        case .tooLarge: return .fail(code: "too_large")
-        case .blockedAddress: return .fail(code: "destination_forbidden")
-        case .headerTooLarge: return .fail(code: "header_too_large")
-        case .tooManyRedirects: return .fail(code: "too_many_redirects")
-        case .unsupportedRedirect: return .fail(code: "unsupported_redirect")
-        case .disk: return .fail(code: "disk_error")
-        case .rejected: return .fail(code: "http_error")
-        case .cancelled: return .fail(code: "cancelled")
+        case .tooLarge: return .fail(code: .tooLarge)
+        case .blockedAddress: return .fail(code: .destinationForbidden)
+        case .headerTooLarge: return .fail(code: .headerTooLarge)
+        case .tooManyRedirects: return .fail(code: .tooManyRedirects)
+        case .unsupportedRedirect: return .fail(code: .unsupportedRedirect)
+        case .disk: return .fail(code: .diskError)
+        case .rejected: return .fail(code: .httpError)
+        case .cancelled: return .fail(code: .cancelled)
         }
     }
 }

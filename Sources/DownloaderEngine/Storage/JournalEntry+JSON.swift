@@ -51,7 +51,7 @@ extension JournalEntry {
                 guard case .number(let n) = s, let exact = Int(exactly: n) else { return nil }
                 status = exact
             }
-            error = DownloadFailure(code: code, message: message, httpStatus: status)
+            error = DownloadFailure(journalCode: code, message: message, httpStatus: status)
         }
         var tokens: Set<String>?
         if let value = o["tokens"] {
@@ -81,7 +81,7 @@ extension JournalEntry {
         if let error {
             o.key("error", into: &out)
             var e = JournalObjectWriter()
-            e.string("code", error.code, into: &out)
+            e.string("code", error.journalCode, into: &out)
             e.integer("httpStatus", error.httpStatus.map(Int64.init), into: &out)
             e.string("message", error.message, into: &out)
             e.close(into: &out)

@@ -9,7 +9,9 @@
 // An entry is `JournalEntry` as JSONEncoder would write it (sorted keys): keys are the property
 // names; optionals are omitted when nil; dates are seconds since 1970 (a number). `storage` is "cache" | "persistent";
 // `state` is "queued" | "downloading" | "paused" | "completed" | "failed"; `validator` is
-// {"etag"?, "lastModified"?}; `error` is {"code", "message", "httpStatus"?}; `tokens` is an array of
+// {"etag"?, "lastModified"?}; `error` is {"code", "message", "httpStatus"?} where `code` is a
+// `DownloadFailure.Code` raw value (a code this build does not know loads as `.unknown` and is
+// written back unchanged: a newer build's journal never fails to load); `tokens` is an array of
 // 32-hex caller tokens. `verifiedOffset` is the durable length of `partials/<id>.part` (a start-up
 // cuts the file back to it). A completed entry names its file in `finalPath` (with `sha256`, `size`);
 // a not-yet-completed entry with `finalPath`, `sha256` and `size` is a publishing intent (the file was

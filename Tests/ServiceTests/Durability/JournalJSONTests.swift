@@ -33,7 +33,7 @@ import Testing
                      lastAccess: Date(timeIntervalSince1970: 4_102_444_800.5), error: nil, tokens: []),
         JournalEntry(id: "c", url: "http://h/c", storage: .cache, state: .failed, verifiedOffset: 3,
                      createdAt: Date(timeIntervalSince1970: 1), updatedAt: Date(timeIntervalSince1970: 1), lastAccess: Date(timeIntervalSince1970: 1),
-                     error: DownloadFailure(code: "http_status", message: "404 \"Not Found\"", httpStatus: 404),
+                     error: DownloadFailure(code: .httpError, message: "404 \"Not Found\"", httpStatus: 404),
                      tokens: Set((0..<50).map { String(format: "%032x", $0) })),
     ]
 
@@ -64,8 +64,57 @@ import Testing
                                  verifiedOffset: 123_456_789, expectedSHA256: nil, expectedSize: 7, fileName: "a\tb.bin",
                                  finalPath: nil, sha256: nil, size: nil, createdAt: Date(timeIntervalSince1970: 1_800_000_000.123456),
                                  updatedAt: Date(timeIntervalSince1970: 0.1), lastAccess: Date(timeIntervalSince1970: 1e9),
-                                 error: DownloadFailure(code: "c", message: "line1\nline2 ☃"), tokens: ["t1", "t2"])
+                                 error: DownloadFailure(journalCode: "c", message: "line1\nline2 ☃", httpStatus: nil), tokens: ["t1", "t2"])
         let data = try #require(StateJournal.encode([entry, entry]))
         #expect(StateJournal.decodeFast(data) == [entry, entry])
+    }
+
+    static func failedEntry(_ failure: DownloadFailure) -> JournalEntry {
+        JournalEntry(id: "f", url: "http://h/f", storage: .cache, state: .failed, verifiedOffset: 0,
+                     createdAt: Date(timeIntervalSince1970: 1), updatedAt: Date(timeIntervalSince1970: 2),
+                     lastAccess: Date(timeIntervalSince1970: 3), error: failure)
+    }
+
+    /// Every failure code is stored as its wire string, as when `code` was a `String`, and reads back
+    /// as the same case through both readers.
+    @Test(arguments: DownloadFailure.Code.allCases)
+    func failureCodesAreStoredAsTheirWireStrings(_ code: DownloadFailure.Code) throws {
+        let entry = Self.failedEntry(DownloadFailure(code: code, message: "m", httpStatus: 500))
+        let data = try #require(StateJournal.encode([entry]))
+        #expect(String(decoding: data, as: UTF8.self) == #"{"downloads":[{"createdAt":1,"error":{"code":""#
+                + code.rawValue + #"","httpStatus":500,"message":"m"},"id":"f","lastAccess":3,"state":"failed","#
+                + #""storage":"cache","updatedAt":2,"url":"http://h/f","verifiedOffset":0}],"version":1}"#)
+        #expect(StateJournal.decodeFast(data)?.first?.error?.code == code)
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .secondsSince1970
+        #expect(try decoder.decode(StateJournal.Document.self, from: data).downloads == [entry])
+    }
+
+    /// A journal that a newer build wrote may hold a failure code this build does not know: the entry
+    /// loads (never a corrupt journal, never a dropped download) with code `.unknown`, and writing the
+    /// journal back keeps the original string, byte for byte.
+    @Test func anUnknownFailureCodeLoadsAsUnknownAndIsWrittenBackUnchanged() throws {
+        let text = #"{"downloads":[{"createdAt":1,"error":{"code":"quota_exceeded","httpStatus":507,"message":"m"},"#
+            + #""id":"f","lastAccess":3,"state":"failed","storage":"cache","updatedAt":2,"url":"http://h/f","verifiedOffset":0}],"#
+            + #""version":1}"#
+        let fast = try #require(StateJournal.decodeFast(Data(text.utf8)))
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .secondsSince1970
+        let slow = try decoder.decode(StateJournal.Document.self, from: Data(text.utf8)).downloads
+        for entries in [fast, slow] {
+            let error = try #require(entries.first?.error)
+            #expect(entries.count == 1 && entries[0].state == .failed)
+            #expect(error.code == .unknown && error.message == "m" && error.httpStatus == 507)
+            #expect(String(decoding: try #require(StateJournal.encode(entries)), as: UTF8.self) == text)
+        }
+        #expect(fast == slow)
+        // A code set afterwards replaces the unknown string.
+        var replaced = try #require(fast.first)
+        replaced.error?.code = .diskFull
+        #expect(String(decoding: try #require(StateJournal.encode([replaced])), as: UTF8.self).contains(#""code":"disk_full""#))
+
+        let directory = EngineFixture.root().path
+        try Data(text.utf8).write(to: URL(fileURLWithPath: directory + "/journal.json"))
+        #expect(StateJournal(directory: directory).load() == .loaded(fast))
     }
 }

@@ -19,7 +19,7 @@ import Testing
         record.expectedSize = 1000
         record.fileName = "a.bin"
         record.publishing = PublishIntent(path: "/data/0123456789abcdef-a.bin", sha256: String(repeating: "cd", count: 32), size: 1000)
-        record.error = DownloadFailure(code: "http_error", message: "the origin answered HTTP 503", httpStatus: 503)
+        record.error = DownloadFailure(code: .httpError, message: "the origin answered HTTP 503", httpStatus: 503)
         record.tokens = ["11111111111111111111111111111111", "22222222222222222222222222222222"]
         let entry = record.journalEntry()
 

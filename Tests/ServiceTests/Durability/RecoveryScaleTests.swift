@@ -51,7 +51,7 @@ import Testing
         // 8990..<9990 failed; 9990..<10000 running with a caller each.
         for n in 8990..<9990 {
             var e = entry(n, .failed)
-            e.error = DownloadFailure(code: "http_error", message: "HTTP 404", httpStatus: 404)
+            e.error = DownloadFailure(code: .httpError, message: "HTTP 404", httpStatus: 404)
             entries.append(e)
         }
         for n in 9990..<10_000 {

@@ -220,7 +220,7 @@ import Testing
         defer { origin.stop() }
         let engine = try Self.engine()
         let (_, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url("/nope")))
-        #expect(done.state == .failed && done.error?.code == "http_error" && done.error?.httpStatus == 404)
+        #expect(done.state == .failed && done.error?.code == .httpError && done.error?.httpStatus == 404)
         #expect(origin.requests(path: "/nope").count == 1)
         #expect(try FileManager.default.contentsOfDirectory(atPath: engine.configuration.cacheDirectory.path).isEmpty)
         await engine.shutdown()
@@ -231,7 +231,7 @@ import Testing
         defer { origin.stop() }
         let engine = try Self.engine { $0.maxFileSize = 4 }  // "not found\n" is 10 bytes.
         let (_, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url("/nope")))
-        #expect(done.state == .failed && done.error?.code == "http_error" && done.error?.httpStatus == 404)
+        #expect(done.state == .failed && done.error?.code == .httpError && done.error?.httpStatus == 404)
         #expect(origin.requests(path: "/nope").count == 1)
         await engine.shutdown()
     }
@@ -242,7 +242,7 @@ import Testing
         origin.redirect(from: "/ftp", to: "ftp://127.0.0.1:\(origin.port)/file")
         let engine = try Self.engine()
         let (_, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url("/ftp")))
-        #expect(done.state == .failed && done.error?.code == "unsupported_redirect")
+        #expect(done.state == .failed && done.error?.code == .unsupportedRedirect)
         #expect(origin.requests(path: "/ftp").count == 1)  // Not retried.
         await engine.shutdown()
     }
@@ -271,7 +271,7 @@ import Testing
             }
         }
         let (r, failed) = try await Self.fetch(engine, DownloadRequest(url: origin.url))
-        #expect(failed.state == .failed && failed.error?.code == "disk_full")
+        #expect(failed.state == .failed && failed.error?.code == .diskFull)
         #expect(origin.getCount() == 1)  // Not retried.
         let partial = engine.configuration.stateDirectory.appendingPathComponent("partials/\(r.snapshot.id).part").path
         let onDisk = try #require(FileStore.fileSize(partial))
@@ -327,7 +327,7 @@ import Testing
         defer { origin.stop() }
         let engine = try Self.engine()
         let (r, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url, sha256: String(repeating: "ab", count: 32)))
-        #expect(done.state == .failed && done.error?.code == "checksum_mismatch")
+        #expect(done.state == .failed && done.error?.code == .checksumMismatch)
         #expect(engine.completedFile(id: r.snapshot.id) == nil)
         await engine.shutdown()
     }

@@ -109,7 +109,7 @@ import Testing
         do {
             _ = try engine.request(DownloadRequest(url: "http://o.test/c"))
         } catch {
-            #expect(error.code == "too_many_callers")
+            #expect(error.code == .tooManyCallers)
         }
         #expect(engine.snapshot(id: a.snapshot.id)?.callers == 3)
         // Another URL is not affected; a caller leaving makes room.
@@ -145,7 +145,7 @@ import Testing
         for name in ["a", "b", "c"] {
             let (r, failed) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/\(name)"),
                                                                      until: [.failed])
-            #expect(failed.error?.code == "http_error")
+            #expect(failed.error?.code == .httpError)
             ids.append(r.snapshot.id)
             clock.advance(10)
         }

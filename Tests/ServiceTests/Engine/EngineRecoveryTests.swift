@@ -61,11 +61,33 @@ import Testing
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
         let (wrong, failed) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/f", sha256: String(repeating: "0", count: 64)),
                                                                      until: [.failed, .completed])
-        #expect(failed.error?.code == "checksum_mismatch")
+        #expect(failed.error?.code == .checksumMismatch)
         let right = try engine.request(DownloadRequest(url: "http://o.test/f", sha256: SHA256Hasher.hex(body)))
         #expect(right.snapshot.id == wrong.snapshot.id)
         let done = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: right.snapshot.id, [.completed, .failed]) }
         #expect(done.state == .completed)
+    }
+
+    /// A failure code from a newer build's journal: the download is kept, failed with `.unknown`,
+    /// and the journal the engine writes back still holds the original string.
+    @Test func aFailureWithAnUnknownCodeSurvivesARestart() async throws {
+        let root = EngineFixture.root()
+        let state = root.appendingPathComponent("state")
+        try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
+        let now = Date().timeIntervalSince1970
+        let journal = #"{"downloads":[{"createdAt":\#(now),"error":{"code":"quota_exceeded","message":"over quota"},"#
+            + #""id":"0123456789abcdef","lastAccess":\#(now),"state":"failed","storage":"cache","updatedAt":\#(now),"#
+            + #""url":"http://o.test/q","verifiedOffset":0}],"version":1}"#
+        try Data(journal.utf8).write(to: state.appendingPathComponent("journal.json"))
+        let engine = try EngineFixture.engine(root, driver: FakeTransferDriver())
+        #expect(engine.recovery.loaded == 1 && engine.recovery.corruptJournalKeptAt == nil)
+        let failed = try #require(engine.snapshot(id: "0123456789abcdef"))
+        #expect(failed.state == .failed && failed.error?.code == .unknown && failed.error?.message == "over quota")
+        _ = try engine.request(DownloadRequest(url: "http://o.test/other"))  // the journal is written again
+        await engine.shutdown()
+        let written = try String(contentsOf: state.appendingPathComponent("journal.json"), encoding: .utf8)
+        #expect(written.contains(#""error":{"code":"quota_exceeded","message":"over quota"}"#))
+        #expect(written.contains("http://o.test/other"))
     }
 
     @Test func noSpaceMapsToDiskFull() async throws {
@@ -76,7 +98,7 @@ import Testing
         #expect(driver.transfer(0).respond(200, [:]))
         driver.transfer(0).fail(.disk, "write failed", code: ENOSPC)
         let failed = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.failed]) }
-        #expect(failed.error?.code == "disk_full")
+        #expect(failed.error?.code == .diskFull)
     }
 
     @Test func anInterruptedMoveToTheDataAreaIsRedoneOnStart() async throws {

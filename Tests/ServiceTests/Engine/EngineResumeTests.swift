@@ -151,7 +151,7 @@ import Testing
         let (r, failed) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/missing"),
                                                                  until: [.completed, .failed])
         #expect(failed.state == .failed)
-        #expect(failed.error?.code == "http_error" && failed.error?.httpStatus == 404)
+        #expect(failed.error?.code == .httpError && failed.error?.httpStatus == 404)
         #expect(driver.startCount == 1)
         #expect(engine.completedFile(id: r.snapshot.id) == nil)
         #expect(try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("cache").path).isEmpty)
@@ -166,15 +166,15 @@ import Testing
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
         let (_, failed) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/broken"),
                                                                  until: [.failed])
-        #expect(failed.error?.code == "retries_exhausted" && failed.error?.httpStatus == 500)
+        #expect(failed.error?.code == .retriesExhausted && failed.error?.httpStatus == 500)
         #expect(driver.startCount == 4)
     }
 
     @Test(arguments: [
-        (TransferFailure.Kind.tooLarge, "too_large"), (.blockedAddress, "destination_forbidden"),
-        (.tooManyRedirects, "too_many_redirects"),
+        (TransferFailure.Kind.tooLarge, DownloadFailure.Code.tooLarge), (.blockedAddress, .destinationForbidden),
+        (.tooManyRedirects, .tooManyRedirects),
     ])
-    func policyFailuresAreFinal(_ kind: TransferFailure.Kind, _ code: String) async throws {
+    func policyFailuresAreFinal(_ kind: TransferFailure.Kind, _ code: DownloadFailure.Code) async throws {
         let driver = FakeTransferDriver()
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
         let r = try engine.request(DownloadRequest(url: "http://o.test/x"))
@@ -192,7 +192,7 @@ import Testing
         let engine = try EngineFixture.engine(root, driver: driver)
         let (_, failed) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/x", sha256: String(repeating: "0", count: 64)),
                                                                  until: [.failed, .completed])
-        #expect(failed.error?.code == "checksum_mismatch")
+        #expect(failed.error?.code == .checksumMismatch)
         #expect(try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("cache").path).isEmpty)
         #expect(try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("state/partials").path).isEmpty)
     }
@@ -202,7 +202,7 @@ import Testing
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
         let (_, failed) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/x", size: 1999),
                                                                  until: [.failed, .completed])
-        #expect(failed.error?.code == "size_mismatch")
+        #expect(failed.error?.code == .sizeMismatch)
     }
 
     @Test func maxFileSizeRejectsAnnouncedLength() async throws {
@@ -210,7 +210,7 @@ import Testing
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver) { $0.maxFileSize = 1000 }
         let (_, failed) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/x"),
                                                                  until: [.failed, .completed])
-        #expect(failed.error?.code == "too_large")
+        #expect(failed.error?.code == .tooLarge)
         #expect(driver.transfer(0).request.maxBodyBytes == 1000)
     }
 }

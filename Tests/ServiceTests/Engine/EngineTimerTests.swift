@@ -66,7 +66,7 @@ import Testing
         try await s.retriesAfter(1, starting: 2).fail(.connection, "reset again")
         let events = try await withTimeout(10) { await EngineFixture.events(sub) { $0.isTerminal } }
         guard case .failed(let failed) = events.last else { Issue.record("\(events)"); return }
-        #expect(failed.error == DownloadFailure(code: "retries_exhausted", message: "gave up after 2 attempts: reset again"))
+        #expect(failed.error == DownloadFailure(code: .retriesExhausted, message: "gave up after 2 attempts: reset again"))
     }
 
     @Test func aStallIsRetriedAsAResume() async throws {

@@ -36,9 +36,9 @@ import Testing
 
     @Test(arguments: [
         (TransferFailure.Kind.connection, RetryPolicy.Verdict.retry), (.timeout, .retry), (.stalled, .retry),
-        (.tooLarge, .fail(code: "too_large")), (.blockedAddress, .fail(code: "destination_forbidden")), (.headerTooLarge, .fail(code: "header_too_large")),
-        (.tooManyRedirects, .fail(code: "too_many_redirects")),
-        (.unsupportedRedirect, .fail(code: "unsupported_redirect")),
+        (.tooLarge, .fail(code: .tooLarge)), (.blockedAddress, .fail(code: .destinationForbidden)), (.headerTooLarge, .fail(code: .headerTooLarge)),
+        (.tooManyRedirects, .fail(code: .tooManyRedirects)),
+        (.unsupportedRedirect, .fail(code: .unsupportedRedirect)),
     ] as [(TransferFailure.Kind, RetryPolicy.Verdict)])
     func classification(_ kind: TransferFailure.Kind, _ verdict: RetryPolicy.Verdict) {
         #expect(RetryPolicy.classify(kind) == verdict)

@@ -9,7 +9,7 @@ import Testing
                      expectedSHA256: nil, expectedSize: 100, fileName: "f", finalPath: nil, sha256: nil, size: nil,
                      createdAt: Date(timeIntervalSince1970: 1000), updatedAt: Date(timeIntervalSince1970: 1001),
                      lastAccess: Date(timeIntervalSince1970: 1002),
-                     error: DownloadFailure(code: "http_error", message: "m", httpStatus: 403))
+                     error: DownloadFailure(code: .httpError, message: "m", httpStatus: 403))
     }
 
     @Test func roundTrip() throws {

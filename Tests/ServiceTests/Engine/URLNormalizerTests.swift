@@ -32,6 +32,6 @@ import Testing
             Issue.record("accepted \(input): \(result)")
             return
         }
-        #expect(error.code == (input.contains("@") ? "url_credentials" : "invalid_url"))
+        #expect(error.code == (input.contains("@") ? EngineError.Code.urlCredentials : .invalidURL))
     }
 }

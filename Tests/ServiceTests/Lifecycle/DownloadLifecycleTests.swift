@@ -24,7 +24,7 @@ import Testing
         .attemptSettled(serial: serial, verdict, partial: partial)
     }
 
-    static let diskFull = AttemptVerdict.rejected(DownloadFailure(code: "disk_full", message: "no space"), discardPartial: false)
+    static let diskFull = AttemptVerdict.rejected(DownloadFailure(code: .diskFull, message: "no space"), discardPartial: false)
     static let completedActions = "keep-settled record-completion release-slot emit:completed purge-cache journal"
 
     static let rows: [Row] = [
@@ -247,7 +247,7 @@ import Testing
         var (l, _) = LifecycleState.lastAttemptSettling.reach()
         let actions = l.handle(Self.settled(5, S.unavailable), .init(maxAttempts: S.maxAttempts))
         let failure = actions.compactMap { if case .recordFailure(let f) = $0 { f } else { nil } }.first
-        #expect(failure == DownloadFailure(code: "retries_exhausted", message: "gave up after 3 attempts: HTTP 503", httpStatus: 503))
+        #expect(failure == DownloadFailure(code: .retriesExhausted, message: "gave up after 3 attempts: HTTP 503", httpStatus: 503))
     }
 
     /// Every event in every named state keeps the invariants (events that cannot happen included).

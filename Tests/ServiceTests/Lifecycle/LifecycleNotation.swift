@@ -47,7 +47,7 @@ enum LifecycleNotation {
         case .forgetValidator: "forget-validator"
         case .recordPublishing: "record-publishing"
         case .recordCompletion: "record-completion"
-        case .recordFailure(let f): "record-failure(\(f.code))"
+        case .recordFailure(let f): "record-failure(\(f.code.rawValue))"
         case .clearFailure: "clear-failure"
         case .resetResult: "reset-result"
         case .moveFile: "move-file"

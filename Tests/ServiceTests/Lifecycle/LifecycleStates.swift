@@ -20,11 +20,11 @@ enum LifecycleState: String, CaseIterable, Sendable {
     static let cut = AttemptVerdict.ended(AttemptEnd(reason: "connection reset"))
     static let restart = AttemptVerdict.ended(AttemptEnd(restart: true))
     static let notFound = AttemptVerdict.ended(AttemptEnd(
-        failure: DownloadFailure(code: "http_error", message: "the origin answered HTTP 404", httpStatus: 404),
+        failure: DownloadFailure(code: .httpError, message: "the origin answered HTTP 404", httpStatus: 404),
         discardPartial: true, httpStatus: 404, reason: "HTTP 404"))
     static let unavailable = AttemptVerdict.ended(AttemptEnd(retryAfter: "7", httpStatus: 503, reason: "HTTP 503"))
     static let checksumMismatch = AttemptVerdict.rejected(
-        DownloadFailure(code: "checksum_mismatch", message: "sha256 differs"), discardPartial: true)
+        DownloadFailure(code: .checksumMismatch, message: "sha256 differs"), discardPartial: true)
 
     /// The lifecycle in this state, and whether the engine is shutting down.
     func reach() -> (DownloadLifecycle, shuttingDown: Bool) {

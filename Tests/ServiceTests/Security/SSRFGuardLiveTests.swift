@@ -36,13 +36,13 @@ struct SSRFGuardLiveTests {
         do {
             enqueued = try engine.request(DownloadRequest(url: url))
         } catch {
-            return .refused(code: error.code, message: error.message)
+            return .refused(code: error.code.rawValue, message: error.message)
         }
         let end = try await withTimeout(30) {
             try await EngineFixture.waitFor(engine, id: enqueued.snapshot.id, [.completed, .failed])
         }
         if end.state == .completed { return .completed }
-        return .failed(code: end.error?.code ?? "-", message: end.error?.message ?? "-")
+        return .failed(code: end.error?.code.rawValue ?? "-", message: end.error?.message ?? "-")
     }
 
     @Test(arguments: loopbackSpellings)
@@ -85,7 +85,7 @@ struct SSRFGuardLiveTests {
         }
         #expect(failure.kind == .blockedAddress, "\(host): \(failure)")
         #expect(failure.message.hasPrefix("destination forbidden: "), "\(failure.message)")
-        #expect(RetryPolicy.classify(failure.kind) == .fail(code: "destination_forbidden"))
+        #expect(RetryPolicy.classify(failure.kind) == .fail(code: .destinationForbidden))
         #expect(recorder.heads.isEmpty)
         #expect(origin.connectionCount == 0)
     }

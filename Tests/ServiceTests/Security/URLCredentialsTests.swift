@@ -11,7 +11,7 @@ import Testing
             Issue.record("accepted \(url)")
             return
         }
-        #expect(error.code == "url_credentials")
+        #expect(error.code == .urlCredentials)
     }
 
     @Test(arguments: [

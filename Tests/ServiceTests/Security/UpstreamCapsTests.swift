@@ -21,7 +21,7 @@ import Testing
         }
         #expect(failure.kind == .headerTooLarge)
         #expect(failure.message == "response heads larger than 1024 bytes")
-        #expect(RetryPolicy.classify(failure.kind) == .fail(code: "header_too_large"))
+        #expect(RetryPolicy.classify(failure.kind) == .fail(code: .headerTooLarge))
         #expect(refused.heads.isEmpty)
 
         // One hop alone fits the same budget; the default budget takes the whole chain.

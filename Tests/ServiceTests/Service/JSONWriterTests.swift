@@ -115,8 +115,8 @@ import Testing
             o["sha256"] = orNull(s.sha256); o["size"] = orNull(s.size); o["path"] = orNull(s.path); o["fileName"] = orNull(s.fileName)
         }
         if let e = s.error {
-            o["error"] = e.httpStatus.map { ["code": e.code, "message": e.message, "httpStatus": $0] as [String: Any] }
-                ?? ["code": e.code, "message": e.message]
+            o["error"] = e.httpStatus.map { ["code": e.code.rawValue, "message": e.message, "httpStatus": $0] as [String: Any] }
+                ?? ["code": e.code.rawValue, "message": e.message]
         }
         return o
     }
@@ -131,9 +131,9 @@ import Testing
                          bytesExpected: 9, fraction: 1, createdAt: t0, updatedAt: t1, sha256: "ab", size: 9,
                          path: "/var/cache/c3-done", fileName: "dønë \"1\".bin"),
         DownloadSnapshot(id: "d4", url: "http://h/gone", state: .failed, storage: .cache, createdAt: t0, updatedAt: t1,
-                         error: DownloadFailure(code: "http_status", message: "origin said 404\n", httpStatus: 404)),
+                         error: DownloadFailure(code: .httpError, message: "origin said 404\n", httpStatus: 404)),
         DownloadSnapshot(id: "e5", url: "http://h/cut", state: .failed, storage: .cache, createdAt: t0, updatedAt: t1,
-                         error: DownloadFailure(code: "retries_exhausted", message: "gave up")),
+                         error: DownloadFailure(code: .retriesExhausted, message: "gave up")),
         DownloadSnapshot(id: "f6", url: "http://h/p", state: .paused, storage: .cache, bytesWritten: 7, createdAt: t0, updatedAt: t1),
     ]
 

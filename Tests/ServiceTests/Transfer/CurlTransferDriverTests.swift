@@ -191,7 +191,7 @@ import Testing
         #expect(try await recorder.failureKind() == .unsupportedRedirect)
         #expect(recorder.heads.isEmpty)
         #expect(recorder.sink.count == 0)
-        #expect(RetryPolicy.classify(.unsupportedRedirect) == .fail(code: "unsupported_redirect"))
+        #expect(RetryPolicy.classify(.unsupportedRedirect) == .fail(code: .unsupportedRedirect))
     }
 
     @Test func anErrorHeadLargerThanMaxBodyBytesStillReachesTheDelegate() async throws {
