@@ -1,3 +1,4 @@
+import Basics
 import Foundation
 import Synchronization
 
@@ -7,14 +8,14 @@ import Synchronization
 /// their executor, so a handler that does not suspend answers without any thread hop, and a batch
 /// of requests costs one task resumption (a handler that suspends keeps its worker to itself).
 ///
-/// Layout: `Posix/` (syscall wrapper: EINTR retried, EAGAIN → would-block, `SystemError`; sockets),
+/// Layout: `Posix/` (sockets, over the `Basics` module's syscall wrapper and `SystemError`),
 /// `EventLoop/` (epoll `Selector` + eventfd wake-up, `EventLoop` thread with a timer heap, a
 /// cross-thread queue and the `TaskExecutor` conformance; registration ids guard against fd reuse),
-/// `HTTP/` (pure parsers and encoders: request head, chunked bodies, `Range`, conditionals, dates),
-/// `Connection/` (the pure `ConnectionStateMachine`, `PendingWrites` with watermarks, and the
-/// `Connection` glue: edge-triggered reads, `HandlerWorkers` running the handlers, sendfile, streams,
-/// timeouts, lingering close) and `ServerContext` (one per loop: accepting, bookkeeping, graceful
-/// shutdown).
+/// `HTTP/` (pure parsers and encoders: request head, chunked bodies, `Range`, conditionals; dates
+/// come from `Basics.HTTPDate`), `Connection/` (the pure `ConnectionStateMachine`, `PendingWrites`
+/// with watermarks, and the `Connection` glue: edge-triggered reads, `HandlerWorkers` running the
+/// handlers, sendfile, streams, timeouts, lingering close) and `ServerContext` (one per loop:
+/// accepting, bookkeeping, graceful shutdown).
 ///
 /// Limits and timeouts come from `ServerConfiguration`; every error the server itself answers is the
 /// JSON shape of `Response.error` with `Connection: close`.

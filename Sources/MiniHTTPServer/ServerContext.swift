@@ -1,3 +1,4 @@
+import Basics
 import CLinux
 import Foundation
 
@@ -76,15 +77,13 @@ final class ServerContext: Selectable, @unchecked Sendable {
             let accepted: (fd: Int32, remote: String)?
             do {
                 accepted = try Socket.accept(listenerFD)
-            } catch let error as SystemError {
+            } catch {
                 if error.errno == EMFILE || error.errno == ENFILE || error.errno == ENOBUFS || error.errno == ENOMEM {
                     // Out of descriptors: stop accepting for a moment instead of spinning on a
                     // listener that stays readable.
                     FileHandle.standardError.write(Data("MiniHTTPServer: \(error); pausing accept\n".utf8))
                     pauseAccepting()
                 }
-                return
-            } catch {
                 return
             }
             guard let (fd, remote) = accepted else { return }

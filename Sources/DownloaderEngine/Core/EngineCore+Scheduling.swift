@@ -1,3 +1,4 @@
+import Basics
 import Foundation
 
 // Slots, the FIFO queue, starting attempts and retry timers. Everything here runs under `lock`

@@ -15,6 +15,7 @@
 // a not-yet-completed entry with `finalPath`, `sha256` and `size` is a publishing intent (the file was
 // verified and fsynced; the start-up finishes the rename). Unknown keys are ignored.
 
+import Basics
 import Foundation
 import Glibc
 
@@ -113,7 +114,7 @@ struct StateJournal: Sendable {
     /// `midWrite` runs once half of the temporary file is written (crash tests).
     func write(_ data: Data, midWrite: (() -> Void)? = nil) throws(SystemError) {
         let temp = path + ".tmp"
-        let fd = try retryingEINTR("open") { open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600) }
+        let fd = try syscall("open") { open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600) }
         do throws(SystemError) {
             let failure = data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> SystemError? in
                 guard let base = raw.baseAddress else { return nil }
@@ -126,7 +127,7 @@ struct StateJournal: Sendable {
                     }
                     let end = halfway == nil ? raw.count : max(1, raw.count / 2)
                     do throws(SystemError) {
-                        done += try retryingEINTR("write") { Glibc.write(fd, base + done, end - done) }
+                        done += try syscall("write") { Glibc.write(fd, base + done, end - done) }
                     } catch {
                         return error
                     }
@@ -134,14 +135,14 @@ struct StateJournal: Sendable {
                 return nil
             }
             if let failure { throw failure }
-            try retryingEINTR("fsync") { fsync(fd) }
+            try syscall("fsync") { fsync(fd) }
         } catch {
             Glibc.close(fd)
             unlink(temp)
             throw error
         }
         Glibc.close(fd)
-        try retryingEINTR("rename") { rename(temp, path) }
+        try syscall("rename") { rename(temp, path) }
         FileStore.syncDirectory(of: path)
     }
 }

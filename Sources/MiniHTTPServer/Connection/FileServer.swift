@@ -1,3 +1,4 @@
+import Basics
 import Foundation
 
 /// An open file and the half-open byte range of it to send. (A struct, not a tuple: optional tuples

@@ -1,3 +1,4 @@
+import Basics
 @testable import DownloaderEngine
 import Foundation
 import Glibc
@@ -22,7 +23,7 @@ import Testing
         func plant(at path: String) throws {
             try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent,
                                                     withIntermediateDirectories: true)
-            guard symlink(secret, path) == 0 else { throw DownloaderEngine.SystemError(errno: errno, function: "symlink") }
+            guard symlink(secret, path) == 0 else { throw SystemError(errno: errno, function: "symlink") }
         }
 
         var secretUntouched: Bool {
@@ -45,7 +46,7 @@ import Testing
         let planted = try Planted()
         let partial = planted.root.appendingPathComponent("state/partials/0123456789abcdef.part").path
         try planted.plant(at: partial)
-        #expect(throws: DownloaderEngine.SystemError.self) { _ = try PartialFile(path: partial, keep: 0) }
+        #expect(throws: SystemError.self) { _ = try PartialFile(path: partial, keep: 0) }
         #expect(planted.secretUntouched)
     }
 
