@@ -16,7 +16,7 @@ let package = Package(
         // libcrypto's EVP digest API for SHA-256 (Debian libssl-dev).
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         // What the server and the engine share (Foundation/Glibc only): `SystemError` and the one
-        // syscall wrapper (`Posix/`), `HTTPDate` (`HTTP/`). Neither module depends on the other.
+        // syscall wrapper (`Posix/`), `HTTPDate` + `HTTPDateCache` (`HTTP/`). Neither depends on the other.
         .target(name: "Basics"),
         .target(name: "MiniHTTPServer", dependencies: ["Basics", "CLinux"]),
         .target(name: "DownloaderEngine", dependencies: ["Basics", "CCurl", "CCrypto", "CLinux"]),

@@ -88,7 +88,7 @@ final class ServerContext: Selectable, @unchecked Sendable {
             }
             guard let (fd, remote) = accepted else { return }
             if let refusal = limiter.admit(remote: remote) {
-                ConnectionLimiter.refuse(fd: fd, refusal, scratch: loop.readBuffer)
+                ConnectionLimiter.refuse(fd: fd, refusal, scratch: loop.buffers.read)
                 continue
             }
             if acceptTargets.isEmpty {

@@ -93,7 +93,7 @@ extension Connection {
 
     func drainLingering() {
         while !isClosed {
-            let result = try? Socket.read(fd, into: loop.readBuffer)
+            let result = try? Socket.read(fd, into: loop.buffers.read)
             switch result {
             case .wouldBlock?: return
             case .processed(let n)? where n > 0: continue

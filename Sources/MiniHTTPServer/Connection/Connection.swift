@@ -115,7 +115,7 @@ final class Connection: Selectable, @unchecked Sendable {
 
     func readAndProcess() {
         while mayRead && machine.wantsToRead && !isClosed {
-            let buffer = loop.readBuffer
+            let buffer = loop.buffers.read
             let n: Int
             do {
                 switch try Socket.read(fd, into: buffer) {

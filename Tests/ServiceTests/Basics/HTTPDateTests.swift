@@ -45,4 +45,14 @@ struct HTTPDateTests {
             t += 86_399 * 37 + 11
         }
     }
+
+    @Test func theCacheFollowsTheSecondItIsAskedFor() {
+        var cache = HTTPDateCache()
+        func text(_ second: Int) -> String { String(decoding: cache.bytes(forSecond: second), as: UTF8.self) }
+        #expect(text(784_111_777) == "Sun, 06 Nov 1994 08:49:37 GMT")
+        #expect(text(784_111_777) == "Sun, 06 Nov 1994 08:49:37 GMT")
+        #expect(text(784_111_778) == "Sun, 06 Nov 1994 08:49:38 GMT")
+        #expect(text(1_700_000_000) == "Tue, 14 Nov 2023 22:13:20 GMT")
+        #expect(text(784_111_777) == "Sun, 06 Nov 1994 08:49:37 GMT")
+    }
 }
