@@ -41,10 +41,9 @@ final class ServerContext: Selectable, @unchecked Sendable {
     let workers: HandlerWorkers
 
     init(configuration: ServerConfiguration, handler: @escaping HTTPHandler, loop: EventLoop, listenerFD: Int32,
-         limiter: ConnectionLimiter? = nil) {
+         limiter: ConnectionLimiter) {
         self.configuration = configuration
-        self.limiter = limiter ?? ConnectionLimiter(maxConnections: configuration.maxConnections,
-                                                    maxConnectionsPerIP: configuration.maxConnectionsPerIP)
+        self.limiter = limiter
         self.handler = handler
         self.limits = ParserLimits(configuration)
         self.loop = loop
@@ -55,8 +54,6 @@ final class ServerContext: Selectable, @unchecked Sendable {
         self.accessLog = configuration.accessLog
         self.workers = HandlerWorkers(loop: loop)
     }
-
-    var connectionCount: Int { connections.count }
 
     /// Starts accepting if this context has the listener (loop thread).
     func start() throws {

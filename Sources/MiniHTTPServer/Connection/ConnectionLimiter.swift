@@ -23,8 +23,6 @@ final class ConnectionLimiter: Sendable {
         counts.withLock { $0.release(ip) }
     }
 
-    var openConnections: Int { counts.withLock { $0.total } }
-
     /// The whole refusal, head and body, encoded once.
     static func refusalBytes(_ refusal: ConnectionCounts.Refusal) -> [UInt8] {
         switch refusal {

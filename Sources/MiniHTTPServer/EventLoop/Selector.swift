@@ -43,11 +43,6 @@ final class Selector {
         try syscall("epoll_ctl(ADD)") { epoll_ctl(epollFD, EPOLL_CTL_ADD, fd, &ev) }
     }
 
-    func modify(fd: Int32, events: UInt32, data: UInt64) throws {
-        var ev = epoll_event(events: events, data: epoll_data_t(u64: data))
-        try syscall("epoll_ctl(MOD)") { epoll_ctl(epollFD, EPOLL_CTL_MOD, fd, &ev) }
-    }
-
     func remove(fd: Int32) {
         var ev = epoll_event()
         _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, fd, &ev)
