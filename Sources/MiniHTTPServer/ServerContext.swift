@@ -15,6 +15,7 @@ final class ServerContext: Selectable, @unchecked Sendable {
     /// Contexts new connections go to, round-robin (the accepting context, set before its loop
     /// starts; empty: every connection stays on this loop).
     var acceptTargets: [ServerContext] = []
+    // @exclusivity(unchecked) on the vars below: loop-thread only, no overlapping access; skips the runtime exclusivity check per access.
     @exclusivity(unchecked)
     private var nextTarget = 0
     // Hot-path copies of configuration values (nanoseconds), so connections never copy the struct.

@@ -13,6 +13,7 @@ final class Connection: Selectable, @unchecked Sendable {
     /// Set once registered with the loop; timers are keyed by it.
     var registrationID: UInt32 = 0
 
+    // @exclusivity(unchecked) on every var below: loop-thread only, no overlapping access, so each access skips the runtime exclusivity check (swift_beginAccess/endAccess).
     @exclusivity(unchecked)
     var machine = ConnectionStateMachine()
     @exclusivity(unchecked)

@@ -21,6 +21,7 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
     private let inbox = Mutex(Inbox())
     /// Set by producers after queuing, so the loop skips the lock when nothing was handed over.
     private let inboxPending = Atomic<Bool>(false)
+    // @exclusivity(unchecked) on the vars below and `afterJobs`: loop-thread only, no overlapping access; skips the runtime exclusivity check per access.
     @exclusivity(unchecked)
     private var registrations = RegistrationTable()
     @exclusivity(unchecked)
@@ -165,7 +166,8 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
         for hook in afterJobs { hook() }
     }
 
-    /// Run on the loop thread after each batch of task jobs (no task is running then).
+    /// Run on the loop thread after each batch of task jobs (no task is running then). Unchecked
+    /// exclusivity like the loop's other state (see the note at the top).
     @exclusivity(unchecked)
     var afterJobs: [() -> Void] = []
 

@@ -7,8 +7,8 @@ final class LoopBuffers {
     /// copied out before the buffer is reused).
     let write: UnsafeMutableRawBufferPointer = .allocate(byteCount: 64 * 1024, alignment: 16)
     /// An array for responses larger than `write`, taken and given back (it comes back unique when
-    /// the send completed). Unchecked exclusivity, like the loop's own state: loop thread only, so
-    /// the runtime access check on each take and give-back is skipped.
+    /// the send completed).
+    // @exclusivity(unchecked): loop-thread only, no overlapping access; skips the runtime exclusivity check per access.
     @exclusivity(unchecked)
     var scratch: [UInt8] = []
 
