@@ -17,8 +17,9 @@ import Synchronization
 /// handlers, sendfile, streams, timeouts, lingering close) and `ServerContext` (one per loop:
 /// accepting, bookkeeping, graceful shutdown).
 ///
-/// Limits and timeouts come from `ServerConfiguration`; every error the server itself answers is the
-/// JSON shape of `Response.error` with `Connection: close`.
+/// Limits and timeouts come from `ServerConfiguration`; every error the server answers by itself is a
+/// `ServerError` that `ServerConfiguration.errorRenderer` turns into the response (plain text by
+/// default; the application decides the format).
 public final class HTTPServer: Sendable {
     public let configuration: ServerConfiguration
     private let handler: HTTPHandler
@@ -50,7 +51,8 @@ public final class HTTPServer: Sendable {
             let (fd, port) = try Socket.listen(host: configuration.host, port: configuration.port,
                                                backlog: configuration.backlog)
             let limiter = ConnectionLimiter(maxConnections: configuration.maxConnections,
-                                            maxConnectionsPerIP: configuration.maxConnectionsPerIP)
+                                            maxConnectionsPerIP: configuration.maxConnectionsPerIP,
+                                            renderError: configuration.errorRenderer)
             let contexts = loops.enumerated().map { index, loop in
                 ServerContext(configuration: configuration, handler: handler, loop: loop,
                               listenerFD: index == 0 ? fd : -1, limiter: limiter)

@@ -23,6 +23,7 @@ final class ServerContext: Selectable, @unchecked Sendable {
     let headerTimeout: UInt64
     let writeTimeout: UInt64
     let accessLog: (@Sendable (AccessLogEntry) -> Void)?
+    private let errorRenderer: @Sendable (ServerError) -> Response
     @exclusivity(unchecked)
     private(set) var draining = false
     @exclusivity(unchecked)
@@ -53,7 +54,19 @@ final class ServerContext: Selectable, @unchecked Sendable {
         self.headerTimeout = nanoseconds(configuration.headerTimeout)
         self.writeTimeout = nanoseconds(configuration.writeTimeout)
         self.accessLog = configuration.accessLog
+        self.errorRenderer = configuration.errorRenderer
         self.workers = HandlerWorkers(loop: loop)
+    }
+
+    /// The application's answer to an error the server answers by itself
+    /// (`ServerConfiguration.errorRenderer`); a `.file` or `.stream` body is dropped.
+    func errorResponse(_ error: ServerError) -> Response {
+        var response = errorRenderer(error)
+        switch response.body {
+        case .empty, .bytes: break
+        case .file, .stream: response.body = .empty
+        }
+        return response
     }
 
     /// Starts accepting if this context has the listener (loop thread).
@@ -86,7 +99,7 @@ final class ServerContext: Selectable, @unchecked Sendable {
             }
             guard let (fd, remote) = accepted else { return }
             if let refusal = limiter.admit(remote: remote) {
-                ConnectionLimiter.refuse(fd: fd, refusal, scratch: loop.buffers.read)
+                limiter.refuse(fd: fd, refusal, scratch: loop.buffers.read)
                 continue
             }
             if acceptTargets.isEmpty {

@@ -1,7 +1,8 @@
 import MiniHTTPServer
 
 /// An error answer of the REST API: a status and the JSON `{"error":{"code","message"}}` body
-/// (the shape of MiniHTTPServer's `Response.error`, written without `JSONEncoder`).
+/// (written without `JSONEncoder`). The HTTP server's own errors get the same shape
+/// (`ServerErrorJSON`).
 struct APIError: Error, Sendable, Equatable {
     var status: Int
     var code: String

@@ -25,7 +25,7 @@ extension Connection {
         do {
             response = try await server.handler(pending.head.request)
         } catch {
-            response = Response.error(status: 500, code: "internal", message: "the request handler failed")
+            response = server.errorResponse(ServerError(status: 500, kind: .handlerFailed, reason: "the request handler failed"))
         }
         if !loop.inEventLoop { await loop.hop() }
         if let stream = beginResponse(response, method: pending.head.request.method, path: pending.head.request.path,
@@ -124,9 +124,10 @@ extension Connection {
             if out.capacity <= 64 * 1024 { loop.buffers.scratch = out }
             return nil
         case .file(let fileResponse):
-            switch FileServer.prepare(fileResponse, method: method, requestHeaders: requestHeaders) {
-            case .failure(let errorResponse):
-                return beginResponse(errorResponse, method: method, path: path, minor: minor,
+            switch FileServer.prepare(fileResponse, method: method, requestHeaders: requestHeaders,
+                                      renderError: server.errorResponse) {
+            case .failure(let error):
+                return beginResponse(server.errorResponse(error), method: method, path: path, minor: minor,
                                      requestHeaders: requestHeaders, sequence: sequence, startedAt: startedAt)
             case .success(let prepared):
                 status = prepared.status

@@ -241,7 +241,7 @@ final class Connection: Selectable, @unchecked Sendable {
         return used
     }
 
-    /// Answers a protocol error with a JSON error and `Connection: close`.
+    /// Answers a protocol error (rendered by the application) with `Connection: close`.
     func fail(_ failure: ParseFailure) {
         guard case .sendErrorAndClose(let status) = machine.parseFailed(status: failure.status) else {
             close()
@@ -251,7 +251,7 @@ final class Connection: Selectable, @unchecked Sendable {
         mayRead = false
         abandonedInput = true
         let method = current?.method ?? "-"
-        let response = Response.error(status: status, code: HTTPStatus.errorCode(status), message: failure.reason)
+        let response = server.errorResponse(ServerError(status: status, kind: .invalidRequest, reason: failure.reason))
         beginResponse(response, method: method, path: current.map { pathOf($0.target) } ?? "-", minor: 1,
                       requestHeaders: HTTPHeaders(), sequence: requestSequence, startedAt: headStartedAt)
     }

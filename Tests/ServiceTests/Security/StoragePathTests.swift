@@ -86,14 +86,16 @@ import Testing
         try planted.plant(at: link)
         var file = FileResponse(path: link)
         file.followsSymlinks = false
-        guard case .failure(let refused) = FileServer.prepare(file, method: "GET", requestHeaders: HTTPHeaders()) else {
+        guard case .failure(let refused) = FileServer.prepare(file, method: "GET", requestHeaders: HTTPHeaders(),
+                                                              renderError: ServerError.plainText) else {
             Issue.record("a planted link was served")
             return
         }
-        #expect(refused.status == 404)
+        #expect(refused.status == 404 && refused.kind == .fileNotFound)
         // Following stays the default for other uses of the server.
         guard case .success(let prepared) = FileServer.prepare(FileResponse(path: link), method: "GET",
-                                                               requestHeaders: HTTPHeaders()) else {
+                                                               requestHeaders: HTTPHeaders(),
+                                                               renderError: ServerError.plainText) else {
             Issue.record("default open failed")
             return
         }
