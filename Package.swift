@@ -15,15 +15,18 @@ let package = Package(
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // libcrypto's EVP digest API for SHA-256 (Debian libssl-dev).
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
-        .target(name: "MiniHTTPServer", dependencies: ["CLinux"]),
-        .target(name: "DownloaderEngine", dependencies: ["CCurl", "CCrypto", "CLinux"]),
+        // What the server and the engine share (Foundation/Glibc only): `SystemError` and the one
+        // syscall wrapper (`Posix/`), `HTTPDate` + `HTTPDateCache` (`HTTP/`). Neither depends on the other.
+        .target(name: "Basics"),
+        .target(name: "MiniHTTPServer", dependencies: ["Basics", "CLinux"]),
+        .target(name: "DownloaderEngine", dependencies: ["Basics", "CCurl", "CCrypto", "CLinux"]),
         .executableTarget(
             name: "DownloadService",
             dependencies: ["MiniHTTPServer", "DownloaderEngine", "CLinux"]
         ),
         .testTarget(
             name: "ServiceTests",
-            dependencies: ["MiniHTTPServer", "DownloaderEngine", "DownloadService", "CLinux"]
+            dependencies: ["Basics", "MiniHTTPServer", "DownloaderEngine", "DownloadService", "CLinux"]
         ),
     ],
     swiftLanguageModes: [.v6]

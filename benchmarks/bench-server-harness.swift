@@ -25,7 +25,7 @@ let server = HTTPServer(configuration: configuration) { request in
     case "/healthz": return .json(health)
     case "/static1k": return Response(headers: ["Content-Type": "text/plain"], body: .bytes(static1k))
     case "/file": return Response(body: .file(FileResponse(path: filePath)))
-    default: return .error(status: 404, code: "not_found", message: "no such route")
+    default: return Response(status: 404, headers: ["Content-Type": "text/plain"], body: .bytes(Array("no such route\n".utf8)))
     }
 }
 _ = try server.start()

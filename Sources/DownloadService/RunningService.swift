@@ -39,6 +39,7 @@ final class RunningService: Sendable {
         serverConfiguration.port = configuration.port
         serverConfiguration.maxConnections = configuration.maxConnections
         serverConfiguration.maxConnectionsPerIP = configuration.maxConnectionsPerIP
+        serverConfiguration.errorRenderer = ServerErrorJSON.response
         serverConfiguration.accessLog = { entry in
             metrics.record(status: entry.status, bytes: entry.bytes,
                            isFile: entry.path.hasSuffix("/file") && (200..<300).contains(entry.status))

@@ -18,9 +18,12 @@ public final class DownloadEngine: Sendable {
 
     /// Creates the storage areas, loads the state journal, carries on downloads that were running,
     /// and starts the pressure monitor (memory PSI / cgroup events, free space of each area).
-    /// Throws `HostRuleError` for a bad `allowHosts`/`denyHosts` entry.
+    /// Transfers go through libcurl with the SSRF guard's rules. Throws `HostRuleError` for a bad
+    /// `allowHosts`/`denyHosts` entry.
     public convenience init(configuration: EngineConfiguration) throws {
-        try self.init(configuration: configuration, driver: makeDefaultTransferDriver(configuration),
+        let driver = CurlTransferDriver(egress: try EgressRules(configuration),
+                                        maxResponseHeaderBytes: configuration.maxResponseHeaderBytes)
+        try self.init(configuration: configuration, driver: driver,
                       scheduler: SystemScheduler(), random: SystemRandom(),
                       pressure: LinuxPressureMonitor(memoryThreshold: configuration.memoryPressureThreshold))
     }

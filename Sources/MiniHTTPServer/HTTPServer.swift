@@ -1,3 +1,4 @@
+import Basics
 import Foundation
 import Synchronization
 
@@ -7,17 +8,18 @@ import Synchronization
 /// their executor, so a handler that does not suspend answers without any thread hop, and a batch
 /// of requests costs one task resumption (a handler that suspends keeps its worker to itself).
 ///
-/// Layout: `Posix/` (syscall wrapper: EINTR retried, EAGAIN → would-block, `SystemError`; sockets),
+/// Layout: `Posix/` (sockets, over the `Basics` module's syscall wrapper and `SystemError`),
 /// `EventLoop/` (epoll `Selector` + eventfd wake-up, `EventLoop` thread with a timer heap, a
 /// cross-thread queue and the `TaskExecutor` conformance; registration ids guard against fd reuse),
-/// `HTTP/` (pure parsers and encoders: request head, chunked bodies, `Range`, conditionals, dates),
-/// `Connection/` (the pure `ConnectionStateMachine`, `PendingWrites` with watermarks, and the
-/// `Connection` glue: edge-triggered reads, `HandlerWorkers` running the handlers, sendfile, streams,
-/// timeouts, lingering close) and `ServerContext` (one per loop: accepting, bookkeeping, graceful
-/// shutdown).
+/// `HTTP/` (pure parsers and encoders: request head, chunked bodies, `Range`, conditionals; dates
+/// come from `Basics.HTTPDate`), `Connection/` (the pure `ConnectionStateMachine`, `PendingWrites`
+/// with watermarks, and the `Connection` glue: edge-triggered reads, `HandlerWorkers` running the
+/// handlers, sendfile, streams, timeouts, lingering close) and `ServerContext` (one per loop:
+/// accepting, bookkeeping, graceful shutdown).
 ///
-/// Limits and timeouts come from `ServerConfiguration`; every error the server itself answers is the
-/// JSON shape of `Response.error` with `Connection: close`.
+/// Limits and timeouts come from `ServerConfiguration`; every error the server answers by itself is a
+/// `ServerError` that `ServerConfiguration.errorRenderer` turns into the response (plain text by
+/// default; the application decides the format).
 public final class HTTPServer: Sendable {
     public let configuration: ServerConfiguration
     private let handler: HTTPHandler
@@ -49,7 +51,8 @@ public final class HTTPServer: Sendable {
             let (fd, port) = try Socket.listen(host: configuration.host, port: configuration.port,
                                                backlog: configuration.backlog)
             let limiter = ConnectionLimiter(maxConnections: configuration.maxConnections,
-                                            maxConnectionsPerIP: configuration.maxConnectionsPerIP)
+                                            maxConnectionsPerIP: configuration.maxConnectionsPerIP,
+                                            renderError: configuration.errorRenderer)
             let contexts = loops.enumerated().map { index, loop in
                 ServerContext(configuration: configuration, handler: handler, loop: loop,
                               listenerFD: index == 0 ? fd : -1, limiter: limiter)

@@ -18,15 +18,6 @@ public struct Response: Sendable {
         headers["Content-Type"] = "application/json"
         return Response(status: status, headers: headers, body: .bytes(bytes))
     }
-
-    /// The project-wide error shape: `{"error":{"code":…,"message":…}}`.
-    public static func error(status: Int, code: String, message: String, headers: HTTPHeaders = HTTPHeaders()) -> Response {
-        let payload: [String: [String: String]] = ["error": ["code": code, "message": message]]
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let data = (try? encoder.encode(payload)) ?? Data(#"{"error":{"code":"internal","message":"encoding failed"}}"#.utf8)
-        return .json(status: status, [UInt8](data), headers: headers)
-    }
 }
 
 /// A response body: nothing, bytes, a file served with `sendfile`, or a stream written over time.
@@ -83,7 +74,8 @@ extension ResponseBodyWriter {
     public func setIdleHeartbeat(_ bytes: [UInt8], after seconds: Double) -> Bool { false }
 }
 
-/// The function that answers requests. A thrown error becomes a JSON 500 for that request only.
+/// The function that answers requests. A thrown error becomes a 500 for that request only (rendered
+/// by `ServerConfiguration.errorRenderer`).
 ///
 /// Handlers (and stream closures) start on the server's event-loop thread and stay there until they
 /// suspend (e.g. by calling into an actor), which makes simple handlers cheap. So they must not block:

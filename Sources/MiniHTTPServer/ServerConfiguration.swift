@@ -37,13 +37,20 @@ public struct ServerConfiguration: Sendable {
     public var shutdownGracePeriod: Double = 10
     /// Called once per finished request (for logs and metrics); nil logs nothing.
     public var accessLog: (@Sendable (AccessLogEntry) -> Void)?
+    /// Renders the answers the server gives by itself (`ServerError`: a request it cannot read,
+    /// a timeout, a handler that threw, too many connections, a `.file` body it cannot serve).
+    /// The server adds framing, `Date` and `Connection` as for any response; only `.empty` and
+    /// `.bytes` bodies are used (others are sent empty). Called on an event-loop thread, so it must
+    /// not block; the two "too many connections" answers are rendered once, when the server starts.
+    /// Default: `ServerError.plainText`, the reason as `text/plain`.
+    public var errorRenderer: @Sendable (ServerError) -> Response = ServerError.plainText
 
     // MARK: Connection limits (security)
 
     /// Client connections open at once, all loops together (default 16 384). A connection accepted
-    /// above it gets a canned JSON `503` (`too_many_connections`, `Retry-After: 1`,
-    /// `Connection: close`) and is closed at once. Values below 1 mean 1. Keep it under the
-    /// process's open-file limit (`OpenFileLimit.raiseToHardLimit()`).
+    /// above it gets a canned `503` (`ServerError.Kind.tooManyConnections` as `errorRenderer`
+    /// renders it, with `Retry-After: 1` and `Connection: close`) and is closed at once. Values
+    /// below 1 mean 1. Keep it under the process's open-file limit (`OpenFileLimit.raiseToHardLimit()`).
     public var maxConnections: Int = 16_384
     /// Client connections open at once per client IP; nil means no per-IP limit (default nil).
     /// Above it the same `503` answers, naming the address as the reason.

@@ -1,3 +1,4 @@
+import Basics
 import CLinux
 import Foundation
 
@@ -14,6 +15,7 @@ final class ServerContext: Selectable, @unchecked Sendable {
     /// Contexts new connections go to, round-robin (the accepting context, set before its loop
     /// starts; empty: every connection stays on this loop).
     var acceptTargets: [ServerContext] = []
+    // @exclusivity(unchecked) on the vars below: loop-thread only, no overlapping access; skips the runtime exclusivity check per access.
     @exclusivity(unchecked)
     private var nextTarget = 0
     // Hot-path copies of configuration values (nanoseconds), so connections never copy the struct.
@@ -21,6 +23,7 @@ final class ServerContext: Selectable, @unchecked Sendable {
     let headerTimeout: UInt64
     let writeTimeout: UInt64
     let accessLog: (@Sendable (AccessLogEntry) -> Void)?
+    private let errorRenderer: @Sendable (ServerError) -> Response
     @exclusivity(unchecked)
     private(set) var draining = false
     @exclusivity(unchecked)
@@ -40,10 +43,9 @@ final class ServerContext: Selectable, @unchecked Sendable {
     let workers: HandlerWorkers
 
     init(configuration: ServerConfiguration, handler: @escaping HTTPHandler, loop: EventLoop, listenerFD: Int32,
-         limiter: ConnectionLimiter? = nil) {
+         limiter: ConnectionLimiter) {
         self.configuration = configuration
-        self.limiter = limiter ?? ConnectionLimiter(maxConnections: configuration.maxConnections,
-                                                    maxConnectionsPerIP: configuration.maxConnectionsPerIP)
+        self.limiter = limiter
         self.handler = handler
         self.limits = ParserLimits(configuration)
         self.loop = loop
@@ -52,10 +54,20 @@ final class ServerContext: Selectable, @unchecked Sendable {
         self.headerTimeout = nanoseconds(configuration.headerTimeout)
         self.writeTimeout = nanoseconds(configuration.writeTimeout)
         self.accessLog = configuration.accessLog
+        self.errorRenderer = configuration.errorRenderer
         self.workers = HandlerWorkers(loop: loop)
     }
 
-    var connectionCount: Int { connections.count }
+    /// The application's answer to an error the server answers by itself
+    /// (`ServerConfiguration.errorRenderer`); a `.file` or `.stream` body is dropped.
+    func errorResponse(_ error: ServerError) -> Response {
+        var response = errorRenderer(error)
+        switch response.body {
+        case .empty, .bytes: break
+        case .file, .stream: response.body = .empty
+        }
+        return response
+    }
 
     /// Starts accepting if this context has the listener (loop thread).
     func start() throws {
@@ -76,7 +88,7 @@ final class ServerContext: Selectable, @unchecked Sendable {
             let accepted: (fd: Int32, remote: String)?
             do {
                 accepted = try Socket.accept(listenerFD)
-            } catch let error as SystemError {
+            } catch {
                 if error.errno == EMFILE || error.errno == ENFILE || error.errno == ENOBUFS || error.errno == ENOMEM {
                     // Out of descriptors: stop accepting for a moment instead of spinning on a
                     // listener that stays readable.
@@ -84,12 +96,10 @@ final class ServerContext: Selectable, @unchecked Sendable {
                     pauseAccepting()
                 }
                 return
-            } catch {
-                return
             }
             guard let (fd, remote) = accepted else { return }
             if let refusal = limiter.admit(remote: remote) {
-                ConnectionLimiter.refuse(fd: fd, refusal, scratch: loop.readBuffer)
+                limiter.refuse(fd: fd, refusal, scratch: loop.buffers.read)
                 continue
             }
             if acceptTargets.isEmpty {

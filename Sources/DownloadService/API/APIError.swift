@@ -2,7 +2,8 @@ import DownloaderEngine
 import MiniHTTPServer
 
 /// An error answer of the REST API: a status and the JSON `{"error":{"code","message"}}` body
-/// (the shape of MiniHTTPServer's `Response.error`, written without `JSONEncoder`).
+/// (written without `JSONEncoder`). The HTTP server's own errors get the same shape
+/// (`ServerErrorJSON`).
 struct APIError: Error, Sendable, Equatable {
     /// The service's own error codes; the raw values are the wire strings, written nowhere else.
     /// An engine error keeps its `EngineError.Code` (see `init(engineError:)`), and MiniHTTPServer
@@ -23,7 +24,7 @@ struct APIError: Error, Sendable, Equatable {
     }
 
     var status: Int
-    /// The wire string: an `APIError.Code` or `EngineError.Code` raw value.
+    /// The wire string: an `APIError.Code`, `EngineError.Code` or `ServerErrorJSON.Code` raw value.
     let code: String
     var message: String
     var headers: [String: String] = [:]
@@ -35,6 +36,11 @@ struct APIError: Error, Sendable, Equatable {
     /// An engine error's code with a status of the service's choosing (see `init(engineError:)`).
     init(status: Int, _ code: EngineError.Code, _ message: String, headers: [String: String] = [:]) {
         self.init(status: status, wireCode: code.rawValue, message, headers: headers)
+    }
+
+    /// An error the HTTP server answers by itself (`ServerErrorJSON`).
+    init(status: Int, _ code: ServerErrorJSON.Code, _ message: String) {
+        self.init(status: status, wireCode: code.rawValue, message, headers: [:])
     }
 
     private init(status: Int, wireCode: String, _ message: String, headers: [String: String]) {

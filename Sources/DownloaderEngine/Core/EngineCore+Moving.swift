@@ -1,3 +1,4 @@
+import Basics
 import Foundation
 
 // Moving a completed file between storage areas (cache → data) off the callers' threads.

@@ -1,3 +1,4 @@
+import Basics
 import Foundation
 
 // An attempt's end: its body verified and published, or its partial synced and kept; then the

@@ -1,3 +1,4 @@
+import Basics
 import Foundation
 
 // Starting attempts and the retry timer.

@@ -1,3 +1,4 @@
+import Basics
 import Foundation
 import Glibc
 
@@ -127,7 +128,7 @@ extension EngineCore {
             before?()
             var synced = true
             do throws(SystemError) {
-                try retryingEINTR("fdatasync") { fdatasync(descriptor) }
+                try syscall("fdatasync") { fdatasync(descriptor) }
             } catch {
                 synced = false  // The write path or the settling sync reports disk trouble.
             }

@@ -1,3 +1,4 @@
+import Basics
 import Foundation
 
 /// What identifies one version of the origin's file, taken from the final hop's response.

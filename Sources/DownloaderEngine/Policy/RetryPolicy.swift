@@ -1,3 +1,4 @@
+import Basics
 import Foundation
 
 /// When and whether to try again. Pure: exponential backoff with full jitter, `Retry-After`

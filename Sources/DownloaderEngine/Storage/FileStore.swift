@@ -1,3 +1,4 @@
+import Basics
 import Foundation
 import Glibc
 
@@ -87,24 +88,24 @@ struct FileStore: Sendable {
     }
 
     static func copyFile(from: String, to: String) throws(SystemError) {
-        let input = try retryingEINTR("open") { open(from, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
+        let input = try syscall("open") { open(from, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
         defer { Glibc.close(input) }
         // A fresh file, never through a symlink planted at `to`: whatever is there goes first.
         unlink(to)
-        let output = try retryingEINTR("open") { open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o644) }
+        let output = try syscall("open") { open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o644) }
         defer { Glibc.close(output) }
         let size = 1 << 20
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
         defer { buffer.deallocate() }
         while true {
-            let n = try retryingEINTR("read") { read(input, buffer, size) }
+            let n = try syscall("read") { read(input, buffer, size) }
             if n == 0 { break }
             var done = 0
             while done < n {
-                done += try retryingEINTR("write") { write(output, buffer + done, n - done) }
+                done += try syscall("write") { write(output, buffer + done, n - done) }
             }
         }
-        try retryingEINTR("fsync") { fsync(output) }
+        try syscall("fsync") { fsync(output) }
     }
 
     /// fsync of the directory holding `path` (best effort: some file systems refuse).

@@ -1,3 +1,4 @@
+import Basics
 import Glibc
 
 /// The partial download on disk: appends through a 1 MiB buffer with write(2) loops and keeps an
@@ -25,15 +26,15 @@ final class PartialFile {
          write writeCall: WriteCall? = nil) throws(SystemError) {
         self.path = path
         self.writeCall = writeCall ?? { Glibc.write($0, $1, $2) }
-        let fd = try retryingEINTR("open") { open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644) }
+        let fd = try syscall("open") { open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644) }
         let kept: Int64
         let hasherInUse: SHA256Hasher
         do throws(SystemError) {
             var st = stat()
-            try retryingEINTR("fstat") { fstat(fd, &st) }
+            try syscall("fstat") { fstat(fd, &st) }
             kept = max(0, min(keep, Int64(st.st_size)))
             if Int64(st.st_size) != kept {
-                try retryingEINTR("ftruncate") { ftruncate(fd, off_t(kept)) }
+                try syscall("ftruncate") { ftruncate(fd, off_t(kept)) }
             }
             if let hasher, hashedLength == kept {
                 hasherInUse = hasher
@@ -41,7 +42,7 @@ final class PartialFile {
                 hasherInUse = SHA256Hasher()
                 try Self.hash(fd: fd, count: kept, into: hasherInUse)
             }
-            try retryingEINTR("lseek") { lseek(fd, off_t(kept), SEEK_SET) }
+            try syscall("lseek") { lseek(fd, off_t(kept), SEEK_SET) }
         } catch {
             Glibc.close(fd)
             throw error
@@ -64,7 +65,7 @@ final class PartialFile {
         var offset: Int64 = 0
         while offset < count {
             let want = Int(min(Int64(chunk), count - offset))
-            let n = try retryingEINTR("pread") { pread(fd, buffer.baseAddress, want, off_t(offset)) }
+            let n = try syscall("pread") { pread(fd, buffer.baseAddress, want, off_t(offset)) }
             if n == 0 { throw SystemError(errno: EIO, function: "pread (file shrank)") }
             hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
             offset += Int64(n)
@@ -99,7 +100,7 @@ final class PartialFile {
     private func writeAll(_ base: UnsafeRawPointer, _ count: Int) throws(SystemError) {
         var done = 0
         while done < count {
-            done += try retryingEINTR("write") { writeCall(fd, base + done, count - done) }
+            done += try syscall("write") { writeCall(fd, base + done, count - done) }
         }
     }
 
@@ -109,7 +110,7 @@ final class PartialFile {
         var done = 0
         do throws(SystemError) {
             while done < buffered {
-                done += try retryingEINTR("write") { writeCall(fd, base + done, buffered - done) }
+                done += try syscall("write") { writeCall(fd, base + done, buffered - done) }
             }
         } catch {
             if done > 0 {
@@ -124,8 +125,8 @@ final class PartialFile {
     /// Drops every byte: the next append starts a new version of the file at 0.
     func truncateToZero() throws(SystemError) {
         buffered = 0
-        try retryingEINTR("ftruncate") { ftruncate(fd, 0) }
-        try retryingEINTR("lseek") { lseek(fd, 0, SEEK_SET) }
+        try syscall("ftruncate") { ftruncate(fd, 0) }
+        try syscall("lseek") { lseek(fd, 0, SEEK_SET) }
         hasher.reset()
         length = 0
         durableLength = 0
@@ -134,8 +135,8 @@ final class PartialFile {
     /// Like `truncateToZero`, without waiting for the file system to free the old bytes: the old
     /// file is renamed to `aside` (for the caller to delete later) and a new empty one takes its place.
     func replaceWithEmpty(settingAsideAt aside: String) throws(SystemError) {
-        try retryingEINTR("rename") { rename(path, aside) }
-        let fresh = try retryingEINTR("open") { open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644) }
+        try syscall("rename") { rename(path, aside) }
+        let fresh = try syscall("open") { open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644) }
         Glibc.close(fd)
         fd = fresh
         buffered = 0
@@ -147,19 +148,19 @@ final class PartialFile {
     /// Flush + fdatasync: everything appended so far survives a crash.
     func sync() throws(SystemError) {
         try flush()
-        try retryingEINTR("fdatasync") { fdatasync(fd) }
+        try syscall("fdatasync") { fdatasync(fd) }
         durableLength = length
     }
 
     /// A second descriptor for the same open file (for a sync elsewhere); the caller closes it.
     func duplicateDescriptor() throws(SystemError) -> Int32 {
-        try retryingEINTR("fcntl") { fcntl(fd, F_DUPFD_CLOEXEC, 0) }
+        try syscall("fcntl") { fcntl(fd, F_DUPFD_CLOEXEC, 0) }
     }
 
     /// Flush + full fsync before the file is published.
     func fullSync() throws(SystemError) {
         try flush()
-        try retryingEINTR("fsync") { fsync(fd) }
+        try syscall("fsync") { fsync(fd) }
         durableLength = length
     }
 

@@ -17,6 +17,7 @@
 // a not-yet-completed entry with `finalPath`, `sha256` and `size` is a publishing intent (the file was
 // verified and fsynced; the start-up finishes the rename). Unknown keys are ignored.
 
+import Basics
 import Foundation
 import Glibc
 
@@ -115,7 +116,7 @@ struct StateJournal: Sendable {
     /// `midWrite` runs once half of the temporary file is written (crash tests).
     func write(_ data: Data, midWrite: (() -> Void)? = nil) throws(SystemError) {
         let temp = path + ".tmp"
-        let fd = try retryingEINTR("open") { open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600) }
+        let fd = try syscall("open") { open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600) }
         do throws(SystemError) {
             let failure = data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> SystemError? in
                 guard let base = raw.baseAddress else { return nil }
@@ -128,7 +129,7 @@ struct StateJournal: Sendable {
                     }
                     let end = halfway == nil ? raw.count : max(1, raw.count / 2)
                     do throws(SystemError) {
-                        done += try retryingEINTR("write") { Glibc.write(fd, base + done, end - done) }
+                        done += try syscall("write") { Glibc.write(fd, base + done, end - done) }
                     } catch {
                         return error
                     }
@@ -136,14 +137,14 @@ struct StateJournal: Sendable {
                 return nil
             }
             if let failure { throw failure }
-            try retryingEINTR("fsync") { fsync(fd) }
+            try syscall("fsync") { fsync(fd) }
         } catch {
             Glibc.close(fd)
             unlink(temp)
             throw error
         }
         Glibc.close(fd)
-        try retryingEINTR("rename") { rename(temp, path) }
+        try syscall("rename") { rename(temp, path) }
         FileStore.syncDirectory(of: path)
     }
 }

@@ -45,8 +45,8 @@ extension Connection {
         }
         switch machine.timedOut() {
         case .sendErrorAndClose(let status):
-            let response = Response.error(status: status, code: HTTPStatus.errorCode(status),
-                                          message: "request not received in time")
+            let response = server.errorResponse(ServerError(status: status, kind: .requestTimeout,
+                                                            reason: "request not received in time"))
             mayRead = false
             inbound = []
             abandonedInput = true
@@ -93,7 +93,7 @@ extension Connection {
 
     func drainLingering() {
         while !isClosed {
-            let result = try? Socket.read(fd, into: loop.readBuffer)
+            let result = try? Socket.read(fd, into: loop.buffers.read)
             switch result {
             case .wouldBlock?: return
             case .processed(let n)? where n > 0: continue

@@ -25,7 +25,7 @@ extension Connection {
         do {
             response = try await server.handler(pending.head.request)
         } catch {
-            response = Response.error(status: 500, code: "internal", message: "the request handler failed")
+            response = server.errorResponse(ServerError(status: 500, kind: .handlerFailed, reason: "the request handler failed"))
         }
         if !loop.inEventLoop { await loop.hop() }
         if let stream = beginResponse(response, method: pending.head.request.method, path: pending.head.request.path,
@@ -95,7 +95,7 @@ extension Connection {
                 if !isHead { bodyBytes = Int64(bytes.count) }
             }
             // The head and body go straight into the loop's write buffer and out with one send.
-            var raw = RawOutput(loop.writeBuffer)
+            var raw = RawOutput(loop.buffers.write)
             ResponseHeadEncoder.encode(status: status, headers: headers, date: loop.dateHeader, framing: framing,
                                        keepAlive: machine.keepAlive, into: &raw)
             let rawHeadBytes = raw.count
@@ -109,8 +109,8 @@ extension Connection {
             }
             // Larger than the write buffer: reuse the loop's scratch array (it comes back unique
             // when the send completed).
-            out = loop.scratch
-            loop.scratch = []
+            out = loop.buffers.scratch
+            loop.buffers.scratch = []
             out.removeAll(keepingCapacity: true)
             out.reserveCapacity(160 + headers.count * 40 + Int(bodyBytes))
             ResponseHeadEncoder.encode(status: status, headers: headers, date: loop.dateHeader, framing: framing,
@@ -121,12 +121,13 @@ extension Connection {
                                              startedAt: startedAt, headBytes: headBytes, bodyBytes: bodyBytes,
                                              isStream: false, chunked: false, complete: true)
             writeNow(out)
-            if out.capacity <= 64 * 1024 { loop.scratch = out }
+            if out.capacity <= 64 * 1024 { loop.buffers.scratch = out }
             return nil
         case .file(let fileResponse):
-            switch FileServer.prepare(fileResponse, method: method, requestHeaders: requestHeaders) {
-            case .failure(let errorResponse):
-                return beginResponse(errorResponse, method: method, path: path, minor: minor,
+            switch FileServer.prepare(fileResponse, method: method, requestHeaders: requestHeaders,
+                                      renderError: server.errorResponse) {
+            case .failure(let error):
+                return beginResponse(server.errorResponse(error), method: method, path: path, minor: minor,
                                      requestHeaders: requestHeaders, sequence: sequence, startedAt: startedAt)
             case .success(let prepared):
                 status = prepared.status

@@ -13,6 +13,7 @@ final class Connection: Selectable, @unchecked Sendable {
     /// Set once registered with the loop; timers are keyed by it.
     var registrationID: UInt32 = 0
 
+    // @exclusivity(unchecked) on every var below: loop-thread only, no overlapping access, so each access skips the runtime exclusivity check (swift_beginAccess/endAccess).
     @exclusivity(unchecked)
     var machine = ConnectionStateMachine()
     @exclusivity(unchecked)
@@ -115,7 +116,7 @@ final class Connection: Selectable, @unchecked Sendable {
 
     func readAndProcess() {
         while mayRead && machine.wantsToRead && !isClosed {
-            let buffer = loop.readBuffer
+            let buffer = loop.buffers.read
             let n: Int
             do {
                 switch try Socket.read(fd, into: buffer) {
@@ -240,7 +241,7 @@ final class Connection: Selectable, @unchecked Sendable {
         return used
     }
 
-    /// Answers a protocol error with a JSON error and `Connection: close`.
+    /// Answers a protocol error (rendered by the application) with `Connection: close`.
     func fail(_ failure: ParseFailure) {
         guard case .sendErrorAndClose(let status) = machine.parseFailed(status: failure.status) else {
             close()
@@ -250,7 +251,7 @@ final class Connection: Selectable, @unchecked Sendable {
         mayRead = false
         abandonedInput = true
         let method = current?.method ?? "-"
-        let response = Response.error(status: status, code: HTTPStatus.errorCode(status), message: failure.reason)
+        let response = server.errorResponse(ServerError(status: status, kind: .invalidRequest, reason: failure.reason))
         beginResponse(response, method: method, path: current.map { pathOf($0.target) } ?? "-", minor: 1,
                       requestHeaders: HTTPHeaders(), sequence: requestSequence, startedAt: headStartedAt)
     }

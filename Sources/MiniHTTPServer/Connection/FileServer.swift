@@ -1,3 +1,4 @@
+import Basics
 import Foundation
 
 /// An open file and the half-open byte range of it to send. (A struct, not a tuple: optional tuples
@@ -17,29 +18,32 @@ enum FileServer {
         var framing: ResponseHeadEncoder.Framing
         /// The open file and the half-open byte range to send; the fd is owned by the caller.
         var range: FileRange?
-        /// A small in-memory body instead (the 416 error).
+        /// A small in-memory body instead (the rendered 416 error).
         var body: [UInt8]?
     }
 
     enum Outcome {
         case success(Prepared)
-        case failure(Response)
+        /// The file cannot be served: answer the error instead.
+        case failure(ServerError)
     }
 
-    static func prepare(_ file: FileResponse, method: String, requestHeaders: HTTPHeaders) -> Outcome {
+    /// `renderError` renders the 416 answer (`ServerConfiguration.errorRenderer`).
+    static func prepare(_ file: FileResponse, method: String, requestHeaders: HTTPHeaders,
+                        renderError: (ServerError) -> Response) -> Outcome {
         let fd = open(file.path, O_RDONLY | O_CLOEXEC | (file.followsSymlinks ? 0 : O_NOFOLLOW))
         if fd < 0 {
             let err = errno
             if err == ENOENT || err == ENOTDIR || err == EISDIR || err == ELOOP {
-                return .failure(.error(status: 404, code: "not_found", message: "file not found"))
+                return .failure(ServerError(status: 404, kind: .fileNotFound, reason: "file not found"))
             }
-            if err == EACCES { return .failure(.error(status: 403, code: "forbidden", message: "file not readable")) }
-            return .failure(.error(status: 500, code: "internal", message: "cannot open file"))
+            if err == EACCES { return .failure(ServerError(status: 403, kind: .fileNotReadable, reason: "file not readable")) }
+            return .failure(ServerError(status: 500, kind: .fileUnavailable, reason: "cannot open file"))
         }
         var st = stat()
         guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else {
             close(fd)
-            return .failure(.error(status: 404, code: "not_found", message: "file not found"))
+            return .failure(ServerError(status: 404, kind: .fileNotFound, reason: "file not found"))
         }
         let size = Int64(st.st_size)
         let mtimeNanos = Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec)
@@ -55,12 +59,13 @@ enum FileServer {
             return .success(Prepared(status: 304, headers: headers, framing: .none))
         case .unsatisfiable:
             close(fd)
-            let error = Response.error(status: 416, code: "range_not_satisfiable", message: "requested range not satisfiable")
+            let error = renderError(ServerError(status: 416, kind: .rangeNotSatisfiable, reason: "requested range not satisfiable"))
             headers["Content-Range"] = "bytes */\(size)"
-            headers["Content-Type"] = "application/json"
+            for (name, value) in error.headers { headers[name] = value }
             var body: [UInt8] = []
-            if case .bytes(let b) = error.body { body = b }
-            return .success(Prepared(status: 416, headers: headers, framing: .length(Int64(body.count)), body: body))
+            if case .bytes(let b) = error.body, !HTTPStatus.forbidsBody(error.status) { body = b }
+            let framing: ResponseHeadEncoder.Framing = HTTPStatus.forbidsBody(error.status) ? .none : .length(Int64(body.count))
+            return .success(Prepared(status: error.status, headers: headers, framing: framing, body: body))
         case .full:
             headers["Content-Type"] = file.contentType
             if let disposition = file.contentDisposition { headers["Content-Disposition"] = disposition }

@@ -126,6 +126,7 @@ final class HandlerWorkers {
 final class HandlerWorker: @unchecked Sendable {
     /// Strong: the cycle through `HandlerWorkers.active`/`spare` ends when the task ends.
     let workers: HandlerWorkers
+    // @exclusivity(unchecked) on the vars below: loop-thread only (the task hops back first), no overlapping access; skips the runtime check.
     /// Set while the worker waits for requests.
     @exclusivity(unchecked)
     var waiter: UnsafeContinuation<Bool, Never>?

@@ -1,17 +1,7 @@
+import Basics
 import CLinux
 import Foundation
 import Synchronization
-
-/// Something registered with the loop for readiness events.
-protocol Selectable: AnyObject {
-    func handleEvent(_ events: UInt32)
-    /// A deadline scheduled with `schedule(at:fd:registrationID:)` passed.
-    func timerFired(deadline: UInt64)
-}
-
-extension Selectable {
-    func timerFired(deadline: UInt64) {}
-}
 
 /// One thread that owns an epoll selector, every socket registered with it, a timer heap, and a
 /// queue other threads hand work to (woken through an eventfd). It is also a Swift `TaskExecutor`:
@@ -20,11 +10,6 @@ extension Selectable {
 ///
 /// Everything not marked thread-safe must only be touched on the loop thread.
 final class EventLoop: TaskExecutor, @unchecked Sendable {
-    private struct Registration {
-        var id: UInt32
-        var handler: Selectable
-    }
-
     private struct Inbox {
         var closures: [@Sendable () -> Void] = []
         var jobs: [UnownedJob] = []
@@ -36,10 +21,9 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
     private let inbox = Mutex(Inbox())
     /// Set by producers after queuing, so the loop skips the lock when nothing was handed over.
     private let inboxPending = Atomic<Bool>(false)
+    // @exclusivity(unchecked) on the vars below and `afterJobs`: loop-thread only, no overlapping access; skips the runtime exclusivity check per access.
     @exclusivity(unchecked)
-    private var registrations: [Registration?] = []
-    @exclusivity(unchecked)
-    private var nextRegistrationID: UInt32 = 0
+    private var registrations = RegistrationTable()
     @exclusivity(unchecked)
     private var localJobs: [UnownedJob] = []
     @exclusivity(unchecked)
@@ -53,21 +37,11 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
     @exclusivity(unchecked)
     private var onExit: [() -> Void] = []
 
-    /// A reusable output buffer for response heads and small bodies (loop-thread only).
+    /// The read and write buffers every connection of this loop shares (loop thread only).
+    let buffers = LoopBuffers()
+    /// The `Date` header's bytes, formatted once per second (see `dateHeader`).
     @exclusivity(unchecked)
-    var scratch: [UInt8] = []
-
-    /// Reusable read buffer shared by every connection of this loop (loop-thread only).
-    let readBuffer: UnsafeMutableRawBufferPointer
-    /// Reusable output buffer for a response head and small body, sent at once (loop-thread only;
-    /// whatever the socket does not take is copied out before the buffer is reused).
-    let writeBuffer: UnsafeMutableRawBufferPointer
-    /// Cached `Date` header value (IMF-fixdate, 29 bytes), refreshed at most once a second.
-    private let dateStorage: UnsafeMutableBufferPointer<UInt8> = .allocate(capacity: 32)
-    @exclusivity(unchecked)
-    private var dateCount = 0
-    @exclusivity(unchecked)
-    private var cachedDateSecond = -1
+    private var dateCache = HTTPDateCache()
     /// Wall-clock seconds sampled once per loop iteration (see `sampleClocks`).
     @exclusivity(unchecked)
     private var wallSecond: Int = {
@@ -81,14 +55,6 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
 
     init() throws {
         selector = try Selector()
-        readBuffer = .allocate(byteCount: 64 * 1024, alignment: 16)
-        writeBuffer = .allocate(byteCount: 64 * 1024, alignment: 16)
-    }
-
-    deinit {
-        readBuffer.deallocate()
-        writeBuffer.deallocate()
-        dateStorage.deallocate()
     }
 
     // MARK: Thread
@@ -159,7 +125,7 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
         localJobs = []
         // Drop what could keep objects (and this loop) alive in a cycle.
         timers = TimerHeap()
-        registrations = []
+        registrations = RegistrationTable()
         afterJobs = []
         selector.close()
         for body in onExit { body() }
@@ -171,10 +137,7 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
         while let entry = timers.popDue(now: now) {
             switch entry.action {
             case .registration(let fd, let id):
-                let index = Int(fd)
-                if index < registrations.count, let reg = registrations[index], reg.id == id {
-                    reg.handler.timerFired(deadline: entry.deadline)
-                }
+                registrations.handler(fd: Int(fd), id: id)?.timerFired(deadline: entry.deadline)
             case .closure(let body): body()
             }
         }
@@ -203,7 +166,8 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
         for hook in afterJobs { hook() }
     }
 
-    /// Run on the loop thread after each batch of task jobs (no task is running then).
+    /// Run on the loop thread after each batch of task jobs (no task is running then). Unchecked
+    /// exclusivity like the loop's other state (see the note at the top).
     @exclusivity(unchecked)
     var afterJobs: [() -> Void] = []
 
@@ -252,8 +216,7 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
     func dispatch(_ events: UInt32, data: UInt64) {
         let fd = Int(truncatingIfNeeded: data & 0xFFFF_FFFF)
         let id = UInt32(truncatingIfNeeded: data >> 32)
-        guard fd < registrations.count, let reg = registrations[fd], reg.id == id else { return }
-        reg.handler.handleEvent(events)
+        registrations.handler(fd: fd, id: id)?.handleEvent(events)
     }
 
     static func eventData(fd: Int32, registrationID: UInt32) -> UInt64 {
@@ -263,17 +226,11 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
     /// Registers `fd` for `events`; returns the registration id that guards against fd reuse.
     @discardableResult
     func register(fd: Int32, events: UInt32, handler: Selectable) throws -> UInt32 {
-        nextRegistrationID &+= 1
-        let id = nextRegistrationID
-        let index = Int(fd)
-        if index >= registrations.count {
-            registrations.append(contentsOf: repeatElement(nil, count: max(index + 1 - registrations.count, registrations.count)))
-        }
-        registrations[index] = Registration(id: id, handler: handler)
+        let id = registrations.add(fd: fd, handler: handler)
         do {
             try selector.add(fd: fd, events: events, data: Self.eventData(fd: fd, registrationID: id))
         } catch {
-            registrations[index] = nil
+            registrations.remove(fd: fd)
             throw error
         }
         return id
@@ -283,7 +240,7 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
     /// with `closing` the epoll_ctl is skipped (close(2) of the only descriptor removes it).
     func deregister(fd: Int32, closing: Bool = false) {
         if !closing { selector.remove(fd: fd) }
-        if Int(fd) < registrations.count { registrations[Int(fd)] = nil }
+        registrations.remove(fd: fd)
     }
 
     // MARK: Timers (loop thread)
@@ -296,10 +253,10 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
         timers.push(deadline, .closure(body))
     }
 
-    // MARK: Date header
+    // MARK: Clocks and the Date header
 
     /// Samples the monotonic and (coarse) wall clocks once per loop iteration, like nginx's
-    /// cached time.
+    /// cached time: timers, timeouts and `Date` headers read these instead of a clock call each.
     private func sampleClocks() {
         now = monotonicNanoseconds()
         var ts = timespec()
@@ -310,16 +267,5 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
     /// The current time as an IMF-fixdate (29 UTF-8 bytes) as of this loop iteration, formatted
     /// once per second (loop thread). The bytes live in the loop's own storage: use them before
     /// the loop's next date refresh.
-    var dateHeader: UnsafeBufferPointer<UInt8> {
-        if wallSecond != cachedDateSecond {
-            cachedDateSecond = wallSecond
-            var text = HTTPDate.format(wallSecond)
-            text.withUTF8 { utf8 in
-                let count = min(utf8.count, dateStorage.count)
-                dateStorage.baseAddress!.update(from: utf8.baseAddress!, count: count)
-                dateCount = count
-            }
-        }
-        return UnsafeBufferPointer(start: dateStorage.baseAddress, count: dateCount)
-    }
+    var dateHeader: UnsafeBufferPointer<UInt8> { dateCache.bytes(forSecond: wallSecond) }
 }

@@ -1,3 +1,4 @@
+import Basics
 import CLinux
 import Foundation
 
@@ -40,11 +41,6 @@ final class Selector {
     func add(fd: Int32, events: UInt32, data: UInt64) throws {
         var ev = epoll_event(events: events, data: epoll_data_t(u64: data))
         try syscall("epoll_ctl(ADD)") { epoll_ctl(epollFD, EPOLL_CTL_ADD, fd, &ev) }
-    }
-
-    func modify(fd: Int32, events: UInt32, data: UInt64) throws {
-        var ev = epoll_event(events: events, data: epoll_data_t(u64: data))
-        try syscall("epoll_ctl(MOD)") { epoll_ctl(epollFD, EPOLL_CTL_MOD, fd, &ev) }
     }
 
     func remove(fd: Int32) {

@@ -1,3 +1,4 @@
+import Basics
 import Foundation
 
 /// What a file on disk looks like to HTTP validators.
@@ -24,7 +25,7 @@ enum FilePlan: Equatable {
         let cacheable = method == "GET" || method == "HEAD"
         if cacheable, let inm = headers["If-None-Match"] {
             if matches(inm, etag: file.etag, weak: true) { return .notModified }
-        } else if cacheable, let ims = headers["If-Modified-Since"].flatMap(HTTPDate.parse) {
+        } else if cacheable, let ims = headers["If-Modified-Since"].flatMap(HTTPDate.parseIMFFixdate) {
             if file.modified <= ims { return .notModified }
         }
         guard cacheable, let range = headers["Range"] else { return .full }
@@ -35,7 +36,7 @@ enum FilePlan: Equatable {
             } else if value.hasPrefix("W/") {
                 return .full  // weak validators never satisfy If-Range
             } else {
-                guard let date = HTTPDate.parse(value), date == file.modified else { return .full }
+                guard let date = HTTPDate.parseIMFFixdate(value), date == file.modified else { return .full }
             }
         }
         switch RangeHeader.evaluate(range, size: file.size) {

@@ -47,21 +47,4 @@ enum HTTPStatus {
     static func forbidsBody(_ code: Int) -> Bool {
         (100..<200).contains(code) || code == 204 || code == 304
     }
-
-    /// A machine-readable error code for the server's own JSON error responses.
-    static func errorCode(_ code: Int) -> String {
-        switch code {
-        case 400: "bad_request"
-        case 404: "not_found"
-        case 408: "request_timeout"
-        case 413: "body_too_large"
-        case 414: "uri_too_long"
-        case 431: "headers_too_large"
-        case 500: "internal"
-        case 501: "not_implemented"
-        case 503: "unavailable"
-        case 505: "version_not_supported"
-        default: "error"
-        }
-    }
 }

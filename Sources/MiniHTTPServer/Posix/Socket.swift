@@ -1,10 +1,12 @@
+import Basics
 import CLinux
 import Foundation
 
-/// Thin, non-owning helpers over socket file descriptors. All sockets are non-blocking.
+/// Thin, non-owning helpers over socket file descriptors, through Basics' syscall wrapper (EINTR
+/// retried, EAGAIN as `.wouldBlock`, failures as `SystemError`). All sockets are non-blocking.
 enum Socket {
     /// Creates a non-blocking listening TCP socket bound to `host:port`; returns the fd and the bound port.
-    static func listen(host: String, port: Int, backlog: Int) throws -> (fd: Int32, port: Int) {
+    static func listen(host: String, port: Int, backlog: Int) throws(SystemError) -> (fd: Int32, port: Int) {
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_port = UInt16(truncatingIfNeeded: port).bigEndian
@@ -42,7 +44,7 @@ enum Socket {
     }
 
     /// Accepts one connection (non-blocking, close-on-exec); nil when none is pending.
-    static func accept(_ listener: Int32) throws -> (fd: Int32, remote: String)? {
+    static func accept(_ listener: Int32) throws(SystemError) -> (fd: Int32, remote: String)? {
         var addr = sockaddr_in()
         var len = socklen_t(MemoryLayout<sockaddr_in>.size)
         let result = try nonBlockingSyscall("accept4") {
@@ -67,17 +69,17 @@ enum Socket {
     }
 
     /// Reads into `buffer`; `.processed(0)` means the peer closed its side.
-    static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws -> IOResult<Int> {
+    static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> IOResult<Int> {
         try nonBlockingSyscall("recv") { recv(fd, buffer.baseAddress, buffer.count, 0) }
     }
 
     /// Sends bytes without raising SIGPIPE.
-    static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws -> IOResult<Int> {
+    static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(SystemError) -> IOResult<Int> {
         try nonBlockingSyscall("send") { Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL)) }
     }
 
     /// Sends up to `count` bytes of `file` from `offset` (advanced) with sendfile(2).
-    static func sendfile(_ fd: Int32, file: Int32, offset: inout off_t, count: Int) throws -> IOResult<Int> {
+    static func sendfile(_ fd: Int32, file: Int32, offset: inout off_t, count: Int) throws(SystemError) -> IOResult<Int> {
         try nonBlockingSyscall("sendfile") { CLinux.sendfile(fd, file, &offset, count) }
     }
 }

@@ -1,10 +1,12 @@
+@testable import DownloadService
 import Foundation
 import Testing
 @testable import MiniHTTPServer
 
 /// The smuggling and malformed-request corpus (`HostileRequestCorpus`) against a live
-/// `MiniHTTPServer` on 127.0.0.1, one server per case: every rejected request gets its 4xx/505 as a
-/// JSON error, the connection closes, and the server still answers a fresh connection afterwards.
+/// `MiniHTTPServer` on 127.0.0.1 with the service's error renderer (`ServerErrorJSON`), one server
+/// per case: every rejected request gets its 4xx/505 as a JSON error, the connection closes, and
+/// the server still answers a fresh connection afterwards.
 @Suite("Hostile requests: smuggling and malformed corpus", .timeLimit(.minutes(2)))
 struct SmugglingCorpusTests {
     /// Echoes what the server made of each request: "METHOD path body".
@@ -19,6 +21,7 @@ struct SmugglingCorpusTests {
         return { c in
             c.eventLoopCount = 1
             c.headerTimeout = timeout
+            c.errorRenderer = ServerErrorJSON.response
         }
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 @testable import MiniHTTPServer
+import Synchronization
 import Testing
 
 /// `maxConnections` / `maxConnectionsPerIP`: the counting (pure) and the canned 503 (live, port 0).
@@ -34,15 +35,35 @@ import Testing
         #expect(ConnectionCounts.ip(ofRemote: remote) == ip)
     }
 
-    @Test func theRefusalIsACompleteJSONAnswer() throws {
-        let text = String(decoding: ConnectionLimiter.refusalBytes(.serverFull), as: UTF8.self)
+    @Test func theRefusalIsACompleteAnswer() throws {
+        let limiter = ConnectionLimiter(maxConnections: 1, maxConnectionsPerIP: nil, renderError: ServerError.plainText)
+        let text = String(decoding: limiter.refusalBytes(.serverFull), as: UTF8.self)
         #expect(text.hasPrefix("HTTP/1.1 503 Service Unavailable\r\n"))
         #expect(text.contains("\r\nRetry-After: 1\r\n") && text.contains("\r\nConnection: close\r\n"))
+        #expect(text.contains("\r\nContent-Type: text/plain; charset=utf-8\r\n"))
         let parts = text.components(separatedBy: "\r\n\r\n")
         #expect(parts.count == 2)
         #expect(text.contains("Content-Length: \(parts[1].utf8.count)\r\n"))
-        let json = try JSONSerialization.jsonObject(with: Data(parts[1].utf8)) as? [String: [String: String]]
-        #expect(json?["error"]?["code"] == "too_many_connections")
+        #expect(parts[1] == "the server has too many open connections; retry shortly\n")
+        let perAddress = String(decoding: limiter.refusalBytes(.addressFull), as: UTF8.self)
+        #expect(perAddress.hasSuffix("\r\n\r\ntoo many open connections from your address; close some and retry\n"))
+    }
+
+    /// The refusal is rendered once by the application: its `Retry-After` wins, the fields the
+    /// server owns and unsafe ones are dropped, only a `.bytes` body is sent.
+    @Test func theRenderedRefusalKeepsTheServersFraming() {
+        let seen = Mutex<[ServerError]>([])
+        let limiter = ConnectionLimiter(maxConnections: 1, maxConnectionsPerIP: nil) { error in
+            seen.withLock { $0.append(error) }
+            return Response(status: error.status,
+                            headers: ["X-Ok": "1", "Retry-After": "7", "Connection": "keep-alive", "Content-Length": "99",
+                                      "X-Bad": "a\r\nb"],
+                            body: .stream { _ in })
+        }
+        #expect(String(decoding: limiter.refusalBytes(.serverFull), as: UTF8.self)
+            == "HTTP/1.1 503 Service Unavailable\r\nX-Ok: 1\r\nContent-Length: 0\r\nRetry-After: 7\r\nConnection: close\r\n\r\n")
+        #expect(seen.withLock { $0.map(\.kind) } == [.tooManyConnections, .tooManyConnections])
+        #expect(seen.withLock { $0.map(\.status) } == [503, 503])
     }
 }
 
@@ -65,7 +86,7 @@ struct ConnectionLimitLiveTests {
             let answer = String(decoding: try await refused.read(), as: UTF8.self)  // until the server closes
             #expect(answer.hasPrefix("HTTP/1.1 503 "), "\(answer)")
             #expect(answer.contains("Retry-After: 1") && answer.contains("Connection: close"))
-            #expect(answer.contains(#""code":"too_many_connections""#))
+            #expect(answer.hasSuffix("\r\n\r\nthe server has too many open connections; retry shortly\n"))
             // The held connections still work.
             #expect(try await held[0].get("/").hasPrefix("HTTP/1.1 200"))
 

@@ -1,3 +1,4 @@
+import Basics
 @testable import DownloaderEngine
 import Foundation
 import Glibc
@@ -22,7 +23,7 @@ import Testing
         func plant(at path: String) throws {
             try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent,
                                                     withIntermediateDirectories: true)
-            guard symlink(secret, path) == 0 else { throw DownloaderEngine.SystemError(errno: errno, function: "symlink") }
+            guard symlink(secret, path) == 0 else { throw SystemError(errno: errno, function: "symlink") }
         }
 
         var secretUntouched: Bool {
@@ -45,7 +46,7 @@ import Testing
         let planted = try Planted()
         let partial = planted.root.appendingPathComponent("state/partials/0123456789abcdef.part").path
         try planted.plant(at: partial)
-        #expect(throws: DownloaderEngine.SystemError.self) { _ = try PartialFile(path: partial, keep: 0) }
+        #expect(throws: SystemError.self) { _ = try PartialFile(path: partial, keep: 0) }
         #expect(planted.secretUntouched)
     }
 
@@ -85,14 +86,16 @@ import Testing
         try planted.plant(at: link)
         var file = FileResponse(path: link)
         file.followsSymlinks = false
-        guard case .failure(let refused) = FileServer.prepare(file, method: "GET", requestHeaders: HTTPHeaders()) else {
+        guard case .failure(let refused) = FileServer.prepare(file, method: "GET", requestHeaders: HTTPHeaders(),
+                                                              renderError: ServerError.plainText) else {
             Issue.record("a planted link was served")
             return
         }
-        #expect(refused.status == 404)
+        #expect(refused.status == 404 && refused.kind == .fileNotFound)
         // Following stays the default for other uses of the server.
         guard case .success(let prepared) = FileServer.prepare(FileResponse(path: link), method: "GET",
-                                                               requestHeaders: HTTPHeaders()) else {
+                                                               requestHeaders: HTTPHeaders(),
+                                                               renderError: ServerError.plainText) else {
             Issue.record("default open failed")
             return
         }

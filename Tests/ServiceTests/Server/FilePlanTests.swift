@@ -1,3 +1,4 @@
+import Basics
 import Foundation
 import Testing
 @testable import MiniHTTPServer
@@ -50,11 +51,12 @@ struct FilePlanTests {
         #expect(plan([("Range", "bytes=500-")]) == .unsatisfiable)
     }
 
-    @Test func httpDateRoundTrip() {
-        #expect(HTTPDate.format(784_111_777) == "Sun, 06 Nov 1994 08:49:37 GMT")
-        #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT") == 784_111_777)
-        #expect(HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT") == nil)
-        #expect(HTTPDate.parse("garbage") == nil)
+    /// Conditionals are read with the strict IMF-fixdate parser: an obsolete form counts as absent.
+    @Test func obsoleteDateFormsCountAsAbsent() {
+        #expect(plan([("If-Modified-Since", "Wed, 15 Nov 2023 00:00:00 GMT")]) == .notModified)
+        #expect(plan([("If-Modified-Since", "Wednesday, 15-Nov-23 00:00:00 GMT")]) == .full)
+        #expect(plan([("If-Modified-Since", "Wed Nov 15 00:00:00 2023")]) == .full)
+        #expect(plan([("Range", "bytes=5-"), ("If-Range", "Tuesday, 14-Nov-23 22:13:20 GMT")]) == .full)
     }
 
     @Test func derivedETagIsStrongAndQuoted() {

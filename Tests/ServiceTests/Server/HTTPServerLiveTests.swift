@@ -83,27 +83,56 @@ struct HTTPServerLiveTests {
         }
     }
 
-    @Test func handlerErrorBecomesJSON500ForThatRequestOnly() async throws {
+    @Test func handlerErrorBecomes500ForThatRequestOnly() async throws {
         try await withServer(handler: Self.echo) { port in
             let client = try await RawHTTPClient.connect(port: port)
             try await client.send(get("/throw"))
             let response = try await client.readResponse()
             #expect(response.status == 500)
-            #expect(response.header("Content-Type") == "application/json")
-            #expect(response.bodyText.contains(#""error":{"#))
+            // The default error renderer: the reason as plain text (the service renders JSON).
+            #expect(response.header("Content-Type") == "text/plain; charset=utf-8")
+            #expect(response.bodyText == "the request handler failed\n")
             try await client.send(get("/ok"))
             #expect(try await client.readResponse().status == 200)
         }
     }
 
-    @Test func malformedAndOversizedRequestsGetJSONErrorsAndClose() async throws {
+    /// `ServerConfiguration.errorRenderer` gets the server's own errors with their kind, status and
+    /// reason, and its response is what the client receives (a stream body is dropped).
+    @Test func theApplicationRendersTheServersErrors() async throws {
+        let render: @Sendable (ServerError) -> Response = { error in
+            let text = "\(error.kind.rawValue) \(error.status) \(error.reason)"
+            if error.kind == .handlerFailed {
+                return Response(status: 599, headers: ["Content-Type": "text/x-test"], body: .stream { _ in })
+            }
+            return Response(status: error.status, headers: ["Content-Type": "text/x-test", "X-Rendered": "yes"],
+                            body: .bytes(Array(text.utf8)))
+        }
+        try await withServer(configure: { $0.errorRenderer = render }, handler: Self.echo) { port in
+            let bad = try await RawHTTPClient.connect(port: port)
+            try await bad.send("GET / HTTP/1.1\r\nHost : t\r\n\r\n")
+            let r400 = try await bad.readResponse()
+            #expect(r400.status == 400 && r400.header("X-Rendered") == "yes" && r400.header("Content-Type") == "text/x-test")
+            #expect(r400.bodyText == "invalidRequest 400 whitespace before colon")
+            #expect(r400.header("Connection") == "close")
+
+            let thrower = try await RawHTTPClient.connect(port: port)
+            try await thrower.send(get("/throw"))
+            let failed = try await thrower.readResponse()
+            #expect(failed.status == 599 && failed.header("Content-Length") == "0" && failed.body.isEmpty)
+            try await thrower.send(get("/ok"))
+            #expect(try await thrower.readResponse().bodyText == "path=/ok")
+        }
+    }
+
+    @Test func malformedAndOversizedRequestsGetErrorsAndClose() async throws {
         try await withServer(handler: Self.echo) { port in
             let big = try await RawHTTPClient.connect(port: port)
             try await big.send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 2000000\r\n\r\n" + String(repeating: "x", count: 10_000))
             let r413 = try await big.readResponse()
             #expect(r413.status == 413)
             #expect(r413.header("Connection") == "close")
-            #expect(r413.bodyText.contains(#""code":"body_too_large""#))
+            #expect(r413.bodyText == "request body too large\n")
             #expect(try await big.readsEndOfStream())
 
             let chunked = try await RawHTTPClient.connect(port: port)

@@ -31,10 +31,10 @@ import Testing
         }
     }
 
-    /// The codes MiniHTTPServer answers by itself: its status table, and the literal codes in its sources
-    /// (and any literal left in the service's sources), found by a scan since it has no enum of them.
+    /// The codes of the HTTP server's own answers (`ServerErrorJSON.Code`), and any literal code left
+    /// in the server's or the service's sources, found by a scan.
     static func httpLayerCodes() throws -> Set<String> {
-        var codes = Set((100..<600).map { HTTPStatus.errorCode($0) })
+        var codes = Set(ServerErrorJSON.Code.allCases.map(\.rawValue))
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().deletingLastPathComponent()
         let literal = try Regex(#"code: "([a-z_]+)"|"code":"([a-z_]+)""#)
