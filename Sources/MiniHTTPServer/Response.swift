@@ -31,6 +31,9 @@ public enum ResponseBody: Sendable {
     /// Each `write` is flushed at once. The server cancels the closure's task when the client goes
     /// away or the server shuts down; the response ends when the closure returns.
     case stream(@Sendable (any ResponseBodyWriter) async throws -> Void)
+    /// A body the event loop drives and the application feeds from any thread, with no task per
+    /// stream (`PushBody`): long-lived output such as event streams or a file that is still growing.
+    case push(PushBody)
 }
 
 /// A file to serve as a response body.
