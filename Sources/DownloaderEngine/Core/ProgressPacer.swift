@@ -1,24 +1,37 @@
-import Foundation
 import Synchronization
 
-/// Delivers paced progress when it falls due: queues whose consumer waits while a not-yet-due
-/// progress is pending are watched, and checked every `tick` on its own queue while any are.
-/// Also remembers each download's latest progress, for consumers that fell behind.
+/// Delivers paced progress when it falls due (see `ProgressPacing`): queues whose consumer waits
+/// while a not-yet-due progress is pending are watched, and checked every `tickSeconds` on the
+/// scheduler while any are. Also remembers each download's latest progress: a deferred progress is
+/// not copied into every queue, and a consumer that runs late is handed the newest one.
 final class ProgressPacer: Sendable {
     let pacing: ProgressPacing
-    /// Monotonic nanoseconds.
-    let now: @Sendable () -> UInt64
-    let tickNanoseconds: UInt64
+    let scheduler: any Scheduler
+    let tickSeconds: Double
+    private let tickNanoseconds: UInt64
     private let subscribers = Atomic<Int>(0)
     /// Watched queues by the tick their progress falls due in (tick = due time / `tickNanoseconds`).
     private let state = Mutex<(buckets: [UInt64: [SubscriberQueue]], count: Int, ticking: Bool)>(([:], 0, false))
-    private let queue = DispatchQueue(label: "download-engine.progress-pacer")
+    /// The latest progress published for each download with subscribers (nil after a lifecycle
+    /// event, until the next progress).
+    private let latest = Mutex<[String: DownloadEvent]>([:])
 
-    init(pacing: ProgressPacing = ProgressPacing(), tick: Double = 0.05,
-         now: @escaping @Sendable () -> UInt64 = { DispatchTime.now().uptimeNanoseconds }) {
+    init(pacing: ProgressPacing = ProgressPacing(), tick: Double = 0.05, scheduler: any Scheduler) {
         self.pacing = pacing
+        self.scheduler = scheduler
+        self.tickSeconds = tick
         self.tickNanoseconds = max(1, UInt64(tick * 1e9))
-        self.now = now
+    }
+
+    /// The scheduler's monotonic clock in nanoseconds.
+    func now() -> UInt64 {
+        let seconds = scheduler.monotonic()
+        return seconds > 0 ? UInt64(seconds * 1e9) : 0
+    }
+
+    /// The clock, the pacing and the subscriber count, for the queues' decisions.
+    func pace(now: UInt64? = nil) -> ProgressPace {
+        ProgressPace(now: now ?? self.now(), pacing: pacing, subscribers: subscribers.load(ordering: .relaxed))
     }
 
     /// The number of subscribers sharing the budget (kept by the registry).
@@ -30,10 +43,6 @@ final class ProgressPacer: Sendable {
 
     var watchedCount: Int { state.withLock { $0.count } }
 
-    /// The latest progress published for each download with subscribers (nil after a lifecycle
-    /// event, until the next progress).
-    private let latest = Mutex<[String: DownloadEvent]>([:])
-
     func setLatestProgress(_ event: DownloadEvent?, of downloadID: String) {
         latest.withLock { $0[downloadID] = event }
     }
@@ -42,7 +51,7 @@ final class ProgressPacer: Sendable {
         latest.withLock { $0[downloadID] }
     }
 
-    /// Delivers `subscriberQueue`'s pending progress on the first tick at or after `dueAt`.
+    /// Has `subscriberQueue` ticked on the first tick at or after `dueAt`.
     func watch(_ subscriberQueue: SubscriberQueue, dueAt: UInt64) {
         let start = state.withLock { s -> Bool in
             s.buckets[dueAt / tickNanoseconds, default: []].append(subscriberQueue)
@@ -54,7 +63,7 @@ final class ProgressPacer: Sendable {
     }
 
     private func scheduleTick() {
-        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(tickNanoseconds))) { [self] in tick() }
+        scheduler.schedule(after: tickSeconds) { [self] in tick() }
     }
 
     /// Delivers what is due (only the due buckets are touched); keeps ticking while any are watched.

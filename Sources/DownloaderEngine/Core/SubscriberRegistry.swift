@@ -11,7 +11,12 @@ final class SubscriberRegistry: @unchecked Sendable {
     private var downloadOf: [UInt64: String] = [:]
     private var nextID: UInt64 = 0
 
-    init(pacer: ProgressPacer = ProgressPacer()) {
+    /// Pacing on `scheduler`'s clock and timers.
+    convenience init(scheduler: any Scheduler, pacing: ProgressPacing = ProgressPacing()) {
+        self.init(pacer: ProgressPacer(pacing: pacing, scheduler: scheduler))
+    }
+
+    init(pacer: ProgressPacer) {
         self.pacer = pacer
     }
 
