@@ -37,10 +37,6 @@ final class ProgressPacer: Sendable {
     /// The number of subscribers sharing the budget (kept by the registry).
     func setSubscribers(_ count: Int) { subscribers.store(count, ordering: .relaxed) }
 
-    func spacing(queue: UInt64, delivery: UInt64) -> UInt64 {
-        pacing.spacing(subscribers: subscribers.load(ordering: .relaxed), queue: queue, delivery: delivery)
-    }
-
     var watchedCount: Int { state.withLock { $0.count } }
 
     func setLatestProgress(_ event: DownloadEvent?, of downloadID: String) {
@@ -66,7 +62,8 @@ final class ProgressPacer: Sendable {
         scheduler.schedule(after: tickSeconds) { [self] in tick() }
     }
 
-    /// Delivers what is due (only the due buckets are touched); keeps ticking while any are watched.
+    /// Ticks the queues that are due (only the due buckets are touched; a queue not due yet asks to
+    /// be watched again); keeps ticking while any are watched.
     func tick() {
         let current = now() / tickNanoseconds
         let due = state.withLock { s -> [SubscriberQueue] in
@@ -77,9 +74,7 @@ final class ProgressPacer: Sendable {
             s.count -= due.count
             return due
         }
-        for subscriberQueue in due {
-            if let later = subscriberQueue.deliverIfDue() { watch(subscriberQueue, dueAt: later) }
-        }
+        for subscriberQueue in due { subscriberQueue.tick() }
         let again = state.withLock { s -> Bool in
             s.ticking = s.count > 0
             return s.ticking
