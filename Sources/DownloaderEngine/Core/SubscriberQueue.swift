@@ -128,14 +128,15 @@ final class SubscriberQueue: @unchecked Sendable {
         return taken
     }
 
+    /// Detaches first: a consumer that has been handed the end is no longer counted.
     private func act(_ action: QueueAction, _ consumer: Consumer?, _ detach: Detach?) {
+        detach?(id)
         switch action.hand {
         case .nothing: break
         case .event(let event): consumer?.resume(returning: event)
         case .end: consumer?.resume(returning: nil)
         }
         if let due = action.watchUntil { pacer?.watch(self, dueAt: due) }
-        detach?(id)
     }
 
     // MARK: For tests
