@@ -147,6 +147,19 @@ public final class PushStream: @unchecked Sendable {
         return true
     }
 
+    /// Runs `body` on the loop after `seconds`, unless the stream has ended by then (a source's own
+    /// patience: how long to wait for bytes, say). Loop thread.
+    public func after(_ seconds: Double, _ body: @escaping @Sendable () -> Void) {
+        guard let connection, !isEnded else { return }
+        connection.loop.schedule(at: connection.loop.now &+ nanoseconds(seconds)) { [weak self] in
+            guard let self, !self.isEnded, self.connection?.push === self else { return }
+            body()
+        }
+    }
+
+    /// Seconds on the loop's monotonic clock (for a source's own bookkeeping). Loop thread.
+    public var loopSeconds: Double { Double(loop.now) / 1e9 }
+
     /// A response with no body to feed (HEAD, an empty body) starts ended.
     func markEnded() {
         isEnded = true

@@ -44,6 +44,9 @@ public struct FileResponse: Sendable {
     public var contentDisposition: String?
     /// A strong ETag (with quotes) to use; when nil the server derives one from inode, size and mtime.
     public var etag: String?
+    /// Other strong validators (with quotes) naming the same content: an `If-Range` with one of
+    /// them is honoured like one with `etag`.
+    public var alsoMatches: [String] = []
     /// Whether a symlink at `path` itself is followed (default true). When false the file is opened
     /// with `O_NOFOLLOW` and a symlink answers 404, so a link planted where the file should be never
     /// serves what it points at.

@@ -91,6 +91,6 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
                 throw error
             }
         }
-        core.attemptWrote(self, count: Int64(bytes.count), length: partial.length, at: now)
+        core.attemptWrote(self, count: Int64(bytes.count), length: partial.length, flushed: partial.flushedLength, at: now)
     }
 }

@@ -38,6 +38,7 @@ extension CurlTransfer {
         }
 
         text(CURLOPT_URL, request.url)
+        if request.method == .head { long(CURLOPT_NOBODY, 1) }
         set(ccurl_setopt_slist(easy, CURLOPT_HTTPHEADER, headerList))
         text(CURLOPT_USERAGENT, request.userAgent)
         text(CURLOPT_PROTOCOLS_STR, "http,https")
