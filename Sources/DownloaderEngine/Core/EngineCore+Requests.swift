@@ -96,6 +96,7 @@ extension EngineCore {
             record.tokens.insert(token)
         case .reader:
             record.readers += 1
+            record.attempt?.followed.store(true, ordering: .relaxed)
             if record.tail == nil { record.tail = DownloadTail(record.tailState(partialPath: store.partialPath(id: record.id))) }
         }
     }

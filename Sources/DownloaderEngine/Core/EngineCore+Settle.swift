@@ -80,7 +80,6 @@ extension EngineCore {
                         record.bytesWritten = closed.length
                         record.flushedBytes = closed.length
                     }
-                    refreshTail(record)
                 case .recordCompletion:
                     if case .published(let file) = settlement { recordCompletion(record, file) }
                 default:

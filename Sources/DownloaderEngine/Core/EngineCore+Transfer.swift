@@ -89,7 +89,8 @@ extension EngineCore {
     }
 
     /// Under `lock`: readers' view of `record` is brought up to date once the lock is released (in
-    /// decision order with everything else).
+    /// decision order with everything else). Called once the data of a decision is applied (an
+    /// accepted head, a lifecycle event), never half-way through applying it.
     func refreshTail(_ record: DownloadRecord) {
         guard let tail = record.tail else { return }
         let state = record.tailState(partialPath: store.partialPath(id: record.id))
