@@ -130,4 +130,25 @@ public final class DownloadSubscription: AsyncSequence, Sendable {
     }
 
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(subscription: self) }
+
+    /// What `poll` found.
+    public enum Polled: Sendable, Equatable {
+        case event(DownloadEvent)
+        /// Nothing yet: the waker given to `poll` is called once there is something.
+        case wait
+        /// The subscription has ended.
+        case end
+    }
+
+    /// The next event without waiting, for a consumer driven by something else (an event loop)
+    /// instead of a task: `.wait` when none is ready, and then `waker` is called (once, on an engine
+    /// thread: do little) as soon as one is. Events are settled as for `next()`: a progress older
+    /// than a waiting lifecycle event is skipped, a late consumer gets the newest progress.
+    public func poll(waker: @escaping @Sendable () -> Void) -> Polled {
+        switch queue.poll(waker: waker) {
+        case .event(let event): .event(event)
+        case .wait: .wait
+        case .end: .end
+        }
+    }
 }

@@ -7,8 +7,21 @@ import Foundation
 final class SubscriberQueue: @unchecked Sendable {
     static var lifecycleLimit: Int { SubscriberQueueState.lifecycleLimit }
 
-    typealias Consumer = CheckedContinuation<DownloadEvent?, Never>
+    /// Who waits for the next event: a task suspended in `next()`, or a poller (`poll`) to wake.
+    enum Consumer {
+        case task(CheckedContinuation<DownloadEvent?, Never>)
+        case poller(@Sendable () -> Void)
+    }
+
     typealias Detach = @Sendable (UInt64) -> Void
+
+    /// What `poll` found.
+    enum Polled: Equatable {
+        case event(DownloadEvent)
+        /// Nothing yet: the waker is called once there is.
+        case wait
+        case end
+    }
 
     let id: UInt64
     let downloadID: String
@@ -19,6 +32,8 @@ final class SubscriberQueue: @unchecked Sendable {
     private let lock = NSLock()
     private var state: SubscriberQueueState
     private var consumer: Consumer?
+    /// What was handed to a poller while it was not looking; it takes it at its next `poll`.
+    private var handedToPoller: QueueAction.Hand?
     /// Called once when the queue stops receiving (terminal event, cancel, shutdown, deinit).
     private var onDetach: Detach?
 
@@ -82,21 +97,48 @@ final class SubscriberQueue: @unchecked Sendable {
 
     private func handed() async -> DownloadEvent? {
         await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: Consumer) in
-                ask(continuation)
+            await withCheckedContinuation { (continuation: CheckedContinuation<DownloadEvent?, Never>) in
+                ask(.task(continuation))
             }
         } onCancel: {
             self.cancel()
         }
     }
 
-    private func ask(_ continuation: Consumer) {
+    private func ask(_ asking: Consumer) {
         let pace = pacer?.pace()
         lock.lock()
         let action = state.ask(pace: pace, cancelled: Task.isCancelled)
-        if !action.handsSomething { consumer = continuation }
+        if !action.handsSomething { consumer = asking }
         lock.unlock()
-        act(action, action.handsSomething ? continuation : nil, nil)
+        act(action, action.handsSomething ? asking : nil, nil)
+    }
+
+    /// The next event without waiting, for a consumer driven from elsewhere (an event loop): when
+    /// there is none yet, `waker` is called (once, on whatever thread delivers) as soon as there is,
+    /// and the next `poll` takes it. What is handed out is settled as in `next()`.
+    func poll(waker: @escaping @Sendable () -> Void) -> Polled {
+        lock.lock()
+        var hand = handedToPoller
+        handedToPoller = nil
+        lock.unlock()
+        if hand == nil {
+            let pace = pacer?.pace()
+            lock.lock()
+            let action = state.ask(pace: pace, cancelled: false)
+            if !action.handsSomething { consumer = .poller(waker) }
+            lock.unlock()
+            act(action, nil, nil)
+            hand = action.hand
+        }
+        switch hand {
+        case .nothing?, nil: return .wait
+        case .end?: return .end
+        case .event(let event)?:
+            // A progress superseded meanwhile is skipped: ask again (the next one, or a wait with the waker set).
+            guard let settled = settle(event) else { return poll(waker: waker) }
+            return .event(settled)
+        }
     }
 
     /// Not inlined: its temporaries stay out of the async frame every idle consumer keeps.
@@ -131,10 +173,15 @@ final class SubscriberQueue: @unchecked Sendable {
     /// Detaches first: a consumer that has been handed the end is no longer counted.
     private func act(_ action: QueueAction, _ consumer: Consumer?, _ detach: Detach?) {
         detach?(id)
-        switch action.hand {
-        case .nothing: break
-        case .event(let event): consumer?.resume(returning: event)
-        case .end: consumer?.resume(returning: nil)
+        switch (action.hand, consumer) {
+        case (.nothing, _), (_, nil): break
+        case (.event(let event), .task(let task)?): task.resume(returning: event)
+        case (.end, .task(let task)?): task.resume(returning: nil)
+        case (let hand, .poller(let waker)?):
+            lock.lock()
+            handedToPoller = hand
+            lock.unlock()
+            waker()
         }
         if let due = action.watchUntil { pacer?.watch(self, dueAt: due) }
     }
