@@ -26,7 +26,7 @@ enum CurlFailureMapping {
     static func kind(for code: CURLcode) -> TransferFailure.Kind {
         switch code {
         case CURLE_OPERATION_TIMEDOUT:
-            return .timeout
+            return .connectTimeout
         case CURLE_TOO_MANY_REDIRECTS:
             return .tooManyRedirects
         case CURLE_FILESIZE_EXCEEDED:

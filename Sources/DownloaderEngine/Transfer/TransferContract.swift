@@ -54,10 +54,23 @@ protocol ErrnoCarrying: Error {
 /// How an attempt ended badly.
 struct TransferFailure: Error, Sendable, Equatable {
     enum Kind: Sendable, Equatable {
-        /// DNS, refused, reset, dropped mid-body, TLS.
+        /// DNS, refused, reset (also during a TLS handshake), dropped mid-body, a proxy that cannot
+        /// reach the origin.
         case connection
-        /// Connect timeout.
-        case timeout
+        /// Connecting (name lookup, TCP, TLS handshake, a proxy's CONNECT) took longer than `connectTimeout`.
+        case connectTimeout
+        /// The response head did not end within `headTimeout` after the request was sent.
+        case headTimeout
+        /// The peer's certificate does not verify (unknown CA, expired, not yet valid, wrong name).
+        case tlsCertificate
+        /// The TLS handshake failed for a lasting reason: a fatal alert, a version or cipher refused.
+        case tlsHandshake
+        /// Body bytes arrived after the end its `Content-Length` announced.
+        case contentLengthMismatch
+        /// The upstream proxy answered `CONNECT` with 407.
+        case proxyAuth
+        /// The upstream proxy answered `CONNECT` with a final 4xx other than 407.
+        case proxyRefused
         /// No bytes for `stallTimeout`.
         case stalled
         /// Body larger than `maxBodyBytes`.

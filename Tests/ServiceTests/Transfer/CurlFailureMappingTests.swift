@@ -14,7 +14,7 @@ import Testing
         (CURLE_SSL_CONNECT_ERROR, .connection),
         (CURLE_PEER_FAILED_VERIFICATION, .connection),
         (CURLE_UNSUPPORTED_PROTOCOL, .connection),
-        (CURLE_OPERATION_TIMEDOUT, .timeout),
+        (CURLE_OPERATION_TIMEDOUT, .connectTimeout),
         (CURLE_TOO_MANY_REDIRECTS, .tooManyRedirects),
         (CURLE_FILESIZE_EXCEEDED, .tooLarge),
     ])

@@ -345,7 +345,7 @@ import Testing
         request.connectTimeout = 0.5
         let recorder = try await Self.attempt(request)
 
-        #expect(try await recorder.failureKind() == .timeout)
+        #expect(try await recorder.failureKind() == .connectTimeout)
     }
 
     @Test func connectionRefusedIsAConnectionFailure() async throws {
