@@ -30,6 +30,12 @@ static inline CURLcode ccurl_setopt_prereq_function(CURL *h, int (*f)(void *, ch
 static inline CURLcode ccurl_setopt_resolver_start_function(CURL *h, int (*f)(void *, void *, void *)) {
     return curl_easy_setopt(h, CURLOPT_RESOLVER_START_FUNCTION, f);
 }
+static inline CURLcode ccurl_setopt_ssl_ctx_function(CURL *h, CURLcode (*f)(CURL *, void *, void *)) {
+    return curl_easy_setopt(h, CURLOPT_SSL_CTX_FUNCTION, f);
+}
+static inline CURLcode ccurl_setopt_debug_function(CURL *h, int (*f)(CURL *, curl_infotype, char *, size_t, void *)) {
+    return curl_easy_setopt(h, CURLOPT_DEBUGFUNCTION, f);
+}
 /// The connect address inside a curl_sockaddr (its `addr` field is really sized by `addrlen`, e.g. a
 /// sockaddr_in6, so Swift must not copy the 16-byte `struct sockaddr` field by value).
 static inline const struct sockaddr *ccurl_sockaddr_address(const struct curl_sockaddr *a) { return &a->addr; }

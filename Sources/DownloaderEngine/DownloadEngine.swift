@@ -19,10 +19,11 @@ public final class DownloadEngine: Sendable {
     /// Creates the storage areas, loads the state journal, carries on downloads that were running,
     /// and starts the pressure monitor (memory PSI / cgroup events, free space of each area).
     /// Transfers go through libcurl with the SSRF guard's rules. Throws `HostRuleError` for a bad
-    /// `allowHosts`/`denyHosts` entry.
+    /// `allowHosts`/`denyHosts` entry, `TrustedCertificatesError` for a `caFile` that cannot be used.
     public convenience init(configuration: EngineConfiguration) throws {
+        let trust = try configuration.caFile.map { path throws(TrustedCertificatesError) in try TrustedCertificates(pemFile: path) }
         let driver = CurlTransferDriver(egress: try EgressRules(configuration),
-                                        maxResponseHeaderBytes: configuration.maxResponseHeaderBytes)
+                                        maxResponseHeaderBytes: configuration.maxResponseHeaderBytes, trust: trust)
         try self.init(configuration: configuration, driver: driver,
                       scheduler: SystemScheduler(), random: SystemRandom(),
                       pressure: LinuxPressureMonitor(memoryThreshold: configuration.memoryPressureThreshold))

@@ -63,6 +63,11 @@ public struct EngineConfiguration: Sendable {
     /// Accept `user:password@` in URLs (sent upstream as Basic auth to that host only, never shown in
     /// snapshots). Default false: such URLs fail with `url_credentials`.
     public var allowURLCredentials: Bool = false
+    /// A PEM file of CA certificates trusted on top of the system's roots, for origins and an https
+    /// upstream proxy (`--ca-file`; default nil). Read when the engine starts: a missing, unreadable
+    /// or empty file makes `DownloadEngine(configuration:)` throw `TrustedCertificatesError`.
+    /// Certificate verification itself is always on.
+    public var caFile: String? = nil
     /// Bytes of response head accepted per attempt, all redirect hops together (default 64 KiB).
     /// More fails the download with `header_too_large`.
     public var maxResponseHeaderBytes: Int = 64 * 1024

@@ -43,7 +43,32 @@ extension CurlTransfer {
         text(CURLOPT_PROTOCOLS_STR, "http,https")
         text(CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
         text(CURLOPT_PROXY, "")  // Ignore *_proxy variables: a proxy would bypass the address check.
-        long(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1)
+        // HTTP/2 when the origin offers it through ALPN (TLS only), else HTTP/1.1.
+        long(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
+        // TLS: always verified (no option turns it off), 1.2 at least, for origins and proxies alike.
+        long(CURLOPT_SSL_VERIFYPEER, 1)
+        long(CURLOPT_SSL_VERIFYHOST, 2)
+        long(CURLOPT_PROXY_SSL_VERIFYPEER, 1)
+        long(CURLOPT_PROXY_SSL_VERIFYHOST, 2)
+        long(CURLOPT_SSLVERSION, Int(CURL_SSLVERSION_TLSv1_2))
+        long(CURLOPT_PROXY_SSLVERSION, Int(CURL_SSLVERSION_TLSv1_2))
+        set(ccurl_setopt_pointer(easy, CURLOPT_SSL_CTX_DATA, context))
+        set(ccurl_setopt_ssl_ctx_function(easy) { _, sslContext, context in
+            guard let context, let sslContext else { return CURLE_OK }
+            let transfer = Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue()
+            transfer.prepareTLS(OpaquePointer(sslContext))
+            return CURLE_OK
+        })
+        // Verbose text goes to the debug callback (never to stderr): it is where libcurl says that a
+        // body ran past its Content-Length.
+        long(CURLOPT_VERBOSE, 1)
+        set(ccurl_setopt_pointer(easy, CURLOPT_DEBUGDATA, context))
+        set(ccurl_setopt_debug_function(easy) { _, type, text, size, context in
+            guard type == CURLINFO_TEXT, let context, let text else { return 0 }
+            let transfer = Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue()
+            transfer.noteDebugText(UnsafeRawBufferPointer(start: text, count: size))
+            return 0
+        })
         long(CURLOPT_FOLLOWLOCATION, 1)
         long(CURLOPT_MAXREDIRS, max(0, request.maxRedirects))
         long(CURLOPT_CONNECTTIMEOUT_MS, max(1, Int(request.connectTimeout * 1000)))

@@ -200,6 +200,7 @@ final class CurlMultiLoop: @unchecked Sendable {
             curl_slist_free_all(list)
             transfer.headerList = nil
         }
+        transfer.stopWatchingTLS()
         transfer.context?.release()
         transfer.context = nil
         transfer.dropSink()

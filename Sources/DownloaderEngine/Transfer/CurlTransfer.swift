@@ -26,9 +26,9 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
     private var collector: ResponseHeadCollector
     private(set) var bodyBytes: Int64 = 0
     /// Why a callback aborted the transfer (wins over libcurl's own code).
-    private(set) var abortReason: TransferFailure?
+    var abortReason: TransferFailure?
     /// Why the SSRF guard refused a connection during this attempt, e.g. "127.0.0.1 is loopback".
-    private(set) var refusedAddress: String?
+    var refusedAddress: String?
     /// Set by callbacks when bytes arrived; the loop turns it into `quietSince`.
     var sawActivity = false
     /// Monotonic nanoseconds since which nothing arrived (starts one connect timeout in the future).
@@ -36,18 +36,23 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
     var finished = false
     /// Redirect hops libcurl followed (3xx heads with a Location) before the final one.
     private(set) var redirectHops = 0
+    /// The first fatal alert of a TLS handshake this attempt started.
+    var handshakeAlert: TLSAlert?
+    /// The `SSL_CTX`s of the TLS connections this attempt opened (watched for alerts until it ends).
+    var tlsContexts: [OpaquePointer] = []
+    /// libcurl saw body bytes beyond the final head's Content-Length.
+    var excessBody = false
 
-    /// The SSRF guard's rules for this attempt.
-    let egress: EgressRules
-    let maxResponseHeaderBytes: Int
+    /// The guard's rules, the head budget, the trusted CAs.
+    let settings: TransferSettings
+    var egress: EgressRules { settings.egress }
+    var maxResponseHeaderBytes: Int { settings.maxResponseHeaderBytes }
     /// Header bytes received so far, all hops together.
     private var headerBytes = 0
 
-    init(request: TransferRequest, delegate: TransferDelegate, loop: CurlMultiLoop,
-         egress: EgressRules = EgressRules(), maxResponseHeaderBytes: Int = 64 * 1024) {
+    init(request: TransferRequest, delegate: TransferDelegate, loop: CurlMultiLoop, settings: TransferSettings = TransferSettings()) {
         self.request = request
-        self.egress = egress
-        self.maxResponseHeaderBytes = maxResponseHeaderBytes
+        self.settings = settings
         self.delegate = delegate
         self.loop = loop
         self.collector = ResponseHeadCollector(followsRedirects: true)  // CURLOPT_FOLLOWLOCATION is always on.
@@ -112,57 +117,25 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         return true
     }
 
-    /// The SSRF check for an address libcurl is about to connect to (or reuse a connection to), on
-    /// the current hop (its host from libcurl's effective URL, which follows redirects).
-    func admits(_ address: IPAddress?, shown: String) -> Bool {
-        let hop = currentHop()
-        let verdict: EgressRules.Verdict
-        if let address {
-            verdict = egress.admit(host: hop?.host, port: hop?.port ?? 0, address: address)
-        } else {
-            verdict = .forbidden("\(shown.isEmpty ? "an unknown address" : shown) is not an IPv4 or IPv6 address")
-        }
-        guard case .forbidden(let reason) = verdict else { return true }
-        refusedAddress = reason
-        return false
-    }
-
-    /// Before a name lookup: false (and the attempt refused) when the hop's host is refused by
-    /// name already (a deny rule, or not on the allow list); addresses are judged at connect time.
-    func screensHopHost() -> Bool {
-        guard let hop = currentHop(), case .forbidden(let reason) = egress.screen(host: hop.host, port: hop.port) else {
-            return true
-        }
-        refusedAddress = reason
-        refuseConnection()
-        return false
-    }
-
-    /// The host and port of the hop libcurl is working on; nil when it cannot be read.
-    private func currentHop() -> HopTarget? {
-        var urlPointer: UnsafeMutablePointer<CChar>?
-        guard let easy, ccurl_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &urlPointer) == CURLE_OK,
-              let urlPointer else { return HopTarget(url: request.url) }
-        return HopTarget(url: String(cString: urlPointer))
-    }
-
-    /// A reused or new connection's peer is refused: abort with `.blockedAddress`.
-    func refuseConnection() {
-        let reason = refusedAddress ?? "refused"
-        abortReason = abortReason ?? TransferFailure(.blockedAddress, "destination forbidden: \(reason)")
-    }
-
     // MARK: Completion (loop thread)
 
     /// The outcome once libcurl reports `code`.
     func outcome(for code: CURLcode) -> Result<TransferSummary, TransferFailure> {
         if let abortReason { return .failure(abortReason) }
         guard code == CURLE_OK else {
-            let detail = String(cString: errorBuffer)
-            return .failure(CurlFailureMapping.failure(for: code, detail: detail, blockedAddress: refusedAddress,
-                                                       redirected: redirectHops > 0))
+            var context = CurlFailureMapping.Context(detail: String(cString: errorBuffer), blockedAddress: refusedAddress,
+                                                     redirected: redirectHops > 0, host: currentHop()?.host ?? "",
+                                                     handshakeAlert: handshakeAlert)
+            var status = 0
+            if let easy, ccurl_getinfo_long(easy, CURLINFO_HTTP_CONNECTCODE, &status) == CURLE_OK { context.proxyStatus = status }
+            return .failure(CurlFailureMapping.failure(for: code, context))
         }
         guard let head else { return .failure(TransferFailure(.connection, "no response head")) }
+        if excessBody {
+            let declared = head.value("content-length") ?? "?"
+            return .failure(TransferFailure(.contentLengthMismatch,
+                                            "the origin sent more than the \(declared) bytes its Content-Length announced"))
+        }
         return .success(TransferSummary(head: head, bodyBytes: bodyBytes))
     }
 
@@ -193,7 +166,7 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         }
     }
 
-    private func abort(_ failure: TransferFailure) -> Bool {
+    func abort(_ failure: TransferFailure) -> Bool {
         if abortReason == nil { abortReason = failure }
         return false
     }

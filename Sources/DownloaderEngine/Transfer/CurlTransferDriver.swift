@@ -1,7 +1,8 @@
 /// The real `TransferStarting`: libcurl's multi interface on one dedicated thread, many concurrent
 /// attempts on it.
 ///
-/// Each attempt (`start`) sends a GET with `TransferRequest.headers` over HTTP/1.1, follows up to
+/// Each attempt (`start`) sends a GET with `TransferRequest.headers` (HTTP/2 when the origin offers
+/// it through ALPN on TLS, else HTTP/1.1), follows up to
 /// `maxRedirects` redirects (http/https only: a redirect to another scheme, e.g. `ftp://`, fails
 /// with `.unsupportedRedirect`), and reports the FINAL hop's head to
 /// `delegate.transfer(didReceive:)` once, before any body byte; 1xx and followed 3xx hops are never
@@ -10,6 +11,11 @@
 /// heads are reported whatever their Content-Length; `maxBodyBytes` limits 2xx bodies only
 /// (`.tooLarge` before the head when a 2xx declares more, or as soon as more arrives).
 /// `didFinishWith` comes exactly once per attempt, from the transfer thread.
+///
+/// TLS: certificates are always verified (system roots plus `trust`), TLS 1.2 at least; a
+/// certificate that does not verify fails with `.tlsCertificate`, a handshake refused for good
+/// (fatal alert, version or cipher) with `.tlsHandshake`, a handshake cut by a reset or close with
+/// `.connection`. A body longer than its `Content-Length` fails with `.contentLengthMismatch`.
 ///
 /// Safety: no proxies from the environment, no cookies, no content decoding (raw bytes). The SSRF
 /// guard (`egress`, with `TransferRequest.allowPrivateNetworks` also lifting the range ban) judges
@@ -27,15 +33,12 @@
 /// last reference) stops the thread and finishes running attempts with `.cancelled`.
 final class CurlTransferDriver: TransferStarting {
     private let loop: CurlMultiLoop
-    /// The SSRF guard's rules for every attempt.
-    let egress: EgressRules
-    /// Bytes of response head accepted per attempt, all hops together.
-    let maxResponseHeaderBytes: Int
+    /// What every attempt shares (guard rules, head budget, trusted CAs).
+    let settings: TransferSettings
 
-    init(egress: EgressRules = EgressRules(), maxResponseHeaderBytes: Int = 64 * 1024) {
+    init(egress: EgressRules = EgressRules(), maxResponseHeaderBytes: Int = 64 * 1024, trust: TrustedCertificates? = nil) {
         loop = CurlMultiLoop()
-        self.egress = egress
-        self.maxResponseHeaderBytes = max(1024, maxResponseHeaderBytes)
+        settings = TransferSettings(egress: egress, maxResponseHeaderBytes: max(1024, maxResponseHeaderBytes), trust: trust)
     }
 
     deinit {
@@ -43,10 +46,9 @@ final class CurlTransferDriver: TransferStarting {
     }
 
     func start(_ request: TransferRequest, delegate: TransferDelegate) -> TransferHandle {
-        var egress = self.egress
-        egress.allowPrivateNetworks = egress.allowPrivateNetworks || request.allowPrivateNetworks
-        let transfer = CurlTransfer(request: request, delegate: delegate, loop: loop, egress: egress,
-                                    maxResponseHeaderBytes: maxResponseHeaderBytes)
+        var settings = self.settings
+        settings.egress.allowPrivateNetworks = settings.egress.allowPrivateNetworks || request.allowPrivateNetworks
+        let transfer = CurlTransfer(request: request, delegate: delegate, loop: loop, settings: settings)
         loop.submit(transfer)
         return transfer
     }
