@@ -16,9 +16,13 @@ public struct EngineConfiguration: Sendable {
     /// Bytes the cache area may hold before the oldest cache files and paused partials are purged;
     /// nil means no limit (default nil).
     public var cacheMaxBytes: Int64? = nil
-    /// Seconds to establish a connection (default 15).
-    public var connectTimeout: Double = 15
-    /// Seconds without a byte before the transfer reconnects and resumes (default 30).
+    /// Seconds to establish a connection: name lookup, TCP, TLS handshake, an upstream proxy's tunnel
+    /// (default 10). Expiry is retried; the last attempt's expiry fails with `connect_timeout`.
+    public var connectTimeout: Double = 10
+    /// Seconds from sending a request to the end of its response head, in total (not an idle timer;
+    /// default 30). Expiry is retried; the last attempt's expiry fails with `head_timeout`.
+    public var headTimeout: Double = 30
+    /// Seconds without a body byte, once the head arrived, before the transfer reconnects and resumes (default 30).
     public var stallTimeout: Double = 30
     /// Attempts per download before it fails (default 6).
     public var maxAttempts: Int = 6

@@ -25,7 +25,10 @@ extension CurlTransfer {
         func long(_ option: CURLoption, _ value: Int) { set(ccurl_setopt_long(easy, option, value)) }
         func text(_ option: CURLoption, _ value: String) { set(ccurl_setopt_string(easy, option, value)) }
 
-        for header in request.headers {
+        // HTTP/1.x bodies end when the origin closes (libcurl drops the field over HTTP/2), so that
+        // bytes sent past the announced Content-Length are seen (`CURLOPT_IGNORE_CONTENT_LENGTH`
+        // below: the transfer counts against Content-Length itself).
+        for header in request.headers + [(name: "Connection", value: "close")] {
             let line = "\(header.name): \(header.value)"
             guard !header.name.isEmpty, header.name.utf8.allSatisfy(Self.isTokenByte),
                   !header.value.utf8.contains(where: { $0 == 13 || $0 == 10 || $0 == 0 }) else {
@@ -59,22 +62,13 @@ extension CurlTransfer {
             transfer.prepareTLS(OpaquePointer(sslContext))
             return CURLE_OK
         })
-        // Verbose text goes to the debug callback (never to stderr): it is where libcurl says that a
-        // body ran past its Content-Length.
-        long(CURLOPT_VERBOSE, 1)
-        set(ccurl_setopt_pointer(easy, CURLOPT_DEBUGDATA, context))
-        set(ccurl_setopt_debug_function(easy) { _, type, text, size, context in
-            guard type == CURLINFO_TEXT, let context, let text else { return 0 }
-            let transfer = Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue()
-            transfer.noteDebugText(UnsafeRawBufferPointer(start: text, count: size))
-            return 0
-        })
         long(CURLOPT_FOLLOWLOCATION, 1)
         long(CURLOPT_MAXREDIRS, max(0, request.maxRedirects))
         long(CURLOPT_CONNECTTIMEOUT_MS, max(1, Int(request.connectTimeout * 1000)))
         long(CURLOPT_BUFFERSIZE, Self.bufferSize)
         long(CURLOPT_NOSIGNAL, 1)
         long(CURLOPT_HTTP_CONTENT_DECODING, 0)  // Raw bytes: no Accept-Encoding is sent, none is decoded.
+        long(CURLOPT_IGNORE_CONTENT_LENGTH, 1)
         long(CURLOPT_TCP_KEEPALIVE, 1)
         long(CURLOPT_TCP_KEEPIDLE, 30)
         long(CURLOPT_TCP_KEEPINTVL, 15)
@@ -128,6 +122,7 @@ extension CurlTransfer {
                 transfer.refuseConnection()
                 return 1  // CURL_PREREQFUNC_ABORT
             }
+            transfer.requestGoesOut()
             return 0  // CURL_PREREQFUNC_OK
         })
 

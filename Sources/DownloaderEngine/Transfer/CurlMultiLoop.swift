@@ -148,8 +148,9 @@ final class CurlMultiLoop: @unchecked Sendable {
             return
         }
         active[ObjectIdentifier(transfer)] = transfer
-        let graceNanoseconds = UInt64(max(0, transfer.request.connectTimeout) * 1e9)
-        transfer.quietSince = Self.monotonicNanoseconds() + graceNanoseconds
+        let request = transfer.request
+        transfer.deadlines = AttemptDeadlines(connectTimeout: request.connectTimeout, headTimeout: request.headTimeout,
+                                              stallTimeout: request.stallTimeout, startedAt: Self.monotonicNanoseconds())
     }
 
     private func collectCompletions(_ multi: UnsafeMutableRawPointer) {
@@ -164,21 +165,24 @@ final class CurlMultiLoop: @unchecked Sendable {
         }
     }
 
-    /// Fails attempts quiet for longer than their `stallTimeout`; returns the poll timeout in ms.
+    /// Fails attempts whose connect, head or stall timer ran out (`AttemptDeadlines`); returns the
+    /// poll timeout in ms.
     private func checkStalls(now: UInt64, in multi: UnsafeMutableRawPointer) -> Int32 {
         var timeout: UInt64 = 1_000_000_000
         for transfer in Array(active.values) {
+            guard var deadlines = transfer.deadlines else { continue }
             if transfer.sawActivity {
                 transfer.sawActivity = false
-                transfer.quietSince = now
+                deadlines.activity(at: now)
+                transfer.deadlines = deadlines
             }
-            let limit = UInt64(max(0.001, transfer.request.stallTimeout) * 1e9)
-            let deadline = transfer.quietSince + limit
-            if now >= deadline {
-                let seconds = transfer.request.stallTimeout
-                finish(transfer, .failure(TransferFailure(.stalled, "no data for \(seconds) s")), in: multi)
-            } else {
+            switch deadlines.check(now: now) {
+            case .runningUntil(let deadline):
                 timeout = min(timeout, deadline - now)
+            case .expired(let kind, _):
+                finish(transfer, .failure(transfer.timedOut(kind)), in: multi)
+            case .drained:
+                finish(transfer, transfer.outcome(for: CURLE_OK), in: multi)
             }
         }
         return Int32(timeout / 1_000_000) + 1

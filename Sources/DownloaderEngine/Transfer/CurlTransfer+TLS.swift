@@ -20,13 +20,4 @@ extension CurlTransfer: TLSAlertListener {
         TLSHandshakeWatch.forget(tlsContexts, of: self)
         tlsContexts.removeAll()
     }
-
-    /// libcurl's verbose text says bytes came beyond the declared body ("Excess found in a read",
-    /// after which it closes the connection and reports success with the body cut at the declared
-    /// end): the one sign of a body longer than its `Content-Length`.
-    func noteDebugText(_ text: UnsafeRawBufferPointer) {
-        if text.starts(with: Self.excessMarker) { excessBody = true }
-    }
-
-    static let excessMarker = Array("Excess found".utf8)
 }

@@ -29,10 +29,10 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
     var abortReason: TransferFailure?
     /// Why the SSRF guard refused a connection during this attempt, e.g. "127.0.0.1 is loopback".
     var refusedAddress: String?
-    /// Set by callbacks when bytes arrived; the loop turns it into `quietSince`.
+    /// Set by callbacks when bytes arrived; the loop tells `deadlines`.
     var sawActivity = false
-    /// Monotonic nanoseconds since which nothing arrived (starts one connect timeout in the future).
-    var quietSince: UInt64 = 0
+    /// The connect, head and stall timers (set when the loop begins the attempt).
+    var deadlines: AttemptDeadlines?
     var finished = false
     /// Redirect hops libcurl followed (3xx heads with a Location) before the final one.
     private(set) var redirectHops = 0
@@ -40,8 +40,9 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
     var handshakeAlert: TLSAlert?
     /// The `SSL_CTX`s of the TLS connections this attempt opened (watched for alerts until it ends).
     var tlsContexts: [OpaquePointer] = []
-    /// libcurl saw body bytes beyond the final head's Content-Length.
-    var excessBody = false
+    /// The accepted body's length as its Content-Length announced (2xx heads without a transfer
+    /// coding); libcurl ignores it (`CURLOPT_IGNORE_CONTENT_LENGTH`) and the transfer counts instead.
+    private(set) var declaredLength: Int64?
 
     /// The guard's rules, the head budget, the trusted CAs.
     let settings: TransferSettings
@@ -87,7 +88,10 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         case .none:
             return true
         case .interimHead(let status):
-            if (300..<400).contains(status) { redirectHops += 1 }
+            if (300..<400).contains(status) {
+                redirectHops += 1
+                deadlines?.headEnded(at: CurlMultiLoop.monotonicNanoseconds(), final: false)
+            }
             return true
         case .invalid(let reason):
             return abort(TransferFailure(.connection, "bad response head: \(reason)"))
@@ -108,13 +112,35 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         if let limit = request.maxBodyBytes, bodyBytes + Int64(bytes.count) > limit {
             return abort(TransferFailure(.tooLarge, "body exceeds \(limit) bytes"))
         }
+        if let declared = declaredLength, bodyBytes + Int64(bytes.count) > declared {
+            return abort(TransferFailure(.contentLengthMismatch, "the origin sent more than the \(declared) bytes its Content-Length announced"))
+        }
         do {
             try sink.write(bytes)
         } catch {
             return abort(TransferFailure(.disk, "writing the body failed: \(error)", code: Self.errno(of: error)))
         }
         bodyBytes += Int64(bytes.count)
+        if bodyBytes == declaredLength { deadlines?.bodyComplete(at: CurlMultiLoop.monotonicNanoseconds()) }
         return true
+    }
+
+    /// The request of the current hop is about to be sent (libcurl's pre-request callback).
+    func requestGoesOut() {
+        deadlines?.requestSent(at: CurlMultiLoop.monotonicNanoseconds())
+    }
+
+    /// The failure when a timer of `deadlines` ran out.
+    func timedOut(_ kind: TransferFailure.Kind) -> TransferFailure {
+        let host = currentHop()?.host ?? "the origin"
+        switch kind {
+        case .headTimeout:
+            return TransferFailure(.headTimeout, "no response head from \(host) within \(request.headTimeout) s of sending the request")
+        case .connectTimeout:
+            return TransferFailure(.connectTimeout, "connecting to \(host) took longer than \(request.connectTimeout) s")
+        default:
+            return TransferFailure(.stalled, "no data for \(request.stallTimeout) s")
+        }
     }
 
     // MARK: Completion (loop thread)
@@ -131,10 +157,8 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
             return .failure(CurlFailureMapping.failure(for: code, context))
         }
         guard let head else { return .failure(TransferFailure(.connection, "no response head")) }
-        if excessBody {
-            let declared = head.value("content-length") ?? "?"
-            return .failure(TransferFailure(.contentLengthMismatch,
-                                            "the origin sent more than the \(declared) bytes its Content-Length announced"))
+        if let declared = declaredLength, bodyBytes < declared {
+            return .failure(TransferFailure(.connection, "the body ended after \(bodyBytes) of the \(declared) bytes its Content-Length announced"))
         }
         return .success(TransferSummary(head: head, bodyBytes: bodyBytes))
     }
@@ -150,6 +174,7 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         }
         let head = ResponseHead(status: status, headers: headers, effectiveURL: effectiveURL)
         self.head = head
+        deadlines?.headEnded(at: CurlMultiLoop.monotonicNanoseconds(), final: true)
         // The size limit applies to bodies that would be accepted (2xx): a 404 with a big error
         // page still reaches the delegate, which decides on its status.
         if (200..<300).contains(status), let limit = request.maxBodyBytes,
@@ -160,6 +185,11 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         switch delegate.transfer(didReceive: head) {
         case .success(let sink):
             self.sink = sink
+            if head.value("transfer-encoding") == nil,
+               let length = head.value("content-length").flatMap({ Int64($0.trimmingCharacters(in: .whitespaces)) }), length >= 0 {
+                declaredLength = length
+                if length == 0 { deadlines?.bodyComplete(at: CurlMultiLoop.monotonicNanoseconds()) }
+            }
             return !isCancelled || abort(TransferFailure(.cancelled, "cancelled"))
         case .failure(let failure):
             return abort(failure)

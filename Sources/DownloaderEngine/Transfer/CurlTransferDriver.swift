@@ -25,9 +25,10 @@
 /// with `.blockedAddress`. Response heads of all hops together are capped at
 /// `maxResponseHeaderBytes` (`.headerTooLarge`).
 ///
-/// Timing: `connectTimeout` bounds each connect (`.timeout`); `stallTimeout` fails an attempt that
-/// received nothing for that long (`.stalled`); before the first response byte the attempt gets
-/// `connectTimeout + stallTimeout`.
+/// Timing (`AttemptDeadlines`): `connectTimeout` bounds each connect, TLS and proxy tunnel included
+/// (`.connectTimeout`); `headTimeout` bounds the time from sending a request to the end of its
+/// response head, in total (`.headTimeout`); once the final head arrived, `stallTimeout` fails an
+/// attempt that received nothing for that long (`.stalled`).
 ///
 /// Construct one per engine (`CurlTransferDriver()`) and keep it; `shutdown()` (or releasing the
 /// last reference) stops the thread and finishes running attempts with `.cancelled`.

@@ -9,8 +9,11 @@ struct TransferRequest: Sendable {
     var url: String
     /// Extra request headers, e.g. `Range: bytes=N-` and `If-Range: "etag"`. Never caller credentials.
     var headers: [(name: String, value: String)]
+    /// Seconds to connect: name lookup, TCP, TLS, a proxy's CONNECT (`.connectTimeout`).
     var connectTimeout: Double
-    /// Seconds without a body byte before the attempt fails with `.stalled`.
+    /// Seconds from sending the request to the end of its response head, in total (`.headTimeout`).
+    var headTimeout: Double = 30
+    /// Seconds without a body byte, once the final head arrived, before the attempt fails with `.stalled`.
     var stallTimeout: Double
     /// Largest 2xx body accepted for this attempt (bytes of this response, not counting kept bytes).
     /// Applies to accepted bodies only: a non-2xx head reaches the delegate whatever its

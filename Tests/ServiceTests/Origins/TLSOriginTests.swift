@@ -74,6 +74,20 @@ struct TLSOriginTests {
         await engine.shutdown()
     }
 
+    @Test func aReusedHTTP2ConnectionIsCheckedByTheGuardToo() async throws {
+        let nginx = try Self.nginx(\.server)
+        defer { nginx.stop() }
+        let driver = CurlTransferDriver(trust: try TrustedCertificates(pemFile: try Self.certificates.get().caFile))
+        defer { driver.shutdown() }
+        let first = try await CurlTransferDriverTests.attempt(.test(nginx.baseURL + "/f.bin"), on: driver)
+        guard case .success = try await first.outcome() else { Issue.record("the first attempt failed"); return }
+
+        // HTTP/2 keeps the connection to localhost for reuse: only the pre-request check can refuse it.
+        let refused = try await CurlTransferDriverTests.attempt(.test(nginx.baseURL + "/f.bin", allowPrivateNetworks: false), on: driver)
+        #expect(try await refused.failureKind() == .blockedAddress)
+        #expect(nginx.accessLog().count == 1)
+    }
+
     /// A lasting TLS failure: `failed` with `code` after one attempt, within 1 s, naming the host.
     static func expectFailsAtOnce(_ leaf: KeyPath<TestCertificates, TestCertificates.Leaf>, trusted: Bool = true,
                                   protocols: String = "TLSv1.2 TLSv1.3", ciphers: String = "HIGH:!aNULL",
