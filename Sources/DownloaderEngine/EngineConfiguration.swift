@@ -72,6 +72,23 @@ public struct EngineConfiguration: Sendable {
     /// or empty file makes `DownloadEngine(configuration:)` throw `TrustedCertificatesError`.
     /// Certificate verification itself is always on.
     public var caFile: String? = nil
+    /// The upstream proxy every hop goes through (`--upstream-proxy`): `http://` or `https://`, with
+    /// optional `user:password@` (sent as `Proxy-Authorization: Basic`, shown nowhere). nil (the
+    /// default): connect directly; proxy variables of the environment are never used. The SSRF guard
+    /// holds through it: each hop's host is resolved and vetted here and the proxy is asked to
+    /// `CONNECT` to the vetted address (http origins too), so `allowHosts`/`denyHosts` work as without
+    /// a proxy; the proxy's own address is not judged. A bad URL makes `DownloadEngine(configuration:)`
+    /// throw `ProxyConfigurationError`.
+    public var upstreamProxy: String? = nil
+    /// Hosts fetched directly despite `upstreamProxy` (`--no-proxy`): names, `*.suffix`, addresses,
+    /// CIDRs (matched against each hop's URL host as written). Default empty.
+    public var noProxy: [String] = []
+    /// Checks `upstreamProxy` and `noProxy`; the error never shows the proxy's credentials.
+    public static func validateProxy(_ url: String?, noProxy: [String]) -> ProxyConfigurationError? {
+        if let url, case .failure(let error) = UpstreamProxy.parse(url) { return error }
+        do { _ = try NoProxyList(noProxy) } catch { return error }
+        return nil
+    }
     /// Bytes of response head accepted per attempt, all redirect hops together (default 64 KiB).
     /// More fails the download with `header_too_large`.
     public var maxResponseHeaderBytes: Int = 64 * 1024

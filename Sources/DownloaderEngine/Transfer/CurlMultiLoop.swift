@@ -12,6 +12,8 @@ final class CurlMultiLoop: @unchecked Sendable {
     private struct Inbox {
         var starts: [CurlTransfer] = []
         var cancels: [CurlTransfer] = []
+        /// Lookups done for hops that go through the proxy (`HopRoute.lookup`).
+        var lookups: [(transfer: CurlTransfer, addresses: [IPAddress], host: String, port: Int)] = []
         var stopping = false
         /// Set by the loop thread as it leaves; the multi handle is gone afterwards.
         var stopped = false
@@ -24,11 +26,11 @@ final class CurlMultiLoop: @unchecked Sendable {
     /// Marks the loop thread in its thread dictionary.
     fileprivate static let loopMarker = "DownloaderEngine.CurlMultiLoop"
 
-    private let multi: UnsafeMutableRawPointer?
+    let multi: UnsafeMutableRawPointer?
     private let inbox = Mutex(Inbox())
     private let exited = DispatchSemaphore(value: 0)
-    /// Attempts whose easy handle is in the multi (loop thread only).
-    private var active: [ObjectIdentifier: CurlTransfer] = [:]
+    /// Attempts begun and not finished: an easy handle in the multi, or a lookup under way (loop thread only).
+    var active: [ObjectIdentifier: CurlTransfer] = [:]
 
     /// Starts the thread. If libcurl cannot initialise, every attempt fails with `.connection`.
     init(threadName: String = "curl-transfers") {
@@ -51,6 +53,15 @@ final class CurlMultiLoop: @unchecked Sendable {
             DispatchQueue.global().async {
                 transfer.delegate.transfer(didFinishWith: .failure(TransferFailure(.cancelled, "the transfer driver shut down")))
             }
+        }
+    }
+
+    /// Hands a finished lookup to the loop thread (from the resolver's thread).
+    func lookedUp(_ transfer: CurlTransfer, addresses: [IPAddress], host: String, port: Int) {
+        inbox.withLock { inbox in
+            guard !inbox.stopped else { return }
+            inbox.lookups.append((transfer, addresses, host, port))
+            if let multi { curl_multi_wakeup(multi) }
         }
     }
 
@@ -89,11 +100,15 @@ final class CurlMultiLoop: @unchecked Sendable {
         }
         var running: Int32 = 0
         while true {
-            let (starts, cancels, stopping) = inbox.withLock { inbox in
-                defer { inbox.starts.removeAll(); inbox.cancels.removeAll() }
-                return (inbox.starts, inbox.cancels, inbox.stopping)
+            let (starts, cancels, lookups, stopping) = inbox.withLock { inbox in
+                defer { inbox.starts.removeAll(); inbox.cancels.removeAll(); inbox.lookups.removeAll() }
+                return (inbox.starts, inbox.cancels, inbox.lookups, inbox.stopping)
             }
             for transfer in starts { begin(transfer, in: multi) }
+            for lookup in lookups where !lookup.transfer.finished {
+                route(lookup.transfer, HopRoute.choose(lookup.addresses, host: lookup.host, port: lookup.port,
+                                                       egress: lookup.transfer.egress), in: multi)
+            }
             for transfer in cancels where !transfer.finished {
                 finish(transfer, .failure(TransferFailure(.cancelled, "cancelled")), in: multi)
             }
@@ -130,27 +145,12 @@ final class CurlMultiLoop: @unchecked Sendable {
             finish(transfer, .failure(TransferFailure(.cancelled, "cancelled")), in: multi)
             return
         }
-        guard let easy = curl_easy_init() else {
-            finish(transfer, .failure(TransferFailure(.connection, "curl_easy_init failed")), in: multi)
-            return
-        }
-        let context = Unmanaged.passRetained(transfer)  // Released in `finish`.
-        transfer.easy = easy
-        transfer.context = context
-        if let failure = transfer.configure(easy, context: context.toOpaque()) {
-            finish(transfer, .failure(failure), in: multi)
-            return
-        }
-        let added = curl_multi_add_handle(multi, easy)
-        guard added == CURLM_OK else {
-            let message = String(cString: curl_multi_strerror(added))
-            finish(transfer, .failure(TransferFailure(.connection, "curl_multi_add_handle: \(message)")), in: multi)
-            return
-        }
+        transfer.context = Unmanaged.passRetained(transfer)  // Released in `finish`.
         active[ObjectIdentifier(transfer)] = transfer
         let request = transfer.request
         transfer.deadlines = AttemptDeadlines(connectTimeout: request.connectTimeout, headTimeout: request.headTimeout,
                                               stallTimeout: request.stallTimeout, startedAt: Self.monotonicNanoseconds())
+        startHop(transfer, in: multi)
     }
 
     private func collectCompletions(_ multi: UnsafeMutableRawPointer) {
@@ -161,6 +161,13 @@ final class CurlMultiLoop: @unchecked Sendable {
             guard ccurl_getinfo_pointer(easy, CURLINFO_PRIVATE, &pointer) == CURLE_OK, let pointer else { continue }
             let transfer = Unmanaged<CurlTransfer>.fromOpaque(pointer).takeUnretainedValue()
             let code = message.pointee.data.result
+            if let next = transfer.pendingRedirect, transfer.abortReason == nil, !transfer.isCancelled {
+                transfer.pendingRedirect = nil
+                releaseEasy(transfer, in: multi)
+                transfer.hopURL = next
+                startHop(transfer, in: multi)
+                continue
+            }
             finish(transfer, transfer.outcome(for: code), in: multi)
         }
     }
@@ -189,17 +196,12 @@ final class CurlMultiLoop: @unchecked Sendable {
     }
 
     /// Ends an attempt exactly once: removes and frees its handle, drops the retain, reports.
-    private func finish(_ transfer: CurlTransfer, _ result: Result<TransferSummary, TransferFailure>,
+    func finish(_ transfer: CurlTransfer, _ result: Result<TransferSummary, TransferFailure>,
                         in multi: UnsafeMutableRawPointer) {
         guard !transfer.finished else { return }
         transfer.finished = true
-        if let easy = transfer.easy {
-            if active.removeValue(forKey: ObjectIdentifier(transfer)) != nil {
-                _ = curl_multi_remove_handle(multi, easy)
-            }
-            curl_easy_cleanup(easy)
-            transfer.easy = nil
-        }
+        releaseEasy(transfer, in: multi)
+        active.removeValue(forKey: ObjectIdentifier(transfer))
         if let list = transfer.headerList {
             curl_slist_free_all(list)
             transfer.headerList = nil

@@ -5,6 +5,7 @@ extension CurlTransfer {
     /// The SSRF check for an address libcurl is about to connect to (or reuse a connection to), on
     /// the current hop (its host from libcurl's effective URL, which follows redirects).
     func admits(_ address: IPAddress?, shown: String) -> Bool {
+        if isTunnelled { return true }  // The proxy's address; the origin's was vetted before the tunnel.
         let hop = currentHop()
         let verdict: EgressRules.Verdict
         if let address {
@@ -20,6 +21,7 @@ extension CurlTransfer {
     /// Before a name lookup: false (and the attempt refused) when the hop's host is refused by
     /// name already (a deny rule, or not on the allow list); addresses are judged at connect time.
     func screensHopHost() -> Bool {
+        if isTunnelled { return true }  // libcurl looks up the proxy's name.
         guard let hop = currentHop(), case .forbidden(let reason) = egress.screen(host: hop.host, port: hop.port) else {
             return true
         }
@@ -32,7 +34,7 @@ extension CurlTransfer {
     func currentHop() -> HopTarget? {
         var urlPointer: UnsafeMutablePointer<CChar>?
         guard let easy, ccurl_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &urlPointer) == CURLE_OK,
-              let urlPointer else { return HopTarget(url: request.url) }
+              let urlPointer else { return HopTarget(url: hopURL) }
         return HopTarget(url: String(cString: urlPointer))
     }
 

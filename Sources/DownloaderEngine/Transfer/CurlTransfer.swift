@@ -20,6 +20,14 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
     /// The retain that keeps this object alive while libcurl holds its pointer.
     var context: Unmanaged<CurlTransfer>?
     var headerList: UnsafeMutablePointer<curl_slist>?
+    /// The current hop's `CURLOPT_CONNECT_TO` entry (a tunnelled hop), freed with its easy handle.
+    var connectToList: UnsafeMutablePointer<curl_slist>?
+    /// The URL of the hop being fetched (the request's, then each redirect's when the transfer
+    /// follows them itself) and how it is reached.
+    var hopURL: String
+    var route = HopRoute.direct
+    /// The next hop's URL once the current hop answered with a redirect the transfer follows itself.
+    var pendingRedirect: String?
     let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
     private(set) var head: ResponseHead?
     private var sink: BodySink?
@@ -34,8 +42,8 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
     /// The connect, head and stall timers (set when the loop begins the attempt).
     var deadlines: AttemptDeadlines?
     var finished = false
-    /// Redirect hops libcurl followed (3xx heads with a Location) before the final one.
-    private(set) var redirectHops = 0
+    /// Redirect hops followed (3xx heads with a Location) before the final one.
+    var redirectHops = 0
     /// The first fatal alert of a TLS handshake this attempt started.
     var handshakeAlert: TLSAlert?
     /// The `SSL_CTX`s of the TLS connections this attempt opened (watched for alerts until it ends).
@@ -56,7 +64,9 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         self.settings = settings
         self.delegate = delegate
         self.loop = loop
-        self.collector = ResponseHeadCollector(followsRedirects: true)  // CURLOPT_FOLLOWLOCATION is always on.
+        hopURL = request.url
+        // A 3xx with a Location is an interim head when libcurl follows it, a hop's end otherwise.
+        collector = ResponseHeadCollector(followsRedirects: !settings.followsRedirectsItself)
         errorBuffer.initialize(to: 0)
     }
 
@@ -154,6 +164,9 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
                                                      handshakeAlert: handshakeAlert)
             var status = 0
             if let easy, ccurl_getinfo_long(easy, CURLINFO_HTTP_CONNECTCODE, &status) == CURLE_OK { context.proxyStatus = status }
+            if isTunnelled, let proxy = settings.proxy, proxy.scheme == .https, context.proxyStatus == 0 {
+                context.tlsProxyHost = EgressRules.normalized(proxy.host)  // No tunnel yet: the TLS peer was the proxy.
+            }
             return .failure(CurlFailureMapping.failure(for: code, context))
         }
         guard let head else { return .failure(TransferFailure(.connection, "no response head")) }
@@ -167,6 +180,9 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
     func dropSink() { sink = nil }
 
     private func deliverHead(status: Int, headers: [String: [String]]) -> Bool {
+        if settings.followsRedirectsItself, (300..<400).contains(status), let location = headers["location"]?.first {
+            return endHopWithRedirect(location: location)
+        }
         var urlPointer: UnsafeMutablePointer<CChar>?
         var effectiveURL = request.url
         if let easy, ccurl_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &urlPointer) == CURLE_OK, let urlPointer {

@@ -17,6 +17,11 @@
 /// (fatal alert, version or cipher) with `.tlsHandshake`, a handshake cut by a reset or close with
 /// `.connection`. A body longer than its `Content-Length` fails with `.contentLengthMismatch`.
 ///
+/// Proxy: with `proxy`, every hop whose host `noProxy` does not name goes through a `CONNECT`
+/// tunnel to an address the transfer resolved and vetted itself (`HopRoute`), and the transfer
+/// follows redirects itself, hop by hop; a 407 fails with `.proxyAuth`, another 4xx to CONNECT with
+/// `.proxyRefused`.
+///
 /// Safety: no proxies from the environment, no cookies, no content decoding (raw bytes). The SSRF
 /// guard (`egress`, with `TransferRequest.allowPrivateNetworks` also lifting the range ban) judges
 /// every connection at connect time (the resolved address libcurl is about to connect to, so DNS
@@ -37,9 +42,11 @@ final class CurlTransferDriver: TransferStarting {
     /// What every attempt shares (guard rules, head budget, trusted CAs).
     let settings: TransferSettings
 
-    init(egress: EgressRules = EgressRules(), maxResponseHeaderBytes: Int = 64 * 1024, trust: TrustedCertificates? = nil) {
+    init(egress: EgressRules = EgressRules(), maxResponseHeaderBytes: Int = 64 * 1024, trust: TrustedCertificates? = nil,
+         proxy: UpstreamProxy? = nil, noProxy: NoProxyList = NoProxyList(), resolver: any HostResolver = SystemResolver()) {
         loop = CurlMultiLoop()
-        settings = TransferSettings(egress: egress, maxResponseHeaderBytes: max(1024, maxResponseHeaderBytes), trust: trust)
+        settings = TransferSettings(egress: egress, maxResponseHeaderBytes: max(1024, maxResponseHeaderBytes), trust: trust,
+                                    proxy: proxy, noProxy: noProxy, resolver: resolver)
     }
 
     deinit {

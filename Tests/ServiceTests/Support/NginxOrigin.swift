@@ -34,11 +34,16 @@ final class NginxOrigin: @unchecked Sendable {
 
     private let secure: Bool
 
-    /// `http://127.0.0.1:<port>`, or `https://localhost:<port>` with TLS (the name the certificates carry).
-    var baseURL: String { secure ? "https://localhost:\(port)" : "http://127.0.0.1:\(port)" }
+    /// The IPv4 address it listens on (127.0.0.1 unless told otherwise).
+    let address: String
 
-    /// Starts nginx serving `files` (name → bytes), each location throttled to `limitRate` bytes/s when given.
-    init(files: [String: [UInt8]], limitRate: Int? = nil, tls: TLS? = nil, ipv6: Bool = false) throws {
+    /// `http://127.0.0.1:<port>`, or `https://localhost:<port>` with TLS (the name the certificates carry).
+    var baseURL: String { secure ? "https://localhost:\(port)" : "http://\(address):\(port)" }
+
+    /// Starts nginx serving `files` (name → bytes), each location throttled to `limitRate` bytes/s when given,
+    /// on `address`:`port` (0: a free port), and on [::1] too with `ipv6`.
+    init(files: [String: [UInt8]], limitRate: Int? = nil, tls: TLS? = nil, ipv6: Bool = false, address: String = "127.0.0.1",
+         port: UInt16 = 0) throws {
         guard let binary = Self.binary else { throw Failure(description: "nginx is not installed") }
         prefix = FileManager.default.temporaryDirectory.appendingPathComponent("nginx-\(UUID().uuidString)")
         let html = prefix.appendingPathComponent("html")
@@ -46,10 +51,11 @@ final class NginxOrigin: @unchecked Sendable {
             try FileManager.default.createDirectory(at: prefix.appendingPathComponent(dir), withIntermediateDirectories: true)
         }
         for (name, bytes) in files { try Data(bytes).write(to: html.appendingPathComponent(name)) }
-        port = try Self.freePort()
+        self.port = port == 0 ? try Self.freePort() : port
+        self.address = address
         secure = tls != nil
         var listen = tls.map { "ssl" + ($0.http2 ? " http2" : "") } ?? ""
-        listen = "listen 127.0.0.1:\(port) \(listen);" + (ipv6 ? " listen [::1]:\(port) \(listen);" : "")
+        listen = "listen \(address):\(self.port) \(listen);" + (ipv6 ? " listen [::1]:\(self.port) \(listen);" : "")
         let tlsLines = tls.map { """
             ssl_certificate \($0.certificate); ssl_certificate_key \($0.key);
                     ssl_protocols \($0.protocols); ssl_ciphers \($0.ciphers);
@@ -133,7 +139,13 @@ final class NginxOrigin: @unchecked Sendable {
         while Date() < deadline {
             guard process.isRunning else { throw Failure(description: "nginx exited with \(process.terminationStatus)") }
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            let connected = OriginSocket.connectToLoopback(fd, port: port)
+            var target = sockaddr_in()
+            target.sin_family = sa_family_t(AF_INET)
+            target.sin_port = port.bigEndian
+            inet_pton(AF_INET, address, &target.sin_addr)
+            let connected = withUnsafePointer(to: &target) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
             close(fd)
             if connected == 0 { return }
             usleep(20_000)  // Start-up poll: nginx gives no other readiness signal.

@@ -23,6 +23,10 @@ final class TestCertificates: Sendable {
     let wrongName: Leaf
     /// Valid names, signed by a CA nobody trusts.
     let unknownCA: Leaf
+    /// Signed by the test CA for the name `localhost` only (no address).
+    let nameOnly: Leaf
+    /// Signed by the test CA for the address 127.0.0.1 only (no name).
+    let addressOnly: Leaf
 
     static let names = "DNS:localhost,DNS:files.test,IP:127.0.0.1,IP:::1"
 
@@ -39,6 +43,8 @@ final class TestCertificates: Sendable {
         expired = try Self.leaf("expired", names: Self.names, days: "-1", ca: "ca", in: dir)
         wrongName = try Self.leaf("wrong-name", names: "DNS:other.test", days: "1", ca: "ca", in: dir)
         unknownCA = try Self.leaf("unknown-ca", names: Self.names, days: "1", ca: "other-ca", in: dir)
+        nameOnly = try Self.leaf("name-only", names: "DNS:localhost", days: "1", ca: "ca", in: dir)
+        addressOnly = try Self.leaf("address-only", names: "IP:127.0.0.1", days: "1", ca: "ca", in: dir)
     }
 
     deinit { try? FileManager.default.removeItem(at: directory) }

@@ -132,8 +132,10 @@ final class TestOrigin: Sendable {
         var status: Int
     }
 
-    /// The port it listens on (127.0.0.1).
+    /// The port it listens on.
     let port: UInt16
+    /// The address it listens on (127.0.0.1 unless told otherwise, e.g. "::1" or "127.0.0.2").
+    let address: String
     /// The default resource's path.
     let path: String
     let listener: Int32
@@ -143,11 +145,13 @@ final class TestOrigin: Sendable {
     static let maxConnections = 64
     static let maxRecordedRequests = 10_000
 
-    /// Starts listening at once; `bodySize` bytes are served at `path`.
-    init(bodySize: Int = 1 << 20, path: String = "/file", settings: Settings = Settings()) throws {
-        let (fd, port) = try OriginSocket.listenOnLoopback()
+    /// Starts listening at once on `address`:`port` (0: any free port); `bodySize` bytes are served at `path`.
+    init(bodySize: Int = 1 << 20, path: String = "/file", settings: Settings = Settings(), address: String = "127.0.0.1",
+         port: UInt16 = 0) throws {
+        let (fd, port) = try OriginSocket.listen(on: address, port: port)
         self.listener = fd
         self.port = port
+        self.address = address
         self.path = path
         var initial = State()
         initial.settings = settings
@@ -162,8 +166,8 @@ final class TestOrigin: Sendable {
 
     // MARK: URLs and expected content
 
-    /// `http://127.0.0.1:<port>`.
-    var baseURL: String { "http://127.0.0.1:\(port)" }
+    /// `http://127.0.0.1:<port>` (or the address it listens on, IPv6 in brackets).
+    var baseURL: String { "http://\(address.contains(":") ? "[\(address)]" : address):\(port)" }
     /// The default resource's URL.
     var url: String { baseURL + path }
     /// The URL of `path`.

@@ -1,0 +1,14 @@
+import Testing
+
+/// Runs the suites that fetch through a real proxy in a loopback-only network namespace (see
+/// `LoopbackNamespace`): they are skipped anywhere else.
+@Suite(.serialized, .timeLimit(.minutes(5)))
+struct LoopbackNamespaceRunTests {
+    @Test func fetchingThroughSquid() async throws {
+        try await LoopbackNamespace.run(suite: "ProxiedFetchTests/")
+    }
+
+    @Test func theSSRFGuardsTestsThroughSquid() async throws {
+        try await LoopbackNamespace.run(suite: "ProxiedGuardTests/")
+    }
+}
