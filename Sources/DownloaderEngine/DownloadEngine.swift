@@ -108,9 +108,11 @@ public final class DownloadEngine: Sendable {
     }
 }
 
-/// Events of one download for one subscriber. Progress is conflated (a slow reader sees the latest
-/// snapshot); lifecycle events are kept. Ends after `completed`/`failed`, on engine shutdown, or
-/// when the consuming task is cancelled. Dropping the subscription unsubscribes.
+/// Events of one download for one subscriber, starting with the current snapshot. Progress is
+/// conflated: a reader that falls behind (or runs late) gets the latest snapshot, and no progress
+/// older than a lifecycle event waiting after it. Lifecycle events are kept. Ends after
+/// `completed`/`failed`, on engine shutdown, or when the consuming task is cancelled. Dropping the
+/// subscription unsubscribes.
 public final class DownloadSubscription: AsyncSequence, Sendable {
     public typealias Element = DownloadEvent
 

@@ -14,7 +14,7 @@ struct EventStreamWriter: Sendable {
     func forward(_ subscription: DownloadSubscription) async throws {
         var cursor = EventStreamCursor(firstID: firstID)
         for await received in subscription {
-            guard let frame = cursor.frame(for: received, of: subscription, eventData: eventData) else { continue }
+            guard let frame = cursor.frame(for: received, eventData: eventData) else { continue }
             try await writer.write(frame)
             if cursor.ended { break }
             // After a lifecycle event let the download's other streams write it too before this
@@ -26,11 +26,10 @@ struct EventStreamWriter: Sendable {
 }
 
 /// What one progress stream writes, event by event: ids from `firstID` up (so a client's
-/// `Last-Event-ID` + 1 continues), `retry:` on the first event, nothing after a terminal event. A
-/// progress event is replaced by the download's newest progress when the subscription has one (a
-/// stream that fell behind writes the newest snapshot) and skipped when it is the one written last
-/// or when a lifecycle event (with a newer snapshot) is already waiting.
-/// Pure but for the closures it is given.
+/// `Last-Event-ID` + 1 continues), `retry:` on the first event, nothing after a terminal event, and
+/// a progress event not when it is the one written last. (Which progress a stream that fell behind
+/// gets, the newest or none before a waiting lifecycle event, the subscription decides.)
+/// Pure but for the closure it is given.
 struct EventStreamCursor {
     let firstID: UInt64
     private(set) var nextID: UInt64
@@ -45,28 +44,19 @@ struct EventStreamCursor {
         self.nextID = firstID
     }
 
-    /// `frame(for:newest:data:)` for a live subscription. Never inlined: inlined into the async
+    /// `frame(for:data:)` with the shared encodings. Never inlined: inlined into the async
     /// `forward`, its temporaries would enlarge the async frame that every idle stream keeps
     /// (measured: 7 KiB more per stream).
     @inline(never)
-    mutating func frame(for received: DownloadEvent, of subscription: DownloadSubscription, eventData: EventDataCache) -> [UInt8]? {
-        frame(for: received, newest: { subscription.newestProgress() },
-              superseded: { subscription.hasPendingLifecycleEvent },
-              data: { eventData.data(for: $0, encode: DownloadAPI.eventData) })
+    mutating func frame(for event: DownloadEvent, eventData: EventDataCache) -> [UInt8]? {
+        frame(for: event, data: { eventData.data(for: $0, encode: DownloadAPI.eventData) })
     }
 
-    /// The bytes to write for `received`, or nil to write nothing.
-    mutating func frame(for received: DownloadEvent, newest: () -> DownloadEvent?, superseded: () -> Bool = { false },
-                        data: (DownloadEvent) -> String) -> [UInt8]? {
+    /// The bytes to write for `event`, or nil to write nothing.
+    mutating func frame(for event: DownloadEvent, data: (DownloadEvent) -> String) -> [UInt8]? {
         guard !ended else { return nil }
-        var event = received
         lastWasLifecycle = false
-        if case .progress = received {
-            // A lifecycle event with a newer snapshot is next (the first event is always written:
-            // a stream starts with the current snapshot).
-            if nextID != firstID, superseded() { return nil }
-            if let newer = newest() { event = newer }
-            let snapshot = event.snapshot
+        if case .progress(let snapshot) = event {
             if let last = lastProgress, last.bytes == snapshot.bytesWritten, last.updatedAt == snapshot.updatedAt {
                 return nil
             }

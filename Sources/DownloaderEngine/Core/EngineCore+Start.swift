@@ -9,6 +9,7 @@ extension EngineCore {
         let attempt = Attempt(serial: serial, recordID: record.id, core: self, checkpointBytes: checkpointBytes,
                               checkpointSeconds: configuration.checkpointInterval)
         record.attempt = attempt
+        if record.readers > 0 { attempt.followed.store(true, ordering: .relaxed) }
         let kept = record.keptBytes
         let hasher = record.keptHasher
         record.keptHasher = nil

@@ -27,6 +27,7 @@ extension CurlTransfer {
 
         if headerList == nil, let failure = buildHeaderList() { return failure }
         text(CURLOPT_URL, hopURL)
+        if request.method == .head { long(CURLOPT_NOBODY, 1) }
         set(ccurl_setopt_slist(easy, CURLOPT_HTTPHEADER, headerList))
         text(CURLOPT_USERAGENT, request.userAgent)
         text(CURLOPT_PROTOCOLS_STR, "http,https")

@@ -201,7 +201,7 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         switch delegate.transfer(didReceive: head) {
         case .success(let sink):
             self.sink = sink
-            if head.value("transfer-encoding") == nil,
+            if request.method == .get, head.value("transfer-encoding") == nil,
                let length = head.value("content-length").flatMap({ Int64($0.trimmingCharacters(in: .whitespaces)) }), length >= 0 {
                 declaredLength = length
                 if length == 0 { deadlines?.bodyComplete(at: CurlMultiLoop.monotonicNanoseconds()) }

@@ -6,6 +6,8 @@ import Foundation
 
 /// One attempt to fetch a URL.
 struct TransferRequest: Sendable {
+    enum Method: Sendable { case get, head }
+
     var url: String
     /// Extra request headers, e.g. `Range: bytes=N-` and `If-Range: "etag"`. Never caller credentials.
     var headers: [(name: String, value: String)]
@@ -22,6 +24,8 @@ struct TransferRequest: Sendable {
     var maxRedirects: Int
     var allowPrivateNetworks: Bool
     var userAgent: String
+    /// `.head` asks for the head only (no body follows).
+    var method: Method = .get
 }
 
 /// The final hop's response head (after redirects), given before any body byte is written.
