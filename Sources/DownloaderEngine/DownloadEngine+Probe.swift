@@ -22,7 +22,8 @@ extension DownloadEngine {
         let url = try URLNormalizer.normalize(request.url, allowCredentials: configuration.allowURLCredentials).get()
         try egress.screen(url: url)
         let c = configuration
-        let transfer = TransferRequest(url: url, headers: [], connectTimeout: c.connectTimeout, stallTimeout: c.stallTimeout,
+        let transfer = TransferRequest(url: url, headers: [], connectTimeout: c.connectTimeout, headTimeout: c.headTimeout,
+                                       stallTimeout: c.stallTimeout,
                                        maxBodyBytes: nil, maxRedirects: c.maxRedirects,
                                        allowPrivateNetworks: c.allowPrivateNetworks, userAgent: c.userAgent, method: .head)
         let driver = core.driver

@@ -19,10 +19,14 @@ public final class DownloadEngine: Sendable {
     /// Creates the storage areas, loads the state journal, carries on downloads that were running,
     /// and starts the pressure monitor (memory PSI / cgroup events, free space of each area).
     /// Transfers go through libcurl with the SSRF guard's rules. Throws `HostRuleError` for a bad
-    /// `allowHosts`/`denyHosts` entry.
+    /// `allowHosts`/`denyHosts` entry, `TrustedCertificatesError` for a `caFile` that cannot be used,
+    /// `ProxyConfigurationError` for a bad `upstreamProxy` or `noProxy`.
     public convenience init(configuration: EngineConfiguration) throws {
+        let trust = try configuration.caFile.map { path throws(TrustedCertificatesError) in try TrustedCertificates(pemFile: path) }
+        let proxy = try configuration.upstreamProxy.map { url throws(ProxyConfigurationError) in try UpstreamProxy.parse(url).get() }
         let driver = CurlTransferDriver(egress: try EgressRules(configuration),
-                                        maxResponseHeaderBytes: configuration.maxResponseHeaderBytes)
+                                        maxResponseHeaderBytes: configuration.maxResponseHeaderBytes, trust: trust,
+                                        proxy: proxy, noProxy: try NoProxyList(configuration.noProxy))
         try self.init(configuration: configuration, driver: driver,
                       scheduler: SystemScheduler(), random: SystemRandom(),
                       pressure: LinuxPressureMonitor(memoryThreshold: configuration.memoryPressureThreshold))

@@ -54,7 +54,8 @@ extension EngineCore {
             if let limit = maxBody { maxBody = max(0, limit - attempt.plan.offset) }
             return TransferRequest(
                 url: record.url, headers: attempt.plan.headers.map { ($0.name, $0.value) },
-                connectTimeout: configuration.connectTimeout, stallTimeout: configuration.stallTimeout,
+                connectTimeout: configuration.connectTimeout, headTimeout: configuration.headTimeout,
+                stallTimeout: configuration.stallTimeout,
                 maxBodyBytes: maxBody, maxRedirects: configuration.maxRedirects,
                 allowPrivateNetworks: configuration.allowPrivateNetworks, userAgent: configuration.userAgent)
         }

@@ -260,7 +260,7 @@ struct DownloadLifecycle: Equatable, Sendable {
             return actions + (end.discardPartial ? [.discardPartial] : []) + fail(failure)
         }
         guard attemptsMade < context.maxAttempts else {
-            let exhausted = DownloadFailure(code: .retriesExhausted, message: "gave up after \(attemptsMade) attempts: \(end.reason)",
+            let exhausted = DownloadFailure(code: end.exhaustionCode, message: "gave up after \(attemptsMade) attempts: \(end.reason)",
                                             httpStatus: end.httpStatus)
             return actions + fail(exhausted)
         }
