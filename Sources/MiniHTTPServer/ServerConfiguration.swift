@@ -84,3 +84,12 @@ public struct AccessLogEntry: Sendable {
         self.remoteAddress = remoteAddress
     }
 }
+
+extension ParserLimits {
+    init(_ c: ServerConfiguration) {
+        maxRequestLineBytes = c.maxRequestLineBytes
+        maxHeaderBytes = c.maxHeaderBytes
+        maxHeaderCount = c.maxHeaderCount
+        maxBodyBytes = c.maxBodyBytes
+    }
+}

@@ -1,4 +1,5 @@
-/// Limits the parser enforces, taken from `ServerConfiguration`.
+/// Limits the parser enforces, taken from `ServerConfiguration` (`init(_:)` is declared there, so the
+/// parser compiles without the rest of the server: scripts/fuzz-parser builds it alone).
 struct ParserLimits: Sendable {
     var maxRequestLineBytes = 8 * 1024
     var maxHeaderBytes = 64 * 1024
@@ -6,13 +7,6 @@ struct ParserLimits: Sendable {
     var maxBodyBytes = 1024 * 1024
 
     init() {}
-
-    init(_ c: ServerConfiguration) {
-        maxRequestLineBytes = c.maxRequestLineBytes
-        maxHeaderBytes = c.maxHeaderBytes
-        maxHeaderCount = c.maxHeaderCount
-        maxBodyBytes = c.maxBodyBytes
-    }
 }
 
 /// How the request body is delimited.
