@@ -1,4 +1,5 @@
 import Foundation
+import CLinux
 import Glibc
 
 /// Resolves host names for hops that go through the upstream proxy (the transfer vets the
