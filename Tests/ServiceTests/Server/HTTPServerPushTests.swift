@@ -191,8 +191,12 @@ struct HTTPServerPushTests {
         let source = GeneratorSource(total: 8 << 20)
         try await withServer(configure: { $0.writeHighWatermark = 256 << 10; $0.writeLowWatermark = 64 << 10 },
                              handler: { _ in Response(body: .push(PushBody(source: source))) }) { port in
-            let client = try await RawHTTPClient.connect(port: port)
+            // A client that reads nothing until the watermark stopped the producer: with a reader as fast
+            // as the loop, the kernel takes every write at once and the queue never fills.
+            let client = try await RawHTTPClient.connect(port: port, receiveBuffer: 16 << 10)
             try await client.send(get("/big"))
+            let deadline = Date().addingTimeInterval(20)
+            while source.counts.stoppedForRoom == 0, Date() < deadline { try await Task.sleep(for: .milliseconds(10)) }
             let response = try await client.readResponse()
             #expect(response.body.count == 8 << 20)
             #expect(try await source.ended.value() == true)
