@@ -3,13 +3,15 @@
 
 Subcommands print one JSON object on stdout:
   coalesce      N clients POST the same URL at once, each follows its SSE stream to `completed`
-  proxy-get     N clients GET one URL through an HTTP proxy (Squid) at once, reading every byte
+  proxy-get     N clients GET one URL at once through an HTTP proxy (Squid, Varnish) or from the
+                service's /fetch, reading (and optionally hashing) every byte
   pause-resume  one download paused at given fractions and resumed each time, until completed
   fanout        N SSE subscribers on one paused download, then resumed: RSS per subscriber, CPU,
                 fetch time and how late events reach the slowest subscriber
 """
 import argparse
 import asyncio
+import hashlib
 import json
 import os
 import select
@@ -244,11 +246,14 @@ async def coalesce(args):
     }
 
 
-# ---------------------------------------------------------------- proxy-get (Squid)
+# ---------------------------------------------------------------- proxy-get (Squid, Varnish, /fetch)
 
 async def proxy_get(args):
-    req = (f"GET {args.url} HTTP/1.1\r\nHost: {args.url.split('/')[2]}\r\n"
-           "Connection: close\r\n\r\n").encode()
+    """N clients GET one object at once: from a proxy (absolute-form target, the default) or from the
+    service's `/fetch` (`--path`). Each body is counted and, with `--sha256`, hashed."""
+    target = args.path or args.url
+    host = "127.0.0.1" if args.path else args.url.split("/")[2]
+    req = f"GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
 
     async def exchange(reader, writer, rec, started):
         t0 = time.monotonic()
@@ -257,17 +262,26 @@ async def proxy_get(args):
         status, headers = await read_head(reader)
         rec["head_s"] = time.monotonic() - t0
         got = 0
+        digest = hashlib.sha256() if args.sha256 else None
         async for data in body_chunks(reader, headers):
+            if got == 0 and data:
+                rec["first_s"] = time.monotonic() - t0
             got += len(data)
+            if digest:
+                digest.update(data)
         if status != 200 or got != args.size:
             rec["error"] = f"status {status}, {got} of {args.size} bytes"
+        elif digest and digest.hexdigest() != args.sha256:
+            rec["error"] = "body differs from the origin's file (SHA-256)"
         else:
             rec["ok"] = True
             rec["done_s"] = time.monotonic() - started
             rec["cache"] = headers.get("x-cache", "")
 
-    results, pending = await gated_clients(args.clients, args.proxy_port, args.timeout, exchange, limit=1 << 20)
+    port = args.port or args.proxy_port
+    results, pending = await gated_clients(args.clients, port, args.timeout, exchange, limit=1 << 20)
     heads = [r["head_s"] for r in results if "head_s" in r]
+    firsts = [r["first_s"] for r in results if "first_s" in r]
     finished = [r["done_s"] for r in results if r.get("ok")]
     errors = [r.get("error") for r in results if not r.get("ok")] + ["timed out"] * pending
     return {
@@ -277,6 +291,8 @@ async def proxy_get(args):
         "first_errors": errors[:3],
         "head_p50_ms": 1000 * percentile(heads, 50) if heads else None,
         "head_p99_ms": 1000 * percentile(heads, 99) if heads else None,
+        "first_byte_p50_ms": 1000 * percentile(firsts, 50) if firsts else None,
+        "first_byte_p99_ms": 1000 * percentile(firsts, 99) if firsts else None,
         "last_done_s": max(finished) if finished else None,
     }
 
@@ -601,8 +617,11 @@ def main():
     c.add_argument("--size", type=int, default=0, help="expected file size (with --fetch-file)")
     c.add_argument("--timeout", type=float, default=120)
     g = sub.add_parser("proxy-get")
-    g.add_argument("--proxy-port", type=int, required=True)
+    g.add_argument("--proxy-port", type=int)
     g.add_argument("--url", required=True)
+    g.add_argument("--port", type=int, help="the service's port, with --path")
+    g.add_argument("--path", help="request target on --port, e.g. /fetch?url=...; else --url through --proxy-port")
+    g.add_argument("--sha256", help="the expected body's SHA-256 (hex)")
     g.add_argument("--size", type=int, required=True)
     g.add_argument("--clients", type=int, default=1000)
     g.add_argument("--timeout", type=float, default=120)
