@@ -1,5 +1,4 @@
 import Foundation
-import CLinux
 import Glibc
 
 /// Resolves host names for hops that go through the upstream proxy (the transfer vets the
@@ -29,7 +28,9 @@ final class SystemResolver: HostResolver {
     static func addresses(of host: String, port: Int) -> [IPAddress] {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        // Any socket type (one entry per type; duplicates are dropped below). Naming SOCK_STREAM here
+        // does not build in release: its header belongs to another C module of this target.
+        hints.ai_socktype = 0
         var list: UnsafeMutablePointer<addrinfo>?
         guard getaddrinfo(host, String(port), &hints, &list) == 0, let first = list else { return [] }
         defer { freeaddrinfo(first) }
