@@ -64,6 +64,7 @@ extension EngineCore {
                 return (nil, path, hook)
             }
             record.finalPath = target
+            tell(.moved(storage: record.storage, path: target), of: record)
             saveJournal()
             // Storage changed again while moving (not possible today: persistent never reverts).
             placeFile(record)
