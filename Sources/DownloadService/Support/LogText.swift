@@ -11,7 +11,8 @@ enum LogFormat: String, Sendable, Equatable, CaseIterable {
 /// is written as a JSON string. Pure.
 enum LogText {
     static func line(timestamp: String, level: String, message: String, fields: [String: Any], leading: [String] = []) -> String {
-        var out = timestamp + " " + level.uppercased().padding(toLength: 5, withPad: " ", startingAt: 0) + " " + message
+        let label = level == "warning" ? "WARN" : level.uppercased()  // 5 columns: never cut to "WARNI"
+        var out = timestamp + " " + label.padding(toLength: max(5, label.count), withPad: " ", startingAt: 0) + " " + message
         let first = leading.filter { fields[$0] != nil }
         for key in first + fields.keys.filter({ !first.contains($0) }).sorted() {
             out += " " + key + "=" + value(fields[key]!)

@@ -98,4 +98,14 @@ import Testing
         for event in Self.every { logger.story(DownloadStory(id: "i", url: "u", event: event)) }
         #expect(lines.withLock { $0 }.count == 2)
     }
+
+    @Test func textLinesNameTheLevelInFiveColumns() {
+        let lines = OriginLock<[String]>([])
+        let logger = Logger(sink: { line in lines.withLock { $0.append(line) } }, format: .text)
+        logger.story(DownloadStory(id: "i", url: "u", event: Self.every[6]), at: Date(timeIntervalSince1970: 0))
+        logger.story(DownloadStory(id: "i", url: "u", event: Self.every[9]), at: Date(timeIntervalSince1970: 0))
+        let seen = lines.withLock { $0 }
+        #expect(seen.count == 2 && seen[0].hasPrefix("1970-01-01T00:00:00.000Z WARN  download retry scheduled event=retry_scheduled id=i url=u "))
+        #expect(seen[1].hasPrefix("1970-01-01T00:00:00.000Z ERROR download failed event=failed id=i url=u "), "\(seen)")
+    }
 }
