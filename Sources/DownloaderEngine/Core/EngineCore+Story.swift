@@ -3,8 +3,9 @@ import Foundation
 /// What a download's story needs beyond its record: the current run's counts and times, and the
 /// last attempt's trouble and the pause's reason until they are told. Under the engine's lock.
 struct StoryLedger {
-    /// When the current run began (created, asked again after failing, recovered; monotonic).
-    var since: Double = 0
+    /// When the current run began (created, asked again after failing or after a restart,
+    /// recovered; monotonic); nil: no run in this process yet.
+    var since: Double?
     /// Bytes kept when the run began (a recovered partial).
     var keptAtStart: Int64 = 0
     /// Attempts that asked the origin in this run.
@@ -19,7 +20,7 @@ struct StoryLedger {
     var pauseReason = DownloadStory.PauseReason.callerCancelled
 
     /// A new run, from `now`, keeping `kept` bytes.
-    init(since now: Double = 0, kept: Int64 = 0) {
+    init(since now: Double? = nil, kept: Int64 = 0) {
         since = now
         keptAtStart = kept
     }
@@ -47,7 +48,9 @@ extension EngineCore {
     func tellJoined(_ record: DownloadRecord, was before: DownloadState, _ request: DownloadRequest, as joiner: Joiner) {
         switch before {
         case .paused, .failed:
-            if before == .failed { record.story = StoryLedger(since: clock.monotonic(), kept: record.keptBytes) }
+            if before == .failed || record.story.since == nil {
+                record.story = StoryLedger(since: clock.monotonic(), kept: record.keptBytes)
+            }
             let offset = record.validator != nil ? record.keptBytes : 0
             tell(.resumed(client: request.client, by: joiner.asker, from: before, offset: offset), of: record)
         case .queued, .downloading, .completed:
@@ -106,7 +109,7 @@ extension EngineCore {
         case .completed:
             let size = record.size ?? 0
             let rate = story.receiving > 0 ? Double(story.received) / story.receiving : 0
-            tell(.completed(size: size, sha256: record.sha256 ?? "", seconds: max(0, clock.monotonic() - story.since),
+            tell(.completed(size: size, sha256: record.sha256 ?? "", seconds: max(0, clock.monotonic() - (story.since ?? clock.monotonic())),
                             bytesPerSecond: rate, attempts: story.attempts,
                             refetchedBytes: max(0, story.received - (size - story.keptAtStart))), of: record)
         case .failed:

@@ -182,6 +182,31 @@ struct EngineStoryTests {
         await second.shutdown()
     }
 
+    @Test func aRunBeginsAgainWhenAPausedDownloadIsResumedAfterARestart() async throws {
+        let root = EngineFixture.root()
+        let driver = FakeTransferDriver()
+        let first = try EngineFixture.engine(root, driver: driver)
+        let paused = try await EngineFixture.partial(first, driver: driver, url: Self.url,
+                                                     headers: ["Content-Length": "40000", "ETag": "\"v1\""],
+                                                     sending: Array(body[0..<10_000]))
+        await first.shutdown()
+        let (next, recorder) = (FakeTransferDriver(), StoryRecorder())
+        let second = try EngineFixture.engine(root, driver: next) { $0.storyteller = recorder.tell }
+        _ = try second.request(DownloadRequest(url: Self.url))
+        try await withTimeout(5) { await next.waitForStarts(1) }
+        #expect(next.transfer(0).respond(206, ["Content-Range": "bytes 10000-39999/40000", "ETag": "\"v1\""]))
+        try next.transfer(0).send(Array(body[10_000...]))
+        next.transfer(0).finish()
+        let story = try await recorder.wait(for: paused.snapshot.id) { $0.isEnd }
+        #expect(story.map(\.name) == ["resumed", "attempt_started", "head_received", "completed"])
+        guard case .completed(_, _, let seconds, _, let attempts, let refetched)? = story.last else {
+            Issue.record("\(story)")
+            return
+        }
+        #expect(seconds < 60 && attempts == 1 && refetched == 0, "the run began when it was resumed: \(story)")
+        await second.shutdown()
+    }
+
     @Test func causesOfTroubleArePlainWords() {
         #expect(StoryFacts.snakeCase("connectTimeout") == "connect_timeout")
         #expect(StoryFacts.snakeCase("connection") == "connection")
