@@ -63,8 +63,8 @@ extension EngineCore {
                 saveJournal()
                 return (nil, path, hook)
             }
-            record.finalPath = target
             tell(.moved(storage: record.storage, path: target), of: record)
+            record.finalPath = target
             saveJournal()
             // Storage changed again while moving (not possible today: persistent never reverts).
             placeFile(record)

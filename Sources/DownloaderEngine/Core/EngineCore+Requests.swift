@@ -66,10 +66,9 @@ extension EngineCore {
             let coalesced = record.state != .paused && record.state != .failed
             if coalesced { stats.coalescedJoins += 1 }
             if record.state == .completed { record.lastAccess = now }
-            let before = record.state
+            tellJoining(record, request, as: joiner)
             handle(.callerJoined, for: record)
             add(joiner, to: record)
-            tellJoined(record, was: before, request, as: joiner)
             saveJournal()  // Tokens are journaled: they keep working after a restart.
             return answer(Joined(record: record, coalesced: coalesced))
         }

@@ -44,8 +44,9 @@ extension EngineCore {
         tell(.created(storage: record.storage, client: request.client, by: joiner.asker), of: record)
     }
 
-    /// After `joiner` joined `record`, which was `before`: joined (coalesced) or resumed.
-    func tellJoined(_ record: DownloadRecord, was before: DownloadState, _ request: DownloadRequest, as joiner: Joiner) {
+    /// Before `joiner` joins `record` (and its lifecycle hears of it): joined (coalesced) or resumed.
+    func tellJoining(_ record: DownloadRecord, _ request: DownloadRequest, as joiner: Joiner) {
+        let before = record.state
         switch before {
         case .paused, .failed:
             if before == .failed || record.story.since == nil {
@@ -54,7 +55,7 @@ extension EngineCore {
             let offset = record.validator != nil ? record.keptBytes : 0
             tell(.resumed(client: request.client, by: joiner.asker, from: before, offset: offset), of: record)
         case .queued, .downloading, .completed:
-            tell(.joined(client: request.client, by: joiner.asker, state: before, callers: record.interest), of: record)
+            tell(.joined(client: request.client, by: joiner.asker, state: before, callers: record.interest + 1), of: record)
         }
     }
 
