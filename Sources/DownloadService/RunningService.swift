@@ -23,11 +23,10 @@ final class RunningService: Sendable {
     static func start(_ configuration: ServiceConfiguration, logger: Logger,
                       environment: [String: String] = ProcessInfo.processInfo.environment) throws -> RunningService {
         let openFiles = OpenFileLimit.raiseToHardLimit()
-        let engine = try DownloadEngine(configuration: configuration.engineConfiguration)
-        engine.onPurge { event in
-            logger.info("purged", ["kind": event.kind.rawValue, "reason": event.reason.rawValue, "id": event.id,
-                                   "url": event.url, "bytes": event.bytes])
-        }
+        var engineConfiguration = configuration.engineConfiguration
+        // Each download's story, purges included, one line per step (`StoryLine`).
+        engineConfiguration.storyteller = { story in logger.story(story) }
+        let engine = try DownloadEngine(configuration: engineConfiguration)
         let metrics = ServiceMetrics()
         var api = DownloadAPI(engine: engine, metrics: metrics, auth: configuration.authToken.map(BearerAuth.init(token:)))
         api.subscriberQuota = SubscriberQuota(limit: configuration.maxSubscribersPerDownload)

@@ -7,12 +7,15 @@ public struct DownloadRequest: Sendable, Equatable {
     public var sha256: String?
     /// Expected size in bytes; the download fails with `size_mismatch` otherwise.
     public var size: Int64?
+    /// Who asks, as the service names it (the client's address), for the download's story only.
+    public var client: String?
 
-    public init(url: String, storage: StorageClass = .cache, sha256: String? = nil, size: Int64? = nil) {
+    public init(url: String, storage: StorageClass = .cache, sha256: String? = nil, size: Int64? = nil, client: String? = nil) {
         self.url = url
         self.storage = storage
         self.sha256 = sha256
         self.size = size
+        self.client = client
     }
 }
 

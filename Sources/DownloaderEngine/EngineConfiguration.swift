@@ -124,6 +124,10 @@ public struct EngineConfiguration: Sendable {
     public var memoryPressureThreshold: Double = 10
     /// Crash tests only: where the process SIGKILLs itself (default nil; see `CrashPoint`).
     public var testCrashPoint: CrashPoint? = nil
+    /// Told every step of every download's life (`DownloadStory`), in the order the engine decided
+    /// them, on whichever engine thread carries out the decision, never under the engine's lock:
+    /// do little (the service queues a log line). Default nil: nobody is told.
+    public var storyteller: (@Sendable (DownloadStory) -> Void)? = nil
 
     /// Directories from XDG variables in `environment`, with the XDG fallbacks under `HOME`.
     public init(environment: [String: String] = ProcessInfo.processInfo.environment) {

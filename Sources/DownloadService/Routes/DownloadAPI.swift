@@ -58,12 +58,13 @@ struct DownloadAPI: Sendable {
     }
 
     private func create(_ request: Request) -> Response {
-        let parsed: DownloadRequest
+        var parsed: DownloadRequest
         switch CreateDownloadBody.parse(request.body) {
         case .success(let r): parsed = r
         case .failure(let error): return error.response
         }
         let client = request.remoteIP
+        parsed.client = client
         if let quota = callerQuota, !quota.reserve(client) {
             return APIError.tooManyDownloads(limit: quota.limit).response
         }

@@ -20,8 +20,10 @@ extension DownloadAPI {
         }
         if request.method == "HEAD" { return await fetchHead(query) }
         let reader: DownloadReader
+        var asked = query.request
+        asked.client = request.remoteIP
         do {
-            reader = try engine.attachReader(query.request)
+            reader = try engine.attachReader(asked)
         } catch {
             return APIError(engineError: error).response
         }

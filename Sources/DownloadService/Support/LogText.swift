@@ -7,11 +7,14 @@ enum LogFormat: String, Sendable, Equatable, CaseIterable {
 }
 
 /// The text form of a log line: `2026-11-30T06:27:38.969Z INFO  listening host=127.0.0.1 port=8080 …`,
-/// fields in key order; a value with spaces, quotes or `=` is written as a JSON string. Pure.
+/// fields in key order (`leading` ones first, in their order); a value with spaces, quotes or `=`
+/// is written as a JSON string. Pure.
 enum LogText {
-    static func line(timestamp: String, level: String, message: String, fields: [String: Any]) -> String {
-        var out = timestamp + " " + level.uppercased().padding(toLength: 5, withPad: " ", startingAt: 0) + " " + message
-        for key in fields.keys.sorted() {
+    static func line(timestamp: String, level: String, message: String, fields: [String: Any], leading: [String] = []) -> String {
+        let label = level == "warning" ? "WARN" : level.uppercased()  // 5 columns: never cut to "WARNI"
+        var out = timestamp + " " + label.padding(toLength: max(5, label.count), withPad: " ", startingAt: 0) + " " + message
+        let first = leading.filter { fields[$0] != nil }
+        for key in first + fields.keys.filter({ !first.contains($0) }).sorted() {
             out += " " + key + "=" + value(fields[key]!)
         }
         return out

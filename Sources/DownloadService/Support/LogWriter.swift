@@ -5,7 +5,9 @@ import Foundation
 /// after the first one and go out in one `write`: under load that is one wake-up and one write per
 /// batch instead of a futex wake and a write per request. Bounded: while `capacity` bytes are
 /// waiting, further lines are dropped and counted, and a warning saying how many were lost is
-/// written as soon as there is room again.
+/// written as soon as there is room again. Reserved lines (downloads' stories) are never dropped:
+/// they may fill `reserve` bytes more, and beyond that their caller waits until the writer has
+/// taken what is waiting (a log nobody reads slows downloads' steps down instead of losing them).
 final class LogWriter: @unchecked Sendable {
     // @unchecked: every stored var is guarded by `condition`.
     private let condition = NSCondition()
@@ -13,25 +15,38 @@ final class LogWriter: @unchecked Sendable {
     private var dropped = 0
     private var writing = false
     private var flushing = 0
+    /// Reserved lines waiting for room.
+    private var waitingForRoom = 0
     private let fileDescriptor: Int32
     let capacity: Int
+    let reserve: Int
     let batchDelay: TimeInterval
 
     /// Starts the writer thread; it lives as long as the process.
-    init(fileDescriptor: Int32 = 2, capacity: Int = 1 << 20, batchDelay: TimeInterval = 0.005) {
+    init(fileDescriptor: Int32 = 2, capacity: Int = 1 << 20, reserve: Int = 4 << 20, batchDelay: TimeInterval = 0.005) {
         self.fileDescriptor = fileDescriptor
         self.capacity = capacity
+        self.reserve = reserve
         self.batchDelay = batchDelay
         let thread = Thread { [self] in run() }
         thread.name = "log-writer"
         thread.start()
     }
 
-    /// Queues `line` and a newline (or counts it as dropped when the queue is full).
-    func append(_ line: some Collection<UInt8>) {
+    /// Queues `line` and a newline. An ordinary line is counted as dropped when `capacity` bytes
+    /// are waiting; a `reserved` one may use `reserve` bytes more, and waits for room beyond that.
+    func append(_ line: some Collection<UInt8>, reserved: Bool = false) {
         condition.lock()
         defer { condition.unlock() }
-        guard pending.count + line.count + 1 <= capacity else {
+        let size = line.count + 1
+        if reserved {
+            // A line larger than the whole room goes once nothing else waits.
+            while !pending.isEmpty && pending.count + size > capacity + reserve {
+                waitingForRoom += 1
+                condition.wait()
+                waitingForRoom -= 1
+            }
+        } else if pending.count + size > capacity {
             dropped += 1
             return
         }
@@ -66,6 +81,7 @@ final class LogWriter: @unchecked Sendable {
             let lost = dropped
             dropped = 0
             writing = true
+            if waitingForRoom > 0 { condition.broadcast() }
             condition.unlock()
 
             write(batch)

@@ -1,3 +1,4 @@
+import DownloaderEngine
 import Foundation
 import MiniHTTPServer
 
@@ -48,20 +49,33 @@ struct Logger: Sendable {
     func flush() { writer?.flush() }
 
     func log(_ level: Level, _ message: String, _ fields: [String: Any] = [:], at date: Date = Date()) {
+        write(level, message, fields, at: date, reserved: false)
+    }
+
+    /// One step of a download's story (`StoryLine`): never dropped by the writer's bound (it has a
+    /// reserve of its own), still filtered by level.
+    func story(_ story: DownloadStory, at date: Date = Date()) {
+        let line = StoryLine.render(story)
+        write(line.level, line.message, line.fields, at: date, reserved: true, leading: StoryLine.fixedKeys)
+    }
+
+    private func write(_ level: Level, _ message: String, _ fields: [String: Any], at date: Date, reserved: Bool,
+                       leading: [String] = []) {
         guard level >= minimumLevel else { return }
         if format == .text {
-            emit(Array(LogText.line(timestamp: JSON.timestamp(date), level: level.rawValue, message: message, fields: fields).utf8))
+            emit(Array(LogText.line(timestamp: JSON.timestamp(date), level: level.rawValue, message: message, fields: fields,
+                                    leading: leading).utf8), reserved: reserved)
             return
         }
         var object = fields
         object["ts"] = JSON.timestamp(date)
         object["level"] = level.rawValue
         object["msg"] = message
-        emit(JSON.bytes(object))
+        emit(JSON.bytes(object), reserved: reserved)
     }
 
-    private func emit(_ line: [UInt8]) {
-        if let writer { writer.append(line) } else { sink?(String(decoding: line, as: UTF8.self)) }
+    private func emit(_ line: [UInt8], reserved: Bool = false) {
+        if let writer { writer.append(line, reserved: reserved) } else { sink?(String(decoding: line, as: UTF8.self)) }
     }
 
     /// The access-log line of one request: the same JSON as `info("request", …)` with its fields,

@@ -62,6 +62,8 @@ final class DownloadRecord {
     var partialIdentity: FileIdentity?
     /// The last attempt ended because the origin sent nothing for the stall timeout.
     var lastAttemptStalled = false
+    /// What the log's story of the download needs (`EngineCore+Story`).
+    var story = StoryLedger()
 
     init(id: String, url: String, storage: StorageClass, lifecycle: DownloadLifecycle, now: Date, tau: Double,
          progressInterval: Double) {

@@ -79,6 +79,7 @@ extension EngineCore {
         case .completed: publish(.completed(snapshot), of: record)
         case .failed: publish(.failed(snapshot), of: record)
         }
+        tellNotice(notice, of: record)
     }
 
     /// A completed download whose file vanished starts over under the same id: what it had is forgotten.

@@ -63,6 +63,7 @@ extension EngineCore {
                 saveJournal()
                 return (nil, path, hook)
             }
+            tell(.moved(storage: record.storage, path: target), of: record)
             record.finalPath = target
             saveJournal()
             // Storage changed again while moving (not possible today: persistent never reverts).

@@ -114,6 +114,7 @@ extension EngineCore {
     /// Under `lock`: counts the purge and reports it (in order, without the lock). Callers journal.
     private func notePurge(_ event: PurgeEvent) {
         stats.purges[PurgeCounterKey(kind: event.kind, reason: event.reason), default: 0] += 1
+        tell(.purged(kind: event.kind, reason: event.reason, bytes: event.bytes), id: event.id, url: event.url)
         guard let handler = purgeHandler else { return }
         notifyQueue.async { handler(event) }
     }

@@ -66,6 +66,7 @@ extension EngineCore {
         let carryOn = byID.values.filter { $0.state == .queued }.sorted { $0.createdAt < $1.createdAt }
         for record in carryOn {
             handle(.recovered(callers: record.tokens.count), for: record)
+            tellRecovered(record)
             if record.state != .paused { report.resumed += 1 }
         }
         saveJournal()

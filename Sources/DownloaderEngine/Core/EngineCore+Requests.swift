@@ -66,6 +66,7 @@ extension EngineCore {
             let coalesced = record.state != .paused && record.state != .failed
             if coalesced { stats.coalescedJoins += 1 }
             if record.state == .completed { record.lastAccess = now }
+            tellJoining(record, request, as: joiner)
             handle(.callerJoined, for: record)
             add(joiner, to: record)
             saveJournal()  // Tokens are journaled: they keep working after a restart.
@@ -84,6 +85,7 @@ extension EngineCore {
         byID[id] = record
         byURL[url] = record
         add(joiner, to: record)
+        tellCreated(record, request, as: joiner)
         handle(actions, for: record)
         saveJournal()
         return record
@@ -129,6 +131,7 @@ extension EngineCore {
             guard let id = tokens.removeValue(forKey: token), let record = byID[id] else { return nil }
             record.tokens.remove(token)
             record.updatedAt = clock.now()
+            record.story.pauseReason = .callerCancelled
             handle(.callerLeft(remaining: record.interest, partial: record.partialFacts), for: record)
             return record.snapshot()
         }
@@ -139,6 +142,7 @@ extension EngineCore {
         decide {
             guard let record = byID[id], record.readers > 0 else { return }
             record.readers -= 1
+            record.story.pauseReason = .readerLeft
             handle(.callerLeft(remaining: record.interest, partial: record.partialFacts), for: record)
         }
     }

@@ -69,6 +69,7 @@ extension EngineCore {
             let kept = closed.map { PartialFacts(keptBytes: $0.length, resumable: record.validator != nil) } ?? record.partialFacts
             record.updatedAt = clock.now()
             if case .failure(let failure) = result { record.lastAttemptStalled = failure.kind == .stalled }
+            noteAttemptEnded(record, attempt, verdict, result)
             handle(.attemptSettled(serial: attempt.serial, verdict, partial: kept), for: record) { action in
                 switch action {
                 case .keepSettledPartial:

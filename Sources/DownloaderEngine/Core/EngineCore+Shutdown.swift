@@ -8,7 +8,10 @@ extension EngineCore {
             guard !shuttingDown else { return false }
             shuttingDown = true
             slots.clearWaiting()
-            for record in byID.values { handle(.shutdown, for: record) }
+            for record in byID.values {
+                if record.state == .downloading || record.state == .queued { tell(.stopped(bytesWritten: record.bytesWritten), of: record) }
+                handle(.shutdown, for: record)
+            }
             return true
         }
         for queue in subscribers.all() { queue.finish() }

@@ -47,9 +47,10 @@ extension EngineCore {
 
     /// Hands a prepared attempt to the driver, unless nobody wants it any more (no lock held).
     private func launch(_ attempt: Attempt) {
-        let request: TransferRequest? = locked {
+        let request: TransferRequest? = decide {
             guard let record = byID[attempt.recordID], let current = record.lifecycle.attempt,
                   current.serial == attempt.serial, !current.abandoned else { return nil }
+            tellAttemptStarted(record, attempt)
             var maxBody = configuration.maxFileSize
             if let limit = maxBody { maxBody = max(0, limit - attempt.plan.offset) }
             return TransferRequest(
@@ -79,6 +80,7 @@ extension EngineCore {
         stats.retries += 1
         let delay = retryPolicy.delay(attemptsMade: attemptsMade, retryAfter: retryAfter, now: clock.now(), unit: random.unit())
         let id = record.id
+        tellRetry(record, delay: delay)
         effects.append { [scheduler] in
             scheduler.schedule(after: delay) { [weak self] in self?.retryDue(id: id, token: token) }
         }

@@ -48,6 +48,7 @@ extension EngineCore {
                 }
                 return true
             }
+            tellHead(record, attempt, head, judgement, refused: refused)
             return refused
         }
     }
@@ -105,6 +106,7 @@ extension EngineCore {
             guard let record = byID[attempt.recordID], let current = record.lifecycle.attempt,
                   current.serial == attempt.serial, attempt.acceptedOffset != nil else { return }
             record.bytesWritten = length
+            record.story.received += count
             record.rate.add(count, at: now)
             if flushed > record.flushedBytes {
                 record.flushedBytes = flushed

@@ -64,7 +64,7 @@ struct ServiceDiskFullTests {
         #expect(try await client.request("GET", "/downloads/\(after)/file").body == origin.expectedBody(path: "/after.bin"))
         let metrics = try await client.request("GET", "/metrics").bodyText
         #expect(metrics.contains(#"download_service_purged_total{kind="paused_partial",reason="disk"} 1"#))
-        #expect(service.logLines.contains { $0.contains(#""msg":"purged""#) && $0.contains(#""reason":"disk""#) })
+        #expect(service.logLines.contains { $0.contains(#""event":"purged""#) && $0.contains(#""reason":"disk""#) })
         #expect(try await service.stop() == 0)
     }
 }

@@ -94,6 +94,12 @@ final class ServiceProcess: @unchecked Sendable {
     /// Every log line so far.
     var logLines: [String] { log.lines }
 
+    /// Waits (bounded) until a log line satisfies `matches`; returns it, or nil after `timeout`.
+    func waitForLogLine(timeout: Double = 20, where matches: @escaping @Sendable (Substring) -> Bool) async throws -> String? {
+        let log = log
+        return try await onThread { log.waitForLine(timeout: timeout, where: matches) }
+    }
+
     /// The built executable next to the test bundle (`.build/<config>/download-service`).
     static func executable() throws -> URL {
         var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
@@ -148,10 +154,17 @@ final class LogCollector: @unchecked Sendable {
     }
 
     func waitForLine(containing fragment: String, timeout: Double) -> String? {
+        waitForLine(timeout: timeout) { $0.contains(fragment) }
+    }
+
+    /// The first whole line (newline-terminated) satisfying `matches`, waiting up to `timeout`.
+    func waitForLine(timeout: Double, where matches: (Substring) -> Bool) -> String? {
         let deadline = Date().addingTimeInterval(timeout)
         condition.lock(); defer { condition.unlock() }
         while true {
-            if let line = String(decoding: data, as: UTF8.self).split(separator: "\n").first(where: { $0.contains(fragment) }) {
+            let text = String(decoding: data, as: UTF8.self)
+            let whole = text.hasSuffix("\n") ? text[...] : text[..<(text.lastIndex(of: "\n") ?? text.startIndex)]
+            if let line = whole.split(separator: "\n").first(where: matches) {
                 return String(line)
             }
             if ended || !condition.wait(until: deadline) { return nil }
