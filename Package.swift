@@ -15,11 +15,14 @@ let package = Package(
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // libcrypto's EVP digest API for SHA-256 (Debian libssl-dev).
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // libssl (the TLS library libcurl links): trusted CA certificates added in libcurl's SSL_CTX
+        // callback, and the handshake's fatal alerts watched to tell lasting TLS failures from resets.
+        .systemLibrary(name: "CTLS", pkgConfig: "libssl", providers: [.apt(["libssl-dev"])]),
         // What the server and the engine share (Foundation/Glibc only): `SystemError` and the one
         // syscall wrapper (`Posix/`), `HTTPDate` + `HTTPDateCache` (`HTTP/`). Neither depends on the other.
         .target(name: "Basics"),
         .target(name: "MiniHTTPServer", dependencies: ["Basics", "CLinux"]),
-        .target(name: "DownloaderEngine", dependencies: ["Basics", "CCurl", "CCrypto", "CLinux"]),
+        .target(name: "DownloaderEngine", dependencies: ["Basics", "CCurl", "CCrypto", "CTLS", "CLinux"]),
         .executableTarget(
             name: "DownloadService",
             dependencies: ["MiniHTTPServer", "DownloaderEngine", "CLinux"]

@@ -23,6 +23,10 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     var sentValidator: Validator?
     /// Offset at which the accepted body is written (nil: no head accepted).
     var acceptedOffset: Int64?
+    /// Streaming readers follow the download: every append is handed to the partial's write lane at
+    /// once (no bytes wait for a full buffer where a reader cannot see them); the transfer thread
+    /// never waits for the write. Readers are told what is in the file by the write lane.
+    let followed = Atomic<Bool>(false)
     /// Bytes kept before the attempt (for `restarted`).
     var keptAtStart: Int64 = 0
 
@@ -70,6 +74,7 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
         guard let partial, let core else { throw SystemError(errno: EBADF, function: "write (no partial file)") }
         do {
             try partial.append(bytes)
+            if followed.load(ordering: .relaxed) { partial.handOver() }
         } catch {
             diskError = error
             throw error

@@ -68,6 +68,7 @@ extension EngineCore {
     }
 
     private func emit(_ notice: LifecycleNotice, of record: DownloadRecord) {
+        refreshTail(record)
         let snapshot = record.snapshot()
         switch notice {
         case .resumed:

@@ -14,8 +14,9 @@ extension EngineCore {
     }
 
     /// Restores downloads from the journal: partials are cut back to their journaled (durable)
-    /// offset; `downloading`/`queued` ones carry on by themselves (with their journaled callers, whose
-    /// tokens keep working; without any, held by the engine until a caller joins); `paused` stay
+    /// offset; `downloading`/`queued` ones carry on by themselves for their journaled callers (whose
+    /// tokens keep working; without any — only streaming readers, which are not journaled — they are
+    /// paused, bytes kept); `paused` stay
     /// paused; `completed` whose file vanished are dropped. Partials that no entry owns are deleted.
     /// Runs before anything else uses the engine (file system work under the lock is fine here).
     func recover() -> RecoveryReport {
@@ -61,11 +62,11 @@ extension EngineCore {
         removeOrphanCacheFiles()
         // A move into the data area that a crash interrupted starts again.
         for record in byID.values where record.state == .completed { placeFile(record) }
-        // Running ones carry on, oldest first (held by the engine when no caller was journaled).
+        // Running ones carry on for their callers, oldest first; with none journaled, paused.
         let carryOn = byID.values.filter { $0.state == .queued }.sorted { $0.createdAt < $1.createdAt }
         for record in carryOn {
             handle(.recovered(callers: record.tokens.count), for: record)
-            report.resumed += 1
+            if record.state != .paused { report.resumed += 1 }
         }
         saveJournal()
     }

@@ -9,6 +9,7 @@ extension EngineCore {
         let attempt = Attempt(serial: serial, recordID: record.id, core: self, checkpointBytes: checkpointBytes,
                               checkpointSeconds: configuration.checkpointInterval)
         record.attempt = attempt
+        if record.readers > 0 { attempt.followed.store(true, ordering: .relaxed) }
         let kept = record.keptBytes
         let hasher = record.keptHasher
         record.keptHasher = nil
@@ -28,6 +29,9 @@ extension EngineCore {
         checkPressure(memory: false)
         do throws(SystemError) {
             let partial = try PartialFile(path: path, keep: kept, hasher: hasher, hashedLength: kept, write: write)
+            partial.whenAdvanced { [weak self, weak attempt] length in
+                if let self, let attempt { self.attemptFlushed(attempt, length: length) }
+            }
             var plan = ResumePlan.request(kept: partial.length, validator: validator)
             if plan.discardsKeptBytes || partial.length == 0 {
                 if partial.length > 0 { try partial.truncateToZero() }
@@ -53,7 +57,8 @@ extension EngineCore {
             if let limit = maxBody { maxBody = max(0, limit - attempt.plan.offset) }
             return TransferRequest(
                 url: record.url, headers: attempt.plan.headers.map { ($0.name, $0.value) },
-                connectTimeout: configuration.connectTimeout, stallTimeout: configuration.stallTimeout,
+                connectTimeout: configuration.connectTimeout, headTimeout: configuration.headTimeout,
+                stallTimeout: configuration.stallTimeout,
                 maxBodyBytes: maxBody, maxRedirects: configuration.maxRedirects,
                 allowPrivateNetworks: configuration.allowPrivateNetworks, userAgent: configuration.userAgent)
         }

@@ -17,6 +17,8 @@ final class PartialFile {
     /// The buffer being filled (taken from the pipeline) and its bytes.
     private var current: UnsafeMutableRawBufferPointer?
     private var filled = 0
+    /// Bytes of `current` already handed to the pipeline (`handOver`), at most `filled`.
+    private var handedOver = 0
     static let bufferSize = 1 << 20
     /// Buffers per file: one filled while the others are hashed and written.
     static let depth = 4
@@ -110,23 +112,37 @@ final class PartialFile {
         }
     }
 
-    /// Hands the buffer being filled to the pipeline.
+    /// Without waiting: the bytes appended so far go to the pipeline now, not once their buffer is
+    /// full (the buffer goes on being filled). For a file that others read while it is written:
+    /// each append reaches the file soon, in smaller writes.
+    func handOver() {
+        guard let buffer = current, filled > handedOver else { return }
+        pipeline.submit(buffer, offset: handedOver, count: filled - handedOver, end: length, fd: fd, releasesBuffer: false)
+        handedOver = filled
+    }
+
+    /// Hands the buffer being filled to the pipeline (its bytes not yet handed over, and the buffer
+    /// itself once every slice of it is done).
     private func seal() {
         guard let buffer = current else { return }
         current = nil
         if filled > 0 {
-            pipeline.submit(buffer, count: filled, end: length, fd: fd)
+            pipeline.submit(buffer, offset: handedOver, count: filled - handedOver, end: length, fd: fd)
         } else {
             pipeline.giveBack(buffer)
         }
         filled = 0
+        handedOver = 0
     }
 
-    /// Forgets the bytes of the buffer being filled (the caller resets `length`).
+    /// Forgets the bytes of the buffer being filled (the caller resets `length`). Slices of it may
+    /// still be in flight: the caller discards the pipeline (which waits for them) before the
+    /// buffer can be taken again.
     private func dropCurrent() {
         if let current { pipeline.giveBack(current) }
         current = nil
         filled = 0
+        handedOver = 0
     }
 
     /// Writes every appended byte to the file: waits for the ones in flight, writes the ones a
@@ -143,6 +159,12 @@ final class PartialFile {
     func whenWritten(_ then: @escaping WritePipeline.Written) {
         seal()
         pipeline.whenWritten(length: length, fd: fd, then)
+    }
+
+    /// `then` is told, on the write lane (or the thread that writes what a failed write left), each
+    /// new length of the file once its bytes are in it: what a reader of the file may read.
+    func whenAdvanced(_ then: WritePipeline.Advanced?) {
+        pipeline.whenAdvanced(then)
     }
 
     /// Drops every byte: the next append starts a new version of the file at 0.
@@ -191,6 +213,13 @@ final class PartialFile {
         seal()
         pipeline.waitIdle()
         return pipeline.hasher.hexDigest()
+    }
+
+    /// The open file's device and inode.
+    func identity() throws(SystemError) -> FileIdentity {
+        var st = stat()
+        try syscall("fstat") { fstat(fd, &st) }
+        return FileIdentity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
     }
 
     /// Flushes and closes the descriptor. Returns the bytes in the file and, when they are exactly

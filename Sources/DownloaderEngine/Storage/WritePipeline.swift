@@ -8,6 +8,9 @@ import Synchronization
 /// and written with write(2) on another, both in file order, while the owner fills the next
 /// buffer. A buffer comes back once hashed and written; when all are out the owner waits
 /// (back-pressure), so memory stays bounded by `depth * bufferSize` and nothing queues without bound.
+/// A buffer may also go over in slices (`WriteChunk`) while the owner goes on filling it, so that
+/// bytes reach the file soon without waiting for a full buffer; it comes back after its last slice.
+/// `whenAdvanced` tells each new length of the file (e.g. to readers of the file in flight).
 ///
 /// Why two lanes: measured on a loopback fetch to tmpfs, the kernel's copy into the page cache and
 /// the hash each cost about as much as everything else together (socket read, copy, libcurl);
@@ -26,23 +29,9 @@ final class WritePipeline: @unchecked Sendable {
     /// file length at the end of that chunk; nil when the write failed or no descriptor was left.
     typealias Written = @Sendable (_ descriptor: Int32?, _ length: Int64) -> Void
 
-    private final class Chunk {
-        let buffer: UnsafeMutableRawBufferPointer
-        let count: Int
-        /// File offset after the chunk.
-        let end: Int64
-        let fd: Int32
-        /// Bytes of it in the file (by the write lane, or the owner writing what a failure left).
-        var written = 0
-        var then: [Written] = []
-
-        init(buffer: UnsafeMutableRawBufferPointer, count: Int, end: Int64, fd: Int32) {
-            self.buffer = buffer
-            self.count = count
-            self.end = end
-            self.fd = fd
-        }
-    }
+    /// Told, on the write lane (or the owner's thread), each time bytes reach the file: the file's
+    /// length from its start. Never under the pipeline's lock; do little (e.g. record it and wake readers).
+    typealias Advanced = @Sendable (_ length: Int64) -> Void
 
     let hasher: SHA256Hasher
     let bufferSize: Int
@@ -57,7 +46,7 @@ final class WritePipeline: @unchecked Sendable {
     // Guarded by `condition`.
     private let condition = NSCondition()
     /// In flight, in file order: `chunks[..<hashedCount]` are hashed, `chunks[..<writtenCount]` written.
-    private var chunks: [Chunk] = []
+    private var chunks: [WriteChunk] = []
     private var hashedCount = 0
     private var writtenCount = 0
     private var spare: [UnsafeMutableRawBufferPointer] = []
@@ -68,6 +57,7 @@ final class WritePipeline: @unchecked Sendable {
     private var failure: SystemError?
     /// A descriptor to close once both lanes are idle (the owner went away meanwhile).
     private var closeWhenIdle: Int32?
+    private var advanced: Advanced?
 
     /// `written`: the bytes already in the file (the kept ones).
     init(hasher: SHA256Hasher, written: Int64, bufferSize: Int, depth: Int, write: @escaping PartialFile.WriteCall) {
@@ -79,8 +69,9 @@ final class WritePipeline: @unchecked Sendable {
     }
 
     deinit {
-        // Lanes hold the pipeline while they run: none runs now.
-        for chunk in chunks { chunk.buffer.deallocate() }
+        // Lanes hold the pipeline while they run: none runs now. A buffer whose last slice is not
+        // here was given back by the owner (in `spare`).
+        for chunk in chunks where chunk.releasesBuffer { chunk.buffer.deallocate() }
         for buffer in spare { buffer.deallocate() }
     }
 
@@ -117,11 +108,15 @@ final class WritePipeline: @unchecked Sendable {
         condition.withLock { spare.append(buffer) }
     }
 
-    /// Hands `count` bytes of `buffer` to both lanes, to be written to `fd`; `end` is the file offset
-    /// after them. Never waits. While a failure stands, the chunk only joins the unwritten ones.
-    func submit(_ buffer: UnsafeMutableRawBufferPointer, count: Int, end: Int64, fd: Int32) {
+    /// Hands `count` bytes of `buffer` from `offset` to both lanes, to be written to `fd`; `end` is
+    /// the file offset after them. `releasesBuffer`: the last slice of `buffer` (given back once
+    /// done; until then the owner may go on filling the buffer beyond the slice). Never waits. While
+    /// a failure stands, the chunk only joins the unwritten ones.
+    func submit(_ buffer: UnsafeMutableRawBufferPointer, offset: Int = 0, count: Int, end: Int64, fd: Int32,
+                releasesBuffer: Bool = true) {
         condition.lock()
-        chunks.append(Chunk(buffer: buffer, count: count, end: end, fd: fd))
+        chunks.append(WriteChunk(buffer: buffer, offset: offset, count: count, end: end, fd: fd,
+                                 releasesBuffer: releasesBuffer))
         let startHashing = !hashing
         let startWriting = !writing && failure == nil
         hashing = true
@@ -166,7 +161,7 @@ final class WritePipeline: @unchecked Sendable {
     func discard() {
         waitIdle()
         condition.withLock {
-            for chunk in chunks { spare.append(chunk.buffer) }
+            for chunk in chunks where chunk.releasesBuffer { spare.append(chunk.buffer) }
             chunks.removeAll()
             hashedCount = 0
             writtenCount = 0
@@ -194,6 +189,11 @@ final class WritePipeline: @unchecked Sendable {
         if now { Glibc.close(fd) }
     }
 
+    /// `then` is told each new length of the file from now on (nil: no longer).
+    func whenAdvanced(_ then: Advanced?) {
+        condition.withLock { advanced = then }
+    }
+
     // MARK: Lanes
 
     private func runHashLane() {
@@ -201,7 +201,7 @@ final class WritePipeline: @unchecked Sendable {
         while hashedCount < chunks.count {
             let chunk = chunks[hashedCount]
             condition.unlock()
-            hasher.update(UnsafeRawBufferPointer(rebasing: chunk.buffer[0..<chunk.count]))
+            hasher.update(chunk.bytes)
             condition.lock()
             hashedCount += 1
             retireDone()
@@ -218,6 +218,7 @@ final class WritePipeline: @unchecked Sendable {
             let error = write(chunk)
             condition.lock()
             var told: [Written] = []
+            var advance: Advanced?
             if let error {
                 failure = error
                 failed.store(true, ordering: .releasing)
@@ -229,10 +230,12 @@ final class WritePipeline: @unchecked Sendable {
                 writtenCount += 1
                 told = chunk.then
                 chunk.then = []
+                if chunk.count > 0 { advance = advanced }
                 retireDone()
             }
-            if !told.isEmpty {
+            if !told.isEmpty || advance != nil {
                 condition.unlock()
+                advance?(chunk.end)
                 for then in told { then(error == nil ? Self.duplicate(chunk.fd) : nil, chunk.end) }
                 condition.lock()
             }
@@ -253,11 +256,11 @@ final class WritePipeline: @unchecked Sendable {
         if let orphan { Glibc.close(orphan) }
     }
 
-    /// Under `condition`: chunks both hashed and written give their buffers back.
+    /// Under `condition`: chunks both hashed and written give their buffers back (the last slice of each).
     private func retireDone() {
         let retired = min(hashedCount, writtenCount)
         guard retired > 0 else { return }
-        for chunk in chunks[..<retired] { spare.append(chunk.buffer) }
+        for chunk in chunks[..<retired] where chunk.releasesBuffer { spare.append(chunk.buffer) }
         chunks.removeFirst(retired)
         hashedCount -= retired
         writtenCount -= retired
@@ -267,27 +270,28 @@ final class WritePipeline: @unchecked Sendable {
     /// The owner, both lanes idle: writes, in order, the chunks a failure left; clears the failure.
     private func writeUnwritten() throws(SystemError) {
         waitIdle()
-        let pending: [Chunk] = condition.withLock { Array(chunks[writtenCount...]) }
+        let pending: [WriteChunk] = condition.withLock { Array(chunks[writtenCount...]) }
         for chunk in pending {
             if let error = write(chunk) {
                 condition.withLock { failure = error }
                 throw error
             }
-            condition.withLock {
+            let advance = condition.withLock {
                 writtenCount += 1
                 retireDone()
+                return chunk.count > 0 ? advanced : nil
             }
+            advance?(chunk.end)
         }
         condition.withLock { failure = nil }
         failed.store(false, ordering: .releasing)
     }
 
     /// write(2) loop over short writes, counting each byte that lands; the error that stops it.
-    private func write(_ chunk: Chunk) -> SystemError? {
-        guard let base = chunk.buffer.baseAddress else { return nil }
+    private func write(_ chunk: WriteChunk) -> SystemError? {
         do throws(SystemError) {
-            while chunk.written < chunk.count {
-                let n = try syscall("write") { writeCall(chunk.fd, base + chunk.written, chunk.count - chunk.written) }
+            while let (base, count) = chunk.unwritten {
+                let n = try syscall("write") { writeCall(chunk.fd, base, count) }
                 chunk.written += n
                 written.add(Int64(n))
             }

@@ -177,6 +177,41 @@ import Testing
         #expect(file.close().length == total)
     }
 
+    /// A followed download: each append handed over at once reaches the file without a flush and
+    /// without a full buffer, and every length told is already in the file (never ahead of it).
+    @Test func handOverPutsEachAppendInTheFileAndTellsWhatIsThere() throws {
+        let path = EngineFixture.root().appendingPathComponent("handover.part").path
+        let body = EngineFixture.body(2 * PartialFile.bufferSize + 54_321, seed: 3)
+        let file = try PartialFile(path: path, keep: 0)
+        let told = OriginLock<(lengths: [Int64], ahead: Int)>(([], 0))
+        file.whenAdvanced { length in
+            let size = FileStore.fileSize(path) ?? -1
+            told.withLock {
+                $0.lengths.append(length)
+                if size < length { $0.ahead += 1 }
+            }
+        }
+        var offset = 0
+        var sizes = [1, 4_095, 70_000, PartialFile.bufferSize - 3, 16_384, 300_001]
+        while offset < body.count {
+            let size = min(body.count - offset, sizes.isEmpty ? 65_536 : sizes.removeFirst())
+            try body[offset..<(offset + size)].withUnsafeBytes { try file.append($0) }
+            offset += size
+            file.handOver()
+            let deadline = Date().addingTimeInterval(20)
+            while file.writtenLength < Int64(offset) && Date() < deadline { usleep(1_000) }
+            #expect(file.writtenLength == Int64(offset))
+            #expect(FileStore.fileSize(path) == Int64(offset))
+        }
+        let deadline = Date().addingTimeInterval(20)
+        while told.withLock({ $0.lengths.last }) != Int64(body.count) && Date() < deadline { usleep(1_000) }
+        let (lengths, ahead) = told.withLock { $0 }
+        #expect(lengths.last == Int64(body.count) && lengths == lengths.sorted() && ahead == 0)
+        #expect(file.sha256Hex == SHA256Hasher.hex(body))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data(body))
+        #expect(file.close().length == Int64(body.count))
+    }
+
     /// Syncs and resumes at offsets that are not page multiples, on disk and on tmpfs.
     @Test(arguments: [false, true])
     func unalignedSyncsAndResumesKeepBytesAndHashExact(onTmpfs: Bool) throws {
