@@ -1,4 +1,5 @@
 import Foundation
+import CCurl
 import Glibc
 
 /// Resolves host names for hops that go through the upstream proxy (the transfer vets the
@@ -28,7 +29,7 @@ final class SystemResolver: HostResolver {
     static func addresses(of host: String, port: Int) -> [IPAddress] {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)  // (the socket constants come with CCurl: curl.h includes sys/socket.h)
         var list: UnsafeMutablePointer<addrinfo>?
         guard getaddrinfo(host, String(port), &hints, &list) == 0, let first = list else { return [] }
         defer { freeaddrinfo(first) }
