@@ -5,8 +5,9 @@ import DownloaderEngine
 ///
 /// Bytes of one version only: when the version changes the response is aborted (never spliced).
 /// With the size known, the file's last byte waits for the verdict (verified and durable); a
-/// failure then aborts one byte short. With the size unknown, the end of the chunked body is the
-/// verdict.
+/// failure then aborts one byte short: the bytes of this version already in the file go out
+/// first (the verdict may come right after the last of them lands), never the last byte. With the
+/// size unknown, the end of the chunked body is the verdict.
 struct FetchCursor: Equatable {
     enum Step: Equatable {
         /// Send bytes `from..<to` of the file.
@@ -30,6 +31,8 @@ struct FetchCursor: Equatable {
         guard tail.generation == plan.generation else { return .abort("the file changed at the origin") }
         switch tail.phase {
         case .failed(let failure, _):
+            let upTo = sendable(tail)
+            if upTo > next { return .send(from: next, to: upTo) }
             return .abort("the download failed: \(failure.code.rawValue)")
         case .completed:
             let size = tail.total ?? tail.available
@@ -37,13 +40,20 @@ struct FetchCursor: Equatable {
             let stop = (plan.end ?? (size - 1)) + 1
             return next < stop ? .send(from: next, to: stop) : .finish
         case .waiting, .flowing:
-            var upTo = tail.available
-            if let end = plan.end { upTo = min(upTo, end + 1) }
-            if plan.endsAtLastByte, let total = tail.total { upTo = min(upTo, total - 1) }  // the verdict first
+            let upTo = sendable(tail)
             if upTo > next { return .send(from: next, to: upTo) }
             if let end = plan.end, next == end + 1, !plan.endsAtLastByte { return .finish }
             return .wait
         }
+    }
+
+    /// Where the bytes that may go out before the verdict end: what is in the file, within the
+    /// range, short of the last byte of the file.
+    private func sendable(_ tail: TailState) -> Int64 {
+        var upTo = tail.available
+        if let end = plan.end { upTo = min(upTo, end + 1) }
+        if plan.endsAtLastByte, let total = tail.total { upTo = min(upTo, total - 1) }  // the verdict first
+        return upTo
     }
 
     mutating func sent(upTo offset: Int64) {

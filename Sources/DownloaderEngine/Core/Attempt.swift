@@ -23,8 +23,9 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     var sentValidator: Validator?
     /// Offset at which the accepted body is written (nil: no head accepted).
     var acceptedOffset: Int64?
-    /// Streaming readers follow the download: every write reaches the file at once (no bytes wait
-    /// in the write buffer where a reader cannot see them).
+    /// Streaming readers follow the download: every append is handed to the partial's write lane at
+    /// once (no bytes wait for a full buffer where a reader cannot see them); the transfer thread
+    /// never waits for the write. Readers are told what is in the file by the write lane.
     let followed = Atomic<Bool>(false)
     /// Bytes kept before the attempt (for `restarted`).
     var keptAtStart: Int64 = 0
@@ -42,8 +43,9 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     let checkpointInFlight = Atomic<Bool>(false)
     /// A checkpoint (fdatasync of the partial on the work queue, then a journal write) every
     /// `checkpointBytes` or `checkpointSeconds` of writing (`EngineConfiguration`, default 4 MiB or
-    /// 1 s): a crash loses at most that much plus what was in flight. The transfer thread only
-    /// flushes the write buffer and duplicates the descriptor, so a slow disk's sync never stalls it.
+    /// 1 s): a crash loses at most that much plus what was in flight. The transfer thread only hands
+    /// the buffered bytes over; once they are written, the partial file's write lane duplicates the
+    /// descriptor for the sync, so neither a write nor a slow disk's sync stalls the transfer.
     init(serial: UInt64, recordID: String, core: EngineCore, checkpointBytes: Int64, checkpointSeconds: Double) {
         self.serial = serial
         self.recordID = recordID
@@ -72,7 +74,7 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
         guard let partial, let core else { throw SystemError(errno: EBADF, function: "write (no partial file)") }
         do {
             try partial.append(bytes)
-            if followed.load(ordering: .relaxed) { try partial.flush() }
+            if followed.load(ordering: .relaxed) { partial.handOver() }
         } catch {
             diskError = error
             throw error
@@ -81,20 +83,18 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
         let unsynced = partial.length - checkpointedLength
         if unsynced >= checkpointBytes || (unsynced > 0 && now - lastCheckpointTime >= checkpointSeconds),
            checkpointInFlight.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged {
-            do {
-                // Everything up to `length` reaches the file before the descriptor is duplicated;
-                // the work queue syncs through the duplicate, independent of a later close.
-                try partial.flush()
-                let descriptor = try partial.duplicateDescriptor()
-                lastCheckpointTime = now
-                checkpointedLength = partial.length
-                core.checkpoint(self, descriptor: descriptor, length: partial.length)
-            } catch {
-                checkpointInFlight.store(false, ordering: .releasing)
-                diskError = error
-                throw error
+            lastCheckpointTime = now
+            checkpointedLength = partial.length
+            // Everything up to `length` reaches the file before the descriptor is duplicated; the
+            // work queue syncs through the duplicate, independent of a later close.
+            partial.whenWritten { [self] descriptor, length in
+                if let descriptor {
+                    core.checkpoint(self, descriptor: descriptor, length: length)
+                } else {
+                    checkpointInFlight.store(false, ordering: .releasing)  // A write failed: the next append throws it.
+                }
             }
         }
-        core.attemptWrote(self, count: Int64(bytes.count), length: partial.length, flushed: partial.flushedLength, at: now)
+        core.attemptWrote(self, count: Int64(bytes.count), length: partial.length, at: now)
     }
 }

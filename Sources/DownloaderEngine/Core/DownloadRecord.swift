@@ -111,7 +111,10 @@ final class DownloadRecord {
             t.sha256 = sha256
         case .failed:
             t.phase = .failed(error ?? DownloadFailure(code: .unknown, message: "failed"), stalled: lastAttemptStalled)
+            // What of this version is in the file (readers send it, short of the last byte, before aborting).
+            t.available = flushedBytes
             t.path = partialPath
+            t.file = partialIdentity
         case .downloading where isTransferring && lifecycle.attempt?.stage == .transferring:
             t.phase = .flowing
             t.available = flushedBytes

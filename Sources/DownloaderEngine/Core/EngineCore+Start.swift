@@ -29,6 +29,9 @@ extension EngineCore {
         checkPressure(memory: false)
         do throws(SystemError) {
             let partial = try PartialFile(path: path, keep: kept, hasher: hasher, hashedLength: kept, write: write)
+            partial.whenAdvanced { [weak self, weak attempt] length in
+                if let self, let attempt { self.attemptFlushed(attempt, length: length) }
+            }
             var plan = ResumePlan.request(kept: partial.length, validator: validator)
             if plan.discardsKeptBytes || partial.length == 0 {
                 if partial.length > 0 { try partial.truncateToZero() }

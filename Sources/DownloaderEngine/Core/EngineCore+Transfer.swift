@@ -100,7 +100,7 @@ extension EngineCore {
 
     /// Body bytes landed in the partial (transfer thread): bytes, rate, and progress at most once
     /// per interval (with a trailing event for the last bytes).
-    func attemptWrote(_ attempt: Attempt, count: Int64, length: Int64, flushed: Int64, at now: Double) {
+    func attemptWrote(_ attempt: Attempt, count: Int64, length: Int64, at now: Double) {
         decide {
             stats.bytesFetched += count
             guard let record = byID[attempt.recordID], let current = record.lifecycle.attempt,
@@ -108,18 +108,27 @@ extension EngineCore {
             record.bytesWritten = length
             record.story.received += count
             record.rate.add(count, at: now)
-            if flushed > record.flushedBytes {
-                record.flushedBytes = flushed
-                if let tail = record.tail {
-                    let generation = record.generation
-                    effects.append { tail.update { if $0.generation == generation { $0.available = max($0.available, flushed) } } }
-                }
-            }
             guard !current.abandoned else { return }
             switch record.progress.bytesArrived(at: now) {
             case .emit: emitProgress(record, at: now)
             case .scheduleTrailing(let delay): armTrailingProgress(record, serial: attempt.serial, after: delay)
             case .wait: break
+            }
+        }
+    }
+
+    /// The attempt's bytes up to `length` are in its partial file (on the partial's write lane, or
+    /// the thread that wrote what a failed write left): readers may read them now. Readers are
+    /// never shown a byte before it is in the file, nor bytes of another version (`generation`).
+    func attemptFlushed(_ attempt: Attempt, length: Int64) {
+        decide {
+            guard let record = byID[attempt.recordID], let current = record.lifecycle.attempt,
+                  current.serial == attempt.serial, attempt.acceptedOffset != nil,
+                  length > record.flushedBytes else { return }
+            record.flushedBytes = length
+            if let tail = record.tail {
+                let generation = record.generation
+                effects.append { tail.update { if $0.generation == generation { $0.available = max($0.available, length) } } }
             }
         }
     }
@@ -147,7 +156,7 @@ extension EngineCore {
         }
     }
 
-    /// A checkpoint (called on the transfer thread): on the work queue, fdatasync `descriptor` (a
+    /// A checkpoint (from the partial's write lane or the transfer thread): on the work queue, fdatasync `descriptor` (a
     /// duplicate of the partial's, whose first `length` bytes are written), close it, then record
     /// `length` as durable if the attempt is still writing. The journaled offset is never ahead of
     /// synced data: it changes only after the sync succeeded, and not once the attempt is settling

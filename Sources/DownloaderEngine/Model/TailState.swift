@@ -30,7 +30,8 @@ public struct TailState: Sendable, Equatable {
 
     /// The file's size when announced.
     public var total: Int64?
-    /// Bytes of this version in the file, from offset 0, readable now.
+    /// Bytes of this version in the file, from offset 0, readable now (also once failed: what the
+    /// file held when it failed).
     public var available: Int64 = 0
     /// Where the bytes are: the partial file while flowing, the stored file once completed.
     public var path: String = ""

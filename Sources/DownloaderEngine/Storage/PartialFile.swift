@@ -1,23 +1,29 @@
 import Basics
 import Glibc
 
-/// The partial download on disk: appends through a 1 MiB buffer with write(2) loops and keeps an
-/// incremental SHA-256 of everything appended. Used from one thread at a time (the transfer's, or the engine's work queue).
+/// The partial download on disk: appended bytes are copied into buffers of `bufferSize` bytes, and
+/// each full one is SHA-256 hashed and written (write(2) loops) in file order beside the appending
+/// thread (`WritePipeline`: at most `depth` buffers; the appender waits when all are in flight).
+/// Used from one thread at a time (the transfer's, or the engine's work queue); only `written` may
+/// be read from any thread.
 final class PartialFile {
     let path: String
     private var fd: Int32
-    /// Bytes appended and hashed (buffered ones included).
+    /// Bytes appended: in the file, or in buffers on their way there (hashed before the hash is read).
     private(set) var length: Int64
     /// Bytes known to be on stable storage (after `sync()`).
     private(set) var durableLength: Int64
-    private let hasher: SHA256Hasher
-    /// Appended bytes not yet written to the file (at most `bufferSize`).
-    private var buffer: UnsafeMutableRawBufferPointer?
-    private var buffered = 0
+    private let pipeline: WritePipeline
+    /// The buffer being filled (taken from the pipeline) and its bytes.
+    private var current: UnsafeMutableRawBufferPointer?
+    private var filled = 0
+    /// Bytes of `current` already handed to the pipeline (`handOver`), at most `filled`.
+    private var handedOver = 0
     static let bufferSize = 1 << 20
+    /// Buffers per file: one filled while the others are hashed and written.
+    static let depth = 4
     /// write(2), or a stand-in from tests (e.g. one that fails with ENOSPC).
     typealias WriteCall = @Sendable (Int32, UnsafeRawPointer, Int) -> Int
-    private let writeCall: WriteCall
 
     /// Opens (creating) `path`, keeps at most `keep` bytes (dropping any tail), and hashes the
     /// kept bytes with a bounded buffer. `hasher`, when given, already covers exactly `keep`
@@ -25,7 +31,6 @@ final class PartialFile {
     init(path: String, keep: Int64, hasher: SHA256Hasher? = nil, hashedLength: Int64? = nil,
          write writeCall: WriteCall? = nil) throws(SystemError) {
         self.path = path
-        self.writeCall = writeCall ?? { Glibc.write($0, $1, $2) }
         let fd = try syscall("open") { open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644) }
         let kept: Int64
         let hasherInUse: SHA256Hasher
@@ -48,14 +53,16 @@ final class PartialFile {
             throw error
         }
         self.fd = fd
-        self.hasher = hasherInUse
+        pipeline = WritePipeline(hasher: hasherInUse, written: kept, bufferSize: Self.bufferSize, depth: Self.depth,
+                                 write: writeCall ?? { Glibc.write($0, $1, $2) })
         length = kept
         durableLength = kept
     }
 
     deinit {
-        if fd >= 0 { Glibc.close(fd) }
-        buffer?.deallocate()
+        dropCurrent()
+        // Never waits here (this may run on a lane, e.g. releasing a `whenWritten` closure).
+        if fd >= 0 { pipeline.close(whenIdle: fd) }
     }
 
     private static func hash(fd: Int32, count: Int64, into hasher: SHA256Hasher) throws(SystemError) {
@@ -72,62 +79,102 @@ final class PartialFile {
         }
     }
 
-    /// Appends `bytes` (written through a bounded buffer to save system calls). They are hashed and
-    /// counted in `length` only once written or buffered, so after a failed write (e.g. ENOSPC)
-    /// `length`, the hash and the file (plus buffer) still agree.
+    /// Bytes written to the file so far (from its start), at most `length`. `written` may be handed
+    /// to, and read from, any thread (e.g. a reader of the file in flight).
+    var writtenLength: Int64 { written.value }
+    var written: WrittenLength { pipeline.written }
+
+    /// Appends `bytes`: copied into a buffer and counted in `length`; hashed and written later, in
+    /// order. An append of at most `bufferSize` bytes is taken whole or not at all. A failed write
+    /// (e.g. ENOSPC) is thrown by a later append (at the latest by one that finds every buffer
+    /// taken) or by `flush`/`sync`, which first write the bytes it left; the bytes of the append
+    /// that throws are not counted. So after a failure `length`, the hash and the file (plus the
+    /// unwritten bytes) still agree.
     func append(_ bytes: UnsafeRawBufferPointer) throws(SystemError) {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
-        if buffered + bytes.count > Self.bufferSize { try flush() }
-        if bytes.count >= Self.bufferSize {
-            try writeAll(base, bytes.count)
+        if pipeline.hasFailed { try flush() }
+        var done = 0
+        while done < bytes.count {  // One piece unless `bytes` is larger than a buffer.
+            let piece = min(bytes.count - done, Self.bufferSize)
+            if current != nil && filled + piece > Self.bufferSize { seal() }  // Pieces are not split.
+            let buffer: UnsafeMutableRawBufferPointer
+            if let current {
+                buffer = current
+            } else {
+                buffer = try pipeline.takeBuffer()
+                current = buffer
+            }
+            (buffer.baseAddress! + filled).copyMemory(from: base + done, byteCount: piece)
+            filled += piece
+            length += Int64(piece)
+            done += piece
+            if filled == Self.bufferSize { seal() }
+        }
+    }
+
+    /// Without waiting: the bytes appended so far go to the pipeline now, not once their buffer is
+    /// full (the buffer goes on being filled). For a file that others read while it is written:
+    /// each append reaches the file soon, in smaller writes.
+    func handOver() {
+        guard let buffer = current, filled > handedOver else { return }
+        pipeline.submit(buffer, offset: handedOver, count: filled - handedOver, end: length, fd: fd, releasesBuffer: false)
+        handedOver = filled
+    }
+
+    /// Hands the buffer being filled to the pipeline (its bytes not yet handed over, and the buffer
+    /// itself once every slice of it is done).
+    private func seal() {
+        guard let buffer = current else { return }
+        current = nil
+        if filled > 0 {
+            pipeline.submit(buffer, offset: handedOver, count: filled - handedOver, end: length, fd: fd)
         } else {
-            let buffer = writeBuffer()
-            (buffer.baseAddress! + buffered).copyMemory(from: base, byteCount: bytes.count)
-            buffered += bytes.count
+            pipeline.giveBack(buffer)
         }
-        hasher.update(bytes)
-        length += Int64(bytes.count)
+        filled = 0
+        handedOver = 0
     }
 
-    private func writeBuffer() -> UnsafeMutableRawBufferPointer {
-        if let buffer { return buffer }
-        let fresh = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.bufferSize, alignment: 64)
-        buffer = fresh
-        return fresh
+    /// Forgets the bytes of the buffer being filled (the caller resets `length`). Slices of it may
+    /// still be in flight: the caller discards the pipeline (which waits for them) before the
+    /// buffer can be taken again.
+    private func dropCurrent() {
+        if let current { pipeline.giveBack(current) }
+        current = nil
+        filled = 0
+        handedOver = 0
     }
 
-    /// write(2) loop over short writes; on failure the unwritten rest stays buffered.
-    private func writeAll(_ base: UnsafeRawPointer, _ count: Int) throws(SystemError) {
-        var done = 0
-        while done < count {
-            done += try syscall("write") { writeCall(fd, base + done, count - done) }
-        }
-    }
-
-    /// Writes the buffered bytes to the file.
+    /// Writes every appended byte to the file: waits for the ones in flight, writes the ones a
+    /// failed write left; throws when a write fails.
     func flush() throws(SystemError) {
-        guard buffered > 0, let buffer, let base = buffer.baseAddress else { return }
-        var done = 0
-        do throws(SystemError) {
-            while done < buffered {
-                done += try syscall("write") { writeCall(fd, base + done, buffered - done) }
-            }
-        } catch {
-            if done > 0 {
-                (base).copyMemory(from: base + done, byteCount: buffered - done)
-                buffered -= done
-            }
-            throw error
-        }
-        buffered = 0
+        seal()
+        try pipeline.drain()
+    }
+
+    /// Without waiting: every byte appended so far goes to the file, then `then` gets a duplicate of
+    /// the descriptor (the receiver closes it) and the length they make, for a sync elsewhere. It
+    /// runs on the pipeline's write lane, or at once when nothing is in flight; it gets nil when a
+    /// write failed (which a later append or flush throws).
+    func whenWritten(_ then: @escaping WritePipeline.Written) {
+        seal()
+        pipeline.whenWritten(length: length, fd: fd, then)
+    }
+
+    /// `then` is told, on the write lane (or the thread that writes what a failed write left), each
+    /// new length of the file once its bytes are in it: what a reader of the file may read.
+    func whenAdvanced(_ then: WritePipeline.Advanced?) {
+        pipeline.whenAdvanced(then)
     }
 
     /// Drops every byte: the next append starts a new version of the file at 0.
     func truncateToZero() throws(SystemError) {
-        buffered = 0
+        dropCurrent()
+        pipeline.discard()
         try syscall("ftruncate") { ftruncate(fd, 0) }
         try syscall("lseek") { lseek(fd, 0, SEEK_SET) }
-        hasher.reset()
+        pipeline.hasher.reset()
+        pipeline.written.set(0)
         length = 0
         durableLength = 0
     }
@@ -137,10 +184,12 @@ final class PartialFile {
     func replaceWithEmpty(settingAsideAt aside: String) throws(SystemError) {
         try syscall("rename") { rename(path, aside) }
         let fresh = try syscall("open") { open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644) }
+        dropCurrent()
+        pipeline.discard()  // Bytes in flight land in the old file before its descriptor closes.
         Glibc.close(fd)
         fd = fresh
-        buffered = 0
-        hasher.reset()
+        pipeline.hasher.reset()
+        pipeline.written.set(0)
         length = 0
         durableLength = 0
     }
@@ -152,11 +201,6 @@ final class PartialFile {
         durableLength = length
     }
 
-    /// A second descriptor for the same open file (for a sync elsewhere); the caller closes it.
-    func duplicateDescriptor() throws(SystemError) -> Int32 {
-        try syscall("fcntl") { fcntl(fd, F_DUPFD_CLOEXEC, 0) }
-    }
-
     /// Flush + full fsync before the file is published.
     func fullSync() throws(SystemError) {
         try flush()
@@ -164,10 +208,12 @@ final class PartialFile {
         durableLength = length
     }
 
-    var sha256Hex: String { hasher.hexDigest() }
-
-    /// Bytes written to the file (readable by others): `length` less what is still buffered.
-    var flushedLength: Int64 { length - Int64(buffered) }
+    /// The SHA-256 of every appended byte (hands the buffered ones over and waits for the lanes).
+    var sha256Hex: String {
+        seal()
+        pipeline.waitIdle()
+        return pipeline.hasher.hexDigest()
+    }
 
     /// The open file's device and inode.
     func identity() throws(SystemError) -> FileIdentity {
@@ -182,9 +228,11 @@ final class PartialFile {
         var intact = true
         if fd >= 0 {
             do { try flush() } catch { intact = false }
+            pipeline.discard()  // Waits for the lanes: the hasher is whole.
             Glibc.close(fd)
             fd = -1
         }
-        return intact ? (hasher, length) : (nil, length - Int64(buffered))
+        pipeline.releaseSpareBuffers()
+        return intact ? (pipeline.hasher, length) : (nil, writtenLength)
     }
 }

@@ -73,7 +73,8 @@ import Testing
             guard n > 0 else { errno = ENOSPC; return -1 }
             return Glibc.write(fd, base, n)
         })
-        let body = EngineFixture.body(3 * PartialFile.bufferSize)
+        // Enough bytes that the appender runs out of buffers behind the failed write: an append throws.
+        let body = EngineFixture.body((PartialFile.depth + 3) * PartialFile.bufferSize)
         var failure: SystemError?
         var offset = 0
         while offset < body.count, failure == nil {
@@ -86,6 +87,7 @@ import Testing
             }
         }
         #expect(failure?.isNoSpace == true)
+        #expect(offset < body.count)
         // The failed chunk is not counted; what was accepted is in the file or still buffered.
         #expect(file.length == Int64(offset))
         #expect(file.sha256Hex == SHA256Hasher.hex(Array(body[..<offset])))
@@ -95,6 +97,119 @@ import Testing
         #expect(closed.length == Int64(budget))
         #expect(FileStore.fileSize(path) == Int64(budget))
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data(body[..<budget]))
+    }
+
+    /// A failed write is thrown by a later append or the flush; its bytes stay counted and hashed,
+    /// and are written first by the next flush, which throws again while the disk is still full and
+    /// completes the file once space is back: nothing is lost or written twice.
+    @Test func failedWriteIsRetriedByTheNextFlushOnceSpaceIsBack() throws {
+        let path = EngineFixture.root().appendingPathComponent("retry.part").path
+        let full = OriginLock(true)
+        let file = try PartialFile(path: path, keep: 0, write: { fd, base, count in
+            guard !full.withLock({ $0 }) else { errno = ENOSPC; return -1 }
+            return Glibc.write(fd, base, count)
+        })
+        let body = EngineFixture.body(2 * PartialFile.bufferSize + 4_321)
+        var accepted = 0
+        while accepted < body.count {
+            let end = min(body.count, accepted + 100_000)
+            do {
+                try body[accepted..<end].withUnsafeBytes { try file.append($0) }
+            } catch {
+                #expect((error as? SystemError)?.isNoSpace == true)
+                break
+            }
+            accepted = end
+        }
+        #expect(accepted >= 1_000_000)  // The first buffer was full before anything was written.
+        #expect(throws: SystemError.self) { try file.flush() }
+        #expect(file.length == Int64(accepted) && file.writtenLength == 0)
+        #expect(FileStore.fileSize(path) == 0)
+        #expect(file.sha256Hex == SHA256Hasher.hex(Array(body[..<accepted])))
+        full.withLock { $0 = false }
+        try body[accepted...].withUnsafeBytes { try file.append($0) }
+        try file.sync()
+        #expect(file.writtenLength == Int64(body.count) && file.durableLength == Int64(body.count))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data(body))
+        #expect(file.sha256Hex == SHA256Hasher.hex(body))
+        #expect(file.close().hasher != nil)
+    }
+
+    /// `whenWritten` hands over a descriptor once every appended byte is in the file, without waiting
+    /// itself; `written` (readable from any thread) then covers them, kept bytes included.
+    @Test func whenWrittenHandsADescriptorOnceTheBytesAreInTheFile() throws {
+        let path = EngineFixture.root().appendingPathComponent("written.part").path
+        let kept = 12_345
+        let head = EngineFixture.body(kept, seed: 7)
+        try Data(head).write(to: URL(fileURLWithPath: path))
+        let file = try PartialFile(path: path, keep: Int64(kept))
+        #expect(file.writtenLength == Int64(kept))
+        let body = EngineFixture.body(2 * PartialFile.bufferSize + 99_999)
+        for start in stride(from: 0, to: body.count, by: 65_536) {
+            try body[start..<min(body.count, start + 65_536)].withUnsafeBytes { try file.append($0) }
+        }
+        let total = Int64(kept + body.count)
+        let written = file.written
+        let told = OriginLock<(Int32?, Int64, Int64?, Int64)?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        file.whenWritten { descriptor, length in
+            var size: Int64?
+            if let descriptor {
+                var st = stat()
+                if fstat(descriptor, &st) == 0 { size = Int64(st.st_size) }
+                Glibc.close(descriptor)
+            }
+            told.withLock { $0 = (descriptor, length, size, written.value) }
+            done.signal()
+        }
+        #expect(done.wait(timeout: .now() + 20) == .success)
+        let (descriptor, length, size, seen) = try #require(told.withLock { $0 })
+        #expect(descriptor != nil && length == total && size == total && seen == total)
+        // Nothing in flight: told at once, on this thread.
+        let now = OriginLock<Int64?>(nil)
+        file.whenWritten { descriptor, length in
+            if let descriptor { Glibc.close(descriptor) }
+            now.withLock { $0 = length }
+        }
+        #expect(now.withLock { $0 } == total)
+        #expect(file.sha256Hex == SHA256Hasher.hex(head + body))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data(head + body))
+        #expect(file.close().length == total)
+    }
+
+    /// A followed download: each append handed over at once reaches the file without a flush and
+    /// without a full buffer, and every length told is already in the file (never ahead of it).
+    @Test func handOverPutsEachAppendInTheFileAndTellsWhatIsThere() throws {
+        let path = EngineFixture.root().appendingPathComponent("handover.part").path
+        let body = EngineFixture.body(2 * PartialFile.bufferSize + 54_321, seed: 3)
+        let file = try PartialFile(path: path, keep: 0)
+        let told = OriginLock<(lengths: [Int64], ahead: Int)>(([], 0))
+        file.whenAdvanced { length in
+            let size = FileStore.fileSize(path) ?? -1
+            told.withLock {
+                $0.lengths.append(length)
+                if size < length { $0.ahead += 1 }
+            }
+        }
+        var offset = 0
+        var sizes = [1, 4_095, 70_000, PartialFile.bufferSize - 3, 16_384, 300_001]
+        while offset < body.count {
+            let size = min(body.count - offset, sizes.isEmpty ? 65_536 : sizes.removeFirst())
+            try body[offset..<(offset + size)].withUnsafeBytes { try file.append($0) }
+            offset += size
+            file.handOver()
+            let deadline = Date().addingTimeInterval(20)
+            while file.writtenLength < Int64(offset) && Date() < deadline { usleep(1_000) }
+            #expect(file.writtenLength == Int64(offset))
+            #expect(FileStore.fileSize(path) == Int64(offset))
+        }
+        let deadline = Date().addingTimeInterval(20)
+        while told.withLock({ $0.lengths.last }) != Int64(body.count) && Date() < deadline { usleep(1_000) }
+        let (lengths, ahead) = told.withLock { $0 }
+        #expect(lengths.last == Int64(body.count) && lengths == lengths.sorted() && ahead == 0)
+        #expect(file.sha256Hex == SHA256Hasher.hex(body))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data(body))
+        #expect(file.close().length == Int64(body.count))
     }
 
     /// Syncs and resumes at offsets that are not page multiples, on disk and on tmpfs.

@@ -158,7 +158,8 @@ struct FetchLiveTests {
         let head = try await client.readResponseHead()
         #expect(head.status == 200 && head.header("Content-Length") == "\(1 << 20)")
         let body = try await client.readToEnd()
-        #expect(body == Array(origin.expectedBody().dropLast()), "every byte but the last, then the connection closes")
+        let intact = body == Array(origin.expectedBody().dropLast())  // (not a diff of a MiB of bytes)
+        #expect(body.count == (1 << 20) - 1 && intact, "every byte but the last, then the connection closes")
     }
 
     @Test func theLastReaderLeavingPausesAndANewFetchResumes() async throws {
