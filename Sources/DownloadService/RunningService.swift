@@ -23,6 +23,13 @@ final class RunningService: Sendable {
     static func start(_ configuration: ServiceConfiguration, logger: Logger) throws -> RunningService {
         let openFiles = OpenFileLimit.raiseToHardLimit()
         let engine = try DownloadEngine(configuration: configuration.engineConfiguration)
+        for path in engine.stateSetAside {
+            logger.error("state file damaged or unreadable: renamed aside, started without the downloads it held",
+                         ["keptAt": path])
+        }
+        if let imported = engine.importedJournal {
+            logger.info("imported the journal of an earlier release", ["downloads": imported.downloads, "keptAt": imported.keptAt])
+        }
         engine.onPurge { event in
             logger.info("purged", ["kind": event.kind.rawValue, "reason": event.reason.rawValue, "id": event.id,
                                    "url": event.url, "bytes": event.bytes])

@@ -10,8 +10,8 @@ final class DownloadRecord {
     var lifecycle: DownloadLifecycle
     var expectedSHA256: String?
     var expectedSize: Int64?
-    /// Live caller tokens.
-    var tokens: Set<String> = []
+    /// Live callers' token hashes.
+    var tokens: Set<TokenHash> = []
     var createdAt: Date
     var updatedAt: Date
     /// Last time the stored file was requested or served (LRU purging).
@@ -20,7 +20,7 @@ final class DownloadRecord {
     // The partial file.
     /// Settled bytes in the partial (no attempt writing).
     var keptBytes: Int64 = 0
-    /// Bytes of the partial known to be durable; what the journal records.
+    /// Bytes of the partial known to be durable; what the state store records.
     var durableOffset: Int64 = 0
     /// Hash state covering exactly `keptBytes` (in-process resumes skip re-reading the file).
     var keptHasher: SHA256Hasher?
@@ -37,7 +37,7 @@ final class DownloadRecord {
     var sha256: String?
     var size: Int64?
     var error: DownloadFailure?
-    /// A verified, fsynced file is being renamed into its area (journaled as the entry's
+    /// A verified, fsynced file is being renamed into its area (stored as the download's
     /// `finalPath`/`sha256`/`size` while the state is not yet `completed`).
     var publishing: PublishIntent?
 
@@ -102,16 +102,16 @@ final class DownloadRecord {
             path: state == .completed ? finalPath : nil, fileName: fileName, error: error)
     }
 
-    func journalEntry() -> JournalEntry {
-        JournalEntry(
+    func stored() -> StoredDownload {
+        StoredDownload(
             id: id, url: url, storage: storage, state: state, validator: validator, expectedTotal: expectedTotal,
             verifiedOffset: attempt == nil ? min(keptBytes, durableOffset) : durableOffset,
             expectedSHA256: expectedSHA256, expectedSize: expectedSize, fileName: fileName,
             finalPath: publishing?.path ?? finalPath, sha256: publishing?.sha256 ?? sha256, size: publishing?.size ?? size, createdAt: createdAt, updatedAt: updatedAt, lastAccess: lastAccess, error: error,
-            tokens: tokens.isEmpty ? nil : tokens)
+            tokens: tokens)
     }
 
-    convenience init(entry: JournalEntry, tau: Double, progressInterval: Double) {
+    convenience init(stored entry: StoredDownload, tau: Double, progressInterval: Double) {
         self.init(id: entry.id, url: entry.url, storage: entry.storage, lifecycle: DownloadLifecycle(restoring: entry.state),
                   now: entry.createdAt, tau: tau, progressInterval: progressInterval)
         updatedAt = entry.updatedAt
@@ -128,7 +128,7 @@ final class DownloadRecord {
         sha256 = entry.sha256
         size = entry.size
         error = entry.error
-        tokens = entry.tokens ?? []
+        tokens = entry.tokens
     }
 }
 

@@ -54,7 +54,7 @@ extension EngineCore {
         case .emit(let notice):
             emit(notice, of: record)
         case .journal:
-            saveJournal()
+            save(record)
         case .housekeeping(.boundEmptyPaused):
             boundEmptyPaused()
         case .housekeeping(.purgeCache):

@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
 
-// Loading the journal at start-up.
+// Loading the state at start-up.
 extension EngineCore {
     /// What start-up found, for logs and tests.
     struct RecoveryReport: Sendable, Equatable {
@@ -10,44 +10,62 @@ extension EngineCore {
         var dropped = 0
         /// Downloads whose verified file was being renamed into place at the crash: now completed.
         var published = 0
+        /// Downloads imported from an earlier release's `journal.json`, and where that file was kept.
+        var importedFromJournal = 0
+        var importedJournalKeptAt: String?
+        /// An unreadable `journal.json`, kept aside (nothing imported).
         var corruptJournalKeptAt: String?
+        /// A damaged state database, kept aside (the engine started with an empty one).
+        var damagedStateKeptAt: String?
     }
 
-    /// Restores downloads from the journal: partials are cut back to their journaled (durable)
-    /// offset; `downloading`/`queued` ones carry on by themselves (with their journaled callers, whose
-    /// tokens keep working; without any, held by the engine until a caller joins); `paused` stay
-    /// paused; `completed` whose file vanished are dropped. Partials that no entry owns are deleted.
-    /// Runs before anything else uses the engine (file system work under the lock is fine here).
-    func recover() -> RecoveryReport {
+    /// Restores downloads from the state store (first importing an earlier release's journal, once):
+    /// partials are cut back to their stored (durable) offset; `downloading`/`queued` ones carry on
+    /// by themselves (with their stored callers, whose tokens keep working; without any, held by the
+    /// engine until a caller joins); `paused` stay paused; `completed` whose file vanished are
+    /// dropped. Partials that no download owns are deleted. Runs before anything else uses the
+    /// engine (file system work under the lock is fine here).
+    func recover() throws -> RecoveryReport {
         var report = RecoveryReport()
-        let journal = StateJournal(directory: store.stateDirectory)
-        var entries: [JournalEntry] = []
-        switch journal.load() {
-        case .empty: break
-        case .loaded(let loaded): entries = loaded
-        case .corrupt(let preserved): report.corruptJournalKeptAt = preserved
+        report.damagedStateKeptAt = damagedStateKeptAt
+        let directory = store.stateDirectory
+        let (outcome, stored) = try stateWriter.perform { state throws(StateStoreError) in
+            (try JournalImport.run(directory: directory, into: state), try state.load())
+        }
+        switch outcome {
+        case .none: break
+        case .imported(let count, let keptAt): (report.importedFromJournal, report.importedJournalKeptAt) = (count, keptAt)
+        case .unreadable(let keptAt): report.corruptJournalKeptAt = keptAt
         }
         return decide {
-            restore(entries, into: &report)
+            restore(stored, into: &report)
             return report
         }
     }
 
-    private func restore(_ entries: [JournalEntry], into report: inout RecoveryReport) {
-        for entry in entries where byID[entry.id] == nil && byURL[entry.url] == nil {
-            let record = DownloadRecord(entry: entry, tau: configuration.rateTimeConstant,
+    /// What changes here is saved: downloads dropped or skipped (removed from the store), published
+    /// or cut back; those restored unchanged are not written again.
+    private func restore(_ entries: [StoredDownload], into report: inout RecoveryReport) {
+        for entry in entries {
+            guard byID[entry.id] == nil, byURL[entry.url] == nil else {
+                unsaved.insert(entry.id)  // A duplicate: the store keeps the first.
+                continue
+            }
+            let record = DownloadRecord(stored: entry, tau: configuration.rateTimeConstant,
                                         progressInterval: configuration.progressInterval)
             switch entry.state {
             case .completed:
                 guard let path = entry.finalPath, FileStore.fileSize(path) != nil else {
                     report.dropped += 1
+                    save(record)  // Not kept: removed from the store.
                     continue
                 }
             case .paused, .failed, .queued, .downloading:
                 if adoptPublished(record) {
                     report.published += 1
-                } else {
-                    restorePartial(record)
+                    save(record)
+                } else if restorePartial(record) != entry.verifiedOffset {
+                    save(record)
                 }
             }
             byID[record.id] = record
@@ -61,17 +79,16 @@ extension EngineCore {
         removeOrphanCacheFiles()
         // A move into the data area that a crash interrupted starts again.
         for record in byID.values where record.state == .completed { placeFile(record) }
-        // Running ones carry on, oldest first (held by the engine when no caller was journaled).
+        // Running ones carry on, oldest first (held by the engine when no caller was stored).
         let carryOn = byID.values.filter { $0.state == .queued }.sorted { $0.createdAt < $1.createdAt }
         for record in carryOn {
             handle(.recovered(callers: record.tokens.count), for: record)
             report.resumed += 1
         }
-        saveJournal()
     }
 
-    /// A journaled publishing intent (a not-yet-completed entry with `finalPath`, `sha256` and `size`:
-    /// the partial was verified and fsynced before it was journaled) whose file is at its final path,
+    /// A stored publishing intent (a not-yet-completed download with `finalPath`, `sha256` and `size`:
+    /// the partial was verified and fsynced before it was committed) whose file is at its final path,
     /// or still whole in the partial (renamed now), makes the download completed.
     private func adoptPublished(_ record: DownloadRecord) -> Bool {
         guard let path = record.finalPath, let sha = record.sha256, let size = record.size else { return false }
@@ -87,8 +104,10 @@ extension EngineCore {
         return true
     }
 
-    /// Cuts the partial back to the journaled offset (a tail past it may be garbage after a crash).
-    private func restorePartial(_ record: DownloadRecord) {
+    /// Cuts the partial back to the stored offset (a tail past it may be garbage after a crash).
+    /// Returns the bytes kept.
+    @discardableResult
+    private func restorePartial(_ record: DownloadRecord) -> Int64 {
         let path = store.partialPath(id: record.id)
         let onDisk = FileStore.fileSize(path) ?? 0
         var keep = min(record.keptBytes, onDisk)
@@ -101,10 +120,11 @@ extension EngineCore {
         record.keptBytes = keep
         record.durableOffset = keep
         record.bytesWritten = keep
+        return keep
     }
 
     /// Cache files named like ours (`<16 hex id>-name`) that no completed download owns: left by a
-    /// crash between publishing and journaling. The data area is never swept.
+    /// crash between publishing and committing. The data area is never swept.
     private func removeOrphanCacheFiles() {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: store.cacheDirectory) else { return }
         let owned = Set(byID.values.compactMap { $0.state == .completed ? $0.finalPath : nil })

@@ -13,6 +13,7 @@ extension EngineCore {
         }
         if let size = request.size, size < 0 { throw .invalidURL("size must not be negative") }
         let token = random.hex(byteCount: 16)
+        let tokenHash = TokenHash(token: token)  // What the engine keeps: the hash, never the token.
         // A stored file's stat runs before the lock is taken: a slow disk never holds the engine.
         // (Checked again below that the path is still the one stat'ed.)
         let storedPath: String? = locked { byURL[url].flatMap { $0.state == .completed ? $0.finalPath : nil } }
@@ -21,7 +22,7 @@ extension EngineCore {
             guard !shuttingDown else { throw .shuttingDown() }
             let now = clock.now()
             guard let record = byURL[url] else {
-                return startDownload(url: url, request, sha: sha, token: token, at: now)
+                return startDownload(url: url, request, sha: sha, token: token, tokenHash, at: now)
             }
             if record.tokens.count >= max(1, configuration.maxCallersPerDownload) {
                 // Tokens of an ended download hold nothing (no transfer to keep alive): make room by
@@ -45,13 +46,14 @@ extension EngineCore {
             if coalesced { stats.coalescedJoins += 1 }
             if record.state == .completed { record.lastAccess = now }
             handle(.callerJoined, for: record)
-            addToken(token, to: record)
-            saveJournal()  // Tokens are journaled: they keep working after a restart.
+            addToken(tokenHash, to: record)
+            save(record)  // Tokens are stored (hashed): they keep working after a restart.
             return Enqueued(token: token, snapshot: record.snapshot(), coalesced: coalesced)
         }
     }
 
-    private func startDownload(url: String, _ request: DownloadRequest, sha: String?, token: String, at now: Date) -> Enqueued {
+    private func startDownload(url: String, _ request: DownloadRequest, sha: String?, token: String, _ tokenHash: TokenHash,
+                               at now: Date) -> Enqueued {
         var id = random.hex(byteCount: 8)
         while byID[id] != nil { id = random.hex(byteCount: 8) }
         let (lifecycle, actions) = DownloadLifecycle.start()
@@ -61,13 +63,13 @@ extension EngineCore {
         record.expectedSize = request.size
         byID[id] = record
         byURL[url] = record
-        addToken(token, to: record)
+        addToken(tokenHash, to: record)
         handle(actions, for: record)
-        saveJournal()
+        save(record)
         return Enqueued(token: token, snapshot: record.snapshot(), coalesced: false)
     }
 
-    private func addToken(_ token: String, to record: DownloadRecord) {
+    private func addToken(_ token: TokenHash, to record: DownloadRecord) {
         tokens[token] = record.id
         record.tokens.insert(token)
     }
@@ -96,7 +98,8 @@ extension EngineCore {
     }
 
     func cancel(token: String) -> DownloadSnapshot? {
-        decide {
+        let token = TokenHash(token: token)
+        return decide {
             guard let id = tokens.removeValue(forKey: token), let record = byID[id] else { return nil }
             record.tokens.remove(token)
             record.updatedAt = clock.now()
