@@ -5,10 +5,10 @@ import CSQLite
 final class SQLiteConnection: @unchecked Sendable {
     private var handle: OpaquePointer?
 
-    /// Opens (creating it when missing) the database at `path`.
+    /// Opens (creating it when missing) the database at `path`, never through a symlink.
     init(path: String) throws(StateStoreError) {
         var db: OpaquePointer?
-        let code = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nil)
+        let code = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW, nil)
         handle = db
         guard code == SQLITE_OK else {
             let error = Self.error(code, db, "open \(path)")
