@@ -29,54 +29,77 @@ extension EngineCore {
         var report = RecoveryReport()
         report.damagedStateKeptAt = damagedStateKeptAt
         let directory = store.stateDirectory
+        // The cache and data areas are listed on the work queue while the store loads.
+        let listings = AreaListing.Pending([store.cacheDirectory, store.dataDirectory], on: workQueue)
         let (outcome, stored) = try stateWriter.perform { state throws(StateStoreError) in
             (try JournalImport.run(directory: directory, into: state), try state.load())
         }
+        let areas = listings.wait()
+        var (cache, data) = (areas[0], areas[1])
         switch outcome {
         case .none: break
         case .imported(let count, let keptAt): (report.importedFromJournal, report.importedJournalKeptAt) = (count, keptAt)
         case .unreadable(let keptAt): report.corruptJournalKeptAt = keptAt
         }
         return decide {
-            restore(stored, into: &report)
+            restore(stored, cache: &cache, data: &data, into: &report)
             return report
         }
     }
 
     /// What changes here is saved: downloads dropped or skipped (removed from the store), published
     /// or cut back; those restored unchanged are not written again.
-    private func restore(_ entries: [StoredDownload], into report: inout RecoveryReport) {
+    /// Completed files are checked in the listings of their areas (one directory pass per area, not
+    /// a stat per file).
+    private func restore(_ entries: [StoredDownload], cache: inout AreaListing, data: inout AreaListing,
+                         into report: inout RecoveryReport) {
+        byID.reserveCapacity(entries.count)
+        byURL.reserveCapacity(entries.count)
+        func fileExists(_ path: String, of id: String) -> Bool {
+            cache.claim(path, of: id) ?? data.claim(path, of: id) ?? (FileStore.fileSize(path) != nil)
+        }
         for entry in entries {
-            guard byID[entry.id] == nil, byURL[entry.url] == nil else {
-                unsaved.insert(entry.id)  // A duplicate: the store keeps the first.
-                continue
-            }
             let record = DownloadRecord(stored: entry, tau: configuration.rateTimeConstant,
                                         progressInterval: configuration.progressInterval)
+            // Inserted first (one hash lookup each); a duplicate is taken out again, the first kept.
+            if let first = byID.updateValue(record, forKey: record.id) {
+                byID[record.id] = first
+                unsaved.insert(entry.id)
+                continue
+            }
+            if let first = byURL.updateValue(record, forKey: record.url) {
+                byURL[record.url] = first
+                byID[record.id] = nil
+                unsaved.insert(entry.id)
+                continue
+            }
             switch entry.state {
             case .completed:
-                guard let path = entry.finalPath, FileStore.fileSize(path) != nil else {
+                guard let path = entry.finalPath, fileExists(path, of: entry.id) else {
                     report.dropped += 1
+                    byID[record.id] = nil
+                    byURL[record.url] = nil
                     save(record)  // Not kept: removed from the store.
                     continue
                 }
             case .paused, .failed, .queued, .downloading:
                 if adoptPublished(record) {
+                    _ = record.finalPath.map { fileExists($0, of: record.id) }  // Claimed: not an orphan.
                     report.published += 1
                     save(record)
                 } else if restorePartial(record) != entry.verifiedOffset {
                     save(record)
                 }
             }
-            byID[record.id] = record
-            byURL[record.url] = record
             for token in record.tokens { tokens[token] = record.id }
             report.loaded += 1
         }
         forgetOldFailures()
         expireIdle()
         removeOrphanPartials()
-        removeOrphanCacheFiles()
+        // Cache files named like ours that no completed download claimed: left by a crash between
+        // publishing and committing. The data area is never swept.
+        cache.removeUnclaimed()
         // A move into the data area that a crash interrupted starts again.
         for record in byID.values where record.state == .completed { placeFile(record) }
         // Running ones carry on, oldest first (held by the engine when no caller was stored).
@@ -121,20 +144,6 @@ extension EngineCore {
         record.durableOffset = keep
         record.bytesWritten = keep
         return keep
-    }
-
-    /// Cache files named like ours (`<16 hex id>-name`) that no completed download owns: left by a
-    /// crash between publishing and committing. The data area is never swept.
-    private func removeOrphanCacheFiles() {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: store.cacheDirectory) else { return }
-        let owned = Set(byID.values.compactMap { $0.state == .completed ? $0.finalPath : nil })
-        for name in names {
-            let id = name.prefix(16)
-            guard name.count > 17, name.dropFirst(16).first == "-",
-                  id.allSatisfy({ "0123456789abcdef".contains($0) }) else { continue }
-            let path = store.cacheDirectory + "/" + name
-            if !owned.contains(path) { FileStore.remove(path) }
-        }
     }
 
     private func removeOrphanPartials() {

@@ -13,6 +13,7 @@ final class SQLiteStateStatements {
     let selectDownloads: SQLiteStatement
     let selectAllTokens: SQLiteStatement
     let selectRows: SQLiteStatement
+    private let selectCount: SQLiteStatement
     private let replaceDownload: SQLiteStatement
     private let deleteDownload: SQLiteStatement
     private let selectTokens: SQLiteStatement
@@ -25,8 +26,9 @@ final class SQLiteStateStatements {
         commit = try db.prepare("COMMIT")
         rollback = try db.prepare("ROLLBACK")
         selectDownloads = try db.prepare("SELECT \(Self.columns) FROM downloads ORDER BY row")
-        selectAllTokens = try db.prepare("SELECT download, hash FROM tokens")
+        selectAllTokens = try db.prepare("SELECT download, hash FROM tokens ORDER BY download")
         selectRows = try db.prepare("SELECT row, id FROM downloads")
+        selectCount = try db.prepare("SELECT count(*) FROM downloads")
         let placeholders = Array(repeating: "?", count: 21).joined(separator: ", ")
         replaceDownload = try db.prepare("INSERT OR REPLACE INTO downloads (\(Self.columns)) VALUES (\(placeholders))")
         deleteDownload = try db.prepare("DELETE FROM downloads WHERE row = ?")
@@ -80,6 +82,12 @@ final class SQLiteStateStatements {
             insertToken.bind(2, bytes: hash.digest)
             try insertToken.run()
         }
+    }
+
+    /// How many downloads are stored.
+    func countDownloads() throws(StateStoreError) -> Int64 {
+        defer { selectCount.reset() }
+        return try selectCount.step() ? selectCount.int64(0) ?? 0 : 0
     }
 
     /// Removes the download at `row` and its tokens.

@@ -25,6 +25,8 @@ final class SQLiteStateStore: StateStore, @unchecked Sendable {
     /// Row of every recorded download (read by `load`, or by the first commit before it; kept
     /// current by `commit`).
     private var rows: [String: Int64]?
+    /// What the last `load` read (id, row), until the first commit makes `rows` of it.
+    private var loaded: [(String, Int64)]?
     private var nextRow: Int64 = 1
     /// Crash tests: SIGKILL the process half-way through this commit (1-based; before its COMMIT).
     private let crashAtCommit: Int?
@@ -74,38 +76,51 @@ final class SQLiteStateStore: StateStore, @unchecked Sendable {
         statements = try SQLiteStateStatements(db)
     }
 
+    /// Reads every download, then their tokens (both in `row` order: a merge, no lookups). The id →
+    /// row map the commits need is built from what was read at the first commit, on the writer
+    /// thread, not here: start-up does not wait for it.
     func load() throws(StateStoreError) -> [StoredDownload] {
+        let count = Int(try statements.countDownloads())
         var downloads: [StoredDownload] = []
-        var index: [Int64: Int] = [:]
-        var rows: [String: Int64] = [:]
+        var order: [Int64] = []
+        downloads.reserveCapacity(count)
+        order.reserveCapacity(count)
         let select = statements.selectDownloads
         defer { select.reset() }
         while try select.step() {
             let (row, download) = try statements.download(from: select)
-            index[row] = downloads.count
-            rows[download.id] = row
+            order.append(row)
             downloads.append(download)
         }
         let tokens = statements.selectAllTokens
         defer { tokens.reset() }
+        var at = 0
         while try tokens.step() {
-            guard let row = tokens.int64(0), let at = index[row], let hash = TokenHash(digest: tokens.bytes(1)) else { continue }
-            downloads[at].tokens.insert(hash)
+            guard let row = tokens.int64(0), let hash = TokenHash(digest: tokens.bytes(1)) else { continue }
+            while at < order.count && order[at] < row { at += 1 }
+            if at < order.count && order[at] == row { downloads[at].tokens.insert(hash) }
         }
-        self.rows = rows
-        nextRow = (rows.values.max() ?? 0) + 1
+        rows = nil
+        loaded = zip(downloads.lazy.map(\.id), order).map { ($0, $1) }
         return downloads
     }
 
-    /// The id → row map, read from the table when no `load` did yet (a commit before the load).
+    /// The id → row map: from the last `load`, or read from the table when there was none (a
+    /// commit before the load).
     private func rowMap() throws(StateStoreError) -> [String: Int64] {
         if let rows { return rows }
         var found: [String: Int64] = [:]
-        let select = statements.selectRows
-        defer { select.reset() }
-        while try select.step() {
-            if let row = select.int64(0), let id = select.text(1) { found[id] = row }
+        if let loaded {
+            found.reserveCapacity(loaded.count)
+            for (id, row) in loaded { found[id] = row }
+        } else {
+            let select = statements.selectRows
+            defer { select.reset() }
+            while try select.step() {
+                if let row = select.int64(0), let id = select.text(1) { found[id] = row }
+            }
         }
+        loaded = nil
         rows = found
         nextRow = (found.values.max() ?? 0) + 1
         return found
