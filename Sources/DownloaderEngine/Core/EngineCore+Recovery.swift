@@ -92,6 +92,7 @@ extension EngineCore {
                 }
             }
             for token in record.tokens { tokens[token] = record.id }
+            indexFailed(record)
             report.loaded += 1
         }
         forgetOldFailures()

@@ -37,6 +37,8 @@ final class EngineCore: @unchecked Sendable {
     var slots: TransferSlots
     var stats = EngineStatistics()
     var nextSerial: UInt64 = 0
+    /// The failed downloads, by id (bounding them must not scan every download at each failure).
+    var failedRecords: [String: DownloadRecord] = [:]
     /// Downloads changed (or forgotten) since the state writer last took a batch.
     var unsaved: Set<String> = []
     /// Numbers the events decided, so a subscriber made meanwhile skips those its first element reflects.

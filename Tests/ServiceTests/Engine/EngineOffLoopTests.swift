@@ -156,6 +156,14 @@ import Testing
         let (d, _) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/d"), until: [.failed])
         #expect(engine.list().map(\.id) == [d.snapshot.id])
         #expect(try Self.stored(engine).map(\.id) == [d.snapshot.id])
+        #expect(engine.core.locked { Set(engine.core.failedRecords.keys) } == [d.snapshot.id], "the failed index follows")
+        // Asked for again, it runs (out of the index) and fails again (back in it).
+        let again = try engine.request(DownloadRequest(url: "http://o.test/d"))
+        _ = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: again.snapshot.id, [.failed]) }
+        #expect(driver.startCount == 5)
+        #expect(engine.core.locked {
+            Set(engine.core.failedRecords.keys) == Set(engine.core.byID.values.filter { $0.state == .failed }.map(\.id))
+        })
         await engine.shutdown()
     }
 
