@@ -28,7 +28,7 @@ extension EngineCore {
         decide {
             for record in byID.values where record.state == .queued || record.state == .downloading { save(record) }
         }
-        stateWriter.flush()
+        stateWriter.finish()
     }
 
     /// Under `lock`: once the last attempt has settled, the shutdown stops waiting.

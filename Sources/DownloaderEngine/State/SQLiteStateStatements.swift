@@ -10,6 +10,7 @@ final class SQLiteStateStatements {
     let begin: SQLiteStatement
     let commit: SQLiteStatement
     let rollback: SQLiteStatement
+    let checkpoint: SQLiteStatement
     let selectDownloads: SQLiteStatement
     let selectAllTokens: SQLiteStatement
     let selectRows: SQLiteStatement
@@ -25,6 +26,7 @@ final class SQLiteStateStatements {
         begin = try db.prepare("BEGIN IMMEDIATE")
         commit = try db.prepare("COMMIT")
         rollback = try db.prepare("ROLLBACK")
+        checkpoint = try db.prepare("PRAGMA wal_checkpoint(TRUNCATE)")
         selectDownloads = try db.prepare("SELECT \(Self.columns) FROM downloads ORDER BY row")
         selectAllTokens = try db.prepare("SELECT download, hash FROM tokens ORDER BY download")
         selectRows = try db.prepare("SELECT row, id FROM downloads")

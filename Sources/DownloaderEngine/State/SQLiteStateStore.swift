@@ -126,6 +126,11 @@ final class SQLiteStateStore: StateStore, @unchecked Sendable {
         return found
     }
 
+    /// Copies the WAL into `state.db` and truncates it (`wal_checkpoint(TRUNCATE)`).
+    func checkpoint() throws(StateStoreError) {
+        try statements.checkpoint.run()
+    }
+
     func commit(_ batch: StateBatch) throws(StateStoreError) {
         guard !batch.isEmpty else { return }
         var rows = try rowMap()

@@ -8,6 +8,10 @@ protocol StateStore: AnyObject, Sendable {
     /// Applies `batch` atomically and durably: once it returns, all of it survives a crash or a
     /// power loss; when it throws, none of it was applied.
     func commit(_ batch: StateBatch) throws(StateStoreError)
+
+    /// Folds whatever the store keeps beside its file into it (a clean stop leaves one
+    /// self-contained file). Later commits still work.
+    func checkpoint() throws(StateStoreError)
 }
 
 /// Changes committed together: downloads written whole (inserted or replaced, tokens included)

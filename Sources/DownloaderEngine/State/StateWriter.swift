@@ -89,6 +89,22 @@ final class StateWriter: @unchecked Sendable {
         thread.sync { self.drain(force: true) }
     }
 
+    /// `flush()`, then the store folds its WAL into its file: the engine's shutdown leaves one
+    /// self-contained file.
+    func finish() {
+        thread.sync {
+            self.drain(force: true)
+            let failed: StateStoreError?
+            do throws(StateStoreError) {
+                try self.store.checkpoint()
+                failed = nil
+            } catch {
+                failed = error
+            }
+            if let failed { self.lock.withLock { self.failure = failed } }
+        }
+    }
+
     /// Runs `body` with the store on the writer thread, and waits (start-up: import and load).
     func perform<T, E: Error>(_ body: @escaping (StateStore) throws(E) -> T) throws(E) -> T {
         let store = self.store

@@ -58,4 +58,19 @@ import Testing
         #expect(try StateFixture.read(root.appendingPathComponent("state").path).count == 19)
         await engine.shutdown()
     }
+
+    /// After a shutdown the WAL is folded into `state.db`: a copy of that one file holds everything.
+    @Test func aShutdownLeavesOneSelfContainedFile() async throws {
+        let root = EngineFixture.root()
+        let engine = try EngineFixture.engine(root, driver: FakeTransferDriver())
+        let made = try (0..<5).map { try engine.request(DownloadRequest(url: "http://o.test/s\($0)")) }
+        engine.core.stateWriter.flush()
+        let state = root.appendingPathComponent("state").path
+        #expect((FileStore.fileSize(state + "/state.db-wal") ?? 0) > 0, "committed into the WAL first")
+        await engine.shutdown()
+        #expect(FileStore.fileSize(state + "/state.db-wal") == 0)
+        let copy = EngineFixture.root().path
+        try FileManager.default.copyItem(atPath: state + "/state.db", toPath: copy + "/state.db")
+        #expect(Set(try StateFixture.read(copy).map(\.id)) == Set(made.map(\.snapshot.id)))
+    }
 }

@@ -12,6 +12,7 @@ import Testing
         let attempts = Mutex(0)
         init(failures: Int) { self.failures = failures }
         func load() -> [StoredDownload] { [] }
+        func checkpoint() {}
         func commit(_ batch: StateBatch) throws(StateStoreError) {
             let n = attempts.withLock { $0 += 1; return $0 }
             if n <= failures { throw StateStoreError(kind: .full, message: "disk full") }
