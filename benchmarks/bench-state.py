@@ -12,10 +12,11 @@ The seed must hold at least one completed, one paused and one failed download, w
 service. Each clone gets a fresh id and URL and real files where the service checks them: completed
 ones a small file in their area (size and SHA-256 recorded), paused ones a partial of their recorded
 offset. The areas are the state directory's siblings (DIR/state, DIR/cache, DIR/data), so a seed
-copied elsewhere grows in place. Mix: 80 % completed, 10 % paused, 10 % failed (at most 900, below
-the 1 000 failed ones the engine keeps). Callers' tokens belong to the seed only and are dropped.
+copied elsewhere grows in place. Mix: 10 % paused, 10 % failed (at most 900, below the 1 000 failed
+ones the engine keeps; FAILED sets another count), the rest completed. Callers' tokens belong to the
+seed only and are dropped.
 
-usage: bench-state.py STATE_DIR COUNT URL_PREFIX
+usage: bench-state.py STATE_DIR COUNT URL_PREFIX [FAILED]
 Prints {"format": ..., "completed": n, "paused": n, "failed": n}.
 """
 import hashlib
@@ -25,8 +26,8 @@ import sqlite3
 import sys
 
 
-def plan(count):
-    failed_n = min(count // 10, 900)
+def plan(count, failed=None):
+    failed_n = min(count // 10, 900) if failed is None else failed
     paused_n = count // 10
     completed_n = count - failed_n - paused_n
     return ["completed"] * completed_n + ["paused"] * paused_n + ["failed"] * failed_n
@@ -57,7 +58,7 @@ def seed_partial(state_dir, paused_id):
     return data
 
 
-def grow_database(state_dir, count, prefix):
+def grow_database(state_dir, count, prefix, failed):
     db = sqlite3.connect(os.path.join(state_dir, "state.db"))
     db.row_factory = sqlite3.Row
     templates = {}
@@ -72,7 +73,7 @@ def grow_database(state_dir, count, prefix):
     with db:
         db.execute("DELETE FROM tokens")
         db.execute("DELETE FROM downloads")
-        for n, state in enumerate(plan(count)):
+        for n, state in enumerate(plan(count, failed)):
             r = dict(templates[state])
             r["row"] = n + 1
             r["id"] = f"{0xbe00000000000000 + n:016x}"
@@ -87,7 +88,7 @@ def grow_database(state_dir, count, prefix):
     db.close()
 
 
-def grow_journal(state_dir, count, prefix):
+def grow_journal(state_dir, count, prefix, failed):
     path = os.path.join(state_dir, "journal.json")
     with open(path) as f:
         doc = json.load(f)
@@ -102,7 +103,7 @@ def grow_journal(state_dir, count, prefix):
         sys.exit(f"bench-state: the seed journal has no {', '.join(missing)} download")
     partial = seed_partial(state_dir, templates["paused"]["id"])
     out = []
-    for n, state in enumerate(plan(count)):
+    for n, state in enumerate(plan(count, failed)):
         e = dict(templates[state])
         e.pop("tokens", None)
         e["id"] = f"{0xbe00000000000000 + n:016x}"
@@ -128,15 +129,16 @@ def grow_journal(state_dir, count, prefix):
 
 def main():
     state_dir, count, prefix = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    failed = int(sys.argv[4]) if len(sys.argv) > 4 else None
     if os.path.exists(os.path.join(state_dir, "state.db")):
-        grow_database(state_dir, count, prefix)
+        grow_database(state_dir, count, prefix, failed)
         kind = "state.db"
     elif os.path.exists(os.path.join(state_dir, "journal.json")):
-        grow_journal(state_dir, count, prefix)
+        grow_journal(state_dir, count, prefix, failed)
         kind = "journal.json"
     else:
         sys.exit(f"bench-state: {state_dir} holds neither state.db nor journal.json")
-    mix = plan(count)
+    mix = plan(count, failed)
     print(json.dumps({"format": kind, "completed": mix.count("completed"), "paused": mix.count("paused"),
                       "failed": mix.count("failed")}))
 
