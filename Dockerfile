@@ -27,6 +27,10 @@ ENV DOWNLOAD_SERVICE_HOST=0.0.0.0 \
     DOWNLOAD_SERVICE_DATA_DIR=/var/lib/download-service/data \
     DOWNLOAD_SERVICE_STATE_DIR=/var/lib/download-service/state
 VOLUME ["/var/cache/download-service", "/var/lib/download-service"]
+# A private CA: mount a PEM file (e.g. -v /etc/corp/ca.pem:/etc/download-service/ca.pem:ro) and set
+# DOWNLOAD_SERVICE_CA_FILE=/etc/download-service/ca.pem; it is added to the system's roots.
+# An upstream proxy: DOWNLOAD_SERVICE_UPSTREAM_PROXY=http://[user:password@]proxy:3128 and
+# DOWNLOAD_SERVICE_NO_PROXY=hosts,*.suffix,CIDRs; HTTP(S)_PROXY variables are never used.
 USER 10001:10001
 EXPOSE 8080
 HEALTHCHECK --interval=30s --timeout=3s --start-period=5s --retries=3 \

@@ -17,11 +17,14 @@ let package = Package(
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         // SQLite (Debian libsqlite3-dev): the state database (`DownloaderEngine/State`).
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // libssl (the TLS library libcurl links): trusted CA certificates added in libcurl's SSL_CTX
+        // callback, and the handshake's fatal alerts watched to tell lasting TLS failures from resets.
+        .systemLibrary(name: "CTLS", pkgConfig: "libssl", providers: [.apt(["libssl-dev"])]),
         // What the server and the engine share (Foundation/Glibc only): `SystemError` and the one
         // syscall wrapper (`Posix/`), `HTTPDate` + `HTTPDateCache` (`HTTP/`). Neither depends on the other.
         .target(name: "Basics"),
         .target(name: "MiniHTTPServer", dependencies: ["Basics", "CLinux"]),
-        .target(name: "DownloaderEngine", dependencies: ["Basics", "CCurl", "CCrypto", "CLinux", "CSQLite"]),
+        .target(name: "DownloaderEngine", dependencies: ["Basics", "CCurl", "CCrypto", "CTLS", "CLinux", "CSQLite"]),
         .executableTarget(
             name: "DownloadService",
             dependencies: ["MiniHTTPServer", "DownloaderEngine", "CLinux"]

@@ -30,10 +30,17 @@ static inline CURLcode ccurl_setopt_prereq_function(CURL *h, int (*f)(void *, ch
 static inline CURLcode ccurl_setopt_resolver_start_function(CURL *h, int (*f)(void *, void *, void *)) {
     return curl_easy_setopt(h, CURLOPT_RESOLVER_START_FUNCTION, f);
 }
+static inline CURLcode ccurl_setopt_ssl_ctx_function(CURL *h, CURLcode (*f)(CURL *, void *, void *)) {
+    return curl_easy_setopt(h, CURLOPT_SSL_CTX_FUNCTION, f);
+}
+static inline CURLcode ccurl_setopt_debug_function(CURL *h, int (*f)(CURL *, curl_infotype, char *, size_t, void *)) {
+    return curl_easy_setopt(h, CURLOPT_DEBUGFUNCTION, f);
+}
 /// The connect address inside a curl_sockaddr (its `addr` field is really sized by `addrlen`, e.g. a
 /// sockaddr_in6, so Swift must not copy the 16-byte `struct sockaddr` field by value).
 static inline const struct sockaddr *ccurl_sockaddr_address(const struct curl_sockaddr *a) { return &a->addr; }
 static inline long ccurl_global_all(void) { return CURL_GLOBAL_ALL; }
+static inline curl_version_info_data *ccurl_version_info(void) { return curl_version_info(CURLVERSION_NOW); }
 static inline CURLcode ccurl_getinfo_long(CURL *h, CURLINFO i, long *v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLcode ccurl_getinfo_off(CURL *h, CURLINFO i, curl_off_t *v) { return curl_easy_getinfo(h, i, v); }
 static inline CURLcode ccurl_getinfo_string(CURL *h, CURLINFO i, char **v) { return curl_easy_getinfo(h, i, v); }

@@ -20,7 +20,8 @@ final class RunningService: Sendable {
 
     /// Opens the storage areas, starts the engine and binds the server. The first log line says
     /// where the service listens and where it keeps files.
-    static func start(_ configuration: ServiceConfiguration, logger: Logger) throws -> RunningService {
+    static func start(_ configuration: ServiceConfiguration, logger: Logger,
+                      environment: [String: String] = ProcessInfo.processInfo.environment) throws -> RunningService {
         let openFiles = OpenFileLimit.raiseToHardLimit()
         let engine = try DownloadEngine(configuration: configuration.engineConfiguration)
         for path in engine.stateSetAside {
@@ -54,14 +55,22 @@ final class RunningService: Sendable {
         }
         let server = HTTPServer(configuration: serverConfiguration) { request in await handlerAPI.respond(to: request) }
         let port = try server.start()
-        logger.info("listening", [
-            "host": configuration.host, "port": port, "url": "http://\(configuration.host):\(port)",
+        let shownHost = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
+        let origins: [String: Any] = [
+            "connectTimeout": configuration.connectTimeout, "headTimeout": configuration.headTimeout,
+            "caFile": JSON.orNull(configuration.caFile), "upstreamProxy": JSON.orNull(configuration.redactedProxy),
+            "noProxy": configuration.noProxy,
+            // Never used: only --upstream-proxy is. Their names (never values), so nobody wonders.
+            "ignoredProxyVariables": CommandLineOptions.ignoredProxyVariables(in: environment),
+        ]
+        logger.info("listening", origins.merging([
+            "host": configuration.host, "port": port, "url": "http://\(shownHost):\(port)",
             "cacheDir": configuration.cacheDirectory, "dataDir": configuration.dataDirectory,
             "stateDir": configuration.stateDirectory, "authRequired": configuration.authToken != nil,
             "allowPrivateNetworks": configuration.allowPrivateNetworks,
             "allowHosts": configuration.allowHosts, "denyHosts": configuration.denyHosts,
             "maxConnections": configuration.maxConnections, "openFileLimit": openFiles.map { Int($0.soft) } ?? -1,
-        ])
+        ]) { $1 })
         if let openFiles, openFiles.soft < UInt64(configuration.maxConnections) + 256 {
             // Accepting pauses briefly on EMFILE instead of answering 503: worth knowing at start.
             logger.warning("open-file limit below --max-connections", [

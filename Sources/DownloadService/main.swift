@@ -5,11 +5,13 @@ import MiniHTTPServer
 // download-service: configuration from flags and environment, the engine, the HTTP server, and
 // signal handling. Everything else lives in the types this file wires together.
 
-let logger = Logger(writer: LogWriter(fileDescriptor: 2))
 let configuration: ServiceConfiguration
 switch CommandLineOptions.parse(arguments: Array(CommandLine.arguments.dropFirst()), environment: ProcessInfo.processInfo.environment) {
 case .help:
     print(CommandLineOptions.usage)
+    exit(0)
+case .version:
+    print(ServiceVersion.report)
     exit(0)
 case .invalid(let message):
     FileHandle.standardError.write(Data("download-service: \(message)\n".utf8))
@@ -17,6 +19,8 @@ case .invalid(let message):
 case .run(let parsed):
     configuration = parsed
 }
+let logger = Logger(writer: LogWriter(fileDescriptor: 2), minimumLevel: configuration.logLevel,
+                    format: configuration.logFormat ?? (isatty(2) == 1 ? .text : .json))
 
 // Before anything starts: a SIGTERM during start-up must still mean a clean shutdown.
 guard let shutdownSignals = ShutdownSignals([SIGTERM, SIGINT]) else {

@@ -20,10 +20,14 @@ public final class DownloadEngine: Sendable {
     /// carries on downloads that were running,
     /// and starts the pressure monitor (memory PSI / cgroup events, free space of each area).
     /// Transfers go through libcurl with the SSRF guard's rules. Throws `HostRuleError` for a bad
-    /// `allowHosts`/`denyHosts` entry.
+    /// `allowHosts`/`denyHosts` entry, `TrustedCertificatesError` for a `caFile` that cannot be used,
+    /// `ProxyConfigurationError` for a bad `upstreamProxy` or `noProxy`.
     public convenience init(configuration: EngineConfiguration) throws {
+        let trust = try configuration.caFile.map { path throws(TrustedCertificatesError) in try TrustedCertificates(pemFile: path) }
+        let proxy = try configuration.upstreamProxy.map { url throws(ProxyConfigurationError) in try UpstreamProxy.parse(url).get() }
         let driver = CurlTransferDriver(egress: try EgressRules(configuration),
-                                        maxResponseHeaderBytes: configuration.maxResponseHeaderBytes)
+                                        maxResponseHeaderBytes: configuration.maxResponseHeaderBytes, trust: trust,
+                                        proxy: proxy, noProxy: try NoProxyList(configuration.noProxy))
         try self.init(configuration: configuration, driver: driver,
                       scheduler: SystemScheduler(), random: SystemRandom(),
                       pressure: LinuxPressureMonitor(memoryThreshold: configuration.memoryPressureThreshold))
@@ -117,9 +121,11 @@ public final class DownloadEngine: Sendable {
     }
 }
 
-/// Events of one download for one subscriber. Progress is conflated (a slow reader sees the latest
-/// snapshot); lifecycle events are kept. Ends after `completed`/`failed`, on engine shutdown, or
-/// when the consuming task is cancelled. Dropping the subscription unsubscribes.
+/// Events of one download for one subscriber, starting with the current snapshot. Progress is
+/// conflated: a reader that falls behind (or runs late) gets the latest snapshot, and no progress
+/// older than a lifecycle event waiting after it. Lifecycle events are kept. Ends after
+/// `completed`/`failed`, on engine shutdown, or when the consuming task is cancelled. Dropping the
+/// subscription unsubscribes.
 public final class DownloadSubscription: AsyncSequence, Sendable {
     public typealias Element = DownloadEvent
 
@@ -141,4 +147,25 @@ public final class DownloadSubscription: AsyncSequence, Sendable {
     }
 
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(subscription: self) }
+
+    /// What `poll` found.
+    public enum Polled: Sendable, Equatable {
+        case event(DownloadEvent)
+        /// Nothing yet: the waker given to `poll` is called once there is something.
+        case wait
+        /// The subscription has ended.
+        case end
+    }
+
+    /// The next event without waiting, for a consumer driven by something else (an event loop)
+    /// instead of a task: `.wait` when none is ready, and then `waker` is called (once, on an engine
+    /// thread: do little) as soon as one is. Events are settled as for `next()`: a progress older
+    /// than a waiting lifecycle event is skipped, a late consumer gets the newest progress.
+    public func poll(waker: @escaping @Sendable () -> Void) -> Polled {
+        switch queue.poll(waker: waker) {
+        case .event(let event): .event(event)
+        case .wait: .wait
+        case .end: .end
+        }
+    }
 }

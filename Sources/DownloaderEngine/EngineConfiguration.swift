@@ -16,9 +16,13 @@ public struct EngineConfiguration: Sendable {
     /// Bytes the cache area may hold before the oldest cache files and paused partials are purged;
     /// nil means no limit (default nil).
     public var cacheMaxBytes: Int64? = nil
-    /// Seconds to establish a connection (default 15).
-    public var connectTimeout: Double = 15
-    /// Seconds without a byte before the transfer reconnects and resumes (default 30).
+    /// Seconds to establish a connection: name lookup, TCP, TLS handshake, an upstream proxy's tunnel
+    /// (default 10). Expiry is retried; the last attempt's expiry fails with `connect_timeout`.
+    public var connectTimeout: Double = 10
+    /// Seconds from sending a request to the end of its response head, in total (not an idle timer;
+    /// default 30). Expiry is retried; the last attempt's expiry fails with `head_timeout`.
+    public var headTimeout: Double = 30
+    /// Seconds without a body byte, once the head arrived, before the transfer reconnects and resumes (default 30).
     public var stallTimeout: Double = 30
     /// Attempts per download before it fails (default 6).
     public var maxAttempts: Int = 6
@@ -63,6 +67,28 @@ public struct EngineConfiguration: Sendable {
     /// Accept `user:password@` in URLs (sent upstream as Basic auth to that host only, never shown in
     /// snapshots). Default false: such URLs fail with `url_credentials`.
     public var allowURLCredentials: Bool = false
+    /// A PEM file of CA certificates trusted on top of the system's roots, for origins and an https
+    /// upstream proxy (`--ca-file`; default nil). Read when the engine starts: a missing, unreadable
+    /// or empty file makes `DownloadEngine(configuration:)` throw `TrustedCertificatesError`.
+    /// Certificate verification itself is always on.
+    public var caFile: String? = nil
+    /// The upstream proxy every hop goes through (`--upstream-proxy`): `http://` or `https://`, with
+    /// optional `user:password@` (sent as `Proxy-Authorization: Basic`, shown nowhere). nil (the
+    /// default): connect directly; proxy variables of the environment are never used. The SSRF guard
+    /// holds through it: each hop's host is resolved and vetted here and the proxy is asked to
+    /// `CONNECT` to the vetted address (http origins too), so `allowHosts`/`denyHosts` work as without
+    /// a proxy; the proxy's own address is not judged. A bad URL makes `DownloadEngine(configuration:)`
+    /// throw `ProxyConfigurationError`.
+    public var upstreamProxy: String? = nil
+    /// Hosts fetched directly despite `upstreamProxy` (`--no-proxy`): names, `*.suffix`, addresses,
+    /// CIDRs (matched against each hop's URL host as written). Default empty.
+    public var noProxy: [String] = []
+    /// Checks `upstreamProxy` and `noProxy`; the error never shows the proxy's credentials.
+    public static func validateProxy(_ url: String?, noProxy: [String]) -> ProxyConfigurationError? {
+        if let url, case .failure(let error) = UpstreamProxy.parse(url) { return error }
+        do { _ = try NoProxyList(noProxy) } catch { return error }
+        return nil
+    }
     /// Bytes of response head accepted per attempt, all redirect hops together (default 64 KiB).
     /// More fails the download with `header_too_large`.
     public var maxResponseHeaderBytes: Int = 64 * 1024

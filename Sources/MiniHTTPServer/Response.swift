@@ -31,6 +31,9 @@ public enum ResponseBody: Sendable {
     /// Each `write` is flushed at once. The server cancels the closure's task when the client goes
     /// away or the server shuts down; the response ends when the closure returns.
     case stream(@Sendable (any ResponseBodyWriter) async throws -> Void)
+    /// A body the event loop drives and the application feeds from any thread, with no task per
+    /// stream (`PushBody`): long-lived output such as event streams or a file that is still growing.
+    case push(PushBody)
 }
 
 /// A file to serve as a response body.
@@ -41,6 +44,9 @@ public struct FileResponse: Sendable {
     public var contentDisposition: String?
     /// A strong ETag (with quotes) to use; when nil the server derives one from inode, size and mtime.
     public var etag: String?
+    /// Other strong validators (with quotes) naming the same content: an `If-Range` with one of
+    /// them is honoured like one with `etag`.
+    public var alsoMatches: [String] = []
     /// Whether a symlink at `path` itself is followed (default true). When false the file is opened
     /// with `O_NOFOLLOW` and a symlink answers 404, so a link planted where the file should be never
     /// serves what it points at.

@@ -64,7 +64,7 @@ final class ServerContext: Selectable, @unchecked Sendable {
         var response = errorRenderer(error)
         switch response.body {
         case .empty, .bytes: break
-        case .file, .stream: response.body = .empty
+        case .file, .stream, .push: response.body = .empty
         }
         return response
     }

@@ -21,6 +21,15 @@ struct APIError: Error, Sendable, Equatable {
         case notComplete = "not_complete"
         case tooManyDownloads = "too_many_downloads"
         case tooManySubscribers = "too_many_subscribers"
+        case invalidQuery = "invalid_query"
+        /// `/fetch`: the download waits for a transfer slot longer than the reader waits.
+        case queued = "queued"
+        /// `/fetch`: a bare `Range` on a file that changed at the origin lately.
+        case changed = "changed"
+        /// `/fetch`: a range that starts beyond the file's end.
+        case rangeNotSatisfiable = "range_not_satisfiable"
+        /// `/fetch`: the download's last attempt got no data for the stall timeout.
+        case stalled = "stalled"
     }
 
     var status: Int
@@ -28,6 +37,8 @@ struct APIError: Error, Sendable, Equatable {
     let code: String
     var message: String
     var headers: [String: String] = [:]
+    /// `WWW-Authenticate` challenges, one header line each.
+    var challenges: [String] = []
 
     init(status: Int, _ code: Code, _ message: String, headers: [String: String] = [:]) {
         self.init(status: status, wireCode: code.rawValue, message, headers: headers)
@@ -53,6 +64,7 @@ struct APIError: Error, Sendable, Equatable {
     var response: Response {
         var h = HTTPHeaders()
         for (name, value) in headers.sorted(by: { $0.key < $1.key }) { h[name] = value }
+        for challenge in challenges { h.add("WWW-Authenticate", challenge) }
         var error = JSONObject()
         error.append("code", .string(code))
         error.append("message", .string(message))
@@ -91,6 +103,11 @@ struct APIError: Error, Sendable, Equatable {
                  headers: ["Retry-After": "5"])
     }
 
-    static let unauthorized = APIError(status: 401, .unauthorized, "missing or wrong bearer token",
-                                       headers: ["WWW-Authenticate": #"Bearer realm="download-service""#])
+    /// Both ways to present the token are offered: a bearer token, or the password of Basic auth
+    /// (for tools that cannot send a bearer header; wget sends Basic credentials only when challenged).
+    static let unauthorized: APIError = {
+        var error = APIError(status: 401, .unauthorized, "missing or wrong token (a bearer token, or the password of Basic auth)")
+        error.challenges = [#"Bearer realm="download-service""#, #"Basic realm="download-service""#]
+        return error
+    }()
 }

@@ -1,4 +1,4 @@
-/// Checks `Authorization: Bearer <token>` in constant time (no early exit on the first wrong byte).
+/// Checks `Authorization: Bearer <token>` (or the token as Basic auth's password) in constant time (no early exit on the first wrong byte).
 struct BearerAuth: Sendable {
     private let expected: [UInt8]
 
@@ -6,12 +6,19 @@ struct BearerAuth: Sendable {
         expected = Array(token.utf8)
     }
 
+    /// `Bearer <token>`, or `Basic base64(<any user>:<token>)`.
     func allows(authorization header: String?) -> Bool {
         guard let header else { return false }
-        let scheme = "bearer "
-        guard header.count > scheme.count, header.prefix(scheme.count).lowercased() == scheme else { return false }
-        let presented = Array(header.dropFirst(scheme.count).trimmingCharacters(in: .whitespaces).utf8)
-        return BearerAuth.constantTimeEquals(presented, expected)
+        if header.count > 7, header.prefix(7).lowercased() == "bearer " {
+            let presented = Array(header.dropFirst(7).trimmingCharacters(in: .whitespaces).utf8)
+            return BearerAuth.constantTimeEquals(presented, expected)
+        }
+        if header.count > 6, header.prefix(6).lowercased() == "basic " {
+            guard let decoded = Data(base64Encoded: String(header.dropFirst(6).trimmingCharacters(in: .whitespaces))),
+                  let colon = decoded.firstIndex(of: UInt8(ascii: ":")) else { return false }
+            return BearerAuth.constantTimeEquals(Array(decoded[decoded.index(after: colon)...]), expected)
+        }
+        return false
     }
 
     /// Time depends only on the lengths, never on where the first difference is.

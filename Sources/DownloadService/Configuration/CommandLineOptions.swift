@@ -7,6 +7,7 @@ enum CommandLineOptions {
     enum Outcome: Equatable {
         case run(ServiceConfiguration)
         case help
+        case version
         case invalid(String)
     }
 
@@ -23,8 +24,11 @@ enum CommandLineOptions {
 
     struct ParseError: Error, Sendable { var message: String }
 
-    static let options: [Option] = [
-        Option(flag: "--host", metavar: "ADDR", help: "address to listen on (default 127.0.0.1)") { c, v throws(ParseError) in
+    /// Every option, in `--help` order.
+    static let options: [Option] = generalOptions + originOptions
+
+    static let generalOptions: [Option] = [
+        Option(flag: "--host", metavar: "ADDR", help: "address to listen on; :: for IPv6 and IPv4 (default 127.0.0.1)") { c, v throws(ParseError) in
             guard !v.isEmpty else { throw ParseError(message: "--host needs an address") }
             c.host = v
         },
@@ -133,6 +137,7 @@ enum CommandLineOptions {
                 let argument = arguments[index]
                 index += 1
                 if argument == "--help" || argument == "-h" { return .help }
+                if argument == "--version" { return .version }
                 let (flag, inline) = splitFlag(argument)
                 guard let option = options.first(where: { $0.flag == flag }) else {
                     throw ParseError(message: "unknown option '\(argument)' (see --help)")
@@ -167,6 +172,7 @@ enum CommandLineOptions {
             }
             lines.append("  " + String(repeating: " ", count: 28) + "env " + o.environmentName)
         }
+        lines.append("  --version                   print the versions of the service, libcurl and the TLS library")
         lines.append("  --help                      show this help")
         return lines.joined(separator: "\n")
     }
@@ -176,7 +182,7 @@ enum CommandLineOptions {
         return (String(argument[..<eq]), String(argument[argument.index(after: eq)...]))
     }
 
-    private static func absolutePath(_ v: String, _ flag: String) throws(ParseError) -> String {
+    static func absolutePath(_ v: String, _ flag: String) throws(ParseError) -> String {
         guard v.hasPrefix("/") else { throw ParseError(message: "\(flag) must be an absolute path, got '\(v)'") }
         return v
     }
@@ -208,7 +214,7 @@ enum CommandLineOptions {
     }
 
     /// A number of seconds in `range` (decimals allowed).
-    private static func seconds(_ v: String, _ flag: String, within range: ClosedRange<Double>) throws(ParseError) -> Double {
+    static func seconds(_ v: String, _ flag: String, within range: ClosedRange<Double>) throws(ParseError) -> Double {
         guard let d = Double(v.trimmingCharacters(in: .whitespaces)), d.isFinite, range.contains(d) else {
             throw ParseError(message: "\(flag) must be seconds in \(range.lowerBound)-\(range.upperBound), got '\(v)'")
         }

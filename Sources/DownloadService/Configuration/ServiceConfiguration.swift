@@ -42,6 +42,27 @@ struct ServiceConfiguration: Sendable, Equatable {
     var maxSubscribersPerDownload = 16_384
     /// Live caller tokens per client IP (default 1 000); nil = no limit. More get 429 `too_many_downloads`.
     var maxDownloadsPerClient: Int? = 1_000
+    // Origins: TLS, the upstream proxy, timeouts.
+    /// PEM CA certificates trusted on top of the system's roots (default none).
+    var caFile: String?
+    /// The upstream proxy URL, credentials included (never logged: see `redactedProxy`).
+    var upstreamProxy: String?
+    /// Hosts fetched directly despite the proxy.
+    var noProxy: [String] = []
+    /// Seconds to connect (default 10).
+    var connectTimeout: Double = 10
+    /// Seconds from a request to the end of its response head (default 30).
+    var headTimeout: Double = 30
+    /// The least severe log line written (default info).
+    var logLevel: Logger.Level = .info
+    /// The log's format; nil: text when stderr is a terminal, else JSON.
+    var logFormat: LogFormat?
+
+    /// The proxy URL as it may be shown.
+    var redactedProxy: String? {
+        upstreamProxy.map { url in (try? UpstreamProxy.parse(url).get())?.redacted ?? "(invalid)" }
+    }
+
     // Durability and pressure (defaults from `EngineConfiguration`).
     /// Seconds between checkpoints of a running transfer (default 1).
     var checkpointInterval: Double = 1
@@ -75,6 +96,11 @@ struct ServiceConfiguration: Sendable, Equatable {
         c.allowHosts = allowHosts
         c.denyHosts = denyHosts
         c.allowURLCredentials = allowURLCredentials
+        c.caFile = caFile
+        c.upstreamProxy = upstreamProxy
+        c.noProxy = noProxy
+        c.connectTimeout = connectTimeout
+        c.headTimeout = headTimeout
         applyRetryTiming(to: &c)
         c.checkpointInterval = checkpointInterval
         c.checkpointBytes = checkpointBytes

@@ -52,6 +52,8 @@ struct DownloadAPI: Sendable {
             return progress(id: id, request: request)
         case (.file(let id), _):
             return file(id: id)
+        case (.fetch, _):
+            return await fetch(request)
         }
     }
 
@@ -90,7 +92,8 @@ struct DownloadAPI: Sendable {
         return .json(JSONObject(["downloads": .array(downloads.map { .object(SnapshotJSON.object($0)) })]).bytes)
     }
 
-    private func file(id: String) -> Response {
+    /// `alsoMatching`: other strong validators of the stored content honoured in `If-Range`.
+    func file(id: String, alsoMatching: [String] = []) -> Response {
         guard let stored = engine.completedFile(id: id) else {
             guard let snapshot = engine.snapshot(id: id) else { return unknownDownloadResponse(id) }
             return APIError(status: 409, .notComplete,
@@ -99,6 +102,7 @@ struct DownloadAPI: Sendable {
         var served = FileResponse(path: stored.path, contentDisposition: FileHeaders.attachment(fileName: stored.fileName),
                                   etag: "\"\(stored.sha256)\"")
         served.followsSymlinks = false  // a link planted in a storage area is never followed out of it
+        served.alsoMatches = alsoMatching
         var response = Response(body: .file(served))
         if let digest = FileHeaders.reprDigest(sha256Hex: stored.sha256) { response.headers["Repr-Digest"] = digest }
         return response

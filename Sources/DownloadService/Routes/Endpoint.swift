@@ -10,6 +10,8 @@ enum Endpoint: Equatable {
     case progress(String)
     /// `/downloads/{id}/file`
     case file(String)
+    /// `/fetch?url=…`: pull-through.
+    case fetch
 
     init?(path: String) {
         guard path.utf8.first == UInt8(ascii: "/") else { return nil }
@@ -24,6 +26,7 @@ enum Endpoint: Equatable {
         case 1 where segment(0, is: "healthz"): self = .health
         case 1 where segment(0, is: "metrics"): self = .metrics
         case 1 where segment(0, is: "downloads"): self = .downloads
+        case 1 where segment(0, is: "fetch"): self = .fetch
         case 2 where segment(0, is: "downloads"):
             guard let id = identifier(1) else { return nil }
             self = .download(id)
@@ -46,7 +49,7 @@ enum Endpoint: Equatable {
         case .health, .metrics, .progress: return ["GET", "HEAD"]
         case .downloads: return ["GET", "HEAD", "POST"]
         case .download: return ["GET", "HEAD", "DELETE"]
-        case .file: return ["GET", "HEAD"]
+        case .file, .fetch: return ["GET", "HEAD"]
         }
     }
 

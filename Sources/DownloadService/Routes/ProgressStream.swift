@@ -8,8 +8,8 @@ import MiniHTTPServer
 /// ended, its `completed`/`failed` event, after which the stream ends). Event ids are decimal and
 /// strictly increasing, continuing after a client's `Last-Event-ID`. A `: keep-alive` comment goes
 /// out once a stream has been quiet for `keepAliveInterval` seconds, so that idle streams stay open
-/// and dead clients are noticed (written by the server on its timers where the writer supports
-/// `setIdleHeartbeat`, else by a task of the stream's own).
+/// and dead clients are noticed (written by the server on its own timers). The stream is a push
+/// body fed by the connection's event loop: no task per stream.
 extension DownloadAPI {
     /// Reconnection delay suggested to clients, in milliseconds.
     static let retryMilliseconds = 2000
@@ -28,38 +28,9 @@ extension DownloadAPI {
         }
         guard let subscription = engine.subscribe(id: id) else { return unknownDownloadResponse(id) }
         let firstID = (request.headers["Last-Event-ID"].flatMap { UInt64($0.trimmingCharacters(in: .whitespaces)) } ?? 0) &+ 1
-        let keepAlive = keepAliveInterval
-        let eventData = self.eventData
-        return Response(headers: headers, body: .stream { writer in
-            // The stream's place is held while this closure lives (dropped with the response).
-            defer { withExtendedLifetime(lease) {} }
-            let stream = EventStreamWriter(writer: writer, firstID: firstID, eventData: eventData)
-            let keepAliveComment = Array(ServerSentEvent.comment("keep-alive").utf8)
-            // The server writes the comment when the stream has been quiet: no task per stream.
-            if writer.setIdleHeartbeat(keepAliveComment, after: keepAlive) {
-                try await stream.forward(subscription)
-            } else {
-                try await Self.forwardWithKeepAliveTask(stream, subscription, comment: keepAliveComment, every: keepAlive)
-            }
-        })
-    }
-
-    /// For writers without `setIdleHeartbeat`: a child task writes the comment every `interval`.
-    /// Not inlined, so its task group does not enlarge every stream's async frame.
-    @inline(never)
-    private static func forwardWithKeepAliveTask(_ stream: EventStreamWriter, _ subscription: DownloadSubscription,
-                                                 comment: [UInt8], every interval: Double) async throws {
-        let writer = stream.writer
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                while true {
-                    try await Task.sleep(nanoseconds: UInt64(interval * 1_000_000_000))
-                    try await writer.write(comment)
-                }
-            }
-            try await stream.forward(subscription)
-            group.cancelAll()
-        }
+        let source = EventStreamSource(subscription: subscription, firstID: firstID, eventData: eventData, lease: lease,
+                                       keepAlive: (Array(ServerSentEvent.comment("keep-alive").utf8), keepAliveInterval))
+        return Response(headers: headers, body: .push(PushBody(source: source)))
     }
 
     /// The SSE form of an engine event: its name, and the snapshot (plus offset/restarted) as data.

@@ -1,30 +1,58 @@
 import Foundation
 import MiniHTTPServer
 
-/// Writes one JSON object per line to stderr: `{"ts":…,"level":…,"msg":…, fields…}`.
+/// Writes one JSON object per line to stderr: `{"ts":…,"level":…,"msg":…, fields…}` (or the same
+/// as text, `LogText`), dropping lines below `minimumLevel`.
 struct Logger: Sendable {
-    enum Level: String, Sendable { case debug, info, warning, error }
+    enum Level: String, Sendable, Comparable, CaseIterable {
+        case debug, info, warning, error
+
+        private var rank: Int { Self.allCases.firstIndex(of: self)! }
+        static func < (a: Level, b: Level) -> Bool { a.rank < b.rank }
+
+        /// `--log-level`'s spelling: debug, info, warn (or warning), error.
+        init?(option: String) {
+            switch option.lowercased() {
+            case "debug": self = .debug
+            case "info": self = .info
+            case "warn", "warning": self = .warning
+            case "error": self = .error
+            default: return nil
+            }
+        }
+    }
 
     /// Where lines go when injected (tests); nil when they go to `writer`.
     private let sink: (@Sendable (String) -> Void)?
     private let writer: LogWriter?
+    let minimumLevel: Level
+    let format: LogFormat
 
     /// Lines go to stderr through `writer`'s thread.
-    init(writer: LogWriter) {
+    init(writer: LogWriter, minimumLevel: Level = .info, format: LogFormat = .json) {
         self.writer = writer
         self.sink = nil
+        self.minimumLevel = minimumLevel
+        self.format = format
     }
 
     /// Lines go to `sink`, one call per line, on the logging thread.
-    init(sink: @escaping @Sendable (String) -> Void) {
+    init(sink: @escaping @Sendable (String) -> Void, minimumLevel: Level = .info, format: LogFormat = .json) {
         self.writer = nil
         self.sink = sink
+        self.minimumLevel = minimumLevel
+        self.format = format
     }
 
     /// Waits (bounded) until the lines logged so far are written; call before `exit`.
     func flush() { writer?.flush() }
 
     func log(_ level: Level, _ message: String, _ fields: [String: Any] = [:], at date: Date = Date()) {
+        guard level >= minimumLevel else { return }
+        if format == .text {
+            emit(Array(LogText.line(timestamp: JSON.timestamp(date), level: level.rawValue, message: message, fields: fields).utf8))
+            return
+        }
         var object = fields
         object["ts"] = JSON.timestamp(date)
         object["level"] = level.rawValue
@@ -39,6 +67,12 @@ struct Logger: Sendable {
     /// The access-log line of one request: the same JSON as `info("request", …)` with its fields,
     /// written directly because it runs for every request (a dictionary of `Any` costs casts).
     func request(_ entry: AccessLogEntry, at date: Date = Date()) {
+        guard minimumLevel <= .info else { return }
+        if format == .text {
+            log(.info, "request", ["bytes": entry.bytes, "durationMs": Self.milliseconds(entry.durationSeconds), "method": entry.method,
+                                   "path": entry.path, "remote": entry.remoteAddress, "status": entry.status], at: date)
+            return
+        }
         var out: [UInt8] = []
         out.reserveCapacity(192)
         out.append(contentsOf: #"{"bytes":"#.utf8)
@@ -62,6 +96,7 @@ struct Logger: Sendable {
     /// Seconds as milliseconds with microsecond precision.
     static func milliseconds(_ seconds: Double) -> Double { (seconds * 1_000_000).rounded() / 1000 }
 
+    func debug(_ message: String, _ fields: [String: Any] = [:]) { log(.debug, message, fields) }
     func info(_ message: String, _ fields: [String: Any] = [:]) { log(.info, message, fields) }
     func warning(_ message: String, _ fields: [String: Any] = [:]) { log(.warning, message, fields) }
     func error(_ message: String, _ fields: [String: Any] = [:]) { log(.error, message, fields) }

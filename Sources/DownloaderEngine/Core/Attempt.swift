@@ -23,6 +23,9 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     var sentValidator: Validator?
     /// Offset at which the accepted body is written (nil: no head accepted).
     var acceptedOffset: Int64?
+    /// Streaming readers follow the download: every write reaches the file at once (no bytes wait
+    /// in the write buffer where a reader cannot see them).
+    let followed = Atomic<Bool>(false)
     /// Bytes kept before the attempt (for `restarted`).
     var keptAtStart: Int64 = 0
 
@@ -69,6 +72,7 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
         guard let partial, let core else { throw SystemError(errno: EBADF, function: "write (no partial file)") }
         do {
             try partial.append(bytes)
+            if followed.load(ordering: .relaxed) { try partial.flush() }
         } catch {
             diskError = error
             throw error
@@ -91,6 +95,6 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
                 throw error
             }
         }
-        core.attemptWrote(self, count: Int64(bytes.count), length: partial.length, at: now)
+        core.attemptWrote(self, count: Int64(bytes.count), length: partial.length, flushed: partial.flushedLength, at: now)
     }
 }

@@ -45,6 +45,24 @@ final class DownloadRecord {
     var rate: RateEstimator
     var progress: ProgressThrottle
 
+    // Streaming readers (`DownloadReader`): interest that lasts as long as their connection, never stored.
+    var readers = 0
+    /// What readers follow; made when the first one attaches.
+    var tail: DownloadTail?
+    /// The origin's `Content-Type` of the accepted body.
+    var contentType: String?
+    /// Versions of the body so far (a new one whenever it starts again from 0) and heads accepted.
+    var generation: UInt64 = 0
+    var heads: UInt64 = 0
+    /// When the body last started again with different content (a version after the first).
+    var changedAt: Date?
+    /// Bytes of the current version written to the partial file (readable by readers).
+    var flushedBytes: Int64 = 0
+    /// The partial file of the current version.
+    var partialIdentity: FileIdentity?
+    /// The last attempt ended because the origin sent nothing for the stall timeout.
+    var lastAttemptStalled = false
+
     init(id: String, url: String, storage: StorageClass, lifecycle: DownloadLifecycle, now: Date, tau: Double,
          progressInterval: Double) {
         self.id = id
@@ -69,6 +87,40 @@ final class DownloadRecord {
     }
 
     var partialFacts: PartialFacts { PartialFacts(keptBytes: keptBytes, resumable: validator != nil) }
+
+    /// Callers and readers together (the per-download cap counts both).
+    var interest: Int { tokens.count + readers }
+
+    /// What a reader sees now (`partialPath`: where the partial file lives).
+    func tailState(partialPath: String) -> TailState {
+        var t = TailState()
+        t.heads = heads
+        t.generation = generation
+        t.validator = validator?.etag ?? validator?.lastModified
+        t.validatorIsETag = validator?.etag != nil
+        t.contentType = contentType
+        t.fileName = fileName ?? FileNameSanitizer.fallback
+        t.total = state == .completed ? size : expectedTotal
+        switch state {
+        case .completed:
+            t.phase = .completed
+            t.available = size ?? 0
+            t.path = finalPath ?? ""
+            t.sha256 = sha256
+        case .failed:
+            t.phase = .failed(error ?? DownloadFailure(code: .unknown, message: "failed"), stalled: lastAttemptStalled)
+            t.path = partialPath
+        case .downloading where isTransferring && lifecycle.attempt?.stage == .transferring:
+            t.phase = .flowing
+            t.available = flushedBytes
+            t.path = partialPath
+            t.file = partialIdentity
+        case .queued, .downloading, .paused:
+            t.phase = .waiting
+            t.path = partialPath
+        }
+        return t
+    }
 
     /// What every completion records: the file, its digest and size, and no kept bytes or error.
     func setCompleted(path: String, sha256: String, size: Int64) {
@@ -95,7 +147,7 @@ final class DownloadRecord {
             bytesWritten: written, bytesExpected: expected, fraction: fraction,
             bytesPerSecond: transferring ? rate.rate : 0,
             etaSeconds: transferring ? rate.eta(remaining: expected.map { $0 - written }) : nil,
-            callers: tokens.count,
+            callers: tokens.count + readers,
             resumable: state != .completed && validator != nil,
             createdAt: createdAt, updatedAt: updatedAt,
             sha256: state == .completed ? sha256 : nil, size: state == .completed ? size : nil,

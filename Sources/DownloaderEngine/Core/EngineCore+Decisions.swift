@@ -79,6 +79,7 @@ extension EngineCore {
     }
 
     private func emit(_ notice: LifecycleNotice, of record: DownloadRecord) {
+        refreshTail(record)
         let snapshot = record.snapshot()
         switch notice {
         case .resumed:

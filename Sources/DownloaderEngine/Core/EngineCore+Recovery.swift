@@ -21,10 +21,10 @@ extension EngineCore {
 
     /// Restores downloads from the state store (first importing an earlier release's journal, once):
     /// partials are cut back to their stored (durable) offset; `downloading`/`queued` ones carry on
-    /// by themselves (with their stored callers, whose tokens keep working; without any, held by the
-    /// engine until a caller joins); `paused` stay paused; `completed` whose file vanished are
-    /// dropped. Partials that no download owns are deleted. Runs before anything else uses the
-    /// engine (file system work under the lock is fine here).
+    /// by themselves for their stored callers (whose tokens keep working; without any — only
+    /// streaming readers, which are not stored — they are paused, bytes kept); `paused` stay paused;
+    /// `completed` whose file vanished are dropped. Partials that no download owns are deleted. Runs
+    /// before anything else uses the engine (file system work under the lock is fine here).
     func recover() throws -> RecoveryReport {
         var report = RecoveryReport()
         report.damagedStateKeptAt = damagedStateKeptAt
@@ -103,11 +103,11 @@ extension EngineCore {
         cache.removeUnclaimed()
         // A move into the data area that a crash interrupted starts again.
         for record in byID.values where record.state == .completed { placeFile(record) }
-        // Running ones carry on, oldest first (held by the engine when no caller was stored).
+        // Running ones carry on for their callers, oldest first; with none stored, paused (and saved so).
         let carryOn = byID.values.filter { $0.state == .queued }.sorted { $0.createdAt < $1.createdAt }
         for record in carryOn {
             handle(.recovered(callers: record.tokens.count), for: record)
-            report.resumed += 1
+            if record.state == .paused { save(record) } else { report.resumed += 1 }
         }
     }
 

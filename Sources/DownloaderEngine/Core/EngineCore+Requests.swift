@@ -2,7 +2,29 @@ import Foundation
 
 // Callers joining and leaving.
 extension EngineCore {
+    /// Who joins a download: a caller by its token's hash (what is stored; the token itself never
+    /// is), or a streaming reader whose interest lasts as long as it stays attached (not stored).
+    enum Joiner {
+        case caller(TokenHash)
+        case reader
+    }
+
+    /// What joining gave: the download's record and whether an existing transfer or file was joined.
+    struct Joined {
+        var record: DownloadRecord
+        var coalesced: Bool
+    }
+
     func request(_ request: DownloadRequest) throws(EngineError) -> Enqueued {
+        let token = random.hex(byteCount: 16)
+        return try join(request, as: .caller(TokenHash(token: token))) { joined in
+            Enqueued(token: token, snapshot: joined.record.snapshot(), coalesced: joined.coalesced)
+        }
+    }
+
+    /// Joins (or starts, or resumes) the download for `request.url` as `joiner`; `answer` reads what
+    /// the caller needs under the same lock.
+    func join<T>(_ request: DownloadRequest, as joiner: Joiner, answer: (Joined) -> T) throws(EngineError) -> T {
         let url = try URLNormalizer.normalize(request.url, allowCredentials: configuration.allowURLCredentials).get()
         var sha: String?
         if let given = request.sha256 {
@@ -12,25 +34,24 @@ extension EngineCore {
             sha = normalized
         }
         if let size = request.size, size < 0 { throw .invalidURL("size must not be negative") }
-        let token = random.hex(byteCount: 16)
-        let tokenHash = TokenHash(token: token)  // What the engine keeps: the hash, never the token.
         // A stored file's stat runs before the lock is taken: a slow disk never holds the engine.
         // (Checked again below that the path is still the one stat'ed.)
         let storedPath: String? = locked { byURL[url].flatMap { $0.state == .completed ? $0.finalPath : nil } }
         let storedFileVanished = storedPath.map { FileStore.fileSize($0) == nil } ?? false
-        return try decide { () throws(EngineError) -> Enqueued in
+        return try decide { () throws(EngineError) -> T in
             guard !shuttingDown else { throw .shuttingDown() }
             let now = clock.now()
             guard let record = byURL[url] else {
-                return startDownload(url: url, request, sha: sha, token: token, tokenHash, at: now)
+                let record = startDownload(url: url, request, sha: sha, as: joiner, at: now)
+                return answer(Joined(record: record, coalesced: false))
             }
-            if record.tokens.count >= max(1, configuration.maxCallersPerDownload) {
+            if record.interest >= max(1, configuration.maxCallersPerDownload) {
                 // Tokens of an ended download hold nothing (no transfer to keep alive): make room by
                 // dropping one. A running download's callers are real: refuse the newcomer.
-                guard record.state == .completed || record.state == .failed else {
-                    throw .tooManyCallers("the download already has \(record.tokens.count) callers")
+                guard record.state == .completed || record.state == .failed, let dropped = record.tokens.popFirst() else {
+                    throw .tooManyCallers("the download already has \(record.interest) callers")
                 }
-                if let dropped = record.tokens.popFirst() { tokens[dropped] = nil }
+                tokens[dropped] = nil
             }
             try checkExpectations(record, sha: sha, size: request.size)
             if record.state == .completed, storedFileVanished, record.finalPath == storedPath {
@@ -46,14 +67,13 @@ extension EngineCore {
             if coalesced { stats.coalescedJoins += 1 }
             if record.state == .completed { record.lastAccess = now }
             handle(.callerJoined, for: record)
-            addToken(tokenHash, to: record)
+            add(joiner, to: record)
             save(record)  // Tokens are stored (hashed): they keep working after a restart.
-            return Enqueued(token: token, snapshot: record.snapshot(), coalesced: coalesced)
+            return answer(Joined(record: record, coalesced: coalesced))
         }
     }
 
-    private func startDownload(url: String, _ request: DownloadRequest, sha: String?, token: String, _ tokenHash: TokenHash,
-                               at now: Date) -> Enqueued {
+    private func startDownload(url: String, _ request: DownloadRequest, sha: String?, as joiner: Joiner, at now: Date) -> DownloadRecord {
         var id = random.hex(byteCount: 8)
         while byID[id] != nil { id = random.hex(byteCount: 8) }
         let (lifecycle, actions) = DownloadLifecycle.start()
@@ -63,15 +83,22 @@ extension EngineCore {
         record.expectedSize = request.size
         byID[id] = record
         byURL[url] = record
-        addToken(tokenHash, to: record)
+        add(joiner, to: record)
         handle(actions, for: record)
         save(record)
-        return Enqueued(token: token, snapshot: record.snapshot(), coalesced: false)
+        return record
     }
 
-    private func addToken(_ token: TokenHash, to record: DownloadRecord) {
-        tokens[token] = record.id
-        record.tokens.insert(token)
+    private func add(_ joiner: Joiner, to record: DownloadRecord) {
+        switch joiner {
+        case .caller(let token):
+            tokens[token] = record.id
+            record.tokens.insert(token)
+        case .reader:
+            record.readers += 1
+            record.attempt?.followed.store(true, ordering: .relaxed)
+            if record.tail == nil { record.tail = DownloadTail(record.tailState(partialPath: store.partialPath(id: record.id))) }
+        }
     }
 
     private func checkExpectations(_ record: DownloadRecord, sha: String?, size: Int64?) throws(EngineError) {
@@ -103,8 +130,17 @@ extension EngineCore {
             guard let id = tokens.removeValue(forKey: token), let record = byID[id] else { return nil }
             record.tokens.remove(token)
             record.updatedAt = clock.now()
-            handle(.callerLeft(remaining: record.tokens.count, partial: record.partialFacts), for: record)
+            handle(.callerLeft(remaining: record.interest, partial: record.partialFacts), for: record)
             return record.snapshot()
+        }
+    }
+
+    /// A streaming reader of download `id` let go.
+    func detachReader(id: String) {
+        decide {
+            guard let record = byID[id], record.readers > 0 else { return }
+            record.readers -= 1
+            handle(.callerLeft(remaining: record.interest, partial: record.partialFacts), for: record)
         }
     }
 }

@@ -68,6 +68,7 @@ extension EngineCore {
             guard let record = byID[attempt.recordID] else { return }
             let kept = closed.map { PartialFacts(keptBytes: $0.length, resumable: record.validator != nil) } ?? record.partialFacts
             record.updatedAt = clock.now()
+            if case .failure(let failure) = result { record.lastAttemptStalled = failure.kind == .stalled }
             handle(.attemptSettled(serial: attempt.serial, verdict, partial: kept), for: record) { action in
                 switch action {
                 case .keepSettledPartial:
@@ -77,6 +78,7 @@ extension EngineCore {
                         record.keptHasher = closed.hasher
                         record.durableOffset = durable
                         record.bytesWritten = closed.length
+                        record.flushedBytes = closed.length
                     }
                 case .recordCompletion:
                     if case .published(let file) = settlement { recordCompletion(record, file) }

@@ -9,6 +9,7 @@ extension EngineCore {
         let attempt = Attempt(serial: serial, recordID: record.id, core: self, checkpointBytes: checkpointBytes,
                               checkpointSeconds: configuration.checkpointInterval)
         record.attempt = attempt
+        if record.readers > 0 { attempt.followed.store(true, ordering: .relaxed) }
         let kept = record.keptBytes
         let hasher = record.keptHasher
         record.keptHasher = nil
@@ -53,7 +54,8 @@ extension EngineCore {
             if let limit = maxBody { maxBody = max(0, limit - attempt.plan.offset) }
             return TransferRequest(
                 url: record.url, headers: attempt.plan.headers.map { ($0.name, $0.value) },
-                connectTimeout: configuration.connectTimeout, stallTimeout: configuration.stallTimeout,
+                connectTimeout: configuration.connectTimeout, headTimeout: configuration.headTimeout,
+                stallTimeout: configuration.stallTimeout,
                 maxBodyBytes: maxBody, maxRedirects: configuration.maxRedirects,
                 allowPrivateNetworks: configuration.allowPrivateNetworks, userAgent: configuration.userAgent)
         }

@@ -4,26 +4,38 @@ import Glibc
 
 // A running attempt's head and body (transfer thread) and its checkpoints (work queue).
 extension EngineCore {
-    /// Judges the final hop's head (transfer thread). Returns nil to accept the body.
+    /// Judges the final hop's head (transfer thread). Returns nil to accept the body. A full body
+    /// that replaces kept bytes gets a fresh file first (the old one set aside, deleted later), so
+    /// that what the download then records (and its readers open) is the new version's file.
     func attemptReceivedHead(_ attempt: Attempt, _ head: ResponseHead) -> TransferFailure? {
-        var setAside: String?
-        let refused: TransferFailure? = decide {
+        guard let facts: (total: Int64?, size: Int64?, aside: String) = locked({
+            byID[attempt.recordID].map { ($0.expectedTotal, $0.expectedSize, ".\(makeSerial())" + FileStore.trashSuffix) }
+        }) else { return TransferFailure(.rejected, "the download was paused") }
+        let judgement = HeadJudgement.judge(head, plan: attempt.plan, sentValidator: attempt.sentValidator,
+                                            knownTotal: facts.total, maxFileSize: configuration.maxFileSize,
+                                            expectedSize: facts.size)
+        var identity: FileIdentity?
+        if case .accept(let offset, _) = judgement, let partial = attempt.partial {
+            do throws(SystemError) {
+                if offset == 0 && partial.length > 0 {
+                    try partial.replaceWithEmpty(settingAsideAt: partial.path + facts.aside)
+                    deleteInBackground(partial.path + facts.aside, before: locked { hooks.beforeRemove })
+                }
+                identity = try partial.identity()
+            } catch {
+                attempt.diskError = error
+                attempt.refusal = .fail(.disk(error), discard: false)
+                return TransferFailure(.disk, error.description, code: error.errno)
+            }
+        }
+        return decide {
             guard let record = byID[attempt.recordID] else { return TransferFailure(.rejected, "the download was paused") }
-            let judgement = HeadJudgement.judge(head, plan: attempt.plan, sentValidator: attempt.sentValidator,
-                                                knownTotal: record.expectedTotal, maxFileSize: configuration.maxFileSize,
-                                                expectedSize: record.expectedSize)
-            var accepted: (offset: Int64, total: Int64?)?
-            if case .accept(let offset, let total) = judgement { accepted = (offset, total) }
             var refused: TransferFailure?
-            handle(.headReceived(serial: attempt.serial, accepts: accepted != nil), for: record) { action in
+            handle(.headReceived(serial: attempt.serial, accepts: identity != nil), for: record) { action in
                 switch action {
                 case .acceptBody:
-                    guard let accepted else { return true }
-                    if accepted.offset == 0, let partial = attempt.partial, partial.length > 0 {
-                        // A full body replaces the kept bytes: their name is set aside once the lock is released.
-                        setAside = partial.path + ".\(makeSerial())" + FileStore.trashSuffix
-                    }
-                    acceptBody(of: attempt, head, offset: accepted.offset, total: accepted.total, record)
+                    guard case .accept(let offset, let total) = judgement, let identity else { return true }
+                    acceptBody(of: attempt, head, offset: offset, total: total, file: identity, record)
                 case .refuseBody:
                     if case .refuse(let refusal) = judgement {
                         attempt.refusal = refusal
@@ -38,22 +50,12 @@ extension EngineCore {
             }
             return refused
         }
-        if let refused { return refused }
-        if let aside = setAside, let partial = attempt.partial {
-            do throws(SystemError) {
-                try partial.replaceWithEmpty(settingAsideAt: aside)
-                deleteInBackground(aside, before: locked { hooks.beforeRemove })
-            } catch {
-                attempt.diskError = error
-                attempt.refusal = .fail(.disk(error), discard: false)
-                return TransferFailure(.disk, error.description, code: error.errno)
-            }
-        }
-        return nil
     }
 
-    /// Under `lock`: the accepted head's validator, size and file name; the rate starts afresh.
-    private func acceptBody(of attempt: Attempt, _ head: ResponseHead, offset: Int64, total: Int64?, _ record: DownloadRecord) {
+    /// Under `lock`: the accepted head's validator, size, type and file name; the rate starts
+    /// afresh; a body from 0 that replaces kept bytes is a new version for readers.
+    private func acceptBody(of attempt: Attempt, _ head: ResponseHead, offset: Int64, total: Int64?, file: FileIdentity,
+                            _ record: DownloadRecord) {
         attempt.acceptedOffset = offset
         let offered = ResumePlan.validator(of: head)
         if offset == 0 || offered != nil { record.validator = offered }
@@ -70,21 +72,47 @@ extension EngineCore {
         }
         if offset > 0 { stats.resumes += 1 }
         if attempt.keptAtStart > 0 && offset == 0 { stats.restarts += 1 }
+        if offset == 0 || record.generation == 0 {
+            if record.generation > 0 { record.changedAt = clock.now() }
+            record.generation += 1
+        }
+        record.heads += 1
+        record.contentType = head.value("content-type")
+        record.flushedBytes = offset
+        record.partialIdentity = file
+        record.lastAttemptStalled = false
         let now = clock.monotonic()
         record.rate.reset(at: now)
         record.progress.restart(at: now)
         record.updatedAt = clock.now()
+        refreshTail(record)
+    }
+
+    /// Under `lock`: readers' view of `record` is brought up to date once the lock is released (in
+    /// decision order with everything else). Called once the data of a decision is applied (an
+    /// accepted head, a lifecycle event), never half-way through applying it.
+    func refreshTail(_ record: DownloadRecord) {
+        guard let tail = record.tail else { return }
+        let state = record.tailState(partialPath: store.partialPath(id: record.id))
+        effects.append { tail.update { $0 = state } }
     }
 
     /// Body bytes landed in the partial (transfer thread): bytes, rate, and progress at most once
     /// per interval (with a trailing event for the last bytes).
-    func attemptWrote(_ attempt: Attempt, count: Int64, length: Int64, at now: Double) {
+    func attemptWrote(_ attempt: Attempt, count: Int64, length: Int64, flushed: Int64, at now: Double) {
         decide {
             stats.bytesFetched += count
             guard let record = byID[attempt.recordID], let current = record.lifecycle.attempt,
                   current.serial == attempt.serial, attempt.acceptedOffset != nil else { return }
             record.bytesWritten = length
             record.rate.add(count, at: now)
+            if flushed > record.flushedBytes {
+                record.flushedBytes = flushed
+                if let tail = record.tail {
+                    let generation = record.generation
+                    effects.append { tail.update { if $0.generation == generation { $0.available = max($0.available, flushed) } } }
+                }
+            }
             guard !current.abandoned else { return }
             switch record.progress.bytesArrived(at: now) {
             case .emit: emitProgress(record, at: now)

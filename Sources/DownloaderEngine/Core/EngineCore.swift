@@ -24,7 +24,7 @@ final class EngineCore: @unchecked Sendable {
     let workQueue = DispatchQueue(label: "download-engine.work", attributes: .concurrent)
     /// Purge notifications, in order, off the engine's lock.
     let notifyQueue = DispatchQueue(label: "download-engine.notify")
-    let subscribers = SubscriberRegistry()
+    let subscribers: SubscriberRegistry
     /// What decisions left to do once the lock is released.
     let effects = EffectQueue()
 
@@ -59,6 +59,7 @@ final class EngineCore: @unchecked Sendable {
         self.configuration = configuration
         self.driver = driver
         self.scheduler = scheduler
+        subscribers = SubscriberRegistry(scheduler: scheduler)
         self.random = random
         self.diskPressure = diskPressure
         self.pressure = pressure

@@ -11,7 +11,12 @@ final class SubscriberRegistry: @unchecked Sendable {
     private var downloadOf: [UInt64: String] = [:]
     private var nextID: UInt64 = 0
 
-    init(pacer: ProgressPacer = ProgressPacer()) {
+    /// Pacing on `scheduler`'s clock and timers.
+    convenience init(scheduler: any Scheduler, pacing: ProgressPacing = ProgressPacing()) {
+        self.init(pacer: ProgressPacer(pacing: pacing, scheduler: scheduler))
+    }
+
+    init(pacer: ProgressPacer) {
         self.pacer = pacer
     }
 
@@ -68,18 +73,19 @@ final class SubscriberRegistry: @unchecked Sendable {
             let queues = queues(for: downloadID)
             guard !queues.isEmpty else { return }
             pacer.setLatestProgress(nil, of: downloadID)
-            for queue in queues where queue.startSequence < sequence { queue.push(event) }
+            let pace = pacer.pace()
+            for queue in queues where queue.startSequence < sequence { queue.push(event, pace: pace) }
             return
         }
         // Progress (up to 10 a second to every subscriber): pushed under the lock, without copying
         // the subscriber list. Safe: a progress push never detaches a queue (no re-entry), and
-        // waking a consumer only enqueues its task. Recorded first: a consumer that runs late
-        // writes the newest progress in place of the one it was handed.
+        // waking a consumer only enqueues its task. Recorded first: a deferred progress is not
+        // copied into the queues, and a consumer that runs late is handed the newest progress.
         lock.lock()
         defer { lock.unlock() }
         guard let queues = byDownload[downloadID] else { return }
         pacer.setLatestProgress(event, of: downloadID)
-        let now = pacer.now()
-        for queue in queues.values where queue.startSequence < sequence { queue.pushProgress(event, now: now) }
+        let pace = pacer.pace()
+        for queue in queues.values where queue.startSequence < sequence { queue.push(event, pace: pace) }
     }
 }

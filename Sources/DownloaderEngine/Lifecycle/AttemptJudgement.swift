@@ -51,6 +51,9 @@ extension AttemptVerdict {
             }
         } else if case .failure(let failure) = result {
             end.reason = failure.message
+            end.exhaustionCode = RetryPolicy.exhaustionCode(failure.kind)
+            // More bytes than announced: what was kept cannot be trusted either.
+            end.discardPartial = failure.kind == .contentLengthMismatch
             end.failure = downloadFailure(after: failure, requestedOffset: requestedOffset, acceptedOffset: acceptedOffset,
                                           diskError: diskError)
         }

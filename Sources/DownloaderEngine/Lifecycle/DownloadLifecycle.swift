@@ -69,9 +69,6 @@ struct DownloadLifecycle: Equatable, Sendable {
     private(set) var attempt: Attempt?
     /// Attempts in the current run (reset when the download pauses, completes, fails or is asked again).
     private(set) var attemptsMade = 0
-    /// Carried on after a restart without callers (none were journaled): it keeps running until the
-    /// first caller joins; from then on the "last caller leaves → pause" rule applies.
-    private(set) var systemHold = false
     /// The completed file is being moved into another area.
     private(set) var moving = false
     /// Attempt serials and retry tokens, never reused within the download.
@@ -133,8 +130,13 @@ struct DownloadLifecycle: Equatable, Sendable {
             return beginAttempt(context)
         case .shutdown: return shutdown()
         case .recovered(let callers):
+            // Running when the engine stopped: carries on for its journaled callers; with none (its
+            // readers are not journaled), it is paused with its bytes kept.
             guard phase == .queued else { return [] }
-            systemHold = callers == 0
+            guard callers > 0 else {
+                phase = .paused
+                return []
+            }
             return [.requestSlot]
         case .fileVanished:
             guard phase == .completed else { return [] }
@@ -155,7 +157,6 @@ struct DownloadLifecycle: Equatable, Sendable {
     }
 
     private mutating func callerJoined() -> [LifecycleAction] {
-        systemHold = false
         switch phase {
         case .paused, .failed:
             phase = .queued
@@ -167,7 +168,7 @@ struct DownloadLifecycle: Equatable, Sendable {
     }
 
     private mutating func callerLeft(remaining: Int, _ partial: PartialFacts) -> [LifecycleAction] {
-        guard remaining == 0, !systemHold else { return [.journal] }
+        guard remaining == 0 else { return [.journal] }
         switch phase {
         case .queued, .running: return pause(partial) + [.housekeeping(.boundEmptyPaused), .journal]
         case .paused, .completed, .failed: return [.journal]
@@ -259,7 +260,7 @@ struct DownloadLifecycle: Equatable, Sendable {
             return actions + (end.discardPartial ? [.discardPartial] : []) + fail(failure)
         }
         guard attemptsMade < context.maxAttempts else {
-            let exhausted = DownloadFailure(code: .retriesExhausted, message: "gave up after \(attemptsMade) attempts: \(end.reason)",
+            let exhausted = DownloadFailure(code: end.exhaustionCode, message: "gave up after \(attemptsMade) attempts: \(end.reason)",
                                             httpStatus: end.httpStatus)
             return actions + fail(exhausted)
         }
@@ -272,7 +273,6 @@ struct DownloadLifecycle: Equatable, Sendable {
         let releasing = leaveSlotOrQueue()
         phase = .completed
         attemptsMade = 0
-        systemHold = false
         return [.recordCompletion] + releasing + [.emit(.completed), .housekeeping(.purgeCache), .journal]
     }
 
@@ -280,7 +280,6 @@ struct DownloadLifecycle: Equatable, Sendable {
         let releasing = leaveSlotOrQueue()
         phase = .failed
         attemptsMade = 0
-        systemHold = false
         return [.recordFailure(failure)] + releasing + [.emit(.failed), .housekeeping(.forgetOldFailures), .journal]
     }
 

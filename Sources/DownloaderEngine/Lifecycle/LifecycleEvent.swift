@@ -66,4 +66,6 @@ struct AttemptEnd: Equatable, Sendable {
     var httpStatus: Int?
     /// Why, for the message of `retries_exhausted`.
     var reason = "unusable answer"
+    /// The download's code if this was the last attempt allowed (`RetryPolicy.exhaustionCode`).
+    var exhaustionCode: DownloadFailure.Code = .retriesExhausted
 }

@@ -7,8 +7,28 @@ public struct DownloadFailure: Sendable, Equatable {
         /// The origin answered with a final status (not 2xx, 408, 429 or 5xx); `httpStatus` says which.
         case httpError = "http_error"
         /// Every attempt allowed failed with something worth retrying (a 5xx, 408 or 429, a
-        /// connection error, a timeout, a stall); `httpStatus` is the last answer's status, if any.
+        /// connection error, a stall); `httpStatus` is the last answer's status, if any. When the last
+        /// attempt timed out, the code says which timeout instead (`connectTimeout`, `headTimeout`).
         case retriesExhausted = "retries_exhausted"
+        /// Every attempt allowed failed, the last one because connecting (name lookup, TCP, TLS, a
+        /// proxy's CONNECT) took longer than the connect timeout.
+        case connectTimeout = "connect_timeout"
+        /// Every attempt allowed failed, the last one because the response head did not arrive
+        /// within the head timeout after the request was sent.
+        case headTimeout = "head_timeout"
+        /// The origin's certificate does not verify (unknown CA, expired or not yet valid, name
+        /// mismatch): not retried. The message names the host and the verifier's reason.
+        case tlsCertificate = "tls_certificate"
+        /// The TLS handshake failed for another lasting reason (protocol version or cipher refused, a
+        /// fatal alert): not retried. The message names the host and the reason.
+        case tlsHandshake = "tls_handshake"
+        /// The origin sent more body bytes than its `Content-Length` announced: not retried, nothing kept.
+        case contentLengthMismatch = "content_length_mismatch"
+        /// The upstream proxy answered 407: its credentials (in `--upstream-proxy`) are missing or wrong.
+        case proxyAuth = "proxy_auth"
+        /// The upstream proxy refused to open a tunnel to the origin (its answer to `CONNECT` was a
+        /// final 4xx other than 407, e.g. 403 for a port it does not tunnel to).
+        case proxyRefused = "proxy_refused"
         /// No space left on the device.
         case diskFull = "disk_full"
         /// Writing the file failed for another reason (the message says which).

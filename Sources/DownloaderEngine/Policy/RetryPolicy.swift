@@ -48,9 +48,24 @@ struct RetryPolicy: Sendable, Equatable {
         case fail(code: DownloadFailure.Code)
     }
 
+    /// The download's code when a retried failure of `kind` was the last attempt allowed: the
+    /// timeouts name themselves, everything else is `retries_exhausted`.
+    static func exhaustionCode(_ kind: TransferFailure.Kind) -> DownloadFailure.Code {
+        switch kind {
+        case .connectTimeout: .connectTimeout
+        case .headTimeout: .headTimeout
+        default: .retriesExhausted
+        }
+    }
+
     static func classify(_ kind: TransferFailure.Kind) -> Verdict {
         switch kind {
-        case .connection, .timeout, .stalled: return .retry
+        case .connection, .connectTimeout, .headTimeout, .stalled: return .retry
+        case .tlsCertificate: return .fail(code: .tlsCertificate)
+        case .tlsHandshake: return .fail(code: .tlsHandshake)
+        case .contentLengthMismatch: return .fail(code: .contentLengthMismatch)
+        case .proxyAuth: return .fail(code: .proxyAuth)
+        case .proxyRefused: return .fail(code: .proxyRefused)
         case .tooLarge: return .fail(code: .tooLarge)
         case .blockedAddress: return .fail(code: .destinationForbidden)
         case .headerTooLarge: return .fail(code: .headerTooLarge)

@@ -166,6 +166,16 @@ final class PartialFile {
 
     var sha256Hex: String { hasher.hexDigest() }
 
+    /// Bytes written to the file (readable by others): `length` less what is still buffered.
+    var flushedLength: Int64 { length - Int64(buffered) }
+
+    /// The open file's device and inode.
+    func identity() throws(SystemError) -> FileIdentity {
+        var st = stat()
+        try syscall("fstat") { fstat(fd, &st) }
+        return FileIdentity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
+    }
+
     /// Flushes and closes the descriptor. Returns the bytes in the file and, when they are exactly
     /// what was hashed, the hasher state for a later in-process resume.
     func close() -> (hasher: SHA256Hasher?, length: Int64) {

@@ -25,31 +25,55 @@ extension CurlTransfer {
         func long(_ option: CURLoption, _ value: Int) { set(ccurl_setopt_long(easy, option, value)) }
         func text(_ option: CURLoption, _ value: String) { set(ccurl_setopt_string(easy, option, value)) }
 
-        for header in request.headers {
-            let line = "\(header.name): \(header.value)"
-            guard !header.name.isEmpty, header.name.utf8.allSatisfy(Self.isTokenByte),
-                  !header.value.utf8.contains(where: { $0 == 13 || $0 == 10 || $0 == 0 }) else {
-                return TransferFailure(.rejected, "invalid request header \(header.name.debugDescription)")
-            }
-            guard let appended = curl_slist_append(headerList, line) else {
-                return TransferFailure(.connection, "out of memory for request headers")
-            }
-            headerList = appended
-        }
-
-        text(CURLOPT_URL, request.url)
+        if headerList == nil, let failure = buildHeaderList() { return failure }
+        text(CURLOPT_URL, hopURL)
+        if request.method == .head { long(CURLOPT_NOBODY, 1) }
         set(ccurl_setopt_slist(easy, CURLOPT_HTTPHEADER, headerList))
         text(CURLOPT_USERAGENT, request.userAgent)
         text(CURLOPT_PROTOCOLS_STR, "http,https")
         text(CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
-        text(CURLOPT_PROXY, "")  // Ignore *_proxy variables: a proxy would bypass the address check.
-        long(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1)
-        long(CURLOPT_FOLLOWLOCATION, 1)
+        // Never a proxy from *_proxy / no_proxy variables: only the configured one, for tunnelled hops.
+        text(CURLOPT_NOPROXY, "")
+        if case .tunnel(let address) = route, let proxy = settings.proxy, let port = HopTarget(url: hopURL)?.port {
+            text(CURLOPT_PROXY, proxy.address)
+            long(CURLOPT_HTTPPROXYTUNNEL, 1)  // CONNECT for http origins too: the request keeps its Host.
+            long(CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)  // The proxy's answer is not the origin's head.
+            guard let list = curl_slist_append(nil, HopRoute.connectTo(address, port: port)) else {
+                return TransferFailure(.connection, "out of memory for the proxy route")
+            }
+            connectToList = list
+            set(ccurl_setopt_slist(easy, CURLOPT_CONNECT_TO, list))
+            if proxy.username != nil || proxy.password != nil {
+                text(CURLOPT_PROXYUSERNAME, proxy.username ?? "")
+                text(CURLOPT_PROXYPASSWORD, proxy.password ?? "")
+                long(CURLOPT_PROXYAUTH, 1)  // CURLAUTH_BASIC: Proxy-Authorization: Basic, sent at once.
+            }
+        } else {
+            text(CURLOPT_PROXY, "")
+        }
+        // HTTP/2 when the origin offers it through ALPN (TLS only), else HTTP/1.1.
+        long(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
+        // TLS: always verified (no option turns it off), 1.2 at least, for origins and proxies alike.
+        long(CURLOPT_SSL_VERIFYPEER, 1)
+        long(CURLOPT_SSL_VERIFYHOST, 2)
+        long(CURLOPT_PROXY_SSL_VERIFYPEER, 1)
+        long(CURLOPT_PROXY_SSL_VERIFYHOST, 2)
+        long(CURLOPT_SSLVERSION, Int(CURL_SSLVERSION_TLSv1_2))
+        long(CURLOPT_PROXY_SSLVERSION, Int(CURL_SSLVERSION_TLSv1_2))
+        set(ccurl_setopt_pointer(easy, CURLOPT_SSL_CTX_DATA, context))
+        set(ccurl_setopt_ssl_ctx_function(easy) { _, sslContext, context in
+            guard let context, let sslContext else { return CURLE_OK }
+            let transfer = Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue()
+            transfer.prepareTLS(OpaquePointer(sslContext))
+            return CURLE_OK
+        })
+        long(CURLOPT_FOLLOWLOCATION, settings.followsRedirectsItself ? 0 : 1)
         long(CURLOPT_MAXREDIRS, max(0, request.maxRedirects))
         long(CURLOPT_CONNECTTIMEOUT_MS, max(1, Int(request.connectTimeout * 1000)))
         long(CURLOPT_BUFFERSIZE, Self.bufferSize)
         long(CURLOPT_NOSIGNAL, 1)
         long(CURLOPT_HTTP_CONTENT_DECODING, 0)  // Raw bytes: no Accept-Encoding is sent, none is decoded.
+        long(CURLOPT_IGNORE_CONTENT_LENGTH, 1)
         long(CURLOPT_TCP_KEEPALIVE, 1)
         long(CURLOPT_TCP_KEEPIDLE, 30)
         long(CURLOPT_TCP_KEEPINTVL, 15)
@@ -103,12 +127,32 @@ extension CurlTransfer {
                 transfer.refuseConnection()
                 return 1  // CURL_PREREQFUNC_ABORT
             }
+            transfer.requestGoesOut()
             return 0  // CURL_PREREQFUNC_OK
         })
 
         guard failed == CURLE_OK else {
             return TransferFailure(.connection, "libcurl option failed: \(String(cString: curl_easy_strerror(failed)))",
                                    code: Int32(bitPattern: failed.rawValue))
+        }
+        return nil
+    }
+
+    /// The request's header fields, once per attempt (every hop sends the same).
+    private func buildHeaderList() -> TransferFailure? {
+        // HTTP/1.x bodies end when the origin closes (libcurl drops the field over HTTP/2), so that
+        // bytes sent past the announced Content-Length are seen (`CURLOPT_IGNORE_CONTENT_LENGTH`:
+        // the transfer counts against Content-Length itself).
+        for header in request.headers + [(name: "Connection", value: "close")] {
+            let line = "\(header.name): \(header.value)"
+            guard !header.name.isEmpty, header.name.utf8.allSatisfy(Self.isTokenByte),
+                  !header.value.utf8.contains(where: { $0 == 13 || $0 == 10 || $0 == 0 }) else {
+                return TransferFailure(.rejected, "invalid request header \(header.name.debugDescription)")
+            }
+            guard let appended = curl_slist_append(headerList, line) else {
+                return TransferFailure(.connection, "out of memory for request headers")
+            }
+            headerList = appended
         }
         return nil
     }

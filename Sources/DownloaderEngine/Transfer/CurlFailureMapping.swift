@@ -3,22 +3,68 @@ import CCurl
 /// How a libcurl result code becomes a `TransferFailure` kind. Pure, so a table test covers it.
 ///
 /// Timeouts: the driver sets only CURLOPT_CONNECTTIMEOUT_MS (no overall timeout, no low-speed limit;
-/// stalls are the driver's own timer), so CURLE_OPERATION_TIMEDOUT means the connect timed out.
+/// head and stall timeouts are the driver's own timers), so CURLE_OPERATION_TIMEDOUT means the
+/// connect phase (name lookup, TCP, TLS, a proxy's CONNECT) timed out.
+///
+/// TLS: a certificate that does not verify is `.tlsCertificate`; a handshake that ended with a
+/// fatal alert (sent or received) other than one reporting the peer's close is `.tlsHandshake`;
+/// a handshake cut by a reset or a close is a transient `.connection` failure like any other.
 enum CurlFailureMapping {
-    /// The failure for `code`; `blockedAddress` is why the SSRF guard refused a connection during
-    /// this attempt, e.g. "127.0.0.1 is loopback" (a refused connect then surfaces from libcurl as
-    /// "couldn't connect").
-    /// `redirected`: the attempt followed at least one redirect hop, so an unsupported protocol
-    /// means the redirect pointed at a non-http(s) scheme (a final failure, not a flaky connection).
+    /// What else is known about the attempt when libcurl reports its code.
+    struct Context: Equatable {
+        /// libcurl's error buffer (may be empty).
+        var detail = ""
+        /// Why the SSRF guard refused a connection during this attempt, e.g. "127.0.0.1 is loopback"
+        /// (a refused connect then surfaces from libcurl as "couldn't connect").
+        var blockedAddress: String?
+        /// The attempt followed at least one redirect hop, so an unsupported protocol means the
+        /// redirect pointed at a non-http(s) scheme (a final failure, not a flaky connection).
+        var redirected = false
+        /// The host the hop was for (named in TLS messages).
+        var host = ""
+        /// The first fatal alert of a TLS handshake during the attempt.
+        var handshakeAlert: TLSAlert?
+        /// The upstream proxy's answer to CONNECT (0: none).
+        var proxyStatus = 0
+        /// The failing TLS peer was the upstream proxy (named instead of the host), e.g. "proxy.internal".
+        var tlsProxyHost: String?
+    }
+
+    /// The failure for `code`.
     static func failure(for code: CURLcode, detail: String, blockedAddress: String?,
                         redirected: Bool = false) -> TransferFailure {
+        failure(for: code, Context(detail: detail, blockedAddress: blockedAddress, redirected: redirected))
+    }
+
+    static func failure(for code: CURLcode, _ context: Context) -> TransferFailure {
         let raw = Int32(bitPattern: code.rawValue)
-        let message = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
-        if redirected && code == CURLE_UNSUPPORTED_PROTOCOL {
+        let message = context.detail.isEmpty ? String(cString: curl_easy_strerror(code)) : context.detail
+        if context.redirected && code == CURLE_UNSUPPORTED_PROTOCOL {
             return TransferFailure(.unsupportedRedirect, "redirected to an unsupported scheme: \(message)", code: raw)
         }
-        if let blockedAddress, code == CURLE_COULDNT_CONNECT || code == CURLE_ABORTED_BY_CALLBACK {
-            return TransferFailure(.blockedAddress, "destination forbidden: \(blockedAddress)", code: raw)
+        if let blocked = context.blockedAddress, code == CURLE_COULDNT_CONNECT || code == CURLE_ABORTED_BY_CALLBACK {
+            return TransferFailure(.blockedAddress, "destination forbidden: \(blocked)", code: raw)
+        }
+        if context.proxyStatus == 407 {
+            return TransferFailure(.proxyAuth, "the upstream proxy wants credentials (HTTP 407): \(message)", code: raw)
+        }
+        if (400..<500).contains(context.proxyStatus) && context.proxyStatus != 408 && context.proxyStatus != 429 {
+            return TransferFailure(.proxyRefused, "the upstream proxy refused the tunnel to \(context.host) "
+                                   + "(HTTP \(context.proxyStatus)): \(message)", code: raw)
+        }
+        let peer = context.tlsProxyHost.map { "the upstream proxy \($0)" } ?? (context.host.isEmpty ? "the origin" : context.host)
+        switch code {
+        case CURLE_PEER_FAILED_VERIFICATION:
+            return TransferFailure(.tlsCertificate, "the TLS certificate of \(peer) does not verify: \(message)", code: raw)
+        case CURLE_SSL_CIPHER:
+            return TransferFailure(.tlsHandshake, "the TLS handshake with \(peer) failed: \(message)", code: raw)
+        case CURLE_SSL_CONNECT_ERROR:
+            guard let alert = context.handshakeAlert, alert.isLasting else { break }
+            let who = alert.sent ? "refused by this side" : "refused by \(peer)"
+            return TransferFailure(.tlsHandshake, "the TLS handshake with \(peer) failed (fatal alert '\(alert.description)', "
+                                   + "\(who)): \(message)", code: raw)
+        default:
+            break
         }
         return TransferFailure(kind(for: code), message, code: raw)
     }
@@ -26,7 +72,7 @@ enum CurlFailureMapping {
     static func kind(for code: CURLcode) -> TransferFailure.Kind {
         switch code {
         case CURLE_OPERATION_TIMEDOUT:
-            return .timeout
+            return .connectTimeout
         case CURLE_TOO_MANY_REDIRECTS:
             return .tooManyRedirects
         case CURLE_FILESIZE_EXCEEDED:
@@ -35,8 +81,8 @@ enum CurlFailureMapping {
             // Only when a callback aborted without saying why (the driver records why it aborts).
             return .disk
         default:
-            // Resolve, connect, send/receive, partial file, empty reply, TLS, HTTP/2 framing,
-            // malformed replies, unsupported redirect targets: the connection did not deliver.
+            // Resolve, connect, send/receive, partial file, empty reply, a TLS handshake cut short,
+            // HTTP/2 framing, malformed replies, unsupported redirect targets: the connection did not deliver.
             return .connection
         }
     }

@@ -12,6 +12,8 @@ final class CurlMultiLoop: @unchecked Sendable {
     private struct Inbox {
         var starts: [CurlTransfer] = []
         var cancels: [CurlTransfer] = []
+        /// Lookups done for hops that go through the proxy (`HopRoute.lookup`).
+        var lookups: [(transfer: CurlTransfer, addresses: [IPAddress], host: String, port: Int)] = []
         var stopping = false
         /// Set by the loop thread as it leaves; the multi handle is gone afterwards.
         var stopped = false
@@ -24,11 +26,11 @@ final class CurlMultiLoop: @unchecked Sendable {
     /// Marks the loop thread in its thread dictionary.
     fileprivate static let loopMarker = "DownloaderEngine.CurlMultiLoop"
 
-    private let multi: UnsafeMutableRawPointer?
+    let multi: UnsafeMutableRawPointer?
     private let inbox = Mutex(Inbox())
     private let exited = DispatchSemaphore(value: 0)
-    /// Attempts whose easy handle is in the multi (loop thread only).
-    private var active: [ObjectIdentifier: CurlTransfer] = [:]
+    /// Attempts begun and not finished: an easy handle in the multi, or a lookup under way (loop thread only).
+    var active: [ObjectIdentifier: CurlTransfer] = [:]
 
     /// Starts the thread. If libcurl cannot initialise, every attempt fails with `.connection`.
     init(threadName: String = "curl-transfers") {
@@ -51,6 +53,15 @@ final class CurlMultiLoop: @unchecked Sendable {
             DispatchQueue.global().async {
                 transfer.delegate.transfer(didFinishWith: .failure(TransferFailure(.cancelled, "the transfer driver shut down")))
             }
+        }
+    }
+
+    /// Hands a finished lookup to the loop thread (from the resolver's thread).
+    func lookedUp(_ transfer: CurlTransfer, addresses: [IPAddress], host: String, port: Int) {
+        inbox.withLock { inbox in
+            guard !inbox.stopped else { return }
+            inbox.lookups.append((transfer, addresses, host, port))
+            if let multi { curl_multi_wakeup(multi) }
         }
     }
 
@@ -89,11 +100,15 @@ final class CurlMultiLoop: @unchecked Sendable {
         }
         var running: Int32 = 0
         while true {
-            let (starts, cancels, stopping) = inbox.withLock { inbox in
-                defer { inbox.starts.removeAll(); inbox.cancels.removeAll() }
-                return (inbox.starts, inbox.cancels, inbox.stopping)
+            let (starts, cancels, lookups, stopping) = inbox.withLock { inbox in
+                defer { inbox.starts.removeAll(); inbox.cancels.removeAll(); inbox.lookups.removeAll() }
+                return (inbox.starts, inbox.cancels, inbox.lookups, inbox.stopping)
             }
             for transfer in starts { begin(transfer, in: multi) }
+            for lookup in lookups where !lookup.transfer.finished {
+                route(lookup.transfer, HopRoute.choose(lookup.addresses, host: lookup.host, port: lookup.port,
+                                                       egress: lookup.transfer.egress), in: multi)
+            }
             for transfer in cancels where !transfer.finished {
                 finish(transfer, .failure(TransferFailure(.cancelled, "cancelled")), in: multi)
             }
@@ -130,26 +145,12 @@ final class CurlMultiLoop: @unchecked Sendable {
             finish(transfer, .failure(TransferFailure(.cancelled, "cancelled")), in: multi)
             return
         }
-        guard let easy = curl_easy_init() else {
-            finish(transfer, .failure(TransferFailure(.connection, "curl_easy_init failed")), in: multi)
-            return
-        }
-        let context = Unmanaged.passRetained(transfer)  // Released in `finish`.
-        transfer.easy = easy
-        transfer.context = context
-        if let failure = transfer.configure(easy, context: context.toOpaque()) {
-            finish(transfer, .failure(failure), in: multi)
-            return
-        }
-        let added = curl_multi_add_handle(multi, easy)
-        guard added == CURLM_OK else {
-            let message = String(cString: curl_multi_strerror(added))
-            finish(transfer, .failure(TransferFailure(.connection, "curl_multi_add_handle: \(message)")), in: multi)
-            return
-        }
+        transfer.context = Unmanaged.passRetained(transfer)  // Released in `finish`.
         active[ObjectIdentifier(transfer)] = transfer
-        let graceNanoseconds = UInt64(max(0, transfer.request.connectTimeout) * 1e9)
-        transfer.quietSince = Self.monotonicNanoseconds() + graceNanoseconds
+        let request = transfer.request
+        transfer.deadlines = AttemptDeadlines(connectTimeout: request.connectTimeout, headTimeout: request.headTimeout,
+                                              stallTimeout: request.stallTimeout, startedAt: Self.monotonicNanoseconds())
+        startHop(transfer, in: multi)
     }
 
     private func collectCompletions(_ multi: UnsafeMutableRawPointer) {
@@ -160,46 +161,52 @@ final class CurlMultiLoop: @unchecked Sendable {
             guard ccurl_getinfo_pointer(easy, CURLINFO_PRIVATE, &pointer) == CURLE_OK, let pointer else { continue }
             let transfer = Unmanaged<CurlTransfer>.fromOpaque(pointer).takeUnretainedValue()
             let code = message.pointee.data.result
+            if let next = transfer.pendingRedirect, transfer.abortReason == nil, !transfer.isCancelled {
+                transfer.pendingRedirect = nil
+                releaseEasy(transfer, in: multi)
+                transfer.hopURL = next
+                startHop(transfer, in: multi)
+                continue
+            }
             finish(transfer, transfer.outcome(for: code), in: multi)
         }
     }
 
-    /// Fails attempts quiet for longer than their `stallTimeout`; returns the poll timeout in ms.
+    /// Fails attempts whose connect, head or stall timer ran out (`AttemptDeadlines`); returns the
+    /// poll timeout in ms.
     private func checkStalls(now: UInt64, in multi: UnsafeMutableRawPointer) -> Int32 {
         var timeout: UInt64 = 1_000_000_000
         for transfer in Array(active.values) {
+            guard var deadlines = transfer.deadlines else { continue }
             if transfer.sawActivity {
                 transfer.sawActivity = false
-                transfer.quietSince = now
+                deadlines.activity(at: now)
+                transfer.deadlines = deadlines
             }
-            let limit = UInt64(max(0.001, transfer.request.stallTimeout) * 1e9)
-            let deadline = transfer.quietSince + limit
-            if now >= deadline {
-                let seconds = transfer.request.stallTimeout
-                finish(transfer, .failure(TransferFailure(.stalled, "no data for \(seconds) s")), in: multi)
-            } else {
+            switch deadlines.check(now: now) {
+            case .runningUntil(let deadline):
                 timeout = min(timeout, deadline - now)
+            case .expired(let kind, _):
+                finish(transfer, .failure(transfer.timedOut(kind)), in: multi)
+            case .drained:
+                finish(transfer, transfer.outcome(for: CURLE_OK), in: multi)
             }
         }
         return Int32(timeout / 1_000_000) + 1
     }
 
     /// Ends an attempt exactly once: removes and frees its handle, drops the retain, reports.
-    private func finish(_ transfer: CurlTransfer, _ result: Result<TransferSummary, TransferFailure>,
+    func finish(_ transfer: CurlTransfer, _ result: Result<TransferSummary, TransferFailure>,
                         in multi: UnsafeMutableRawPointer) {
         guard !transfer.finished else { return }
         transfer.finished = true
-        if let easy = transfer.easy {
-            if active.removeValue(forKey: ObjectIdentifier(transfer)) != nil {
-                _ = curl_multi_remove_handle(multi, easy)
-            }
-            curl_easy_cleanup(easy)
-            transfer.easy = nil
-        }
+        releaseEasy(transfer, in: multi)
+        active.removeValue(forKey: ObjectIdentifier(transfer))
         if let list = transfer.headerList {
             curl_slist_free_all(list)
             transfer.headerList = nil
         }
+        transfer.stopWatchingTLS()
         transfer.context?.release()
         transfer.context = nil
         transfer.dropSink()

@@ -20,37 +20,53 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
     /// The retain that keeps this object alive while libcurl holds its pointer.
     var context: Unmanaged<CurlTransfer>?
     var headerList: UnsafeMutablePointer<curl_slist>?
+    /// The current hop's `CURLOPT_CONNECT_TO` entry (a tunnelled hop), freed with its easy handle.
+    var connectToList: UnsafeMutablePointer<curl_slist>?
+    /// The URL of the hop being fetched (the request's, then each redirect's when the transfer
+    /// follows them itself) and how it is reached.
+    var hopURL: String
+    var route = HopRoute.direct
+    /// The next hop's URL once the current hop answered with a redirect the transfer follows itself.
+    var pendingRedirect: String?
     let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
     private(set) var head: ResponseHead?
     private var sink: BodySink?
     private var collector: ResponseHeadCollector
     private(set) var bodyBytes: Int64 = 0
     /// Why a callback aborted the transfer (wins over libcurl's own code).
-    private(set) var abortReason: TransferFailure?
+    var abortReason: TransferFailure?
     /// Why the SSRF guard refused a connection during this attempt, e.g. "127.0.0.1 is loopback".
-    private(set) var refusedAddress: String?
-    /// Set by callbacks when bytes arrived; the loop turns it into `quietSince`.
+    var refusedAddress: String?
+    /// Set by callbacks when bytes arrived; the loop tells `deadlines`.
     var sawActivity = false
-    /// Monotonic nanoseconds since which nothing arrived (starts one connect timeout in the future).
-    var quietSince: UInt64 = 0
+    /// The connect, head and stall timers (set when the loop begins the attempt).
+    var deadlines: AttemptDeadlines?
     var finished = false
-    /// Redirect hops libcurl followed (3xx heads with a Location) before the final one.
-    private(set) var redirectHops = 0
+    /// Redirect hops followed (3xx heads with a Location) before the final one.
+    var redirectHops = 0
+    /// The first fatal alert of a TLS handshake this attempt started.
+    var handshakeAlert: TLSAlert?
+    /// The `SSL_CTX`s of the TLS connections this attempt opened (watched for alerts until it ends).
+    var tlsContexts: [OpaquePointer] = []
+    /// The accepted body's length as its Content-Length announced (2xx heads without a transfer
+    /// coding); libcurl ignores it (`CURLOPT_IGNORE_CONTENT_LENGTH`) and the transfer counts instead.
+    private(set) var declaredLength: Int64?
 
-    /// The SSRF guard's rules for this attempt.
-    let egress: EgressRules
-    let maxResponseHeaderBytes: Int
+    /// The guard's rules, the head budget, the trusted CAs.
+    let settings: TransferSettings
+    var egress: EgressRules { settings.egress }
+    var maxResponseHeaderBytes: Int { settings.maxResponseHeaderBytes }
     /// Header bytes received so far, all hops together.
     private var headerBytes = 0
 
-    init(request: TransferRequest, delegate: TransferDelegate, loop: CurlMultiLoop,
-         egress: EgressRules = EgressRules(), maxResponseHeaderBytes: Int = 64 * 1024) {
+    init(request: TransferRequest, delegate: TransferDelegate, loop: CurlMultiLoop, settings: TransferSettings = TransferSettings()) {
         self.request = request
-        self.egress = egress
-        self.maxResponseHeaderBytes = maxResponseHeaderBytes
+        self.settings = settings
         self.delegate = delegate
         self.loop = loop
-        self.collector = ResponseHeadCollector(followsRedirects: true)  // CURLOPT_FOLLOWLOCATION is always on.
+        hopURL = request.url
+        // A 3xx with a Location is an interim head when libcurl follows it, a hop's end otherwise.
+        collector = ResponseHeadCollector(followsRedirects: !settings.followsRedirectsItself)
         errorBuffer.initialize(to: 0)
     }
 
@@ -82,7 +98,10 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         case .none:
             return true
         case .interimHead(let status):
-            if (300..<400).contains(status) { redirectHops += 1 }
+            if (300..<400).contains(status) {
+                redirectHops += 1
+                deadlines?.headEnded(at: CurlMultiLoop.monotonicNanoseconds(), final: false)
+            }
             return true
         case .invalid(let reason):
             return abort(TransferFailure(.connection, "bad response head: \(reason)"))
@@ -103,53 +122,35 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         if let limit = request.maxBodyBytes, bodyBytes + Int64(bytes.count) > limit {
             return abort(TransferFailure(.tooLarge, "body exceeds \(limit) bytes"))
         }
+        if let declared = declaredLength, bodyBytes + Int64(bytes.count) > declared {
+            return abort(TransferFailure(.contentLengthMismatch, "the origin sent more than the \(declared) bytes its Content-Length announced"))
+        }
         do {
             try sink.write(bytes)
         } catch {
             return abort(TransferFailure(.disk, "writing the body failed: \(error)", code: Self.errno(of: error)))
         }
         bodyBytes += Int64(bytes.count)
+        if bodyBytes == declaredLength { deadlines?.bodyComplete(at: CurlMultiLoop.monotonicNanoseconds()) }
         return true
     }
 
-    /// The SSRF check for an address libcurl is about to connect to (or reuse a connection to), on
-    /// the current hop (its host from libcurl's effective URL, which follows redirects).
-    func admits(_ address: IPAddress?, shown: String) -> Bool {
-        let hop = currentHop()
-        let verdict: EgressRules.Verdict
-        if let address {
-            verdict = egress.admit(host: hop?.host, port: hop?.port ?? 0, address: address)
-        } else {
-            verdict = .forbidden("\(shown.isEmpty ? "an unknown address" : shown) is not an IPv4 or IPv6 address")
+    /// The request of the current hop is about to be sent (libcurl's pre-request callback).
+    func requestGoesOut() {
+        deadlines?.requestSent(at: CurlMultiLoop.monotonicNanoseconds())
+    }
+
+    /// The failure when a timer of `deadlines` ran out.
+    func timedOut(_ kind: TransferFailure.Kind) -> TransferFailure {
+        let host = currentHop()?.host ?? "the origin"
+        switch kind {
+        case .headTimeout:
+            return TransferFailure(.headTimeout, "no response head from \(host) within \(request.headTimeout) s of sending the request")
+        case .connectTimeout:
+            return TransferFailure(.connectTimeout, "connecting to \(host) took longer than \(request.connectTimeout) s")
+        default:
+            return TransferFailure(.stalled, "no data for \(request.stallTimeout) s")
         }
-        guard case .forbidden(let reason) = verdict else { return true }
-        refusedAddress = reason
-        return false
-    }
-
-    /// Before a name lookup: false (and the attempt refused) when the hop's host is refused by
-    /// name already (a deny rule, or not on the allow list); addresses are judged at connect time.
-    func screensHopHost() -> Bool {
-        guard let hop = currentHop(), case .forbidden(let reason) = egress.screen(host: hop.host, port: hop.port) else {
-            return true
-        }
-        refusedAddress = reason
-        refuseConnection()
-        return false
-    }
-
-    /// The host and port of the hop libcurl is working on; nil when it cannot be read.
-    private func currentHop() -> HopTarget? {
-        var urlPointer: UnsafeMutablePointer<CChar>?
-        guard let easy, ccurl_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &urlPointer) == CURLE_OK,
-              let urlPointer else { return HopTarget(url: request.url) }
-        return HopTarget(url: String(cString: urlPointer))
-    }
-
-    /// A reused or new connection's peer is refused: abort with `.blockedAddress`.
-    func refuseConnection() {
-        let reason = refusedAddress ?? "refused"
-        abortReason = abortReason ?? TransferFailure(.blockedAddress, "destination forbidden: \(reason)")
     }
 
     // MARK: Completion (loop thread)
@@ -158,11 +159,20 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
     func outcome(for code: CURLcode) -> Result<TransferSummary, TransferFailure> {
         if let abortReason { return .failure(abortReason) }
         guard code == CURLE_OK else {
-            let detail = String(cString: errorBuffer)
-            return .failure(CurlFailureMapping.failure(for: code, detail: detail, blockedAddress: refusedAddress,
-                                                       redirected: redirectHops > 0))
+            var context = CurlFailureMapping.Context(detail: String(cString: errorBuffer), blockedAddress: refusedAddress,
+                                                     redirected: redirectHops > 0, host: currentHop()?.host ?? "",
+                                                     handshakeAlert: handshakeAlert)
+            var status = 0
+            if let easy, ccurl_getinfo_long(easy, CURLINFO_HTTP_CONNECTCODE, &status) == CURLE_OK { context.proxyStatus = status }
+            if isTunnelled, let proxy = settings.proxy, proxy.scheme == .https, context.proxyStatus == 0 {
+                context.tlsProxyHost = EgressRules.normalized(proxy.host)  // No tunnel yet: the TLS peer was the proxy.
+            }
+            return .failure(CurlFailureMapping.failure(for: code, context))
         }
         guard let head else { return .failure(TransferFailure(.connection, "no response head")) }
+        if let declared = declaredLength, bodyBytes < declared {
+            return .failure(TransferFailure(.connection, "the body ended after \(bodyBytes) of the \(declared) bytes its Content-Length announced"))
+        }
         return .success(TransferSummary(head: head, bodyBytes: bodyBytes))
     }
 
@@ -170,6 +180,9 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
     func dropSink() { sink = nil }
 
     private func deliverHead(status: Int, headers: [String: [String]]) -> Bool {
+        if settings.followsRedirectsItself, (300..<400).contains(status), let location = headers["location"]?.first {
+            return endHopWithRedirect(location: location)
+        }
         var urlPointer: UnsafeMutablePointer<CChar>?
         var effectiveURL = request.url
         if let easy, ccurl_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &urlPointer) == CURLE_OK, let urlPointer {
@@ -177,6 +190,7 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         }
         let head = ResponseHead(status: status, headers: headers, effectiveURL: effectiveURL)
         self.head = head
+        deadlines?.headEnded(at: CurlMultiLoop.monotonicNanoseconds(), final: true)
         // The size limit applies to bodies that would be accepted (2xx): a 404 with a big error
         // page still reaches the delegate, which decides on its status.
         if (200..<300).contains(status), let limit = request.maxBodyBytes,
@@ -187,13 +201,18 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         switch delegate.transfer(didReceive: head) {
         case .success(let sink):
             self.sink = sink
+            if request.method == .get, head.value("transfer-encoding") == nil,
+               let length = head.value("content-length").flatMap({ Int64($0.trimmingCharacters(in: .whitespaces)) }), length >= 0 {
+                declaredLength = length
+                if length == 0 { deadlines?.bodyComplete(at: CurlMultiLoop.monotonicNanoseconds()) }
+            }
             return !isCancelled || abort(TransferFailure(.cancelled, "cancelled"))
         case .failure(let failure):
             return abort(failure)
         }
     }
 
-    private func abort(_ failure: TransferFailure) -> Bool {
+    func abort(_ failure: TransferFailure) -> Bool {
         if abortReason == nil { abortReason = failure }
         return false
     }

@@ -6,11 +6,16 @@ import Foundation
 
 /// One attempt to fetch a URL.
 struct TransferRequest: Sendable {
+    enum Method: Sendable { case get, head }
+
     var url: String
     /// Extra request headers, e.g. `Range: bytes=N-` and `If-Range: "etag"`. Never caller credentials.
     var headers: [(name: String, value: String)]
+    /// Seconds to connect: name lookup, TCP, TLS, a proxy's CONNECT (`.connectTimeout`).
     var connectTimeout: Double
-    /// Seconds without a body byte before the attempt fails with `.stalled`.
+    /// Seconds from sending the request to the end of its response head, in total (`.headTimeout`).
+    var headTimeout: Double = 30
+    /// Seconds without a body byte, once the final head arrived, before the attempt fails with `.stalled`.
     var stallTimeout: Double
     /// Largest 2xx body accepted for this attempt (bytes of this response, not counting kept bytes).
     /// Applies to accepted bodies only: a non-2xx head reaches the delegate whatever its
@@ -19,6 +24,8 @@ struct TransferRequest: Sendable {
     var maxRedirects: Int
     var allowPrivateNetworks: Bool
     var userAgent: String
+    /// `.head` asks for the head only (no body follows).
+    var method: Method = .get
 }
 
 /// The final hop's response head (after redirects), given before any body byte is written.
@@ -54,10 +61,23 @@ protocol ErrnoCarrying: Error {
 /// How an attempt ended badly.
 struct TransferFailure: Error, Sendable, Equatable {
     enum Kind: Sendable, Equatable {
-        /// DNS, refused, reset, dropped mid-body, TLS.
+        /// DNS, refused, reset (also during a TLS handshake), dropped mid-body, a proxy that cannot
+        /// reach the origin.
         case connection
-        /// Connect timeout.
-        case timeout
+        /// Connecting (name lookup, TCP, TLS handshake, a proxy's CONNECT) took longer than `connectTimeout`.
+        case connectTimeout
+        /// The response head did not end within `headTimeout` after the request was sent.
+        case headTimeout
+        /// The peer's certificate does not verify (unknown CA, expired, not yet valid, wrong name).
+        case tlsCertificate
+        /// The TLS handshake failed for a lasting reason: a fatal alert, a version or cipher refused.
+        case tlsHandshake
+        /// Body bytes arrived after the end its `Content-Length` announced.
+        case contentLengthMismatch
+        /// The upstream proxy answered `CONNECT` with 407.
+        case proxyAuth
+        /// The upstream proxy answered `CONNECT` with a final 4xx other than 407.
+        case proxyRefused
         /// No bytes for `stallTimeout`.
         case stalled
         /// Body larger than `maxBodyBytes`.

@@ -116,6 +116,7 @@ extension Connection {
             streamWaiter = nil
             waiter.resume(throwing: ConnectionClosedError())
         }
+        endPushOnClose()
         if let progress = response {
             response = nil
             logAccess(progress)

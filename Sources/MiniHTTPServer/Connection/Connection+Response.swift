@@ -82,6 +82,7 @@ extension Connection {
         var bodyBytes: Int64 = 0
         var file: FileRange?
         var stream: (@Sendable (any ResponseBodyWriter) async throws -> Void)?
+        var pushStart: PushStream?
         var chunked = false
         let framing: ResponseHeadEncoder.Framing
         switch response.body {
@@ -157,6 +158,19 @@ extension Connection {
                     return nil
                 }
             }
+        case .push(let body):
+            if HTTPStatus.forbidsBody(status) {
+                framing = .none
+            } else if let length = body.length {
+                framing = .length(length)
+            } else {
+                framing = minor >= 1 ? .chunked : .closeDelimited
+            }
+            if framing == .closeDelimited { machine.responseRequiresClose() }
+            let feeds = !isHead && framing != .none && body.length != 0
+            pushStart = PushStream(connection: self, sequence: sequence, source: body.source, length: body.length,
+                                   chunked: framing == .chunked)
+            if !feeds { pushStart?.markEnded() }
         case .stream(let body):
             if isHead || HTTPStatus.forbidsBody(status) {
                 framing = HTTPStatus.forbidsBody(status) ? .none : (minor >= 1 ? .chunked : .closeDelimited)
@@ -172,11 +186,23 @@ extension Connection {
         }
         ResponseHeadEncoder.encode(status: status, headers: headers, date: loop.dateHeader, framing: framing,
                                    keepAlive: machine.keepAlive, into: &out)
+        let pushFeeds = pushStart.map { !$0.isEnded } ?? false
         self.response = progressRecord.reset(sequence: sequence, method: method, path: path, status: status,
                                          startedAt: startedAt, headBytes: out.count, bodyBytes: bodyBytes,
-                                         isStream: stream != nil, chunked: chunked, complete: stream == nil)
+                                         isStream: stream != nil || pushFeeds, chunked: chunked || pushStart?.chunked == true,
+                                         complete: stream == nil && !pushFeeds)
         writes.append(out)
         if let file { writes.appendFile(fd: file.fd, offset: file.start, end: file.end) }
+        if let pushStart {
+            if pushFeeds {
+                push = pushStart
+                flush()
+                if !isClosed { startPush(pushStart) }
+                return nil
+            }
+            // No body to feed (HEAD, an empty or bodiless answer): the source hears so at once.
+            pushStart.source.ended(pushStart, completed: true)
+        }
         flush()
         return isClosed ? nil : stream
     }

@@ -15,12 +15,13 @@ extension Connection {
                 case .bytes(let bytes, let offset):
                     result = try bytes.withUnsafeBytes { try Socket.send(fd, UnsafeRawBufferPointer(rebasing: $0[offset...])) }
                 case .file(let file, let offset, let end):
-                    var position = offset
-                    result = try Socket.sendfile(fd, file: file, offset: &position, count: Int(min(end - offset, 1 << 30)))
-                    if case .processed(0) = result {
-                        close()  // the file shrank under us: the body cannot be completed
-                        return
-                    }
+                    result = try sendFileRange(file, offset, end)
+                case .sharedFile(let file, let offset, let end):
+                    result = try sendFileRange(file.fd, offset, end)
+                }
+                if case .processed(0) = result {
+                    close()  // the file shrank under us: the body cannot be completed
+                    return
                 }
             } catch {
                 close()
@@ -37,6 +38,11 @@ extension Connection {
         }
         if progressed { lastProgressAt = loop.now }
         afterWrite()
+    }
+
+    private func sendFileRange(_ file: Int32, _ offset: off_t, _ end: off_t) throws(SystemError) -> IOResult<Int> {
+        var position = offset
+        return try Socket.sendfile(fd, file: file, offset: &position, count: Int(min(end - offset, 1 << 30)))
     }
 
     /// Sends `bytes` straight away when nothing is queued (the common case: no queue churn),
@@ -87,6 +93,10 @@ extension Connection {
             streamWaiter = nil
             waiter.resume()
         }
+        if let push, push.awaitingDrain, writes.isBelowLowWatermark {
+            push.awaitingDrain = false
+            producePush(push)
+        }
         if writes.isEmpty, response?.complete == true {
             finishResponse()
             return
@@ -99,6 +109,10 @@ extension Connection {
         guard let progress = response else { return }
         response = nil
         logAccess(progress)
+        if let push, push.sequence == progress.sequence {
+            self.push = nil
+            push.source.ended(push, completed: true)
+        }
         switch machine.responseSent() {
         case .resumeReading:
             headStartedAt = loop.now

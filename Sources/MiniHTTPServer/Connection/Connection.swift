@@ -73,6 +73,9 @@ final class Connection: Selectable, @unchecked Sendable {
                                           bodyBytes: 0, isStream: false, chunked: false, complete: true)
     @exclusivity(unchecked)
     var streamWaiter: CheckedContinuation<Void, Error>?
+    /// The push-fed body being sent, if any.
+    @exclusivity(unchecked)
+    var push: PushStream?
 
     init(fd: Int32, remoteAddress: String, loop: EventLoop, server: ServerContext) {
         self.fd = fd

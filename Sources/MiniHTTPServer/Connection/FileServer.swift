@@ -49,7 +49,8 @@ enum FileServer {
         let mtimeNanos = Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec)
         let meta = FileMetadata(size: size, modified: st.st_mtim.tv_sec,
                                 etag: file.etag ?? FileMetadata.derivedETag(inode: UInt64(st.st_ino), size: size,
-                                                                            modifiedNanoseconds: mtimeNanos))
+                                                                            modifiedNanoseconds: mtimeNanos),
+                                alsoMatches: file.alsoMatches)
         var headers = HTTPHeaders()
         headers["ETag"] = meta.etag
         headers["Last-Modified"] = HTTPDate.format(meta.modified)

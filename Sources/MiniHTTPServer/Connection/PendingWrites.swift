@@ -7,6 +7,8 @@ struct PendingWrites {
         case bytes([UInt8], offset: Int)
         /// A file range sent with sendfile; the fd is owned by the queue and closed when done.
         case file(fd: Int32, offset: off_t, end: off_t)
+        /// A range of a file others may share (a push stream tailing a growing file).
+        case sharedFile(ReadableFile, offset: off_t, end: off_t)
     }
 
     private(set) var items: [Item] = []
@@ -37,6 +39,17 @@ struct PendingWrites {
         items.append(.file(fd: fd, offset: offset, end: end))
     }
 
+    /// Queues a range of `file`; a range that continues the last queued one of the same file extends it.
+    mutating func appendSharedFile(_ file: ReadableFile, offset: off_t, end: off_t) {
+        pendingBytes += Int(end - offset)
+        if head < items.count, case .sharedFile(let last, let lastOffset, let lastEnd) = items[items.count - 1],
+           last === file, lastEnd == offset {
+            items[items.count - 1] = .sharedFile(file, offset: lastOffset, end: end)
+            return
+        }
+        items.append(.sharedFile(file, offset: offset, end: end))
+    }
+
     /// Records that `count` bytes of the first item were written; pops it when finished.
     mutating func advance(by count: Int) {
         pendingBytes -= count
@@ -51,6 +64,9 @@ struct PendingWrites {
             } else {
                 items[head] = .file(fd: fd, offset: next, end: end)
             }
+        case .sharedFile(let file, let offset, let end):
+            let next = offset + off_t(count)
+            if next >= end { popFirst() } else { items[head] = .sharedFile(file, offset: next, end: end) }
         }
     }
 

@@ -7,6 +7,9 @@ struct FileMetadata: Equatable, Sendable {
     var modified: time_t
     /// Strong, quoted.
     var etag: String
+    /// Other strong validators naming the same content, honoured in `If-Range` (e.g. the origin's
+    /// ETag of a file the server stores under its own).
+    var alsoMatches: [String] = []
 
     /// `"inode-size-mtime"` in hex: a strong validator derived from stat(2).
     static func derivedETag(inode: UInt64, size: Int64, modifiedNanoseconds: Int64) -> String {
@@ -32,7 +35,7 @@ enum FilePlan: Equatable {
         if let ifRange = headers["If-Range"] {
             let value = Substring(ifRange).trimmingSpaces()
             if value.hasPrefix("\"") {
-                guard value == file.etag else { return .full }
+                guard value == file.etag || file.alsoMatches.contains(String(value)) else { return .full }
             } else if value.hasPrefix("W/") {
                 return .full  // weak validators never satisfy If-Range
             } else {

@@ -116,6 +116,12 @@ enum ResponseHeadEncoder {
         return out
     }
 
+    /// The framing line before `count` payload bytes sent separately (a file range); `crlf` follows them.
+    static func chunkHeader(_ count: Int) -> [UInt8] {
+        Array(String(count, radix: 16).utf8) + [13, 10]
+    }
+
+    static let crlf: [UInt8] = [13, 10]
     static let lastChunk: [UInt8] = Array("0\r\n\r\n".utf8)
     static let continueResponse: [UInt8] = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
 }

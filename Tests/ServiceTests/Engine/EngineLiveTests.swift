@@ -9,7 +9,8 @@ import Testing
         var c = EngineFixture.configuration(root)
         c.progressInterval = 0.05
         configure(&c)
-        return try DownloadEngine(configuration: c, driver: CurlTransferDriver(), diskPressure: .disabled)
+        return try DownloadEngine(configuration: c, driver: CurlTransferDriver(), scheduler: EagerScheduler(),
+                                  diskPressure: .disabled)
     }
 
     static func finish(_ engine: DownloadEngine, _ id: String) async throws -> DownloadSnapshot {

@@ -44,7 +44,7 @@ import Testing
         var c = EngineFixture.configuration(root)
         c.maxConcurrentTransfers = 4
         // Every file system counts as "low" with this threshold.
-        let engine = try DownloadEngine(configuration: c, driver: driver,
+        let engine = try DownloadEngine(configuration: c, driver: driver, scheduler: EagerScheduler(),
                                         diskPressure: DiskPressure(minFreeBytes: Int64.max, minFreeFraction: 0))
         let x = try await EngineFixture.partial(engine, driver: driver, url: "http://o.test/x",
                                                 headers: ["Content-Length": "10000", "ETag": "\"x\""],

@@ -21,8 +21,9 @@ import Testing
         }
         // The trailing progress tells the last bytes one interval later (timers run on the manual clock).
         clock.advance(0.1)
+        var events = try await withTimeout(5) { await EngineFixture.events(sub) { $0.snapshot.bytesWritten == 100_000 } }
         t.finish()
-        let events = try await withTimeout(5) { await EngineFixture.events(sub) { $0.isTerminal } }
+        events += try await withTimeout(5) { await EngineFixture.events(sub) { $0.isTerminal } }
         let kinds = events.map { e -> String in
             switch e {
             case .progress: return "progress"
@@ -40,6 +41,30 @@ import Testing
             #expect(p.etaSeconds != nil)
         }
         #expect(engine.statistics.subscribers == 0)
+    }
+
+    /// A subscriber that reads nothing until the download completed gets the current snapshot it
+    /// subscribed with, every lifecycle event, and no progress older than the lifecycle event after it.
+    @Test func progressBeforeALifecycleEventIsDroppedButNotTheFirstEvent() async throws {
+        let driver = FakeTransferDriver()
+        let clock = ManualScheduler()
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver, scheduler: clock) { $0.progressInterval = 0.1 }
+        let r = try engine.request(DownloadRequest(url: "http://o.test/f"))
+        let sub = try #require(engine.subscribe(id: r.snapshot.id))
+        try await withTimeout(5) { await driver.waitForStarts(1) }
+        let t = driver.transfer(0)
+        #expect(t.respond(200, ["Content-Length": "2000"]))
+        clock.advance(0.2)
+        try t.send([UInt8](repeating: 7, count: 1000))
+        clock.advance(0.2)
+        try t.send([UInt8](repeating: 7, count: 1000))
+        t.finish()
+        _ = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.completed]) }
+        let events = try await withTimeout(5) { await EngineFixture.events(sub) { $0.isTerminal } }
+        #expect(events.count == 3, "\(events)")
+        if case .progress(let first)? = events.first { #expect(first.bytesWritten == 0) } else { Issue.record("\(events)") }
+        if case .resumed? = events.dropFirst().first {} else { Issue.record("\(events)") }
+        if case .completed(let last)? = events.last { #expect(last.bytesWritten == 2000) } else { Issue.record("\(events)") }
     }
 
     @Test func progressIsPacedPerInterval() async throws {

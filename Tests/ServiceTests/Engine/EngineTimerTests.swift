@@ -41,7 +41,7 @@ import Testing
         let s = try Setup()
         _ = try s.engine.request(DownloadRequest(url: "http://o.test/a"))
         try await s.started(1).fail(.connection)
-        try await s.retriesAfter(1, starting: 2).fail(.timeout)
+        try await s.retriesAfter(1, starting: 2).fail(.connectTimeout)
         try await s.retriesAfter(2, starting: 3).fail(.connection)
         let fourth = try await s.retriesAfter(4, starting: 4)
         #expect(fourth.respond(200, ["Content-Length": "3"]))
@@ -67,6 +67,17 @@ import Testing
         let events = try await withTimeout(10) { await EngineFixture.events(sub) { $0.isTerminal } }
         guard case .failed(let failed) = events.last else { Issue.record("\(events)"); return }
         #expect(failed.error == DownloadFailure(code: .retriesExhausted, message: "gave up after 2 attempts: reset again"))
+    }
+
+    @Test func aTimeoutOnTheLastAttemptNamesItself() async throws {
+        let s = try Setup(maxAttempts: 2)
+        let r = try s.engine.request(DownloadRequest(url: "http://o.test/a"))
+        let sub = try #require(s.engine.subscribe(id: r.snapshot.id))
+        try await s.started(1).fail(.headTimeout, "no head within 30 s")
+        try await s.retriesAfter(1, starting: 2).fail(.connectTimeout, "connecting took more than 10 s")
+        let events = try await withTimeout(10) { await EngineFixture.events(sub) { $0.isTerminal } }
+        guard case .failed(let failed) = events.last else { Issue.record("\(events)"); return }
+        #expect(failed.error == DownloadFailure(code: .connectTimeout, message: "gave up after 2 attempts: connecting took more than 10 s"))
     }
 
     @Test func aStallIsRetriedAsAResume() async throws {

@@ -191,7 +191,9 @@ enum EngineFixture {
         return c
     }
 
-    static func engine(_ root: URL, driver: FakeTransferDriver, scheduler: Scheduler = SystemScheduler(),
+    /// Timers of a second or less (retries, trailing progress, journal batching) run at once on a
+    /// `EagerScheduler`: no test here waits on real time for them.
+    static func engine(_ root: URL, driver: FakeTransferDriver, scheduler: Scheduler = EagerScheduler(),
                        configure: (inout EngineConfiguration) -> Void = { _ in }) throws -> DownloadEngine {
         var c = configuration(root)
         configure(&c)

@@ -35,12 +35,21 @@ import Testing
     }
 
     @Test(arguments: [
-        (TransferFailure.Kind.connection, RetryPolicy.Verdict.retry), (.timeout, .retry), (.stalled, .retry),
+        (TransferFailure.Kind.connection, RetryPolicy.Verdict.retry), (.connectTimeout, .retry), (.stalled, .retry),
         (.tooLarge, .fail(code: .tooLarge)), (.blockedAddress, .fail(code: .destinationForbidden)), (.headerTooLarge, .fail(code: .headerTooLarge)),
         (.tooManyRedirects, .fail(code: .tooManyRedirects)),
         (.unsupportedRedirect, .fail(code: .unsupportedRedirect)),
+        (.headTimeout, .retry), (.tlsCertificate, .fail(code: .tlsCertificate)), (.tlsHandshake, .fail(code: .tlsHandshake)),
+        (.contentLengthMismatch, .fail(code: .contentLengthMismatch)), (.proxyAuth, .fail(code: .proxyAuth)),
+        (.proxyRefused, .fail(code: .proxyRefused)),
     ] as [(TransferFailure.Kind, RetryPolicy.Verdict)])
     func classification(_ kind: TransferFailure.Kind, _ verdict: RetryPolicy.Verdict) {
         #expect(RetryPolicy.classify(kind) == verdict)
+    }
+
+    @Test func theTimeoutsNameTheExhaustion() {
+        #expect(RetryPolicy.exhaustionCode(.connectTimeout) == .connectTimeout)
+        #expect(RetryPolicy.exhaustionCode(.headTimeout) == .headTimeout)
+        for kind in [TransferFailure.Kind.connection, .stalled] { #expect(RetryPolicy.exhaustionCode(kind) == .retriesExhausted) }
     }
 }

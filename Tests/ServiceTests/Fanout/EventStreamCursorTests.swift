@@ -3,7 +3,7 @@ import Foundation
 import Testing
 @testable import DownloadService
 
-/// What a progress stream writes for a sequence of events (ids, retry, newest progress, the end).
+/// What a progress stream writes for a sequence of events (ids, retry, repeated progress, the end).
 @Suite struct EventStreamCursorTests {
     private static let created = Date(timeIntervalSince1970: 1_800_000_000)
 
@@ -19,35 +19,25 @@ import Testing
     @Test func writesIdsRetryAndEndsAfterTheTerminalEvent() {
         var cursor = EventStreamCursor(firstID: 8)
         let data: (DownloadEvent) -> String = { "{\"b\":\($0.snapshot.bytesWritten)}" }
-        let steps: [(DownloadEvent, DownloadEvent?, String?)] = [
-            (.progress(Self.snapshot(1)), nil, "retry: 2000\nid: 8\nevent: progress\ndata: {\"b\":1}\n\n"),
-            (.progress(Self.snapshot(2, at: 1)), nil, "id: 9\nevent: progress\ndata: {\"b\":2}\n\n"),
-            // The newest progress replaces the one in hand...
-            (.progress(Self.snapshot(3, at: 2)), .progress(Self.snapshot(5, at: 3)), "id: 10\nevent: progress\ndata: {\"b\":5}\n\n"),
-            // ...and is not written twice when it then arrives itself.
-            (.progress(Self.snapshot(5, at: 3)), nil, nil),
-            (.paused(Self.snapshot(5, state: .paused, at: 4)), nil, "id: 11\nevent: paused\ndata: {\"b\":5}\n\n"),
-            (.completed(Self.snapshot(9, state: .completed, at: 5)), nil, "id: 12\nevent: completed\ndata: {\"b\":9}\n\n"),
-            (.progress(Self.snapshot(9, at: 6)), nil, nil),  // nothing after the end
+        let steps: [(DownloadEvent, String?)] = [
+            (.progress(Self.snapshot(1)), "retry: 2000\nid: 8\nevent: progress\ndata: {\"b\":1}\n\n"),
+            (.progress(Self.snapshot(2, at: 1)), "id: 9\nevent: progress\ndata: {\"b\":2}\n\n"),
+            (.progress(Self.snapshot(5, at: 3)), "id: 10\nevent: progress\ndata: {\"b\":5}\n\n"),
+            // The same progress again (a stream that fell behind is handed the newest twice): once.
+            (.progress(Self.snapshot(5, at: 3)), nil),
+            // Same bytes, later: a newer snapshot.
+            (.progress(Self.snapshot(5, at: 4)), "id: 11\nevent: progress\ndata: {\"b\":5}\n\n"),
+            (.paused(Self.snapshot(5, state: .paused, at: 4)), "id: 12\nevent: paused\ndata: {\"b\":5}\n\n"),
+            (.completed(Self.snapshot(9, state: .completed, at: 5)), "id: 13\nevent: completed\ndata: {\"b\":9}\n\n"),
+            (.progress(Self.snapshot(9, at: 6)), nil),  // nothing after the end
         ]
-        for (received, newest, expected) in steps {
-            let written = cursor.frame(for: received, newest: { newest }, data: data)
+        for (event, expected) in steps {
+            let written = cursor.frame(for: event, data: data)
             #expect(Self.text(written) == expected)
+            if case .paused = event { #expect(cursor.lastWasLifecycle) }
         }
         #expect(cursor.ended)
-        #expect(cursor.nextID == 13)
-    }
-
-    /// A progress with a lifecycle event already waiting is skipped, except the stream's first.
-    @Test func supersededProgressIsSkippedButNeverTheFirstEvent() {
-        var cursor = EventStreamCursor(firstID: 1)
-        let data: (DownloadEvent) -> String = { _ in "{}" }
-        let first = cursor.frame(for: .progress(Self.snapshot(1)), newest: { nil }, superseded: { true }, data: data)
-        #expect(Self.text(first) == "retry: 2000\nid: 1\nevent: progress\ndata: {}\n\n")
-        #expect(cursor.frame(for: .progress(Self.snapshot(2, at: 1)), newest: { nil }, superseded: { true }, data: data) == nil)
-        let paused = cursor.frame(for: .paused(Self.snapshot(2, state: .paused, at: 2)), newest: { nil }, superseded: { true }, data: data)
-        #expect(Self.text(paused) == "id: 2\nevent: paused\ndata: {}\n\n")
-        #expect(cursor.lastWasLifecycle)
+        #expect(cursor.nextID == 14)
     }
 
     @Test(arguments: [

@@ -47,12 +47,12 @@ import Testing
     }
 
     /// A waiting consumer gets the first progress at once, then no progress before it is due (the
-    /// latest one when it is), and lifecycle events at once.
+    /// latest one when it is), and lifecycle events at once. Time moves only with the scheduler.
     @Test func queueDeliversPacedProgressAndImmediateLifecycle() async throws {
-        let clock = Atomic<UInt64>(1_000_000_000)
+        let scheduler = ManualScheduler()
         // One subscriber at 1 delivery per second: a mean spacing of 1 s (0.5-1.5 s).
         let pacer = ProgressPacer(pacing: ProgressPacing(deliveriesPerSecond: 1, minimumSpacing: 0.1), tick: 0.005,
-                                  now: { clock.load(ordering: .relaxed) })
+                                  scheduler: scheduler)
         let registry = SubscriberRegistry(pacer: pacer)
         let queue = registry.makeQueue(for: "x")  // one subscriber
         registry.publish(Self.progress(1), to: "x")
@@ -60,10 +60,12 @@ import Testing
 
         // Not due: the consumer keeps waiting while progress conflates.
         let second = Task { await queue.next() }
-        try await withTimeout(10) { while !queue.isConsumerWaiting && !Task.isCancelled { await Task.yield() } }
+        try await Self.waitUntilWaiting(queue)
         registry.publish(Self.progress(2), to: "x")
         registry.publish(Self.progress(3), to: "x")
         #expect(pacer.watchedCount == 1)
+        #expect(scheduler.pendingCount == 1)  // the pacer's tick
+        scheduler.advance(0.4)  // ticks, none due yet (the spacing is at least 0.5 s)
         #expect(queue.isConsumerWaiting)
         // A lifecycle event wakes it at once and replaces the older pending progress.
         let s = DownloadSnapshot(id: "x", url: "u", state: .paused, storage: .cache, createdAt: Date(), updatedAt: Date())
@@ -74,19 +76,45 @@ import Testing
 
         // Progress again: pending until the clock passes the due time, then the latest is delivered.
         let third = Task { await queue.next() }
-        try await withTimeout(10) { while !queue.isConsumerWaiting && !Task.isCancelled { await Task.yield() } }
+        try await Self.waitUntilWaiting(queue)
         registry.publish(Self.progress(4), to: "x")
         registry.publish(Self.progress(5), to: "x")
         #expect(queue.isConsumerWaiting)
-        clock.add(2_000_000_000, ordering: .relaxed)
+        scheduler.advance(2)
         let delivered = try await withTimeout(10) { await third.value }
         #expect(Self.bytes(delivered) == 5)
+        #expect(pacer.watchedCount == 0)
+        #expect(scheduler.pendingCount == 0)  // no ticks once nothing is watched
+    }
+
+    /// The deferred progress goes out on the first tick at or after its due time, not before.
+    @Test func deferredProgressGoesOutWhenDue() async throws {
+        let scheduler = ManualScheduler()
+        let pacing = ProgressPacing(deliveriesPerSecond: 1, minimumSpacing: 0.1)
+        let pacer = ProgressPacer(pacing: pacing, tick: 0.01, scheduler: scheduler)
+        let registry = SubscriberRegistry(pacer: pacer)
+        let queue = registry.makeQueue(for: "x")
+        registry.publish(Self.progress(1), to: "x")
+        _ = await queue.next()
+        // The first delivery (at time 1000 s) set the next due time: 1000 s + the spacing.
+        let spacing = Double(pacing.spacing(subscribers: 1, queue: queue.id, delivery: 1)) / 1e9
+        let next = Task { await queue.next() }
+        try await Self.waitUntilWaiting(queue)
+        registry.publish(Self.progress(2), to: "x")
+        scheduler.advance(spacing - 0.02)
+        #expect(queue.isConsumerWaiting)
+        scheduler.advance(0.05)  // a tick falls after the due time
+        #expect(Self.bytes(try await withTimeout(10) { await next.value }) == 2)
+    }
+
+    private static func waitUntilWaiting(_ queue: SubscriberQueue) async throws {
+        try await withTimeout(10) { while !queue.isConsumerWaiting && !Task.isCancelled { await Task.yield() } }
     }
 
     /// Unpaced (few subscribers): every progress wakes the consumer as before.
     @Test func fewSubscribersAreNotPaced() async throws {
-        let pacer = ProgressPacer(pacing: ProgressPacing(deliveriesPerSecond: 10_000, minimumSpacing: 0.1))
-        let registry = SubscriberRegistry(pacer: pacer)
+        let scheduler = ManualScheduler()
+        let registry = SubscriberRegistry(scheduler: scheduler, pacing: ProgressPacing(deliveriesPerSecond: 10_000, minimumSpacing: 0.1))
         let queue = registry.makeQueue(for: "x")
         _ = registry.makeQueue(for: "x")
         _ = registry.makeQueue(for: "x")
@@ -94,61 +122,23 @@ import Testing
             registry.publish(Self.progress(i), to: "x")
             #expect(Self.bytes(await queue.next()) == i)
         }
-        #expect(pacer.watchedCount == 0)
+        #expect(registry.pacer.watchedCount == 0)
+        #expect(scheduler.pendingCount == 0)
     }
 
     /// Engine shutdown (`finish`) hands a waiting consumer its deferred progress, then ends.
     @Test func finishDeliversTheDeferredProgress() async throws {
-        let pacer = ProgressPacer(pacing: ProgressPacing(deliveriesPerSecond: 1, minimumSpacing: 0.1), now: { 5_000_000_000 })
-        let registry = SubscriberRegistry(pacer: pacer)
+        let registry = SubscriberRegistry(scheduler: ManualScheduler(), pacing: ProgressPacing(deliveriesPerSecond: 1, minimumSpacing: 0.1))
         let queue = registry.makeQueue(for: "x")
         registry.publish(Self.progress(1), to: "x")
         _ = await queue.next()
         registry.publish(Self.progress(2), to: "x")
         let waiting = Task { (await queue.next(), await queue.next()) }
-        try await withTimeout(10) { while !queue.isConsumerWaiting && !Task.isCancelled { await Task.yield() } }
+        try await Self.waitUntilWaiting(queue)
         #expect(queue.pendingCount == 1)
         queue.finish()
         let (last, end) = try await withTimeout(10) { await waiting.value }
         #expect(Self.bytes(last) == 2)
         #expect(end == nil)
-    }
-}
-
-/// `newestProgress`: a consumer that fell behind gets the download's newest progress, never across
-/// a lifecycle event.
-@Suite struct NewestProgressTests {
-    private static let date = Date(timeIntervalSince1970: 1_800_000_000)
-
-    private static func progress(_ bytes: Int64) -> DownloadEvent {
-        var s = DownloadSnapshot(id: "d", url: "u", state: .downloading, storage: .cache, createdAt: date, updatedAt: date)
-        s.bytesWritten = bytes
-        return .progress(s)
-    }
-
-    @Test func newestProgressReplacesPendingProgressButNotAcrossLifecycle() async {
-        let registry = SubscriberRegistry(pacer: ProgressPacer(pacing: ProgressPacing(deliveriesPerSecond: 0)))
-        let queue = registry.makeQueue(for: "d")
-        let other = registry.makeQueue(for: "d")
-        registry.publish(Self.progress(1), to: "d")
-        #expect(await queue.next() == Self.progress(1))
-        #expect(queue.newestProgress() == Self.progress(1))  // nothing newer: the same one
-        registry.publish(Self.progress(2), to: "d")
-        registry.publish(Self.progress(3), to: "d")
-        #expect(queue.newestProgress() == Self.progress(3))
-        #expect(queue.pendingCount == 0)  // the pending one was taken
-
-        registry.publish(Self.progress(4), to: "d")
-        let s = DownloadSnapshot(id: "d", url: "u", state: .paused, storage: .cache, createdAt: Date(), updatedAt: Date())
-        registry.publish(.paused(s), to: "d")
-        #expect(queue.newestProgress() == nil)  // a lifecycle event is pending: keep order
-        #expect(queue.pendingCount == 2)
-        #expect(other.newestProgress() == nil)
-        // After the lifecycle event nothing is "newest" until the next progress.
-        _ = await queue.next()
-        _ = await queue.next()
-        #expect(queue.newestProgress() == nil)
-        registry.publish(Self.progress(5), to: "d")
-        #expect(queue.newestProgress() == Self.progress(5))
     }
 }

@@ -32,7 +32,7 @@ import Testing
         let driver = WeakRecordingDriver()
         var c = EngineFixture.configuration(EngineFixture.root())
         c.retryBaseDelay = 0.01
-        let engine = try DownloadEngine(configuration: c, driver: driver, diskPressure: .disabled)
+        let engine = try DownloadEngine(configuration: c, driver: driver, scheduler: EagerScheduler(), diskPressure: .disabled)
         let r = try engine.request(DownloadRequest(url: origin.url))
         let done = try await EngineLiveTests.finish(engine, r.snapshot.id)
         #expect(done.state == .completed)

@@ -186,10 +186,10 @@ import Testing
         Row(given: .failed, event: .retryDue(token: 2), actions: "", then: "failed"),
 
         // Recovered from the journal.
-        Row(given: .held, event: .callerJoined, actions: "", then: "running(attempt) #1 starting"),
-        Row(given: .held, event: .shutdown, actions: "cancel#1", then: "running(stopped) #1 starting abandoned hold"),
         Row(given: .recoveredQueued, event: .slotGranted, actions: "start#1", then: "running(attempt) #1 starting"),
         Row(given: .recoveredPaused, event: .callerJoined, actions: "clear-failure request-slot", then: "queued"),
+        // Running when the engine stopped, with no journaled caller (readers are not journaled): paused.
+        Row(given: .recoveredRunning, event: .callerJoined, actions: "clear-failure request-slot", then: "queued"),
         // Recovery of a download that was moving: the move starts again.
         Row(given: .recoveredCompleted, event: .placementWanted(inPlace: false), actions: "move-file", then: "completed moving"),
     ]
@@ -215,7 +215,7 @@ import Testing
             .awaitingDrainSettling: "running(awaitingDrain) #1 settling abandoned",
             .stopped: "running(stopped) #1 transferring abandoned", .stoppedSettling: "running(stopped) #1 settling abandoned",
             .stoppedBackingOff: "running(stopped)", .completed: "completed", .moving: "completed moving", .failed: "failed",
-            .held: "running(attempt) #1 starting hold", .recoveredQueued: "queued", .recoveredPaused: "paused",
+            .recoveredRunning: "paused", .recoveredQueued: "queued", .recoveredPaused: "paused",
             .recoveredCompleted: "completed",
         ]
         for state in LifecycleState.allCases {
@@ -228,9 +228,9 @@ import Testing
         let (new, actions) = DownloadLifecycle.start()
         #expect(LifecycleNotation.state(new) == "queued" && LifecycleNotation.actions(actions) == "request-slot")
         let cases: [(DownloadState, Int, String, String)] = [
-            (.downloading, 0, "request-slot", "queued hold"),
+            (.downloading, 0, "", "paused"),
             (.downloading, 1, "request-slot", "queued"),
-            (.queued, 0, "request-slot", "queued hold"),
+            (.queued, 0, "", "paused"),
             (.paused, 0, "", "paused"),
             (.completed, 0, "", "completed"),
             (.failed, 0, "", "failed"),
@@ -268,7 +268,6 @@ import Testing
                 #expect(live == (l.phase == .running(.attempt)), "a live attempt is exactly running(attempt): \(where_)")
                 if case .running(.backingOff) = l.phase { #expect(l.attempt == nil, "\(where_)") }
                 if l.phase == .completed || l.phase == .failed { #expect(l.attempt == nil, "\(where_)") }
-                if l.systemHold { #expect(l.phase == .queued || { if case .running = l.phase { true } else { false } }(), "\(where_)") }
                 if l.moving { #expect(l.phase == .completed || l.phase == .failed, "\(where_)") }
             }
         }

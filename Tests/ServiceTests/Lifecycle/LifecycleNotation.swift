@@ -19,7 +19,6 @@ enum LifecycleNotation {
             parts.append("#\(a.serial) \(a.stage)")
             if a.abandoned { parts.append("abandoned") }
         }
-        if l.systemHold { parts.append("hold") }
         if l.moving { parts.append("moving") }
         return parts.joined(separator: " ")
     }

@@ -10,7 +10,7 @@ enum LifecycleState: String, CaseIterable, Sendable {
     case awaitingDrain, awaitingDrainSettling = "awaiting drain, settling"
     case stopped, stoppedSettling = "stopped, settling", stoppedBackingOff = "stopped while backing off"
     case completed, moving, failed
-    case held, recoveredQueued = "recovered queued", recoveredPaused = "recovered paused"
+    case recoveredRunning = "recovered running, no caller", recoveredQueued = "recovered queued", recoveredPaused = "recovered paused"
     case recoveredCompleted = "recovered completed"
 
     static let maxAttempts = 3
@@ -75,7 +75,7 @@ enum LifecycleState: String, CaseIterable, Sendable {
         case .completed: LifecycleState.publishing.replay(&l); on(.attemptSettled(serial: 1, .published, partial: .empty))
         case .moving: LifecycleState.completed.replay(&l); on(.placementWanted(inPlace: false))
         case .failed: LifecycleState.settling.replay(&l); on(.attemptSettled(serial: 1, Self.notFound, partial: Self.resumable))
-        case .held: restore(.downloading, callers: 0); on(.slotGranted)
+        case .recoveredRunning: restore(.downloading, callers: 0)
         case .recoveredQueued: restore(.queued, callers: 2)
         case .recoveredPaused: restore(.paused, callers: 0)
         case .recoveredCompleted: restore(.completed, callers: 0)

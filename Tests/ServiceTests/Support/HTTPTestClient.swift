@@ -3,9 +3,11 @@ import Foundation
 /// Request helpers for live tests of the service: one `RawHTTPClient` connection per call.
 struct HTTPTestClient: Sendable {
     var port: Int
+    /// The address to connect to (IPv4 or IPv6).
+    var host = "127.0.0.1"
 
     func request(_ method: String, _ path: String, headers: [String: String] = [:], body: [UInt8] = []) async throws -> RawHTTPResponse {
-        let connection = try await RawHTTPClient.connect(port: port)
+        let connection = try await RawHTTPClient.connect(port: port, host: host)
         defer { connection.close() }
         try await connection.send(Self.head(method, path, headers: headers, bodyCount: body.count) + body)
         return try await connection.readResponse(bodyless: method == "HEAD")

@@ -143,3 +143,33 @@ final class FixedRandom: RandomSource, @unchecked Sendable {
 
     func unit() -> Double { fixedUnit }
 }
+
+/// The real clock with short waits compressed: timers of at most `threshold` seconds run at once
+/// (in order, on a queue of their own), longer ones (the shutdown bound) after their real delay. For
+/// tests that care about what retries, trailing progress and journal batching do, not about how long
+/// they wait; dates and rates stay real.
+struct EagerScheduler: Scheduler {
+    let threshold: Double
+    private let clock = SystemClock()
+    private let queue = DispatchQueue(label: "eager-scheduler")
+
+    init(upTo threshold: Double = 1) {
+        self.threshold = threshold
+    }
+
+    func monotonic() -> Double { clock.monotonic() }
+
+    func now() -> Date { clock.now() }
+
+    @discardableResult
+    func schedule(after seconds: Double, _ work: @escaping @Sendable () -> Void) -> ScheduledTimer {
+        let timer = ScheduledTimer()
+        let run: @Sendable () -> Void = { if !timer.isCancelled { work() } }
+        if seconds <= threshold {
+            queue.async(execute: run)
+        } else {
+            queue.asyncAfter(deadline: .now() + seconds, execute: run)
+        }
+        return timer
+    }
+}

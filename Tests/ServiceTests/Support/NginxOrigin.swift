@@ -4,8 +4,21 @@ import Glibc
 /// A real nginx for integration tests: temp prefix directory, one worker, `daemon off`, listening
 /// on a free 127.0.0.1 port (found by binding port 0, then released). Files go in `html/` (plain GETs
 /// throttled to `limitRate` when given, range requests not); the
-/// access log records each request's Range and If-Range. Always call `stop()`.
+/// access log records each request's Range and If-Range, protocol and TLS version. With `tls` it
+/// speaks HTTPS (HTTP/2 offered through ALPN when `http2`), on `[::1]` too with `ipv6`.
+/// Always call `stop()`.
 final class NginxOrigin: @unchecked Sendable {
+    /// HTTPS settings.
+    struct TLS {
+        var certificate: String
+        var key: String
+        /// Offer HTTP/2 through ALPN.
+        var http2 = true
+        /// nginx's `ssl_protocols`, e.g. "TLSv1.1" for an origin this service must refuse.
+        var protocols = "TLSv1.2 TLSv1.3"
+        /// nginx's `ssl_ciphers` (`@SECLEVEL=0` lets OpenSSL 3 offer TLS 1.1 at all).
+        var ciphers = "HIGH:!aNULL"
+    }
     static let binaryCandidates = ["/usr/sbin/nginx", "/usr/bin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx"]
 
     /// The nginx binary, or nil when it is not installed.
@@ -19,10 +32,18 @@ final class NginxOrigin: @unchecked Sendable {
     let port: UInt16
     private let process = Process()
 
-    var baseURL: String { "http://127.0.0.1:\(port)" }
+    private let secure: Bool
 
-    /// Starts nginx serving `files` (name → bytes), each location throttled to `limitRate` bytes/s when given.
-    init(files: [String: [UInt8]], limitRate: Int? = nil) throws {
+    /// The IPv4 address it listens on (127.0.0.1 unless told otherwise).
+    let address: String
+
+    /// `http://127.0.0.1:<port>`, or `https://localhost:<port>` with TLS (the name the certificates carry).
+    var baseURL: String { secure ? "https://localhost:\(port)" : "http://\(address):\(port)" }
+
+    /// Starts nginx serving `files` (name → bytes), each location throttled to `limitRate` bytes/s when given,
+    /// on `address`:`port` (0: a free port), and on [::1] too with `ipv6`.
+    init(files: [String: [UInt8]], limitRate: Int? = nil, tls: TLS? = nil, ipv6: Bool = false, address: String = "127.0.0.1",
+         port: UInt16 = 0) throws {
         guard let binary = Self.binary else { throw Failure(description: "nginx is not installed") }
         prefix = FileManager.default.temporaryDirectory.appendingPathComponent("nginx-\(UUID().uuidString)")
         let html = prefix.appendingPathComponent("html")
@@ -30,7 +51,15 @@ final class NginxOrigin: @unchecked Sendable {
             try FileManager.default.createDirectory(at: prefix.appendingPathComponent(dir), withIntermediateDirectories: true)
         }
         for (name, bytes) in files { try Data(bytes).write(to: html.appendingPathComponent(name)) }
-        port = try Self.freePort()
+        self.port = port == 0 ? try Self.freePort() : port
+        self.address = address
+        secure = tls != nil
+        var listen = tls.map { "ssl" + ($0.http2 ? " http2" : "") } ?? ""
+        listen = "listen \(address):\(self.port) \(listen);" + (ipv6 ? " listen [::1]:\(self.port) \(listen);" : "")
+        let tlsLines = tls.map { """
+            ssl_certificate \($0.certificate); ssl_certificate_key \($0.key);
+                    ssl_protocols \($0.protocols); ssl_ciphers \($0.ciphers);
+            """ } ?? ""
         let user = geteuid() == 0 ? "user root root;\n" : ""
         // Throttled plain GETs (so a test can pause mid-body); range requests go at full speed.
         let rateMap = "map $http_range $origin_rate { \"\" \(limitRate ?? 0); default 0; }"
@@ -42,7 +71,7 @@ final class NginxOrigin: @unchecked Sendable {
         events { worker_connections 64; }
         http {
             default_type application/octet-stream;
-            log_format ranges '$request_uri|$status|$http_range|$http_if_range';
+            log_format ranges '$request_uri|$status|$http_range|$http_if_range|$server_protocol|$ssl_protocol';
             access_log \(prefix.path)/logs/access.log ranges;
             client_body_temp_path \(prefix.path)/tmp/body;
             proxy_temp_path \(prefix.path)/tmp/proxy;
@@ -52,7 +81,8 @@ final class NginxOrigin: @unchecked Sendable {
             sendfile on;
             \(rateMap)
             server {
-                listen 127.0.0.1:\(port);
+                \(listen)
+                \(tlsLines)
                 root \(html.path);
                 location / { limit_rate $origin_rate; }
             }
@@ -74,7 +104,7 @@ final class NginxOrigin: @unchecked Sendable {
         }
     }
 
-    /// Access log lines: `uri|status|range|if-range` (`-` for an absent header).
+    /// Access log lines: `uri|status|range|if-range|protocol|tls version` (`-` for an absent header).
     func accessLog() -> [[String]] {
         let text = (try? String(contentsOfFile: prefix.path + "/logs/access.log", encoding: .utf8)) ?? ""
         return text.split(separator: "\n").map { $0.split(separator: "|", omittingEmptySubsequences: false).map(String.init) }
@@ -109,7 +139,13 @@ final class NginxOrigin: @unchecked Sendable {
         while Date() < deadline {
             guard process.isRunning else { throw Failure(description: "nginx exited with \(process.terminationStatus)") }
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            let connected = OriginSocket.connectToLoopback(fd, port: port)
+            var target = sockaddr_in()
+            target.sin_family = sa_family_t(AF_INET)
+            target.sin_port = port.bigEndian
+            inet_pton(AF_INET, address, &target.sin_addr)
+            let connected = withUnsafePointer(to: &target) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
             close(fd)
             if connected == 0 { return }
             usleep(20_000)  // Start-up poll: nginx gives no other readiness signal.

@@ -32,7 +32,7 @@ extension TestOrigin {
     // MARK: One connection
 
     fileprivate func serve(_ fd: Int32, connection: Int) {
-        OriginSocket.setReceiveTimeout(fd, seconds: 10)
+        OriginSocket.setReceiveTimeout(fd, seconds: state.withLock { $0.settings.idleTimeout })
         var pending: [UInt8] = []
         var scratch = [UInt8](repeating: 0, count: 64 * 1024)
         while !stopped {
@@ -54,7 +54,8 @@ extension TestOrigin {
                     return
                 }
                 let response = decide(request)
-                let clientCloses = request.header("connection")?.lowercased() == "close" || version == "HTTP/1.0"
+                let keepOpen = state.withLock { $0.settings.ignoreConnectionClose }
+                let clientCloses = !keepOpen && (request.header("connection")?.lowercased() == "close" || version == "HTTP/1.0")
                 guard write(response, to: fd, clientCloses: clientCloses) else { return }
                 if response.close || clientCloses || response.cutAfter != nil || response.stallAfter != nil { return }
             }
@@ -113,7 +114,14 @@ extension TestOrigin {
         }
         if response.close || clientCloses { head += "Connection: close\r\n" }
         head += "\r\n"
-        guard OriginSocket.send(fd, head) else { return false }
+        if let delay = state.withLock({ $0.settings.headByteDelay }) {
+            for byte in head.utf8 {
+                guard !stopped, withUnsafeBytes(of: byte, { OriginSocket.send(fd, $0) }) else { return false }
+                usleep(useconds_t(delay * 1_000_000))  // Pacing the origin, not synchronising a test.
+            }
+        } else {
+            guard OriginSocket.send(fd, head) else { return false }
+        }
         switch response.body {
         case .none:
             return true
@@ -121,9 +129,17 @@ extension TestOrigin {
             return body.withUnsafeBytes { OriginSocket.send(fd, $0) }
         case .resource(let seed, let range):
             let limit = min(range.count, response.cutAfter ?? response.stallAfter ?? range.count)
-            guard sendBody(fd, seed: seed, range: range.lowerBound..<(range.lowerBound + limit)) else { return false }
+            if let declared = response.announcedLength, declared < limit {
+                // Bytes past the announced end come in a write of their own, a moment later.
+                guard sendBody(fd, seed: seed, range: range.lowerBound..<(range.lowerBound + declared)) else { return false }
+                usleep(50_000)  // Pacing the origin, not synchronising a test.
+                return sendBody(fd, seed: seed, range: (range.lowerBound + declared)..<(range.lowerBound + limit))
+            }
+            guard sendBody(fd, seed: seed, range: range.lowerBound..<(range.lowerBound + limit), chunked: response.chunked,
+                           lastChunk: limit == range.count) else { return false }
             if response.cutAfter != nil {
                 if let path = response.changeVersionOf { changeVersion(path: path) }  // Before the client can ask again.
+                if let resize = response.resizeTo { resizeKeepingValidators(path: resize.path, size: resize.size) }
                 if response.reset {
                     OriginSocket.resetOnClose(fd)  // serve() closes it: RST instead of FIN.
                 } else {
@@ -140,7 +156,8 @@ extension TestOrigin {
     }
 
     /// Sends body bytes in chunks, throttled when `bytesPerSecond` is set (checked per chunk).
-    fileprivate func sendBody(_ fd: Int32, seed: UInt64, range: Range<Int>) -> Bool {
+    /// `chunked`: in chunked coding, ending with the last chunk when `lastChunk`.
+    fileprivate func sendBody(_ fd: Int32, seed: UInt64, range: Range<Int>, chunked: Bool = false, lastChunk: Bool = true) -> Bool {
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         var offset = range.lowerBound
         while offset < range.upperBound {
@@ -151,14 +168,15 @@ extension TestOrigin {
             let sent = buffer.withUnsafeMutableBytes { raw -> Bool in
                 let slice = UnsafeMutableRawBufferPointer(rebasing: raw[0..<chunk])
                 OriginBody.fill(slice, seed: seed, offset: offset)
-                return OriginSocket.send(fd, UnsafeRawBufferPointer(slice))
+                if chunked && !OriginSocket.send(fd, String(chunk, radix: 16) + "\r\n") { return false }
+                return OriginSocket.send(fd, UnsafeRawBufferPointer(slice)) && (!chunked || OriginSocket.send(fd, "\r\n"))
             }
             guard sent else { return false }
             state.withLock { $0.bodyBytesSent += Int64(chunk) }
             offset += chunk
             if rate != nil { usleep(50_000) }  // Pacing the origin, not synchronising a test.
         }
-        return true
+        return !chunked || !lastChunk || OriginSocket.send(fd, "0\r\n\r\n")
     }
 
     /// Holds a stalled connection until the peer leaves, `stallBound` passes or the origin stops.

@@ -21,6 +21,17 @@ struct OriginResponse: Equatable {
     var reset = false
     /// After `cutAfter` bytes and before closing, bump this resource's version (`.changeVersion`).
     var changeVersionOf: String?
+    /// After `cutAfter` bytes and before closing, give this resource that size (`.resize`).
+    var resizeTo: Resize?
+
+    struct Resize: Equatable {
+        var path: String
+        var size: Int
+    }
+    /// Send the body with chunked transfer coding.
+    var chunked = false
+    /// The Content-Length sent when it is not the body's length (`contentLengthDelta`).
+    var announcedLength: Int?
     /// Close the connection after the response.
     var close: Bool
 }
@@ -80,6 +91,8 @@ enum OriginResponder {
         if let lastModified { fields.append(.init(name: "Last-Modified", value: lastModified)) }
         if !settings.ignoreRanges { fields.append(.init(name: "Accept-Ranges", value: "bytes")) }
         fields.append(.init(name: "Content-Type", value: "application/octet-stream"))
+        if let encoding = settings.contentEncoding { fields.append(.init(name: "Content-Encoding", value: encoding)) }
+        if let disposition = settings.contentDisposition { fields.append(.init(name: "Content-Disposition", value: disposition)) }
 
         var status = 200
         var range = 0..<resource.size
@@ -106,14 +119,22 @@ enum OriginResponder {
         var response = OriginResponse(status: status, headers: fields,
                                       body: method == "HEAD" ? .none : .resource(seed: resource.seed, range: range),
                                       close: settings.closeDelimited)
-        if !settings.closeDelimited || method == "HEAD" {
-            response.headers.append(.init(name: "Content-Length", value: String(range.count)))
+        if settings.chunked && method == "GET" {
+            response.headers.append(.init(name: "Transfer-Encoding", value: "chunked"))
+            response.chunked = true
+        } else if !settings.closeDelimited || method == "HEAD" {
+            response.headers.append(.init(name: "Content-Length", value: String(max(0, range.count + settings.contentLengthDelta))))
+            if settings.contentLengthDelta != 0 {
+                response.close = true
+                response.announcedLength = max(0, range.count + settings.contentLengthDelta)
+            }
         }
         switch fault {
         case .cut(let after)?: response.cutAfter = after
         case .stall(let after)?: response.stallAfter = after
         case .reset(let after)?: (response.cutAfter, response.reset) = (after, true)
         case .changeVersion(let after)?: (response.cutAfter, response.changeVersionOf) = (after, path)
+        case .resize(let after, let size)?: (response.cutAfter, response.resizeTo) = (after, .init(path: path, size: size))
         default: break
         }
         return response

@@ -9,20 +9,48 @@ import Glibc
 enum OriginSocket {
     /// A listening TCP socket on 127.0.0.1 with a kernel-chosen port.
     static func listenOnLoopback(backlog: Int32 = 128) throws -> (fd: Int32, port: UInt16) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        try listen(on: "127.0.0.1", port: 0, backlog: backlog)
+    }
+
+    /// A listening TCP socket on `address` (IPv4 or IPv6, e.g. "127.0.0.2", "::1") and `port` (0: the
+    /// kernel chooses); the port it got.
+    static func listen(on address: String, port: UInt16, backlog: Int32 = 128) throws -> (fd: Int32, port: UInt16) {
+        let family = address.contains(":") ? AF_INET6 : AF_INET
+        let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw OriginError("socket: errno \(errno)") }
         var one: Int32 = 1
         _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        guard bindToLoopback(fd, port: 0) == 0, listen(fd, backlog) == 0 else {
+        if family == AF_INET6 { _ = setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &one, socklen_t(MemoryLayout<Int32>.size)) }
+        guard bind(fd, address: address, port: port) == 0, Glibc.listen(fd, backlog) == 0 else {
             let code = errno
             close(fd)
-            throw OriginError("bind/listen: errno \(code)")
+            throw OriginError("bind/listen \(address):\(port): errno \(code)")
         }
-        guard let port = localPort(fd) else {
+        guard let bound = localPort(fd) else {
             close(fd)
             throw OriginError("getsockname: errno \(errno)")
         }
-        return (fd, port)
+        return (fd, bound)
+    }
+
+    /// bind(2) to `address`:`port`; bind's result (0, or -1 with errno set).
+    static func bind(_ fd: Int32, address: String, port: UInt16) -> Int32 {
+        if address.contains(":") {
+            var v6 = sockaddr_in6()
+            v6.sin6_family = sa_family_t(AF_INET6)
+            v6.sin6_port = port.bigEndian
+            guard inet_pton(AF_INET6, address, &v6.sin6_addr) == 1 else { errno = EINVAL; return -1 }
+            return withUnsafePointer(to: &v6) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+            }
+        }
+        var v4 = sockaddr_in()
+        v4.sin_family = sa_family_t(AF_INET)
+        v4.sin_port = port.bigEndian
+        guard inet_pton(AF_INET, address, &v4.sin_addr) == 1 else { errno = EINVAL; return -1 }
+        return withUnsafePointer(to: &v4) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
     }
 
     /// 127.0.0.1:`port` as a socket address.
@@ -38,7 +66,7 @@ enum OriginSocket {
     static func bindToLoopback(_ fd: Int32, port: UInt16) -> Int32 {
         var address = loopbackAddress(port: port)
         return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
     }
 
@@ -51,14 +79,18 @@ enum OriginSocket {
         }
     }
 
-    /// The local port of a bound socket (getsockname(2)); nil on failure (errno set).
+    /// The local port of a bound socket, IPv4 or IPv6 (getsockname(2)); nil on failure (errno set).
     static func localPort(_ fd: Int32) -> UInt16? {
-        var address = sockaddr_in()
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        var address = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let named = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
         }
-        return named == 0 ? UInt16(bigEndian: address.sin_port) : nil
+        guard named == 0 else { return nil }
+        return withUnsafeBytes(of: &address) { raw in
+            // sin_port and sin6_port sit at the same offset, right after the family.
+            UInt16(bigEndian: raw.loadUnaligned(fromByteOffset: 2, as: UInt16.self))
+        }
     }
 
     /// Accepts one connection; nil once the listening socket is shut down.

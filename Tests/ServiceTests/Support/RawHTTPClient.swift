@@ -41,21 +41,36 @@ final class RawHTTPClient: @unchecked Sendable {
         if !closed { Glibc.close(fd) }
     }
 
-    /// Connects to `host:port` (loopback by default).
-    static func connect(port: Int, host: String = "127.0.0.1", timeout: Double = 10) async throws -> RawHTTPClient {
+    /// Connects to `host:port` (loopback by default; an IPv6 address such as "::1" works too).
+    /// `receiveBuffer`: a small socket receive buffer, for a client that reads slowly (or not at all).
+    static func connect(port: Int, host: String = "127.0.0.1", timeout: Double = 10,
+                        receiveBuffer: Int32? = nil) async throws -> RawHTTPClient {
         try await onQueue(DispatchQueue.global()) {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            let family = host.contains(":") ? AF_INET6 : AF_INET
+            let fd = socket(family, Int32(SOCK_STREAM.rawValue), 0)
             guard fd >= 0 else { throw RawHTTPClientError(description: "socket: errno \(errno)") }
+            if var size = receiveBuffer {
+                setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+            }
             var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - floor(timeout)) * 1_000_000))
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
             setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-            var addr = sockaddr_in()
-            addr.sin_family = sa_family_t(AF_INET)
-            addr.sin_port = UInt16(port).bigEndian
-            inet_pton(AF_INET, host, &addr.sin_addr)
-            let rc = withUnsafePointer(to: &addr) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            let rc: Int32
+            if family == AF_INET6 {
+                var addr = sockaddr_in6()
+                addr.sin6_family = sa_family_t(AF_INET6)
+                addr.sin6_port = UInt16(port).bigEndian
+                inet_pton(AF_INET6, host, &addr.sin6_addr)
+                rc = withUnsafePointer(to: &addr) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+                }
+            } else {
+                var addr = sockaddr_in()
+                addr.sin_family = sa_family_t(AF_INET)
+                addr.sin_port = UInt16(port).bigEndian
+                inet_pton(AF_INET, host, &addr.sin_addr)
+                rc = withUnsafePointer(to: &addr) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
                 }
             }
             guard rc == 0 else {
@@ -214,6 +229,11 @@ final class RawHTTPClient: @unchecked Sendable {
             if !client.buffer.isEmpty { return false }
             return try !client.fill()
         }
+    }
+
+    /// Exactly `count` body bytes (after `readResponseHead`).
+    func readExactBody(count: Int) async throws -> [UInt8] {
+        try await run { client in try client.readExactly(count) }
     }
 
     /// Everything until the server closes.

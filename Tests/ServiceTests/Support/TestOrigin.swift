@@ -19,7 +19,10 @@ import Glibc
 /// - `update { $0.… }` for `Settings`: validators (strong / weak ETag / ETag only / Last-Modified only /
 ///   none), `ignoreRanges` (always 200), `wrongContentRangeStart` (206 starting one byte off the
 ///   requested start), `bytesPerSecond` (throttle, so a cancel can land mid-body), `closeDelimited`
-///   (no Content-Length; the body ends when the connection closes), `stallBound`.
+///   (no Content-Length; the body ends when the connection closes), `stallBound`, `headByteDelay`
+///   (a slow head), `contentEncoding`, `contentDisposition`, `chunked`, `contentLengthDelta` (a
+///   Content-Length that lies either way).
+/// - `resizeKeepingValidators(path:size:)`: another size under the same validators.
 /// - `changeVersion(path:)`: a new body, a new ETag and a newer Last-Modified.
 /// - `redirect(from:to:status:)`: a 3xx (302 by default) to another path; chains work (`/a`→`/b`→`/file`).
 ///   Redirect hops carry their own ETag/Last-Modified that must never be kept by a client.
@@ -68,6 +71,9 @@ final class TestOrigin: Sendable {
         /// Send `afterBodyBytes` bytes, replace the resource by a new version (new bytes and ETag),
         /// then close: a resume with `If-Range` gets the whole new body.
         case changeVersion(afterBodyBytes: Int)
+        /// Send `afterBodyBytes` bytes, change the resource's size to `size` keeping its validators
+        /// (`resizeKeepingValidators`), then close.
+        case resize(afterBodyBytes: Int, to: Int)
     }
 
     /// Behaviour switches; change them with `update`.
@@ -83,6 +89,21 @@ final class TestOrigin: Sendable {
         var closeDelimited = false
         /// Longest a `.stall` fault holds the connection, in seconds.
         var stallBound: Double = 10
+        /// Send response heads one byte at a time, this many seconds apart (a slow head).
+        var headByteDelay: Double? = nil
+        /// `Content-Encoding` sent with resource bodies (the bytes stay what they are), e.g. "gzip".
+        var contentEncoding: String? = nil
+        /// `Content-Disposition` sent with resource bodies.
+        var contentDisposition: String? = nil
+        /// Send resource bodies with `Transfer-Encoding: chunked` (no Content-Length).
+        var chunked = false
+        /// Announce this many bytes more (or, negative, fewer) than the body has, send the whole
+        /// body anyway and close: a short body, or bytes after the announced end.
+        var contentLengthDelta = 0
+        /// Keep connections open even when the client asks for `Connection: close`.
+        var ignoreConnectionClose = false
+        /// Seconds a connection may stay idle between requests before the origin closes it.
+        var idleTimeout = 10
     }
 
     /// Everything mutable, behind `state` (internal only for OriginConnection.swift).
@@ -111,8 +132,10 @@ final class TestOrigin: Sendable {
         var status: Int
     }
 
-    /// The port it listens on (127.0.0.1).
+    /// The port it listens on.
     let port: UInt16
+    /// The address it listens on (127.0.0.1 unless told otherwise, e.g. "::1" or "127.0.0.2").
+    let address: String
     /// The default resource's path.
     let path: String
     let listener: Int32
@@ -122,11 +145,13 @@ final class TestOrigin: Sendable {
     static let maxConnections = 64
     static let maxRecordedRequests = 10_000
 
-    /// Starts listening at once; `bodySize` bytes are served at `path`.
-    init(bodySize: Int = 1 << 20, path: String = "/file", settings: Settings = Settings()) throws {
-        let (fd, port) = try OriginSocket.listenOnLoopback()
+    /// Starts listening at once on `address`:`port` (0: any free port); `bodySize` bytes are served at `path`.
+    init(bodySize: Int = 1 << 20, path: String = "/file", settings: Settings = Settings(), address: String = "127.0.0.1",
+         port: UInt16 = 0) throws {
+        let (fd, port) = try OriginSocket.listen(on: address, port: port)
         self.listener = fd
         self.port = port
+        self.address = address
         self.path = path
         var initial = State()
         initial.settings = settings
@@ -141,8 +166,8 @@ final class TestOrigin: Sendable {
 
     // MARK: URLs and expected content
 
-    /// `http://127.0.0.1:<port>`.
-    var baseURL: String { "http://127.0.0.1:\(port)" }
+    /// `http://127.0.0.1:<port>` (or the address it listens on, IPv6 in brackets).
+    var baseURL: String { "http://\(address.contains(":") ? "[\(address)]" : address):\(port)" }
     /// The default resource's URL.
     var url: String { baseURL + path }
     /// The URL of `path`.
@@ -168,6 +193,12 @@ final class TestOrigin: Sendable {
     /// Serves another deterministic body at `path`.
     func addResource(path: String, size: Int) {
         state.withLock { $0.resources[path] = OriginResource(path: path, size: size, version: 1) }
+    }
+
+    /// Changes the size of the body at `path` and nothing else: same bytes where the two overlap,
+    /// same ETag and Last-Modified (an origin whose validators lie).
+    func resizeKeepingValidators(path: String? = nil, size: Int) {
+        state.withLock { $0.resources[path ?? self.path]?.size = size }
     }
 
     /// Replaces the body at `path` by a new version (new bytes, new ETag, newer Last-Modified).

@@ -12,9 +12,10 @@ import Testing
         (CURLE_PARTIAL_FILE, .connection),
         (CURLE_GOT_NOTHING, .connection),
         (CURLE_SSL_CONNECT_ERROR, .connection),
-        (CURLE_PEER_FAILED_VERIFICATION, .connection),
+        (CURLE_PEER_FAILED_VERIFICATION, .tlsCertificate),
+        (CURLE_SSL_CIPHER, .tlsHandshake),
         (CURLE_UNSUPPORTED_PROTOCOL, .connection),
-        (CURLE_OPERATION_TIMEDOUT, .timeout),
+        (CURLE_OPERATION_TIMEDOUT, .connectTimeout),
         (CURLE_TOO_MANY_REDIRECTS, .tooManyRedirects),
         (CURLE_FILESIZE_EXCEEDED, .tooLarge),
     ])
@@ -39,5 +40,41 @@ import Testing
                                            redirected: false).kind == .connection)
         #expect(CurlFailureMapping.failure(for: CURLE_RECV_ERROR, detail: "x", blockedAddress: nil,
                                            redirected: true).kind == .connection)
+    }
+
+    @Test func aHandshakeIsLastingOnlyWithAFatalAlertThatIsNotAClose() {
+        func kind(_ alert: TLSAlert?) -> TransferFailure.Kind {
+            CurlFailureMapping.failure(for: CURLE_SSL_CONNECT_ERROR,
+                                       .init(detail: "x", host: "files.test", handshakeAlert: alert)).kind
+        }
+        #expect(kind(nil) == .connection)  // A reset during the handshake.
+        #expect(kind(TLSAlert(sent: true, description: "decode error", causedByEOF: true)) == .connection)
+        #expect(kind(TLSAlert(sent: true, description: "protocol version", causedByEOF: false)) == .tlsHandshake)
+        #expect(kind(TLSAlert(sent: false, description: "handshake failure", causedByEOF: false)) == .tlsHandshake)
+        let failure = CurlFailureMapping.failure(for: CURLE_SSL_CONNECT_ERROR, .init(
+            detail: "error:0A00042E:SSL routines::tlsv1 alert protocol version", host: "files.test",
+            handshakeAlert: TLSAlert(sent: false, description: "protocol version", causedByEOF: false)))
+        #expect(failure.message == "the TLS handshake with files.test failed (fatal alert 'protocol version', refused by files.test): "
+                + "error:0A00042E:SSL routines::tlsv1 alert protocol version")
+    }
+
+    @Test func aCertificateNamesTheHostOrTheProxy() {
+        let origin = CurlFailureMapping.failure(for: CURLE_PEER_FAILED_VERIFICATION,
+                                                .init(detail: "SSL certificate problem: certificate has expired", host: "files.test"))
+        #expect(origin.message == "the TLS certificate of files.test does not verify: SSL certificate problem: certificate has expired")
+        let proxy = CurlFailureMapping.failure(for: CURLE_PEER_FAILED_VERIFICATION,
+                                               .init(detail: "d", host: "files.test", tlsProxyHost: "proxy.test"))
+        #expect(proxy.message == "the TLS certificate of the upstream proxy proxy.test does not verify: d")
+    }
+
+    @Test func theProxysAnswerToConnect() {
+        func kind(_ status: Int) -> TransferFailure.Kind {
+            CurlFailureMapping.failure(for: CURLE_RECV_ERROR, .init(detail: "x", host: "h", proxyStatus: status)).kind
+        }
+        #expect(kind(407) == .proxyAuth)
+        #expect(kind(403) == .proxyRefused)
+        #expect(kind(0) == .connection)
+        #expect(kind(503) == .connection)
+        #expect(kind(429) == .connection)
     }
 }

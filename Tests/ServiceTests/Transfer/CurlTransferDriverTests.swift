@@ -345,7 +345,98 @@ import Testing
         request.connectTimeout = 0.5
         let recorder = try await Self.attempt(request)
 
-        #expect(try await recorder.failureKind() == .timeout)
+        #expect(try await recorder.failureKind() == .connectTimeout)
+    }
+
+    @Test func aTLSHandshakeThatNeverAnswersIsAConnectTimeout() async throws {
+        let listener = try RawListener(.neverAnswer)
+        defer { listener.stop() }
+        var request = TransferRequest.test("https://127.0.0.1:\(listener.port)/file")
+        request.connectTimeout = 0.5
+        let recorder = try await Self.attempt(request)
+
+        #expect(try await recorder.failureKind() == .connectTimeout)
+        #expect(listener.bytesReceived > 0)  // The ClientHello went out.
+    }
+
+    @Test func aServerThatAcceptsAndNeverAnswersIsAHeadTimeout() async throws {
+        let listener = try RawListener(.neverAnswer)
+        defer { listener.stop() }
+        var request = TransferRequest.test("http://127.0.0.1:\(listener.port)/file", stallTimeout: 0.2)
+        request.headTimeout = 0.6
+        let start = Date()
+        let recorder = try await Self.attempt(request)
+
+        guard case .failure(let failure) = try await recorder.outcome() else { Issue.record("fetched"); return }
+        #expect(failure.kind == .headTimeout)
+        #expect(failure.message == "no response head from 127.0.0.1 within 0.6 s of sending the request")
+        #expect(Date().timeIntervalSince(start) >= 0.6)
+        #expect(recorder.heads.isEmpty)
+    }
+
+    @Test func aTricklingHeadIsBoundedInTotalNotByIdleTime() async throws {
+        let origin = try TestOrigin(bodySize: 10)
+        defer { origin.stop() }
+        origin.update { $0.headByteDelay = 0.02 }  // ~250 bytes of head: about 5 s in all.
+        var request = TransferRequest.test(origin.url, stallTimeout: 0.3)
+        request.headTimeout = 1
+        let recorder = try await Self.attempt(request)
+
+        #expect(try await recorder.failureKind() == .headTimeout)
+        #expect(recorder.heads.isEmpty)
+    }
+
+    @Test func aSlowHeadWithinTheHeadTimeoutIsFine() async throws {
+        let origin = try TestOrigin(bodySize: 10)
+        defer { origin.stop() }
+        origin.update { $0.headByteDelay = 0.002 }
+        var request = TransferRequest.test(origin.url, stallTimeout: 0.2)
+        request.headTimeout = 10
+        let recorder = try await Self.attempt(request)
+
+        guard case .success = try await recorder.outcome() else { Issue.record("failed"); return }
+        #expect(recorder.sink.bytes == origin.expectedBody())
+    }
+
+    @Test func bytesAfterTheAnnouncedEndAreSeenWhateverTheReadsLookLike() async throws {
+        for size in [10, 100_000, 1_000_000] {
+            let origin = try TestOrigin(bodySize: size)
+            defer { origin.stop() }
+            origin.update { $0.contentLengthDelta = -1 }  // The last byte comes 50 ms after the others.
+            let recorder = try await Self.attempt(.test(origin.url))
+
+            #expect(try await recorder.failureKind() == .contentLengthMismatch, "\(size)")
+            #expect(recorder.sink.count == size - 1)
+        }
+    }
+
+    @Test func aBodyCutBeforeItsAnnouncedEndIsAConnectionFailure() async throws {
+        let origin = try TestOrigin(bodySize: 100_000)
+        defer { origin.stop() }
+        origin.update { $0.contentLengthDelta = 1 }
+        let recorder = try await Self.attempt(.test(origin.url))
+
+        guard case .failure(let failure) = try await recorder.outcome() else { Issue.record("fetched"); return }
+        #expect(failure.kind == .connection)
+        #expect(failure.message == "the body ended after 100000 of the 100001 bytes its Content-Length announced")
+    }
+
+    @Test func anOriginThatKeepsTheConnectionOpenAfterACompleteBodyIsDoneAfterAGrace() async throws {
+        let origin = try TestOrigin(bodySize: 100_000)
+        defer { origin.stop() }
+        origin.update {
+            $0.ignoreConnectionClose = true
+            $0.idleTimeout = 120  // Longer than the wait below: only the transfer's own grace can end it.
+        }
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+        let recorder = TransferRecorder()
+        _ = driver.start(.test(origin.url, stallTimeout: 100), delegate: recorder)
+        let summary = try await recorder.outcome(timeout: 60).get()
+
+        #expect(summary.bodyBytes == 100_000)
+        #expect(recorder.sink.bytes == origin.expectedBody())
+        #expect(origin.requests().first?.header("connection") == "close")
     }
 
     @Test func connectionRefusedIsAConnectionFailure() async throws {

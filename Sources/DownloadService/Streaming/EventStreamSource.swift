@@ -2,35 +2,63 @@ import DownloaderEngine
 import Foundation
 import MiniHTTPServer
 
-/// Writes a subscription's events to one progress stream as Server-Sent Events (see
-/// `EventStreamCursor` for what is written). The async frame is kept small on purpose: an idle
-/// stream's task keeps its frames' memory, 10 000 streams keep 10 000 of them.
-struct EventStreamWriter: Sendable {
-    let writer: any ResponseBodyWriter
-    let firstID: UInt64
-    let eventData: EventDataCache
+/// One progress stream's body: the subscription's events as Server-Sent Events (see
+/// `EventStreamCursor` for what is written), fed by the connection's event loop (`PushSource`): no
+/// task per stream, so an idle stream costs its queue and its cursor. While the connection's
+/// output is above its high watermark the stream takes nothing (progress is conflated meanwhile).
+final class EventStreamSource: PushSource, @unchecked Sendable {
+    private let subscription: DownloadSubscription
+    private let eventData: EventDataCache
+    /// The stream's place under `--max-subscribers-per-download`, held until the stream ends.
+    private var lease: SubscriberQuota.Lease?
+    private let keepAlive: (comment: [UInt8], seconds: Double)?
+    // Loop thread only.
+    private var cursor: EventStreamCursor
+    private var started = false
 
-    /// Forwards events until the subscription ends or a terminal event has been written.
-    func forward(_ subscription: DownloadSubscription) async throws {
-        var cursor = EventStreamCursor(firstID: firstID)
-        for await received in subscription {
-            guard let frame = cursor.frame(for: received, of: subscription, eventData: eventData) else { continue }
-            try await writer.write(frame)
-            if cursor.ended { break }
-            // After a lifecycle event let the download's other streams write it too before this
-            // one goes on to the next event: all streams then write the same event at a time, and
-            // its shared encoding is not evicted back and forth (`EventDataCache` keeps one).
-            if cursor.lastWasLifecycle { await Task.yield() }
+    init(subscription: DownloadSubscription, firstID: UInt64, eventData: EventDataCache, lease: SubscriberQuota.Lease?,
+         keepAlive: (comment: [UInt8], seconds: Double)?) {
+        self.subscription = subscription
+        self.eventData = eventData
+        self.lease = lease
+        self.keepAlive = keepAlive
+        cursor = EventStreamCursor(firstID: firstID)
+    }
+
+    func produce(_ stream: PushStream) {
+        if !started {
+            started = true
+            if let keepAlive { stream.setIdleHeartbeat(keepAlive.comment, after: keepAlive.seconds) }
         }
+        while stream.hasRoom {
+            switch subscription.poll(waker: { [weak stream] in stream?.wake() }) {
+            case .wait:
+                return
+            case .end:
+                stream.finish()
+                return
+            case .event(let event):
+                guard let frame = cursor.frame(for: event, eventData: eventData) else { continue }
+                stream.write(frame)
+                if cursor.ended {
+                    stream.finish()
+                    return
+                }
+            }
+        }
+    }
+
+    func ended(_ stream: PushStream, completed: Bool) {
+        subscription.cancel()
+        lease = nil
     }
 }
 
 /// What one progress stream writes, event by event: ids from `firstID` up (so a client's
-/// `Last-Event-ID` + 1 continues), `retry:` on the first event, nothing after a terminal event. A
-/// progress event is replaced by the download's newest progress when the subscription has one (a
-/// stream that fell behind writes the newest snapshot) and skipped when it is the one written last
-/// or when a lifecycle event (with a newer snapshot) is already waiting.
-/// Pure but for the closures it is given.
+/// `Last-Event-ID` + 1 continues), `retry:` on the first event, nothing after a terminal event, and
+/// a progress event not when it is the one written last. (Which progress a stream that fell behind
+/// gets, the newest or none before a waiting lifecycle event, the subscription decides.)
+/// Pure but for the closure it is given.
 struct EventStreamCursor {
     let firstID: UInt64
     private(set) var nextID: UInt64
@@ -45,28 +73,16 @@ struct EventStreamCursor {
         self.nextID = firstID
     }
 
-    /// `frame(for:newest:data:)` for a live subscription. Never inlined: inlined into the async
-    /// `forward`, its temporaries would enlarge the async frame that every idle stream keeps
-    /// (measured: 7 KiB more per stream).
-    @inline(never)
-    mutating func frame(for received: DownloadEvent, of subscription: DownloadSubscription, eventData: EventDataCache) -> [UInt8]? {
-        frame(for: received, newest: { subscription.newestProgress() },
-              superseded: { subscription.hasPendingLifecycleEvent },
-              data: { eventData.data(for: $0, encode: DownloadAPI.eventData) })
+    /// `frame(for:data:)` with the shared encodings.
+    mutating func frame(for event: DownloadEvent, eventData: EventDataCache) -> [UInt8]? {
+        frame(for: event, data: { eventData.data(for: $0, encode: DownloadAPI.eventData) })
     }
 
-    /// The bytes to write for `received`, or nil to write nothing.
-    mutating func frame(for received: DownloadEvent, newest: () -> DownloadEvent?, superseded: () -> Bool = { false },
-                        data: (DownloadEvent) -> String) -> [UInt8]? {
+    /// The bytes to write for `event`, or nil to write nothing.
+    mutating func frame(for event: DownloadEvent, data: (DownloadEvent) -> String) -> [UInt8]? {
         guard !ended else { return nil }
-        var event = received
         lastWasLifecycle = false
-        if case .progress = received {
-            // A lifecycle event with a newer snapshot is next (the first event is always written:
-            // a stream starts with the current snapshot).
-            if nextID != firstID, superseded() { return nil }
-            if let newer = newest() { event = newer }
-            let snapshot = event.snapshot
+        if case .progress(let snapshot) = event {
             if let last = lastProgress, last.bytes == snapshot.bytesWritten, last.updatedAt == snapshot.updatedAt {
                 return nil
             }

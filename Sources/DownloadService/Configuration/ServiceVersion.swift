@@ -1,0 +1,17 @@
+import DownloaderEngine
+
+/// The service's version and the libraries it runs with (`--version`).
+enum ServiceVersion {
+    static let current = "1.0"
+
+    /// `download-service 1.0`, then libcurl (with its TLS and HTTP/2 backends) and the TLS library
+    /// loaded, one per line.
+    static var report: String {
+        let backends = [LinkedLibraries.curlTLS] + (LinkedLibraries.http2.map { [$0] } ?? [])
+        return """
+        download-service \(current)
+        libcurl \(LinkedLibraries.curl) (\(backends.joined(separator: ", ")))
+        TLS library: \(LinkedLibraries.tls)
+        """
+    }
+}

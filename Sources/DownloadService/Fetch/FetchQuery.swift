@@ -1,0 +1,69 @@
+import DownloaderEngine
+
+/// The query of `GET /fetch?url=…` (optional `storage`, `sha256`, `size`). Pure.
+///
+/// `url` is percent-decoded once (`+` stays `+`), so an unencoded URL is taken as it is when it
+/// holds no `&`, `#` or `%`. Unknown parameters are ignored; any parameter given twice is refused.
+struct FetchQuery: Equatable {
+    var request: DownloadRequest
+
+    static func parse(_ query: String?) -> Result<FetchQuery, APIError> {
+        var values: [String: String] = [:]
+        for part in (query ?? "").split(separator: "&", omittingEmptySubsequences: true) {
+            let pair = part.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = String(pair[0])
+            guard values[name] == nil else {
+                return .failure(.badRequest(.invalidQuery, "the query parameter \(name) is given more than once"))
+            }
+            values[name] = pair.count > 1 ? String(pair[1]) : ""
+        }
+        guard let raw = values["url"], !raw.isEmpty else {
+            return .failure(.badRequest(.missingURL, "give the URL to fetch as ?url=<percent-encoded URL>"))
+        }
+        guard let url = percentDecoded(raw) else {
+            return .failure(.badRequest(.invalidQuery, "url is not valid percent-encoding"))
+        }
+        var storage = StorageClass.cache
+        if let text = values["storage"].flatMap(percentDecoded) ?? values["storage"] {
+            guard let parsed = StorageClass(rawValue: text) else {
+                return .failure(.badRequest(.invalidStorage, "storage must be cache or persistent"))
+            }
+            storage = parsed
+        }
+        var size: Int64?
+        if let text = values["size"] {
+            guard let parsed = Int64(text), parsed >= 0 else {
+                return .failure(.badRequest(.invalidSize, "size must be a non-negative integer"))
+            }
+            size = parsed
+        }
+        let sha = values["sha256"].flatMap(percentDecoded)
+        return .success(FetchQuery(request: DownloadRequest(url: url, storage: storage, sha256: sha, size: size)))
+    }
+
+    /// `%XX` decoded once; nil for a malformed escape or bytes that are not UTF-8. `+` is kept.
+    static func percentDecoded(_ text: String) -> String? {
+        guard text.utf8.contains(UInt8(ascii: "%")) else { return text }
+        var out: [UInt8] = []
+        out.reserveCapacity(text.utf8.count)
+        var bytes = text.utf8.makeIterator()
+        while let byte = bytes.next() {
+            guard byte == UInt8(ascii: "%") else {
+                out.append(byte)
+                continue
+            }
+            guard let high = bytes.next().flatMap(hexValue), let low = bytes.next().flatMap(hexValue) else { return nil }
+            out.append(high << 4 | low)
+        }
+        return String(validating: out, as: UTF8.self)
+    }
+
+    private static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}

@@ -1,0 +1,86 @@
+import DownloaderEngine
+import Foundation
+import Glibc
+import MiniHTTPServer
+
+/// The body of a streaming `/fetch` answer: the download's bytes sent from its file on disk as they
+/// land (`sendfile`, no buffer of its own; a slow client never slows the transfer or the others),
+/// fed by the connection's event loop (`PushSource`). Its reader's interest ends with the response.
+final class FetchStream: PushSource, @unchecked Sendable {
+    private let reader: DownloadReader
+    /// Seconds without a new byte after which the response is aborted (the engine's stall timeout).
+    private let patience: Double
+    // Loop thread only.
+    private var cursor: FetchCursor
+    private var file: ReadableFile?
+    private var watching = false
+    private var lastProgress: Double = 0
+
+    init(reader: DownloadReader, plan: FetchPlan.Streaming, patience: Double) {
+        self.reader = reader
+        self.patience = max(1, patience)
+        cursor = FetchCursor(plan)
+    }
+
+    func produce(_ stream: PushStream) {
+        if !watching {
+            watching = true
+            lastProgress = stream.loopSeconds
+            reader.watch { [weak stream] in stream?.wake() }
+            checkPatience(stream)
+        }
+        while true {
+            let tail = reader.state
+            switch cursor.step(tail) {
+            case .send(let from, let to):
+                guard let file = open(tail) else {
+                    stream.abort()
+                    return
+                }
+                stream.send(file, from: from, to: to)
+                cursor.sent(upTo: to)
+                lastProgress = stream.loopSeconds
+            case .finish:
+                stream.finish()
+                return
+            case .abort:
+                stream.abort()
+                return
+            case .wait:
+                return
+            }
+        }
+    }
+
+    func ended(_ stream: PushStream, completed: Bool) {
+        file = nil
+        reader.close()
+    }
+
+    /// The file holding the bytes: opened once per response and checked to be this version's (a
+    /// completed file is the same file renamed, so the open descriptor keeps serving it).
+    private func open(_ tail: TailState) -> ReadableFile? {
+        if let file { return file }
+        guard let opened = ReadableFile.open(tail.path) else { return nil }
+        if let expected = tail.file {
+            var st = stat()
+            guard fstat(opened.fd, &st) == 0, UInt64(st.st_dev) == expected.device, UInt64(st.st_ino) == expected.inode else {
+                return nil
+            }
+        }
+        file = opened
+        return opened
+    }
+
+    /// Every second: a response that got no new byte for `patience` seconds is aborted.
+    private func checkPatience(_ stream: PushStream) {
+        stream.after(1) { [weak self, weak stream] in
+            guard let self, let stream else { return }
+            if stream.loopSeconds - self.lastProgress >= self.patience {
+                stream.abort()
+            } else {
+                self.checkPatience(stream)
+            }
+        }
+    }
+}

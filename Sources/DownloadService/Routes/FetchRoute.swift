@@ -1,0 +1,198 @@
+import DownloaderEngine
+import Foundation
+import MiniHTTPServer
+import Synchronization
+
+/// `GET /fetch?url=…`: pull-through. The request joins (or starts, or resumes) the download of the
+/// URL as a reader whose interest lasts as long as its connection, and gets the body: the stored
+/// file when completed, else the bytes as they land (`FetchPlan`, `FetchStream`).
+extension DownloadAPI {
+    /// How long a `/fetch` queued behind `--max-concurrent` waits for a slot before `503 queued`.
+    static let queuedPatience: Double = 10
+    /// A bare `Range` on a download whose file changed within this many seconds is `409 changed`.
+    static let changedWindow: Double = 600
+
+    func fetch(_ request: Request) async -> Response {
+        let query: FetchQuery
+        switch FetchQuery.parse(request.query) {
+        case .success(let q): query = q
+        case .failure(let error): return error.response
+        }
+        if request.method == "HEAD" { return await fetchHead(query) }
+        let reader: DownloadReader
+        do {
+            reader = try engine.attachReader(query.request)
+        } catch {
+            return APIError(engineError: error).response
+        }
+        // A reader that joined a download not transferring right now waits for the origin's answer.
+        let awaitingHeadsAbove: UInt64? = reader.state.phase == .flowing ? nil : reader.state.heads
+        let changes = ChangeSignal()
+        reader.watch { changes.signal() }
+        var queuedFor: Double = 0
+        while true {
+            let tail = reader.state
+            let awaiting = awaitingHeadsAbove.map { tail.heads <= $0 } ?? false
+            let changed = engine.lastChange(id: reader.id).map { Date().timeIntervalSince($0) < Self.changedWindow } ?? false
+            let plan = FetchPlan.decide(id: reader.id, tail: tail, awaitingHead: awaiting, range: request.headers["Range"],
+                                        ifRange: request.headers["If-Range"], changedRecently: changed)
+            switch plan {
+            case .wait:
+                if Task.isCancelled {  // the client went away: nobody reads this answer
+                    reader.close()
+                    return APIError(status: 503, .queued, "the client went away").response
+                }
+                let queued = engine.snapshot(id: reader.id)?.state == .queued
+                queuedFor = queued ? queuedFor : 0
+                if queuedFor >= Self.queuedPatience {
+                    reader.close()
+                    return APIError(status: 503, .queued, "the download waits for a transfer slot; retry later",
+                                    headers: ["Retry-After": "10"]).response
+                }
+                let started = Date()
+                await changes.wait(seconds: 1)
+                if queued { queuedFor += Date().timeIntervalSince(started) }
+            case .serveStored:
+                reader.close()
+                return fetchStored(id: reader.id, tail: tail)
+            case .fail(let status, let failure):
+                reader.close()
+                return fetchFailure(status: status, failure, id: reader.id)
+            case .refuse(.changed):
+                reader.close()
+                return APIError(status: 409, .changed, "the file changed at the origin lately: send If-Range with the ETag of the bytes you hold, or fetch it whole",
+                                headers: fetchHeaders(id: reader.id)).response
+            case .refuse(.unsatisfiable(let total)):
+                reader.close()
+                var headers = fetchHeaders(id: reader.id)
+                headers["Content-Range"] = "bytes */\(total)"
+                return APIError(status: 416, .rangeNotSatisfiable, "the range starts beyond the file's \(total) bytes",
+                                headers: headers).response
+            case .stream(let streaming):
+                return streamResponse(streaming, reader: reader, tail: tail)
+            }
+        }
+    }
+
+    private func streamResponse(_ plan: FetchPlan.Streaming, reader: DownloadReader, tail: TailState) -> Response {
+        var headers = HTTPHeaders()
+        for (name, value) in fetchHeaders(id: reader.id) { headers[name] = value }
+        headers["Content-Type"] = tail.contentType ?? "application/octet-stream"
+        headers["Content-Disposition"] = FileHeaders.attachment(fileName: tail.fileName)
+        headers["ETag"] = plan.etag
+        headers["Accept-Ranges"] = "bytes"
+        if let range = plan.contentRange { headers["Content-Range"] = range }
+        let source = FetchStream(reader: reader, plan: plan, patience: engine.configuration.stallTimeout)
+        return Response(status: plan.status, headers: headers, body: .push(PushBody(length: plan.contentLength, source: source)))
+    }
+
+    /// A completed download, served as `GET /downloads/{id}/file`; an `If-Range` with the origin's
+    /// validator of the stored version is honoured too.
+    private func fetchStored(id: String, tail: TailState) -> Response {
+        var response = file(id: id, alsoMatching: [FetchPlan.etag(id: id, tail: tail)])
+        for (name, value) in fetchHeaders(id: id) { response.headers[name] = value }
+        if let type = tail.contentType, response.status < 300 { response.headers["Content-Type"] = type }
+        return response
+    }
+
+    private func fetchFailure(status: Int, _ failure: DownloadFailure, id: String?) -> Response {
+        let code = status == 504 ? APIError.Code.stalled.rawValue : failure.code.rawValue
+        var error = JSONObject()
+        error.append("code", .string(code))
+        error.append("message", .string(failure.message))
+        if let http = failure.httpStatus { error.append("httpStatus", .int(Int64(http))) }
+        var headers = HTTPHeaders()
+        if let id {
+            for (name, value) in fetchHeaders(id: id) { headers[name] = value }
+        }
+        return .json(status: status, JSONObject(["error": .object(error)]).bytes, headers: headers)
+    }
+
+    /// `HEAD /fetch` never starts a download: a stored file answers with its head, a running
+    /// download with the head it is streaming, anything else with one `HEAD` to the origin (under the
+    /// same guard): a 2xx gives `200` with its length and type, anything else `502` as a `GET` would.
+    func fetchHead(_ query: FetchQuery) async -> Response {
+        if let (id, tail) = engine.peek(url: query.request.url) {
+            switch tail.phase {
+            case .completed:
+                return fetchStored(id: id, tail: tail)
+            case .flowing:
+                var headers = HTTPHeaders()
+                for (name, value) in fetchHeaders(id: id) { headers[name] = value }
+                headers["Content-Type"] = tail.contentType ?? "application/octet-stream"
+                headers["ETag"] = FetchPlan.etag(id: id, tail: tail)
+                headers["Accept-Ranges"] = "bytes"
+                return Response(headers: headers, body: .push(PushBody(length: tail.total, source: HeadOnly())))
+            case .waiting, .failed:
+                break
+            }
+        }
+        do {
+            switch try await engine.probe(query.request) {
+            case .head(let head):
+                var headers = HTTPHeaders()
+                headers["Content-Type"] = head.contentType ?? "application/octet-stream"
+                return Response(headers: headers, body: .push(PushBody(length: head.contentLength, source: HeadOnly())))
+            case .failed(let failure):
+                return fetchFailure(status: 502, failure, id: nil)
+            }
+        } catch {
+            return APIError(engineError: error).response
+        }
+    }
+
+    /// Every `/fetch` answer about a download names it, and where to watch it.
+    func fetchHeaders(id: String) -> [String: String] {
+        ["X-Download-Id": id, "Link": "</downloads/\(id)/progress>; rel=\"progress\""]
+    }
+}
+
+/// The body of a `HEAD` answer that describes a body of a known length without sending one.
+final class HeadOnly: PushSource {
+    func produce(_ stream: PushStream) { stream.abort() }
+    func ended(_ stream: PushStream, completed: Bool) {}
+}
+
+/// Wakes one waiting task when the reader's view changes (bounded waits; cancellation ends them).
+final class ChangeSignal: Sendable {
+    private let state = Mutex<(pending: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+
+    func signal() {
+        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            defer { s.waiter = nil }
+            if s.waiter == nil { s.pending = true }
+            return s.waiter
+        }
+        waiter?.resume()
+    }
+
+    /// Returns on a change (also one since the last wait), after `seconds`, or when cancelled.
+    func wait(seconds: Double) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.nextChange() }
+            group.addTask { try? await Task.sleep(nanoseconds: UInt64(seconds * 1e9)) }
+            await group.next()
+            group.cancelAll()
+            self.signal()  // release a waiter the group left behind
+            self.state.withLock { $0.pending = false }
+        }
+    }
+
+    private func nextChange() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { s -> Bool in
+                    if s.pending || Task.isCancelled {
+                        s.pending = false
+                        return true
+                    }
+                    s.waiter = c
+                    return false
+                }
+                if now { c.resume() }
+            }
+        } onCancel: {
+            self.signal()
+        }
+    }
+}

@@ -1,0 +1,88 @@
+import Foundation
+import Synchronization
+
+/// The origin's answer to one `HEAD` (`DownloadEngine.probe`).
+public struct OriginHead: Sendable, Equatable {
+    public var status: Int
+    public var contentLength: Int64?
+    public var contentType: String?
+}
+
+/// What a probe found: the origin's 2xx head, or the failure a download would report.
+public enum ProbeOutcome: Sendable, Equatable {
+    case head(OriginHead)
+    case failed(DownloadFailure)
+}
+
+extension DownloadEngine {
+    /// One `HEAD` to the origin of `request.url`, under the same SSRF guard and egress rules as a
+    /// download (checked at connect time, every redirect hop followed as a download would). Starts
+    /// no download. A 2xx gives its head; anything else is the failure a download would report.
+    public func probe(_ request: DownloadRequest) async throws(EngineError) -> ProbeOutcome {
+        let url = try URLNormalizer.normalize(request.url, allowCredentials: configuration.allowURLCredentials).get()
+        try egress.screen(url: url)
+        let c = configuration
+        let transfer = TransferRequest(url: url, headers: [], connectTimeout: c.connectTimeout, headTimeout: c.headTimeout,
+                                       stallTimeout: c.stallTimeout,
+                                       maxBodyBytes: nil, maxRedirects: c.maxRedirects,
+                                       allowPrivateNetworks: c.allowPrivateNetworks, userAgent: c.userAgent, method: .head)
+        let driver = core.driver
+        return await withCheckedContinuation { continuation in
+            _ = driver.start(transfer, delegate: HeadProbe(continuation))
+        }
+    }
+
+    /// The download's bytes as a reader would see them, without joining it (nil: no download of that URL).
+    public func peek(url: String) -> (id: String, state: TailState)? {
+        guard let normalized = try? URLNormalizer.normalize(url, allowCredentials: configuration.allowURLCredentials).get() else {
+            return nil
+        }
+        return core.locked {
+            core.byURL[normalized].map { ($0.id, $0.tailState(partialPath: core.store.partialPath(id: $0.id))) }
+        }
+    }
+
+    /// When the download's file last changed at the origin (its body started again from 0 with
+    /// other content), if it did since the engine started.
+    public func lastChange(id: String) -> Date? {
+        core.locked { core.byID[id]?.changedAt }
+    }
+}
+
+/// Receives a probe's head and ends it.
+private final class HeadProbe: TransferDelegate, @unchecked Sendable {
+    private let continuation: Mutex<CheckedContinuation<ProbeOutcome, Never>?>
+    private let head = Mutex<ResponseHead?>(nil)
+
+    init(_ continuation: CheckedContinuation<ProbeOutcome, Never>) {
+        self.continuation = Mutex(continuation)
+    }
+
+    func transfer(didReceive head: ResponseHead) -> Result<BodySink, TransferFailure> {
+        self.head.withLock { $0 = head }
+        return .failure(TransferFailure(.rejected, "head only"))
+    }
+
+    func transfer(didFinishWith result: Result<TransferSummary, TransferFailure>) {
+        guard let resume = continuation.withLock({ c in defer { c = nil }; return c }) else { return }
+        if let head = head.withLock({ $0 }) {
+            guard (200..<300).contains(head.status) else {
+                resume.resume(returning: .failed(DownloadFailure(code: .httpError, message: "the origin answered HTTP \(head.status)",
+                                                                  httpStatus: head.status)))
+                return
+            }
+            let length = head.value("content-length").flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }
+            resume.resume(returning: .head(OriginHead(status: head.status, contentLength: length,
+                                                         contentType: head.value("content-type"))))
+            return
+        }
+        let failure: TransferFailure
+        switch result {
+        case .failure(let f): failure = f
+        case .success: failure = TransferFailure(.connection, "no response head")
+        }
+        let reported = AttemptVerdict.downloadFailure(after: failure, requestedOffset: 0, acceptedOffset: nil, diskError: nil)
+            ?? DownloadFailure(code: .retriesExhausted, message: "gave up after 1 attempt (HEAD): \(failure.message)")
+        resume.resume(returning: .failed(reported))
+    }
+}

@@ -1,0 +1,59 @@
+import Synchronization
+
+extension DownloadEngine {
+    /// Joins (or starts, or resumes) the download for `request.url` as a streaming reader: it counts
+    /// as a caller (in `callers` and against `maxCallersPerDownload`) for as long as the returned
+    /// reader is open; closing it (or dropping it) withdraws that interest, and when it was the last
+    /// the download pauses with its bytes kept, exactly as when the last caller token is cancelled.
+    /// Readers are not journaled. Throws as `request(_:)` does.
+    public func attachReader(_ request: DownloadRequest) throws(EngineError) -> DownloadReader {
+        let url = try URLNormalizer.normalize(request.url, allowCredentials: configuration.allowURLCredentials).get()
+        try egress.screen(url: url)
+        let core = self.core
+        return try core.join(request, as: .reader) { joined in
+            let id = joined.record.id
+            return DownloadReader(id: id, snapshot: joined.record.snapshot(), coalesced: joined.coalesced,
+                                  tail: joined.record.tail!) { core.detachReader(id: id) }
+        }
+    }
+}
+
+/// One streaming reader's hold on a download, and its view of the bytes (`TailState`).
+public final class DownloadReader: Sendable {
+    public let id: String
+    /// The download when the reader joined.
+    public let snapshot: DownloadSnapshot
+    /// An existing transfer or stored file was joined.
+    public let coalesced: Bool
+    private let tail: DownloadTail
+    private let detach: @Sendable () -> Void
+    private let open = Atomic<Bool>(true)
+    private let watcher = Mutex<UInt64?>(nil)
+
+    init(id: String, snapshot: DownloadSnapshot, coalesced: Bool, tail: DownloadTail, detach: @escaping @Sendable () -> Void) {
+        self.id = id
+        self.snapshot = snapshot
+        self.coalesced = coalesced
+        self.tail = tail
+        self.detach = detach
+    }
+
+    deinit { close() }
+
+    /// What can be read now.
+    public var state: TailState { tail.current }
+
+    /// `onChange` is called (on an engine thread: do little, e.g. wake a stream) whenever `state`
+    /// changes, until the reader is closed. One watcher per reader; a second call replaces the first.
+    public func watch(_ onChange: @escaping @Sendable () -> Void) {
+        let id = tail.watch(onChange)
+        if let previous = watcher.withLock({ w in defer { w = id }; return w }) { tail.unwatch(previous) }
+    }
+
+    /// Withdraws the reader's interest (once; later calls do nothing).
+    public func close() {
+        guard open.exchange(false, ordering: .acquiringAndReleasing) else { return }
+        if let id = watcher.withLock({ w in defer { w = nil }; return w }) { tail.unwatch(id) }
+        detach()
+    }
+}

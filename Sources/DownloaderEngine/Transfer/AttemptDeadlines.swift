@@ -1,0 +1,85 @@
+/// The timers of one attempt, as phases with deadlines. Pure (monotonic nanoseconds in, verdicts
+/// out): `CurlMultiLoop` feeds it what happened and asks it, at each turn, whether the attempt ran
+/// out of time and when to look again.
+///
+/// - `connecting`: from the start (and after each followed redirect) until the request is sent.
+///   libcurl's `CURLOPT_CONNECTTIMEOUT_MS` bounds name lookup, TCP, TLS and a proxy's CONNECT and
+///   reports first; this deadline (`connectTimeout` plus `connectGrace`) is only a backstop, and
+///   the whole bound while the transfer resolves a name itself (proxy mode, `connectGrace` 0).
+/// - `awaitingHead`: from the moment the request is sent until its response head has ended: a total
+///   of `headTimeout`, however the bytes trickle in.
+/// - `receiving`: after the final head, the attempt fails once nothing arrived for `stallTimeout`.
+/// - `draining`: every byte the Content-Length announced is in; the origin was asked to close
+///   (`Connection: close`), and bytes arriving before it does are an error. An origin that keeps the
+///   connection open anyway is taken as done after `drainGrace`.
+struct AttemptDeadlines: Sendable, Equatable {
+    enum Phase: Sendable, Equatable {
+        case connecting(since: UInt64, grace: UInt64)
+        case awaitingHead(sentAt: UInt64)
+        case receiving(quietSince: UInt64)
+        case draining(since: UInt64)
+    }
+
+    let connectTimeout: UInt64
+    let headTimeout: UInt64
+    let stallTimeout: UInt64
+    private(set) var phase: Phase
+
+    /// Backstop after libcurl's own connect timeout.
+    static let connectGrace: UInt64 = 1_000_000_000
+    /// How long a complete body waits for the origin's close.
+    static let drainGrace: UInt64 = 1_000_000_000
+
+    init(connectTimeout: Double, headTimeout: Double, stallTimeout: Double, startedAt now: UInt64) {
+        self.connectTimeout = Self.nanoseconds(connectTimeout)
+        self.headTimeout = Self.nanoseconds(headTimeout)
+        self.stallTimeout = Self.nanoseconds(stallTimeout)
+        phase = .connecting(since: now, grace: Self.connectGrace)
+    }
+
+    static func nanoseconds(_ seconds: Double) -> UInt64 { UInt64(max(0.001, seconds) * 1e9) }
+
+    /// A new hop begins connecting (a redirect followed); `ownLookup`: the transfer resolves the
+    /// name itself first, so nothing else bounds it.
+    mutating func connecting(at now: UInt64, ownLookup: Bool = false) {
+        phase = .connecting(since: now, grace: ownLookup ? 0 : Self.connectGrace)
+    }
+
+    /// The request is about to go out (libcurl's pre-request callback).
+    mutating func requestSent(at now: UInt64) { phase = .awaitingHead(sentAt: now) }
+
+    /// A hop's head ended: the final one starts the body; an interim one (a followed redirect)
+    /// means connecting to the next hop.
+    mutating func headEnded(at now: UInt64, final: Bool) {
+        phase = final ? .receiving(quietSince: now) : .connecting(since: now, grace: Self.connectGrace)
+    }
+
+    /// Bytes arrived (body bytes, or header lines; only the body phase counts them).
+    mutating func activity(at now: UInt64) {
+        if case .receiving = phase { phase = .receiving(quietSince: now) }
+    }
+
+    /// The body reached its announced length.
+    mutating func bodyComplete(at now: UInt64) { phase = .draining(since: now) }
+
+    enum Verdict: Sendable, Equatable {
+        /// Look again by this time.
+        case runningUntil(UInt64)
+        case expired(TransferFailure.Kind, seconds: Double)
+        /// The body is complete and the origin did not close within `drainGrace`: done.
+        case drained
+    }
+
+    func check(now: UInt64) -> Verdict {
+        if case .draining(let since) = phase {
+            return now >= since + Self.drainGrace ? .drained : .runningUntil(since + Self.drainGrace)
+        }
+        let (deadline, kind, limit): (UInt64, TransferFailure.Kind, UInt64) = switch phase {
+        case .draining: (0, .stalled, 0)  // Handled above.
+        case .connecting(let since, let grace): (since + connectTimeout + grace, .connectTimeout, connectTimeout)
+        case .awaitingHead(let sentAt): (sentAt + headTimeout, .headTimeout, headTimeout)
+        case .receiving(let quietSince): (quietSince + stallTimeout, .stalled, stallTimeout)
+        }
+        return now >= deadline ? .expired(kind, seconds: Double(limit) / 1e9) : .runningUntil(deadline)
+    }
+}

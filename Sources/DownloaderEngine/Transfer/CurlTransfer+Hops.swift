@@ -1,0 +1,46 @@
+import CCurl
+
+// Redirects the transfer follows itself (with an upstream proxy), one easy handle per hop (loop thread).
+extension CurlTransfer {
+    /// The current hop answered a redirect: note the next hop's URL and end this hop's handle
+    /// (false aborts it; the loop then starts the next hop, see `CurlMultiLoop`). Follows libcurl's
+    /// own rules: any 3xx with a Location, resolved against the hop's URL, at most `maxRedirects`,
+    /// http and https only.
+    func endHopWithRedirect(location: String) -> Bool {
+        guard let next = Self.resolve(location, against: hopURL) else {
+            return abort(TransferFailure(.connection, "a redirect to an unusable Location: \(location.prefix(200))"))
+        }
+        redirectHops += 1
+        guard redirectHops <= request.maxRedirects else {
+            return abort(TransferFailure(.tooManyRedirects, "Maximum (\(request.maxRedirects)) redirects followed"))
+        }
+        let scheme = next.prefix { $0 != ":" }.lowercased()
+        guard scheme == "http" || scheme == "https" else {
+            return abort(TransferFailure(.unsupportedRedirect, "redirected to an unsupported scheme: \(scheme)"))
+        }
+        pendingRedirect = next
+        deadlines?.headEnded(at: CurlMultiLoop.monotonicNanoseconds(), final: false)
+        return false
+    }
+
+    /// The hop's connections go through the proxy: the guard's connect-time checks do not apply to
+    /// them (they would judge the proxy's address; the origin's was vetted before the tunnel).
+    var isTunnelled: Bool {
+        if case .tunnel = route { return true }
+        return false
+    }
+
+    /// `location` resolved against `base` by libcurl's URL parser (what libcurl itself would follow);
+    /// nil when it is not a URL. Other schemes come back as they are, for the caller to refuse.
+    static func resolve(_ location: String, against base: String) -> String? {
+        guard let handle = curl_url() else { return nil }
+        defer { curl_url_cleanup(handle) }
+        let flags = UInt32(CURLU_NON_SUPPORT_SCHEME)
+        guard curl_url_set(handle, CURLUPART_URL, base, flags) == CURLUE_OK,
+              curl_url_set(handle, CURLUPART_URL, location, flags) == CURLUE_OK else { return nil }
+        var out: UnsafeMutablePointer<CChar>?
+        guard curl_url_get(handle, CURLUPART_URL, &out, 0) == CURLUE_OK, let out else { return nil }
+        defer { curl_free(out) }
+        return String(cString: out)
+    }
+}

@@ -1,0 +1,50 @@
+/// How one hop of an attempt reaches its origin when an upstream proxy is configured. Pure.
+///
+/// The SSRF guard keeps its promise through the proxy: the transfer resolves the hop's host itself,
+/// vets every address with the same rules as a direct connection (`EgressRules.admit`), and has
+/// the proxy open its tunnel (`CONNECT`) to the chosen address, never to the name, so the proxy's
+/// own resolver cannot be steered elsewhere. TLS is still checked against the URL's name.
+enum HopRoute: Equatable, Sendable {
+    /// libcurl connects itself (no proxy, or the host is on the no-proxy list); the guard judges
+    /// the address at connect time as without a proxy.
+    case direct
+    /// Through the proxy, tunnelled to this vetted address.
+    case tunnel(IPAddress)
+    /// Through the proxy, once the host's addresses are known (`choose`).
+    case lookup(host: String, port: Int)
+    /// The guard refuses the hop; the reason names the rule or range.
+    case refused(String)
+    /// The host has no address (the message says which).
+    case unresolved(String)
+
+    static func plan(url: String, proxy: UpstreamProxy?, noProxy: NoProxyList, egress: EgressRules) -> HopRoute {
+        guard proxy != nil, let hop = HopTarget(url: url), !noProxy.bypasses(host: hop.host, port: hop.port) else {
+            return .direct
+        }
+        if case .forbidden(let reason) = egress.screen(host: hop.host, port: hop.port) { return .refused(reason) }
+        if let address = HostLiteral.address(hop.host) { return choose([address], host: hop.host, port: hop.port, egress: egress) }
+        return .lookup(host: hop.host, port: hop.port)
+    }
+
+    /// The first of `addresses` (in the resolver's order) that the guard admits for the hop to
+    /// `host` on `port`; every refused one is skipped, as a direct connection would skip it.
+    static func choose(_ addresses: [IPAddress], host: String, port: Int, egress: EgressRules) -> HopRoute {
+        var firstRefusal: String?
+        for address in addresses {
+            switch egress.admit(host: host, port: port, address: address) {
+            case .allowed, .undecided: return .tunnel(address)
+            case .forbidden(let reason): firstRefusal = firstRefusal ?? reason
+            }
+        }
+        return firstRefusal.map { .refused($0) } ?? .unresolved("could not resolve host: \(host)")
+    }
+
+    /// libcurl's `CURLOPT_CONNECT_TO` entry sending every connection of the hop to `address`:
+    /// `::[address]:port` (any host, any port → there), so no spelling of the host can escape it.
+    static func connectTo(_ address: IPAddress, port: Int) -> String {
+        switch address {
+        case .v4: "::\(address):\(port)"
+        case .v6: "::[\(address)]:\(port)"
+        }
+    }
+}

@@ -1,0 +1,274 @@
+import Foundation
+import Testing
+
+/// `GET /fetch` through the real executable against the in-process `TestOrigin` on loopback.
+@Suite(.timeLimit(.minutes(3)))
+struct FetchLiveTests {
+    static let loopback = ["--allow-private-networks"]
+
+    static func path(_ url: String) -> String {
+        "/fetch?url=" + (url.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? url)
+    }
+
+    /// Sends `GET /fetch` for `url` on a fresh connection (the caller reads the answer).
+    static func open(_ service: ServiceProcess, _ url: String, headers: [String: String] = [:]) async throws -> RawHTTPClient {
+        let client = try await RawHTTPClient.connect(port: service.port)
+        var text = "GET \(path(url)) HTTP/1.1\r\nHost: t\r\n"
+        for (name, value) in headers { text += "\(name): \(value)\r\n" }
+        try await client.send(text + "\r\n")
+        return client
+    }
+
+    static func fetch(_ service: ServiceProcess, _ url: String, headers: [String: String] = [:]) async throws -> RawHTTPResponse {
+        let client = try await open(service, url, headers: headers)
+        defer { client.close() }
+        return try await client.readResponse()
+    }
+
+    /// The download of `url` (the only one the service has), once its bytes reach `bytes`.
+    static func waitForBytes(_ service: ServiceProcess, id: String, atLeast bytes: Int) async throws {
+        _ = try await service.waitForEvent(id: id, "\(bytes) bytes") { ($0.json["bytesWritten"] as? Int ?? 0) >= bytes }
+    }
+
+    @Test func concurrentReadersShareOneTransferAndGetIdenticalBodies() async throws {
+        let origin = try TestOrigin(bodySize: 3 << 20)
+        defer { origin.stop() }
+        origin.update { $0.bytesPerSecond = 6 << 20 }
+        let service = try await ServiceProcess.start(arguments: Self.loopback)
+        let responses = try await withThrowingTaskGroup(of: RawHTTPResponse.self) { group in
+            for _ in 0..<5 { group.addTask { try await Self.fetch(service, origin.url) } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        let expected = origin.expectedBody()
+        for response in responses {
+            #expect(response.status == 200)
+            #expect(response.body == expected)
+            #expect(response.header("Content-Length") == "\(3 << 20)")
+            #expect(response.header("ETag") == origin.etag())
+            #expect(response.header("Link")?.hasSuffix("/progress>; rel=\"progress\"") == true)
+        }
+        #expect(Set(responses.compactMap { $0.header("X-Download-Id") }).count == 1)
+        #expect(origin.getCount() == 1, "one upstream transfer for five readers")
+        // The completed download is stored, listed and servable like any other.
+        let id = try #require(responses.first?.header("X-Download-Id"))
+        let file = try await service.client.request("GET", "/downloads/\(id)/file")
+        #expect(file.status == 200 && file.body == expected)
+        // And /fetch now serves the stored file, honouring an If-Range with the origin's ETag.
+        let stored = try await Self.fetch(service, origin.url, headers: ["Range": "bytes=10-19", "If-Range": origin.etag() ?? ""])
+        #expect(stored.status == 206 && stored.body == Array(expected[10...19]))
+    }
+
+    @Test func aReaderJoiningHalfWayGetsTheWholeBody() async throws {
+        let origin = try ServiceLiveTests.originStallingAtOneMiB(bodySize: 2 << 20, seconds: 30)
+        defer { origin.stop() }
+        let service = try await ServiceProcess.start(arguments: Self.loopback)
+        let first = try await Self.open(service, origin.url)
+        defer { first.close() }
+        let head = try await first.readResponseHead()
+        let id = try #require(head.header("X-Download-Id"))
+        try await ServiceLiveTests.waitForTheStall(service, id: id)
+        let second = try await Self.open(service, origin.url)
+        defer { second.close() }
+        origin.update { $0.stallBound = 0 }  // the origin drops the stalled transfer: the engine resumes
+        let late = try await second.readResponse()
+        #expect(late.status == 200 && late.body == origin.expectedBody())
+        #expect(origin.getCount() == 2, "the first GET, then one resume")
+        #expect(origin.requests().last?.header("Range") == "bytes=\(1 << 20)-")
+    }
+
+    @Test func rangesInsideAndBeyondTheBytesOnDisk() async throws {
+        let origin = try ServiceLiveTests.originStallingAtOneMiB(bodySize: 3 << 20, seconds: 30)
+        defer { origin.stop() }
+        let service = try await ServiceProcess.start(arguments: Self.loopback)
+        let holder = try await Self.open(service, origin.url)
+        defer { holder.close() }
+        let id = try #require(try await holder.readResponseHead().header("X-Download-Id"))
+        try await ServiceLiveTests.waitForTheStall(service, id: id)
+        let expected = origin.expectedBody()
+        let inside = try await Self.fetch(service, origin.url, headers: ["Range": "bytes=100-199", "If-Range": origin.etag() ?? ""])
+        #expect(inside.status == 206)
+        #expect(inside.header("Content-Range") == "bytes 100-199/\(3 << 20)")
+        #expect(inside.body == Array(expected[100...199]))
+        let beyond = try await Self.open(service, origin.url, headers: ["Range": "bytes=\(2 << 20)-\((2 << 20) + 99)"])
+        defer { beyond.close() }
+        let beyondHead = try await beyond.readResponseHead()
+        #expect(beyondHead.status == 206, "the head goes out at once; the bytes follow when they land")
+        origin.update { $0.stallBound = 0 }
+        let unsatisfiable = try await Self.fetch(service, origin.url, headers: ["Range": "bytes=\(3 << 20)-"])
+        #expect(unsatisfiable.status == 416)
+        #expect(unsatisfiable.header("Content-Range") == "bytes */\(3 << 20)")
+        let rest = try await beyond.readExactBody(count: 100)
+        #expect(rest == Array(expected[(2 << 20)...((2 << 20) + 99)]))
+    }
+
+    @Test func readersKeepStreamingAcrossACutOrigin() async throws {
+        let origin = try TestOrigin(bodySize: 3 << 20)
+        defer { origin.stop() }
+        origin.inject(.cut(afterBodyBytes: 1 << 20))
+        let service = try await ServiceProcess.start(arguments: Self.loopback)
+        async let a = Self.fetch(service, origin.url)
+        async let b = Self.fetch(service, origin.url)
+        let (ra, rb) = try await (a, b)
+        #expect(ra.body == origin.expectedBody() && rb.body == origin.expectedBody())
+        #expect(origin.getCount() == 2)
+        #expect(origin.requests().last?.header("If-Range") == origin.etag())
+    }
+
+    @Test func aFileChangingMidStreamAbortsReadersAndNeverSplices() async throws {
+        let origin = try TestOrigin(bodySize: 3 << 20)
+        defer { origin.stop() }
+        let oldETag = origin.etag()
+        origin.inject(.changeVersion(afterBodyBytes: 1 << 20))
+        let service = try await ServiceProcess.start(arguments: Self.loopback)
+        let reader = try await Self.open(service, origin.url)
+        defer { reader.close() }
+        let head = try await reader.readResponseHead()
+        #expect(head.header("ETag") == oldETag)
+        let received = try await reader.readToEnd()
+        #expect(received.count < 3 << 20, "cut short of Content-Length: \(received.count)")
+        // A bare Range on the changed file is refused; the whole new version is served.
+        let bare = try await Self.fetch(service, origin.url, headers: ["Range": "bytes=\(received.count)-"])
+        #expect(bare.status == 409)
+        #expect((bare.json["error"] as? [String: Any])?["code"] as? String == "changed")
+        let fresh = try await Self.fetch(service, origin.url)
+        #expect(fresh.status == 200 && fresh.body == origin.expectedBody())
+        #expect(fresh.header("ETag") == origin.etag() && origin.etag() != oldETag)
+    }
+
+    @Test func anOrigin404IsA502WithItsCode() async throws {
+        let origin = try TestOrigin(bodySize: 10)
+        defer { origin.stop() }
+        let service = try await ServiceProcess.start(arguments: Self.loopback)
+        let response = try await Self.fetch(service, origin.url("/missing"))
+        #expect(response.status == 502)
+        let error = try #require(response.json["error"] as? [String: Any])
+        #expect(error["code"] as? String == "http_error")
+        #expect(error["httpStatus"] as? Int == 404)
+        #expect(response.header("X-Download-Id") != nil)
+    }
+
+    @Test func aChecksumMismatchAbortsOneByteShort() async throws {
+        let origin = try TestOrigin(bodySize: 1 << 20)
+        defer { origin.stop() }
+        let service = try await ServiceProcess.start(arguments: Self.loopback)
+        let wrong = String(repeating: "0", count: 64)
+        let client = try await RawHTTPClient.connect(port: service.port)
+        defer { client.close() }
+        try await client.send("GET \(Self.path(origin.url))&sha256=\(wrong) HTTP/1.1\r\nHost: t\r\n\r\n")
+        let head = try await client.readResponseHead()
+        #expect(head.status == 200 && head.header("Content-Length") == "\(1 << 20)")
+        let body = try await client.readToEnd()
+        #expect(body == Array(origin.expectedBody().dropLast()), "every byte but the last, then the connection closes")
+    }
+
+    @Test func theLastReaderLeavingPausesAndANewFetchResumes() async throws {
+        let origin = try ServiceLiveTests.originStallingAtOneMiB(bodySize: 2 << 20, seconds: 30)
+        defer { origin.stop() }
+        let service = try await ServiceProcess.start(arguments: Self.loopback)
+        let reader = try await Self.open(service, origin.url)
+        let id = try #require(try await reader.readResponseHead().header("X-Download-Id"))
+        try await ServiceLiveTests.waitForTheStall(service, id: id)
+        reader.close()
+        // The first event is the current snapshot: the pause may have landed before the stream opened.
+        let paused = try await service.waitForEvent(id: id, "paused") { $0.json["state"] as? String == "paused" }
+        #expect(paused["bytesWritten"] as? Int == 1 << 20)
+        origin.update { $0.stallBound = 0 }
+        let again = try await Self.fetch(service, origin.url)
+        #expect(again.status == 200 && again.body == origin.expectedBody())
+        let resume = try #require(origin.requests().last)
+        #expect(resume.header("Range") == "bytes=\(1 << 20)-" && resume.header("If-Range") == origin.etag())
+    }
+
+    @Test func aSlowReaderNeverSlowsTheTransfer() async throws {
+        let origin = try TestOrigin(bodySize: 8 << 20)
+        defer { origin.stop() }
+        let service = try await ServiceProcess.start(arguments: Self.loopback)
+        let slow = try await RawHTTPClient.connect(port: service.port, receiveBuffer: 16 << 10)
+        defer { slow.close() }
+        try await slow.send("GET \(Self.path(origin.url)) HTTP/1.1\r\nHost: t\r\n\r\n")
+        let id = try #require(try await slow.readResponseHead().header("X-Download-Id"))
+        // The slow reader reads nothing; the download completes regardless.
+        let done = try await service.waitForEnd(id: id)
+        #expect(done["state"] as? String == "completed")
+        let body = try await slow.readExactBody(count: 8 << 20)
+        #expect(body == origin.expectedBody())
+    }
+
+    @Test func headNeverStartsADownload() async throws {
+        let origin = try TestOrigin(bodySize: 12_345)
+        defer { origin.stop() }
+        let service = try await ServiceProcess.start(arguments: Self.loopback)
+        let head = try await service.client.request("HEAD", Self.path(origin.url))
+        #expect(head.status == 200)
+        #expect(head.header("Content-Length") == "12345")
+        #expect(origin.getCount() == 0)
+        #expect(origin.requests().map(\.method) == ["HEAD"])
+        let list = try await service.client.request("GET", "/downloads")
+        #expect((list.json["downloads"] as? [Any])?.isEmpty == true)
+        let missing = try await service.client.request("HEAD", Self.path(origin.url("/nope")))
+        #expect(missing.status == 502)
+    }
+
+    @Test func theTokenWorksAsBasicAuthsPassword() async throws {
+        let origin = try TestOrigin(bodySize: 1000)
+        defer { origin.stop() }
+        let service = try await ServiceProcess.start(arguments: Self.loopback + ["--auth-token", "s3cret"])
+        let refused = try await Self.fetch(service, origin.url)
+        #expect(refused.status == 401)
+        #expect(refused.headers.filter { $0.name.lowercased() == "www-authenticate" }.map(\.value)
+                == [#"Bearer realm="download-service""#, #"Basic realm="download-service""#])
+        let basic = "Basic " + Data("anyone:s3cret".utf8).base64EncodedString()
+        let ok = try await Self.fetch(service, origin.url, headers: ["Authorization": basic])
+        #expect(ok.status == 200 && ok.body == origin.expectedBody())
+        let wrong = try await Self.fetch(service, origin.url, headers: ["Authorization": "Basic " + Data("x:nope".utf8).base64EncodedString()])
+        #expect(wrong.status == 401)
+    }
+
+    @Test func realClientsGetTheBody() async throws {
+        let origin = try TestOrigin(bodySize: 2 << 20)
+        defer { origin.stop() }
+        origin.update { $0.bytesPerSecond = 8 << 20 }
+        let service = try await ServiceProcess.start(arguments: Self.loopback)
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("fetch-clients-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let url = "http://127.0.0.1:\(service.port)\(Self.path(origin.url))"
+        let curl = try await run("/usr/bin/curl", ["-fsS", "-o", dir.appendingPathComponent("curl").path, url])
+        #expect(curl == 0)
+        let wget = try await run("/usr/bin/wget", ["-q", "-O", dir.appendingPathComponent("wget").path, url])
+        #expect(wget == 0)
+        for name in ["curl", "wget"] {
+            #expect(try Data(contentsOf: dir.appendingPathComponent(name)) == Data(origin.expectedBody()), "\(name)")
+        }
+        let python = FetchLiveTests.venvPython
+        if FileManager.default.isExecutableFile(atPath: python) {
+            let script = "import httpx,sys; r=httpx.get(sys.argv[1], timeout=30); r.raise_for_status(); open(sys.argv[2],'wb').write(r.content)"
+            #expect(try await run(python, ["-c", script, url, dir.appendingPathComponent("httpx").path]) == 0)
+            #expect(try Data(contentsOf: dir.appendingPathComponent("httpx")) == Data(origin.expectedBody()))
+        } else {
+            Issue.record("no Python venv with httpx at \(python): run scripts/setup")
+        }
+        #expect(origin.getCount() == 1)
+    }
+
+    static var venvPython: String {
+        (ProcessInfo.processInfo.environment["DOWNLOAD_SERVICE_VENV"]
+            ?? FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".cache/download-service-venv").path)
+            + "/bin/python"
+    }
+}
+
+/// Runs a program (bounded: killed after 60 s); its exit status.
+func run(_ program: String, _ arguments: [String]) async throws -> Int32 {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: program)
+    process.arguments = arguments
+    process.standardOutput = FileHandle.nullDevice
+    try process.run()
+    let deadline = Date().addingTimeInterval(60)
+    while process.isRunning {
+        if Date() > deadline { process.terminate() }
+        try await Task.sleep(nanoseconds: 20_000_000)  // polling a child's exit: Process has no async wait
+    }
+    return process.terminationStatus
+}

@@ -1,0 +1,60 @@
+import Foundation
+import Testing
+
+/// Tests that make something fetch URLs through a real proxy run in a network namespace that has
+/// only loopback: nothing they do can leave the machine, whatever the code under test gets wrong.
+///
+/// `run(suite:)` (from an ordinary test) starts this test binary again under
+/// `unshare -n sh -c 'ip link set lo up; exec …'` with a filter for `suite` and
+/// `DOWNLOAD_SERVICE_TEST_NETNS=1`; the suite itself is enabled only there (`isInside`), which also
+/// checks that loopback is the only interface.
+enum LoopbackNamespace {
+    static let variable = "DOWNLOAD_SERVICE_TEST_NETNS"
+
+    /// True in the child started by `run`, inside a namespace whose only interface is `lo`.
+    static var isInside: Bool {
+        guard ProcessInfo.processInfo.environment[variable] == "1" else { return false }
+        // /proc/self/net/dev lists this namespace's interfaces (sysfs would show the host's).
+        let table = (try? String(contentsOfFile: "/proc/self/net/dev", encoding: .utf8)) ?? ""
+        let interfaces = table.split(separator: "\n").dropFirst(2).compactMap { $0.split(separator: ":").first }
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+        return interfaces == ["lo"]
+    }
+
+    /// Runs the suites matching `filter` in a loopback-only namespace; records an issue (with the
+    /// child's output) unless they all ran and passed.
+    static func run(suite filter: String, timeout: Double = 240) async throws {
+        let output = try await onThread { () -> (Int32?, String) in
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
+            process.arguments = ["-n", "sh", "-c", #"ip link set lo up && exec "$0" "$@""#,
+                                 CommandLine.arguments[0], "--testing-library", "swift-testing", "--filter", filter]
+            process.environment = ProcessInfo.processInfo.environment.merging([variable: "1"]) { $1 }
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            process.standardError = pipe
+            let log = LogCollector()
+            process.terminationHandler = { log.exited($0.terminationStatus) }
+            try process.run()
+            let reader = pipe.fileHandleForReading
+            Thread.detachNewThread {
+                var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+                while true {
+                    let n = chunk.withUnsafeMutableBytes { read(reader.fileDescriptor, $0.baseAddress, $0.count) }
+                    if n < 0 && errno == EINTR { continue }
+                    if n <= 0 { break }
+                    log.append(Data(chunk[..<n]))
+                }
+                log.finish()
+            }
+            let status = log.waitForExit(timeout: timeout)
+            if status == nil { kill(process.processIdentifier, SIGKILL) }
+            return (status, log.text)
+        }
+        let (status, text) = output
+        let plain = text.replacingOccurrences(of: "\u{1B}[", with: "").replacingOccurrences(of: #"[0-9;]*m"#, with: "", options: .regularExpression)
+        let ran = plain.contains("Test run with") && !plain.contains("Test run with 0 tests") && !plain.contains(" skipped")
+        let passed = status == 0 && ran && plain.contains(" passed after ")
+        #expect(passed, "\(filter) in a loopback-only namespace: exit \(String(describing: status))\n\(String(plain.suffix(6000)))")
+    }
+}

@@ -1,0 +1,50 @@
+@testable import DownloaderEngine
+import Testing
+
+/// The connect, head and stall timers of one attempt, on made-up monotonic times.
+@Suite struct AttemptDeadlinesTests {
+    static let second: UInt64 = 1_000_000_000
+
+    static func deadlines() -> AttemptDeadlines {
+        AttemptDeadlines(connectTimeout: 10, headTimeout: 30, stallTimeout: 5, startedAt: 100 * second)
+    }
+
+    @Test func connectingIsLibcurlsUntilABackstopOneSecondLater() {
+        let d = Self.deadlines()
+        #expect(d.check(now: 110 * Self.second) == .runningUntil(111 * Self.second))
+        #expect(d.check(now: 111 * Self.second) == .expired(.connectTimeout, seconds: 10))
+    }
+
+    @Test func anOwnLookupHasNoBackstop() {
+        var d = Self.deadlines()
+        d.connecting(at: 100 * Self.second, ownLookup: true)
+        #expect(d.check(now: 110 * Self.second) == .expired(.connectTimeout, seconds: 10))
+    }
+
+    @Test func theHeadTimeoutIsATotalThatActivityDoesNotExtend() {
+        var d = Self.deadlines()
+        d.requestSent(at: 102 * Self.second)
+        for t in stride(from: 103, to: 132, by: 1) { d.activity(at: UInt64(t) * Self.second) }  // A trickling head.
+        #expect(d.check(now: 131 * Self.second) == .runningUntil(132 * Self.second))
+        #expect(d.check(now: 132 * Self.second) == .expired(.headTimeout, seconds: 30))
+    }
+
+    @Test func afterTheFinalHeadOnlyQuietCounts() {
+        var d = Self.deadlines()
+        d.requestSent(at: 102 * Self.second)
+        d.headEnded(at: 120 * Self.second, final: true)
+        #expect(d.check(now: 124 * Self.second) == .runningUntil(125 * Self.second))
+        d.activity(at: 124 * Self.second)
+        #expect(d.check(now: 128 * Self.second) == .runningUntil(129 * Self.second))
+        #expect(d.check(now: 129 * Self.second) == .expired(.stalled, seconds: 5))
+    }
+
+    @Test func aFollowedRedirectConnectsAgainThenWaitsForItsOwnHead() {
+        var d = Self.deadlines()
+        d.requestSent(at: 101 * Self.second)
+        d.headEnded(at: 125 * Self.second, final: false)
+        #expect(d.phase == .connecting(since: 125 * Self.second, grace: AttemptDeadlines.connectGrace))
+        d.requestSent(at: 126 * Self.second)
+        #expect(d.check(now: 155 * Self.second) == .runningUntil(156 * Self.second))
+    }
+}
