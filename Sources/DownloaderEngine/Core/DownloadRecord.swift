@@ -49,12 +49,13 @@ final class DownloadRecord {
     var readers = 0
     /// What readers follow; made when the first one attaches.
     var tail: DownloadTail?
-    /// The origin's `Content-Type` of the accepted body.
+    /// The origin's `Content-Type` of the accepted body (stored).
     var contentType: String?
-    /// Versions of the body so far (a new one whenever it starts again from 0) and heads accepted.
+    /// Versions of the body so far (a new one whenever it starts again from 0; stored, so a
+    /// version's ETag outlives a restart) and heads accepted (since the engine started).
     var generation: UInt64 = 0
     var heads: UInt64 = 0
-    /// When the body last started again with different content (a version after the first).
+    /// When the body last started again with different content (a version after the first; stored).
     var changedAt: Date?
     /// Bytes of the current version written to the partial file (readable by readers).
     var flushedBytes: Int64 = 0
@@ -160,7 +161,7 @@ final class DownloadRecord {
             verifiedOffset: attempt == nil ? min(keptBytes, durableOffset) : durableOffset,
             expectedSHA256: expectedSHA256, expectedSize: expectedSize, fileName: fileName,
             finalPath: publishing?.path ?? finalPath, sha256: publishing?.sha256 ?? sha256, size: publishing?.size ?? size, createdAt: createdAt, updatedAt: updatedAt, lastAccess: lastAccess, error: error,
-            tokens: tokens)
+            contentType: contentType, generation: generation, changedAt: changedAt, tokens: tokens)
     }
 
     convenience init(stored entry: StoredDownload, tau: Double, progressInterval: Double) {
@@ -180,6 +181,9 @@ final class DownloadRecord {
         sha256 = entry.sha256
         size = entry.size
         error = entry.error
+        contentType = entry.contentType
+        generation = entry.generation
+        changedAt = entry.changedAt
         tokens = entry.tokens
     }
 }

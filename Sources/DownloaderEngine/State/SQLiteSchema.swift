@@ -37,6 +37,14 @@ enum SQLiteSchema {
             PRIMARY KEY (download, hash)
         ) WITHOUT ROWID;
         """,
+        // 2: what `/fetch` names a download's body by: the origin's content type, the body's
+        // version (its ETag when the origin gave none) and when it last changed. Added columns
+        // only (no table rewrite); rows of version 1 read as version 0, no type, never changed.
+        """
+        ALTER TABLE downloads ADD COLUMN content_type TEXT;
+        ALTER TABLE downloads ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE downloads ADD COLUMN changed_at REAL;
+        """,
     ]
 
     static var version: Int { migrations.count }

@@ -32,7 +32,8 @@ final class SQLiteStatement {
         sqlite3_bind_int64(handle, index, value)
     }
 
-    func bind(_ index: Int32, _ value: Double) {
+    func bind(_ index: Int32, _ value: Double?) {
+        guard let value else { sqlite3_bind_null(handle, index); return }
         sqlite3_bind_double(handle, index, value)
     }
 

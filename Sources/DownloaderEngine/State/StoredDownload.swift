@@ -25,6 +25,12 @@ struct StoredDownload: Sendable, Equatable {
     var updatedAt: Date
     var lastAccess: Date
     var error: DownloadFailure?
+    /// The origin's `Content-Type` of the body, the body's version (a new one whenever it started
+    /// again from 0; `/fetch` names it in its ETag when the origin gave none) and when it last
+    /// changed (a version after the first).
+    var contentType: String? = nil
+    var generation: UInt64 = 0
+    var changedAt: Date? = nil
     /// The live callers' token hashes.
     var tokens: Set<TokenHash> = []
 }

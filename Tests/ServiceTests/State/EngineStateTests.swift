@@ -59,6 +59,24 @@ import Testing
         await engine.shutdown()
     }
 
+    /// What `/fetch` names a body by outlives a restart: the origin's content type and the body's
+    /// version (its ETag when the origin gave none), so a client's `If-Range` still matches.
+    @Test func contentTypeAndBodyVersionSurviveARestart() async throws {
+        let root = EngineFixture.root()
+        let body = EngineFixture.body(3000)
+        let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: ["Content-Type": "text/csv"], body: body) }
+        let engine = try EngineFixture.engine(root, driver: driver)
+        let url = "http://o.test/table.csv"
+        _ = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: url), until: [.completed])
+        let before = try #require(engine.peek(url: url)?.state)
+        #expect(before.contentType == "text/csv" && before.generation == 1)
+        await engine.shutdown()
+        let next = try EngineFixture.engine(root, driver: FakeTransferDriver())
+        let after = try #require(next.peek(url: url)?.state)
+        #expect(after.contentType == "text/csv" && after.generation == before.generation && after.phase == .completed)
+        await next.shutdown()
+    }
+
     /// After a shutdown the WAL is folded into `state.db`: a copy of that one file holds everything.
     @Test func aShutdownLeavesOneSelfContainedFile() async throws {
         let root = EngineFixture.root()

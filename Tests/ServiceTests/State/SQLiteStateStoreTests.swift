@@ -24,6 +24,9 @@ import Testing
         record.publishing = PublishIntent(path: "/data/0123456789abcdef-a.bin", sha256: String(repeating: "cd", count: 32), size: 1000)
         record.error = DownloadFailure(code: .httpError, message: "the origin answered HTTP 503", httpStatus: 503)
         record.tokens = [TokenHash(token: "11111111111111111111111111111111"), TokenHash(token: "22222222222222222222222222222222")]
+        record.contentType = "application/x-tar; charset=binary"
+        record.generation = 3
+        record.changedAt = now.addingTimeInterval(3)
         let entry = record.stored()
 
         for child in Mirror(reflecting: entry).children {
@@ -52,6 +55,7 @@ import Testing
         #expect(restored.fileName == "a.bin" && restored.error == record.error && restored.tokens == record.tokens)
         #expect(restored.finalPath == record.publishing?.path && restored.sha256 == record.publishing?.sha256)
         #expect(restored.size == 1000)
+        #expect(restored.contentType == record.contentType && restored.generation == 3 && restored.changedAt == record.changedAt)
     }
 
     @Test func aCommitChangesOnlyWhatItsBatchNames() throws {
