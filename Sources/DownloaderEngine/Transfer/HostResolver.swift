@@ -1,3 +1,7 @@
+// CCurl too: curl.h includes <sys/socket.h>, and with several C modules in this target (CCurl, CTLS,
+// CSQLite) glibc's `SOCK_STREAM` enumerator can be owned by CCurl's module, visible only through it
+// (the release build failed with "cannot find 'SOCK_STREAM'" once CSQLite was added).
+import CCurl
 import Foundation
 import Glibc
 
