@@ -8,6 +8,9 @@ Subcommands print one JSON object on stdout:
   pause-resume  one download paused at given fractions and resumed each time, until completed
   fanout        N SSE subscribers on one paused download, then resumed: RSS per subscriber, CPU,
                 fetch time and how late events reach the slowest subscriber
+  state-writes  N POSTs (distinct URLs, or one URL: coalesced) over a few keep-alive connections:
+                bytes the service wrote (/proc/PID/io write_bytes) until its writes settle
+  startup       start-up time of the service until /healthz answers
 """
 import argparse
 import asyncio
@@ -565,10 +568,66 @@ def pump(ep, subs, request, timeout):
     return now
 
 
+# ---------------------------------------------------------------- state-writes
+
+def proc_write_bytes(pid):
+    with open(f"/proc/{pid}/io") as f:
+        for line in f:
+            if line.startswith("write_bytes:"):
+                return int(line.split()[1])
+    raise SystemExit("state-writes: no write_bytes in /proc/PID/io")
+
+
+async def state_writes(args):
+    """POSTs `count` downloads over `connections` keep-alive connections: URL `url` every time
+    (coalesced) or `url` + a running number (distinct). Then waits until the service's write_bytes
+    has not moved for `settle` seconds (its state commits are batched and asynchronous) and reports
+    the bytes written from the first POST until then."""
+    before = proc_write_bytes(args.pid)
+    t0 = time.monotonic()
+    counter = iter(range(args.count))
+    statuses = {}
+    latencies = []
+
+    async def connection():
+        reader, writer = await asyncio.open_connection(HOST, args.port)
+        try:
+            for n in counter:
+                url = args.url if args.coalesced else f"{args.url}{n}"
+                t = time.monotonic()
+                writer.write(request_bytes("POST", "/downloads", json.dumps({"url": url}).encode()))
+                await writer.drain()
+                status, headers = await read_head(reader)
+                await read_body(reader, headers)
+                latencies.append(time.monotonic() - t)
+                statuses[status] = statuses.get(status, 0) + 1
+        finally:
+            writer.close()
+
+    await asyncio.wait_for(asyncio.gather(*(connection() for _ in range(args.connections))), args.timeout)
+    posted = time.monotonic() - t0
+    last, still = proc_write_bytes(args.pid), time.monotonic()
+    while time.monotonic() - t0 < args.timeout:
+        await asyncio.sleep(0.1)
+        now = proc_write_bytes(args.pid)
+        if now != last:
+            last, still = now, time.monotonic()
+        elif time.monotonic() - still >= args.settle:
+            break
+    return {
+        "posts": args.count,
+        "statuses": statuses,
+        "post_s": posted,
+        "post_p99_ms": 1000 * percentile(latencies, 99) if latencies else None,
+        "settled_s": still - t0,
+        "write_bytes": last - before,
+    }
+
+
 # ---------------------------------------------------------------- startup
 
 def startup(args):
-    """Starts the service command, times it until /healthz answers (the journal is recovered before
+    """Starts the service command, times it until /healthz answers (the state is recovered before
     the server binds), checks GET /downloads lists the expected count, then stops it with SIGTERM."""
     import signal
     import subprocess
@@ -639,6 +698,15 @@ def main():
     f.add_argument("--size", type=int, required=True)
     f.add_argument("--subscribers", type=int, default=10000)
     f.add_argument("--timeout", type=float, default=120)
+    w = sub.add_parser("state-writes")
+    w.add_argument("--port", type=int, required=True)
+    w.add_argument("--pid", type=int, required=True)
+    w.add_argument("--url", required=True, help="the URL (--coalesced) or the prefix of distinct URLs")
+    w.add_argument("--coalesced", action="store_true")
+    w.add_argument("--count", type=int, default=1000)
+    w.add_argument("--connections", type=int, default=8)
+    w.add_argument("--settle", type=float, default=1.5)
+    w.add_argument("--timeout", type=float, default=120)
     u = sub.add_parser("startup")
     u.add_argument("--port", type=int, required=True)
     u.add_argument("--log", required=True)
@@ -655,6 +723,8 @@ def main():
         out = asyncio.run(asyncio.wait_for(pause_resume(args), args.timeout))
     elif args.cmd == "startup":
         out = startup(args)
+    elif args.cmd == "state-writes":
+        out = asyncio.run(state_writes(args))
     else:
         out = fanout(args)
     print(json.dumps(out))

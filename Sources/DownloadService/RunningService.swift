@@ -27,6 +27,13 @@ final class RunningService: Sendable {
         // Each download's story, purges included, one line per step (`StoryLine`).
         engineConfiguration.storyteller = { story in logger.story(story) }
         let engine = try DownloadEngine(configuration: engineConfiguration)
+        for path in engine.stateSetAside {
+            logger.error("state file damaged or unreadable: renamed aside, started without the downloads it held",
+                         ["keptAt": path])
+        }
+        if let imported = engine.importedJournal {
+            logger.info("imported the journal of an earlier release", ["downloads": imported.downloads, "keptAt": imported.keptAt])
+        }
         let metrics = ServiceMetrics()
         var api = DownloadAPI(engine: engine, metrics: metrics, auth: configuration.authToken.map(BearerAuth.init(token:)))
         api.subscriberQuota = SubscriberQuota(limit: configuration.maxSubscribersPerDownload)

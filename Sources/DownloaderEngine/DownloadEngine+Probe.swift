@@ -43,7 +43,7 @@ extension DownloadEngine {
     }
 
     /// When the download's file last changed at the origin (its body started again from 0 with
-    /// other content), if it did since the engine started.
+    /// other content), if it did (kept in the state store: a restart does not forget it).
     public func lastChange(id: String) -> Date? {
         core.locked { core.byID[id]?.changedAt }
     }

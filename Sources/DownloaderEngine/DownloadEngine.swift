@@ -5,18 +5,19 @@ import Foundation
 /// - One download per normalised URL; every request gets its own caller token.
 /// - Cancel is pause: when the last caller leaves, the transfer stops and the partial is kept
 ///   (with its validator) for a later `Range`/`If-Range` resume under the same id.
-/// - State is journaled in the state area, caller tokens included. After a restart (crash or
+/// - State is kept in the state area (`state.db`, SQLite), caller tokens as hashes. After a restart (crash or
 ///   shutdown alike), downloads that were running carry on by themselves and their callers' tokens
 ///   still work; paused ones stay paused.
 public final class DownloadEngine: Sendable {
     public let configuration: EngineConfiguration
     let core: EngineCore
-    /// What start-up recovered from the journal.
+    /// What start-up recovered from the state store.
     let recovery: EngineCore.RecoveryReport
     /// The SSRF guard's rules, checked on every request before it reaches the core.
     let egress: EgressRules
 
-    /// Creates the storage areas, loads the state journal, carries on downloads that were running,
+    /// Creates the storage areas, loads the state (importing an earlier release's journal once),
+    /// carries on downloads that were running,
     /// and starts the pressure monitor (memory PSI / cgroup events, free space of each area).
     /// Transfers go through libcurl with the SSRF guard's rules. Throws `HostRuleError` for a bad
     /// `allowHosts`/`denyHosts` entry, `TrustedCertificatesError` for a `caFile` that cannot be used,
@@ -44,11 +45,23 @@ public final class DownloadEngine: Sendable {
         let monitor = pressure ?? DiskOnlyPressureMonitor()
         core = try EngineCore(configuration: configuration, driver: driver, scheduler: scheduler, random: random,
                               diskPressure: thresholds, pressure: monitor)
-        recovery = core.recover()
+        recovery = try core.recover()
         monitor.start(interval: configuration.pressureInterval) { [weak core] in core?.checkPressure() }
     }
 
     deinit { core.pressure.stop() }
+
+    /// State files start-up found unusable and renamed aside (a damaged `state.db`, an unreadable
+    /// `journal.json`): the engine started without what they held. The service logs each as an error.
+    public var stateSetAside: [String] {
+        [recovery.damagedStateKeptAt, recovery.corruptJournalKeptAt].compactMap { $0 }
+    }
+
+    /// Downloads imported from an earlier release's `journal.json` at this start, and where that
+    /// file was kept (nil when there was none).
+    public var importedJournal: (downloads: Int, keptAt: String)? {
+        recovery.importedJournalKeptAt.map { (recovery.importedFromJournal, $0) }
+    }
 
     /// Calls `handler` for every file purged (paused partials, cache files), in order, on an engine
     /// queue. The service logs each one.
@@ -99,7 +112,7 @@ public final class DownloadEngine: Sendable {
         core.statistics
     }
 
-    /// Stops every transfer, keeping partials and journaling running downloads so they carry on
+    /// Stops every transfer, keeping partials and storing running downloads so they carry on
     /// after a restart; ends every subscription. Later requests fail with `shuttingDown`.
     public func shutdown() async {
         core.pressure.stop()

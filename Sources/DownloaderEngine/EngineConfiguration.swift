@@ -2,7 +2,7 @@ import Foundation
 
 /// Settings for `DownloadEngine`. Every field has a documented default.
 public struct EngineConfiguration: Sendable {
-    /// Partial files and the state journal (default `$XDG_STATE_HOME/download-service`,
+    /// Partial files and the state database `state.db` (default `$XDG_STATE_HOME/download-service`,
     /// i.e. `~/.local/state/download-service`).
     public var stateDirectory: URL
     /// Completed files stored as `cache` (default `$XDG_CACHE_HOME/download-service`).
@@ -44,7 +44,7 @@ public struct EngineConfiguration: Sendable {
     /// token is dropped instead (its `cancel` then answers nil), since such tokens keep nothing
     /// running. Tokens also go when their caller cancels or when the download is forgotten; they survive restarts.
     public var maxCallersPerDownload: Int = 10_000
-    /// Failed downloads remembered (in memory and in the journal) at most; beyond it the oldest
+    /// Failed downloads remembered (in memory and in the state database) at most; beyond it the oldest
     /// failed ones are forgotten, with any kept partial (default 1 000). Completed downloads are
     /// bounded by their files on disk (a vanished file drops the entry) and, for the cache area, by
     /// `cacheMaxBytes`; running, queued and paused ones by the callers that made them.
@@ -103,7 +103,7 @@ public struct EngineConfiguration: Sendable {
     // MARK: Durability and pressure
 
     /// Seconds of writing after which a running transfer checkpoints: fdatasync of the partial, then
-    /// the durable offset is journaled (default 1). A crash loses at most what was not yet checkpointed.
+    /// the durable offset is committed to the state database (default 1). A crash loses at most what was not yet checkpointed.
     public var checkpointInterval: Double = 1
     /// Unsynced bytes after which a running transfer checkpoints, whatever the time (default 4 MiB).
     /// A checkpoint never blocks the transfer thread; while one is in flight, further ones are merged.

@@ -42,7 +42,7 @@ enum CommandLineOptions {
         Option(flag: "--data-dir", metavar: "DIR", help: "persistent completed files (default $XDG_DATA_HOME/download-service)") { c, v throws(ParseError) in
             c.dataDirectory = try absolutePath(v, "--data-dir")
         },
-        Option(flag: "--state-dir", metavar: "DIR", help: "partial files and state journal (default $XDG_STATE_HOME/download-service)") { c, v throws(ParseError) in
+        Option(flag: "--state-dir", metavar: "DIR", help: "partial files and the state database, state.db (default $XDG_STATE_HOME/download-service)") { c, v throws(ParseError) in
             c.stateDirectory = try absolutePath(v, "--state-dir")
         },
         Option(flag: "--max-concurrent", metavar: "N", help: "transfers at once; more wait in a FIFO queue (default 4)") { c, v throws(ParseError) in

@@ -12,7 +12,7 @@ struct ServiceConfiguration: Sendable, Equatable {
     var cacheDirectory: String
     /// Completed `persistent` files (default `$XDG_DATA_HOME/download-service`).
     var dataDirectory: String
-    /// Partial files and the state journal (default `$XDG_STATE_HOME/download-service`).
+    /// Partial files and the state database `state.db` (default `$XDG_STATE_HOME/download-service`).
     var stateDirectory: String
     /// Transfers at once (default 4).
     var maxConcurrent = 4

@@ -5,7 +5,7 @@ import Glibc
 
 /// Hands freed heap memory back to the kernel every `interval` seconds (`malloc_trim(0)`).
 ///
-/// Transfers, streams and journal writes run on many short-lived threads, and glibc gives threads
+/// Transfers, streams and state commits run on many short-lived threads, and glibc gives threads
 /// their own arenas, which it trims only from the top. The fault soak (`FaultSoakTests`) measured
 /// the result: a live heap of a few MB (heaptrack) while RSS grew about 35 MB over 900 downloads
 /// and never came back. Trimming periodically keeps RSS near the live heap (3.5 MB over the same

@@ -10,8 +10,8 @@ final class DownloadRecord {
     var lifecycle: DownloadLifecycle
     var expectedSHA256: String?
     var expectedSize: Int64?
-    /// Live caller tokens.
-    var tokens: Set<String> = []
+    /// Live callers' token hashes.
+    var tokens: Set<TokenHash> = []
     var createdAt: Date
     var updatedAt: Date
     /// Last time the stored file was requested or served (LRU purging).
@@ -20,7 +20,7 @@ final class DownloadRecord {
     // The partial file.
     /// Settled bytes in the partial (no attempt writing).
     var keptBytes: Int64 = 0
-    /// Bytes of the partial known to be durable; what the journal records.
+    /// Bytes of the partial known to be durable; what the state store records.
     var durableOffset: Int64 = 0
     /// Hash state covering exactly `keptBytes` (in-process resumes skip re-reading the file).
     var keptHasher: SHA256Hasher?
@@ -37,7 +37,7 @@ final class DownloadRecord {
     var sha256: String?
     var size: Int64?
     var error: DownloadFailure?
-    /// A verified, fsynced file is being renamed into its area (journaled as the entry's
+    /// A verified, fsynced file is being renamed into its area (stored as the download's
     /// `finalPath`/`sha256`/`size` while the state is not yet `completed`).
     var publishing: PublishIntent?
 
@@ -45,16 +45,17 @@ final class DownloadRecord {
     var rate: RateEstimator
     var progress: ProgressThrottle
 
-    // Streaming readers (`DownloadReader`): interest that lasts as long as their connection, never journaled.
+    // Streaming readers (`DownloadReader`): interest that lasts as long as their connection, never stored.
     var readers = 0
     /// What readers follow; made when the first one attaches.
     var tail: DownloadTail?
-    /// The origin's `Content-Type` of the accepted body.
+    /// The origin's `Content-Type` of the accepted body (stored).
     var contentType: String?
-    /// Versions of the body so far (a new one whenever it starts again from 0) and heads accepted.
+    /// Versions of the body so far (a new one whenever it starts again from 0; stored, so a
+    /// version's ETag outlives a restart) and heads accepted (since the engine started).
     var generation: UInt64 = 0
     var heads: UInt64 = 0
-    /// When the body last started again with different content (a version after the first).
+    /// When the body last started again with different content (a version after the first; stored).
     var changedAt: Date?
     /// Bytes of the current version written to the partial file (readable by readers).
     var flushedBytes: Int64 = 0
@@ -159,16 +160,16 @@ final class DownloadRecord {
             path: state == .completed ? finalPath : nil, fileName: fileName, error: error)
     }
 
-    func journalEntry() -> JournalEntry {
-        JournalEntry(
+    func stored() -> StoredDownload {
+        StoredDownload(
             id: id, url: url, storage: storage, state: state, validator: validator, expectedTotal: expectedTotal,
             verifiedOffset: attempt == nil ? min(keptBytes, durableOffset) : durableOffset,
             expectedSHA256: expectedSHA256, expectedSize: expectedSize, fileName: fileName,
             finalPath: publishing?.path ?? finalPath, sha256: publishing?.sha256 ?? sha256, size: publishing?.size ?? size, createdAt: createdAt, updatedAt: updatedAt, lastAccess: lastAccess, error: error,
-            tokens: tokens.isEmpty ? nil : tokens)
+            contentType: contentType, generation: generation, changedAt: changedAt, tokens: tokens)
     }
 
-    convenience init(entry: JournalEntry, tau: Double, progressInterval: Double) {
+    convenience init(stored entry: StoredDownload, tau: Double, progressInterval: Double) {
         self.init(id: entry.id, url: entry.url, storage: entry.storage, lifecycle: DownloadLifecycle(restoring: entry.state),
                   now: entry.createdAt, tau: tau, progressInterval: progressInterval)
         updatedAt = entry.updatedAt
@@ -185,7 +186,10 @@ final class DownloadRecord {
         sha256 = entry.sha256
         size = entry.size
         error = entry.error
-        tokens = entry.tokens ?? []
+        contentType = entry.contentType
+        generation = entry.generation
+        changedAt = entry.changedAt
+        tokens = entry.tokens
     }
 }
 

@@ -8,8 +8,19 @@ extension EngineCore {
     /// returns true for each one it took.
     func handle(_ event: LifecycleEvent, for record: DownloadRecord, local: (LifecycleAction) -> Bool = { _ in false }) {
         let context = DownloadLifecycle.Context(maxAttempts: retryPolicy.maxAttempts, shuttingDown: shuttingDown)
-        for action in record.lifecycle.handle(event, context) where !local(action) {
+        let actions = record.lifecycle.handle(event, context)
+        indexFailed(record)
+        for action in actions where !local(action) {
             apply(action, to: record)
+        }
+    }
+
+    /// Keeps `failedRecords` in step with `record`'s state (after its lifecycle decided, or a restore).
+    func indexFailed(_ record: DownloadRecord) {
+        if record.state == .failed {
+            if failedRecords[record.id] == nil { failedRecords[record.id] = record }
+        } else if !failedRecords.isEmpty {
+            failedRecords[record.id] = nil
         }
     }
 
@@ -54,7 +65,7 @@ extension EngineCore {
         case .emit(let notice):
             emit(notice, of: record)
         case .journal:
-            saveJournal()
+            save(record)
         case .housekeeping(.boundEmptyPaused):
             boundEmptyPaused()
         case .housekeeping(.purgeCache):

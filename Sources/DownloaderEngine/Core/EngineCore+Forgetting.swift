@@ -2,10 +2,10 @@ import Foundation
 
 // Bounds on what the engine remembers of ended and idle downloads. Under `lock`.
 extension EngineCore {
-    /// Bounds the failed downloads kept (in memory and in the journal): those failed longer than
+    /// Bounds the failed downloads kept (in memory and in the state store): those failed longer than
     /// `failedRetention` ago go, then the oldest beyond `maxFailedDownloads`, with their partials.
     func forgetOldFailures() {
-        let failed = byID.values.filter { $0.state == .failed && $0.attempt == nil }
+        let failed = failedRecords.values.filter { $0.attempt == nil }
         let cutoff = clock.now().addingTimeInterval(-max(0, configuration.failedRetention))
         let limit = max(1, configuration.maxFailedDownloads)
         guard failed.count > limit || failed.contains(where: { $0.updatedAt < cutoff }) else { return }
@@ -33,8 +33,10 @@ extension EngineCore {
         }
     }
 
-    /// Removes a download entirely (its tokens stop working).
+    /// Removes a download entirely (its tokens stop working; the state store removes it too).
     func forget(_ record: DownloadRecord) {
+        save(record)
+        failedRecords[record.id] = nil
         byID[record.id] = nil
         if byURL[record.url] === record { byURL[record.url] = nil }
         for token in record.tokens { tokens[token] = nil }

@@ -5,9 +5,9 @@ import Foundation
 extension EngineCore {
     /// Under `lock`. When the completed file of `record` does not live in the area of its storage
     /// class, its lifecycle starts a move (`moveFile`). Until the move is done the record stays
-    /// `completed` and is served from its current path; then `finalPath` switches (journaled) and
-    /// only after the journal is on disk is the old name removed, so a crash at any point leaves a
-    /// journaled path that exists.
+    /// `completed` and is served from its current path; then `finalPath` switches (stored) and
+    /// only after that is committed is the old name removed, so a crash at any point leaves a
+    /// stored path that exists.
     func placeFile(_ record: DownloadRecord) {
         guard let target = placementTarget(record) else { return }
         handle(.placementWanted(inPlace: target.to == target.from), for: record)
@@ -35,7 +35,7 @@ extension EngineCore {
                 }
                 let (obsolete, served, after) = finishMove(id: id, from: path, to: target, placed: placed)
                 if let obsolete {
-                    if obsolete == path { journalWriter.flush() }  // The new path is journaled before the old name goes.
+                    if obsolete == path { stateWriter.flush() }  // The new path is committed before the old name goes.
                     FileStore.remove(obsolete)
                     FileStore.syncDirectory(of: obsolete)
                 }
@@ -60,12 +60,12 @@ extension EngineCore {
             guard placed else {
                 // The file stays where it is and is still served from there.
                 record.storage = path.hasPrefix(store.cacheDirectory + "/") ? .cache : .persistent
-                saveJournal()
+                save(record)
                 return (nil, path, hook)
             }
             tell(.moved(storage: record.storage, path: target), of: record)
             record.finalPath = target
-            saveJournal()
+            save(record)
             // Storage changed again while moving (not possible today: persistent never reverts).
             placeFile(record)
             return (path, target, hook)

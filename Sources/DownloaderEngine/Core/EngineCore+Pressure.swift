@@ -11,10 +11,8 @@ extension EngineCore {
         let stateSpace = pressure.space(of: store.stateDirectory)
         let cacheSpace = pressure.space(of: store.cacheDirectory)
         decide {
-            let before = (byID.count, stats.purges.values.reduce(0, +))
             relievePressure(memory: memory, stateSpace: stateSpace, cacheSpace: cacheSpace)
             if checkMemory { expireIdle() }
-            if (byID.count, stats.purges.values.reduce(0, +)) != before { saveJournal() }
         }
     }
 
@@ -91,6 +89,7 @@ extension EngineCore {
         let bytes = record.keptBytes
         discardPartial(record)
         record.updatedAt = clock.now()
+        save(record)
         notePurge(PurgeEvent(kind: .pausedPartial, reason: reason, id: record.id, url: record.url, bytes: bytes))
     }
 
@@ -111,7 +110,7 @@ extension EngineCore {
         }
     }
 
-    /// Under `lock`: counts the purge and reports it (in order, without the lock). Callers journal.
+    /// Under `lock`: counts the purge and reports it (in order, without the lock).
     private func notePurge(_ event: PurgeEvent) {
         stats.purges[PurgeCounterKey(kind: event.kind, reason: event.reason), default: 0] += 1
         tell(.purged(kind: event.kind, reason: event.reason, bytes: event.bytes), id: event.id, url: event.url)

@@ -20,6 +20,7 @@ extension EngineCore {
             guard let record = byID[id], record.state == .completed, let path = record.finalPath,
                   let sha = record.sha256, let size = record.size else { return nil }
             record.lastAccess = clock.now()
+            unsaved.insert(record.id)  // Stored with the next commit (no commit of its own).
             return CompletedFile(path: path, fileName: record.fileName ?? FileNameSanitizer.fallback, size: size, sha256: sha)
         }
         // The stat runs without the lock.

@@ -2,10 +2,10 @@ import Foundation
 
 // Callers joining and leaving.
 extension EngineCore {
-    /// Who joins a download: a caller with its token (journaled), or a streaming reader whose
-    /// interest lasts as long as it stays attached (not journaled).
+    /// Who joins a download: a caller by its token's hash (what is stored; the token itself never
+    /// is), or a streaming reader whose interest lasts as long as it stays attached (not stored).
     enum Joiner {
-        case caller(token: String)
+        case caller(TokenHash)
         case reader
     }
 
@@ -17,7 +17,7 @@ extension EngineCore {
 
     func request(_ request: DownloadRequest) throws(EngineError) -> Enqueued {
         let token = random.hex(byteCount: 16)
-        return try join(request, as: .caller(token: token)) { joined in
+        return try join(request, as: .caller(TokenHash(token: token))) { joined in
             Enqueued(token: token, snapshot: joined.record.snapshot(), coalesced: joined.coalesced)
         }
     }
@@ -69,7 +69,7 @@ extension EngineCore {
             tellJoining(record, request, as: joiner)
             handle(.callerJoined, for: record)
             add(joiner, to: record)
-            saveJournal()  // Tokens are journaled: they keep working after a restart.
+            save(record)  // Tokens are stored (hashed): they keep working after a restart.
             return answer(Joined(record: record, coalesced: coalesced))
         }
     }
@@ -87,7 +87,7 @@ extension EngineCore {
         add(joiner, to: record)
         tellCreated(record, request, as: joiner)
         handle(actions, for: record)
-        saveJournal()
+        save(record)
         return record
     }
 
@@ -127,7 +127,8 @@ extension EngineCore {
     }
 
     func cancel(token: String) -> DownloadSnapshot? {
-        decide {
+        let token = TokenHash(token: token)
+        return decide {
             guard let id = tokens.removeValue(forKey: token), let record = byID[id] else { return nil }
             record.tokens.remove(token)
             record.updatedAt = clock.now()

@@ -102,8 +102,8 @@ extension EngineCore {
     }
 
     /// Checks size and SHA-256, then fsyncs and moves the file into its area (no lock held).
-    /// Between the fsync and the rename the journal records the intent (target, SHA-256, size) and
-    /// is flushed, so a crash on either side of the rename recovers the file as completed.
+    /// Between the fsync and the rename the state store commits the intent (target, SHA-256, size),
+    /// durably, so a crash on either side of the rename recovers the file as completed.
     private func verifyAndPublish(_ attempt: Attempt, _ partial: PartialFile, _ context: SettleContext) -> Settlement {
         let length = partial.length
         if let total = context.total, length < total { return .incomplete }
@@ -131,7 +131,7 @@ extension EngineCore {
                 }
                 return self.hooks
             }
-            journalWriter.flush()
+            stateWriter.flush()
             hooks.beforePublishRename?()
             try store.publish(from: partial.path, to: target)
             hooks.afterPublishRename?()

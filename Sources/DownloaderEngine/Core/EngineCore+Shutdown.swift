@@ -1,8 +1,8 @@
 import Foundation
 
-// Stopping: every transfer stops where it stands, partials are kept and journaled as running.
+// Stopping: every transfer stops where it stands, partials are kept and stored as running.
 extension EngineCore {
-    /// Stops every transfer, keeps the partials (journaled as still running), ends subscriptions.
+    /// Stops every transfer, keeps the partials (stored as still running), ends subscriptions.
     func shutdown() async {
         let first = decide { () -> Bool in
             guard !shuttingDown else { return false }
@@ -28,8 +28,10 @@ extension EngineCore {
             }
             if drained { continuation.resume() }
         }
-        decide { saveJournal() }
-        journalWriter.flush()
+        decide {
+            for record in byID.values where record.state == .queued || record.state == .downloading { save(record) }
+        }
+        stateWriter.finish()
     }
 
     /// Under `lock`: once the last attempt has settled, the shutdown stops waiting.

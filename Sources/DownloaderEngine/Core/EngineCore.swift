@@ -5,12 +5,12 @@ import Glibc
 /// All shared engine state behind ONE lock, changed one way: lock, let the download's
 /// `DownloadLifecycle` decide on an event and apply the data it changes (`handle`), unlock, then act
 /// on what was decided (`EffectQueue`). Coalescing checks and inserts under that lock with no
-/// suspension point in between. Slow work (hashing, fsync, rename) runs on `workQueue`; journal
-/// writes go to their own queue; every timer goes through `scheduler`.
+/// suspension point in between. Slow work (hashing, fsync, rename) runs on `workQueue`; state
+/// commits go to their own thread (`StateWriter`); every timer goes through `scheduler`.
 final class EngineCore: @unchecked Sendable {
     let configuration: EngineConfiguration
     let driver: TransferStarting
-    /// Time and every timer (retries, trailing progress, the shutdown bound, journal batching).
+    /// Time and every timer (retries, trailing progress, the shutdown bound, state commit batching).
     let scheduler: Scheduler
     var clock: EngineClock { scheduler }
     let random: RandomSource
@@ -18,7 +18,9 @@ final class EngineCore: @unchecked Sendable {
     let retryPolicy: RetryPolicy
     let diskPressure: DiskPressure
     let pressure: PressureMonitor
-    let journalWriter: JournalWriter
+    let stateWriter: StateWriter
+    /// Where opening the state store found a damaged database and kept it aside.
+    let damagedStateKeptAt: String?
     let workQueue = DispatchQueue(label: "download-engine.work", attributes: .concurrent)
     /// Purge notifications, in order, off the engine's lock.
     let notifyQueue = DispatchQueue(label: "download-engine.notify")
@@ -30,11 +32,15 @@ final class EngineCore: @unchecked Sendable {
     // Everything below is guarded by `lock`.
     var byID: [String: DownloadRecord] = [:]
     var byURL: [String: DownloadRecord] = [:]
-    var tokens: [String: String] = [:]
+    /// Callers' token hashes → download id.
+    var tokens: [TokenHash: String] = [:]
     var slots: TransferSlots
     var stats = EngineStatistics()
     var nextSerial: UInt64 = 0
-    var journalGeneration: UInt64 = 0
+    /// The failed downloads, by id (bounding them must not scan every download at each failure).
+    var failedRecords: [String: DownloadRecord] = [:]
+    /// Downloads changed (or forgotten) since the state writer last took a batch.
+    var unsaved: Set<String> = []
     /// Numbers the events decided, so a subscriber made meanwhile skips those its first element reflects.
     var eventSequence: UInt64 = 0
     var shuttingDown = false
@@ -43,13 +49,13 @@ final class EngineCore: @unchecked Sendable {
     var hooks = EngineHooks()
     /// Told about every purge (the service logs them); called on `notifyQueue`, in order.
     var purgeHandler: (@Sendable (PurgeEvent) -> Void)?
-    /// Journal writes start at most this often (checkpoints, joins and progress are coalesced).
-    static let journalMinInterval: Double = 0.2
+    /// State commits start at most this often (checkpoints, joins and progress are coalesced).
+    static let stateMinInterval: Double = 0.2
     /// Unsynced bytes that trigger a checkpoint (from the configuration; tests lower it).
     var checkpointBytes: Int64
 
     init(configuration: EngineConfiguration, driver: TransferStarting, scheduler: Scheduler, random: RandomSource,
-         diskPressure: DiskPressure, pressure: PressureMonitor) throws(SystemError) {
+         diskPressure: DiskPressure, pressure: PressureMonitor) throws {
         self.configuration = configuration
         self.driver = driver
         self.scheduler = scheduler
@@ -61,16 +67,17 @@ final class EngineCore: @unchecked Sendable {
         slots = TransferSlots(capacity: configuration.maxConcurrentTransfers)
         store = try FileStore(configuration: configuration)
         retryPolicy = RetryPolicy(configuration)
-        var crashAtWrite: Int?
+        var crashAtCommit: Int?
         if let point = configuration.testCrashPoint {
             hooks = .crashing(at: point)
-            if case .midJournalWrite(let n) = point { crashAtWrite = n }
+            if case .midStateCommit(let n) = point { crashAtCommit = n }
         }
-        journalWriter = JournalWriter(journal: StateJournal(directory: store.stateDirectory), crashAtWrite: crashAtWrite,
-                                      minInterval: Self.journalMinInterval, scheduler: scheduler)
-        journalWriter.source = { [weak self] in
-            guard let self else { return (0, []) }
-            return self.locked { (self.journalGeneration, self.byID.values.map { $0.journalEntry() }) }
+        let opening = try SQLiteStateStore.open(directory: store.stateDirectory, crashAtCommit: crashAtCommit)
+        damagedStateKeptAt = opening.damagedKeptAt
+        stateWriter = StateWriter(store: opening.store, minInterval: Self.stateMinInterval, scheduler: scheduler)
+        stateWriter.source = { [weak self] retry in
+            guard let self else { return StateBatch() }
+            return self.locked { self.takeUnsaved(adding: retry) }
         }
     }
 
@@ -101,12 +108,24 @@ final class EngineCore: @unchecked Sendable {
         return nextSerial
     }
 
-    /// Under `lock`: the journaled state changed. The writer takes its snapshot under the lock when
-    /// it starts writing, at most every `journalMinInterval`; it is told after the lock is released.
-    func saveJournal() {
-        journalGeneration += 1
-        let writer = journalWriter
+    /// Under `lock`: `record` changed (or was forgotten). The writer takes a batch of what changed
+    /// under the lock when it starts a commit, at most every `stateMinInterval`; it is told after the
+    /// lock is released.
+    func save(_ record: DownloadRecord) {
+        unsaved.insert(record.id)
+        let writer = stateWriter
         effects.append { writer.markDirty() }
+    }
+
+    /// Under `lock`: the batch for the state writer, of the downloads changed since the last one and
+    /// `retry` (a failed batch's): those still known are written whole, the others removed.
+    func takeUnsaved(adding retry: Set<String>) -> StateBatch {
+        var batch = StateBatch()
+        for id in unsaved.union(retry) {
+            if let record = byID[id] { batch.upserts.append(record.stored()) } else { batch.deletions.append(id) }
+        }
+        unsaved.removeAll(keepingCapacity: true)
+        return batch
     }
 
     /// Under `lock`: `event` goes to the download's subscribers once the lock is released, in order.

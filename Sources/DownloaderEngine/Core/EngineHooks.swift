@@ -27,7 +27,7 @@ struct EngineHooks: Sendable {
         switch point {
         case .beforePublishRename: hooks.beforePublishRename = die
         case .afterPublishRename: hooks.afterPublishRename = die
-        case .midJournalWrite: break  // Armed in the journal writer.
+        case .midStateCommit: break  // Armed in the state store.
         }
         return hooks
     }

@@ -62,7 +62,7 @@ public struct DownloadFailure: Sendable, Equatable {
     public var message: String
     /// The origin's status when the failure came from an HTTP answer.
     public var httpStatus: Int?
-    /// The journal's code string when this build does not know it (`code` is then `.unknown`).
+    /// The stored code string when this build does not know it (`code` is then `.unknown`).
     private var unrecognizedCode: String?
 
     public init(code: Code, message: String, httpStatus: Int? = nil) {
@@ -71,8 +71,9 @@ public struct DownloadFailure: Sendable, Equatable {
         self.httpStatus = httpStatus
     }
 
-    /// From a journal's code string. A string this build does not know never fails the load: it
-    /// becomes `.unknown` and is kept, so writing the journal back stores it unchanged.
+    /// From a stored code string (the state store's, or an imported journal's). A string this build
+    /// does not know never fails the load: it becomes `.unknown` and is kept, so writing the
+    /// download back stores it unchanged.
     init(journalCode: String, message: String, httpStatus: Int?) {
         let known = Code(rawValue: journalCode)
         self.code = known ?? .unknown
@@ -81,13 +82,12 @@ public struct DownloadFailure: Sendable, Equatable {
         unrecognizedCode = known == nil ? journalCode : nil
     }
 
-    /// The code string the journal stores: the raw value, or the unrecognised string as it was read.
+    /// The code string the state store keeps: the raw value, or the unrecognised string as it was read.
     var journalCode: String { unrecognizedCode ?? code.rawValue }
 }
 
-// The Codable form (the journal's fallback reader, see `StateJournal`): `{"code", "message",
-// "httpStatus"?}` with the journal's code string, exactly as the synthesised conformance of the
-// former `code: String` wrote and read it.
+// The Codable form (`DownloadSnapshot`'s): `{"code", "message", "httpStatus"?}` with the stored
+// code string, exactly as the synthesised conformance of the former `code: String` wrote and read it.
 extension DownloadFailure: Codable {
     private enum CodingKeys: String, CodingKey {
         case code, message, httpStatus

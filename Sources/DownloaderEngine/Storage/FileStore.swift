@@ -126,4 +126,19 @@ struct FileStore: Sendable {
     }
 
     static func remove(_ path: String) { unlink(path) }
+
+    /// Renames `path` to the first free name of `path + suffix`, `path + suffix + "-2"`, … (nothing
+    /// kept aside earlier is ever replaced), fsyncs the directory, and returns the new name.
+    static func setAside(_ path: String, suffix: String) throws(SystemError) -> String {
+        var target = path + suffix
+        var n = 1
+        while access(target, F_OK) == 0 {
+            n += 1
+            guard n <= 1000 else { throw SystemError(errno: EEXIST, function: "rename (no free name beside \(path))") }
+            target = path + suffix + "-\(n)"
+        }
+        try syscall("rename") { rename(path, target) }
+        syncDirectory(of: path)
+        return target
+    }
 }

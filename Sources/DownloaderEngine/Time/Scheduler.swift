@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 
 /// The one way the engine waits: a clock that also runs work later. Retry backoff, trailing
-/// progress, the shutdown bound, progress pacing and journal batching all go through it, so a
+/// progress, the shutdown bound, progress pacing and state commit batching all go through it, so a
 /// test drives every timer with a manual scheduler instead of sleeping.
 protocol Scheduler: EngineClock {
     /// Runs `work` once `seconds` have passed on this clock (at once for 0 or less), on a thread of

@@ -36,7 +36,7 @@ import Testing
     @Test func crashPointsParse() {
         #expect(CrashPoint("before-publish-rename") == .beforePublishRename)
         #expect(CrashPoint("after-publish-rename") == .afterPublishRename)
-        #expect(CrashPoint("mid-journal-write:3") == .midJournalWrite(3))
-        #expect(CrashPoint("mid-journal-write:0") == nil && CrashPoint("anything") == nil)
+        #expect(CrashPoint("mid-state-commit:3") == .midStateCommit(3))
+        #expect(CrashPoint("mid-state-commit:0") == nil && CrashPoint("mid-journal-write:3") == nil && CrashPoint("anything") == nil)
     }
 }

@@ -3,7 +3,7 @@ import Glibc
 import Testing
 @testable import DownloaderEngine
 
-/// Start-up with 10 000 journaled downloads: what loads, what is dropped, what is swept. (The time it
+/// Start-up with 10 000 stored downloads: what loads, what is dropped, what is swept. (The time it
 /// takes belongs to the benchmark; this only checks the outcome.)
 @Suite struct RecoveryScaleTests {
     static func id(_ n: Int) -> String { String(format: "%016x", 0x1000_0000_0000 + n) }
@@ -25,13 +25,13 @@ import Testing
             try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         }
         let now = Date()
-        func entry(_ n: Int, _ state: DownloadState) -> JournalEntry {
-            JournalEntry(id: Self.id(n), url: "https://o.test/f\(n)", storage: .cache, state: state,
+        func entry(_ n: Int, _ state: DownloadState) -> StoredDownload {
+            StoredDownload(id: Self.id(n), url: "https://o.test/f\(n)", storage: .cache, state: state,
                          validator: Validator(etag: "\"e\(n)\""), expectedTotal: 100, verifiedOffset: 0,
                          expectedSHA256: nil, expectedSize: nil, fileName: "f\(n).bin", finalPath: nil, sha256: nil, size: nil,
                          createdAt: now.addingTimeInterval(Double(n) / 1000), updatedAt: now, lastAccess: now, error: nil)
         }
-        var entries: [JournalEntry] = []
+        var entries: [StoredDownload] = []
         // 0..<4990 completed with their files; 4990..<5990 completed whose files vanished.
         for n in 0..<5990 {
             var e = entry(n, .completed)
@@ -56,10 +56,10 @@ import Testing
         }
         for n in 9990..<10_000 {
             var e = entry(n, .downloading)
-            e.tokens = [String(format: "%032x", n)]
+            e.tokens = [TokenHash(token: String(format: "%032x", n))]
             entries.append(e)
         }
-        try StateJournal(directory: state.path).write(try #require(StateJournal.encode(entries)))
+        try StateFixture.write(entries, to: state.path)
         // Leftovers no entry owns.
         for n in 20_000..<20_050 {
             Self.file(partials.appendingPathComponent("\(Self.id(n)).part").path, [1])

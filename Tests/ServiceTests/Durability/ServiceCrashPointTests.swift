@@ -39,15 +39,15 @@ struct ServiceCrashPointTests {
         #expect(try await second.stop() == 0)
     }
 
-    /// A crash half-way through a journal write leaves a torn temporary file next to the intact
-    /// journal; the restart loads the journal and every download completes byte-identical.
-    @Test func crashInTheMiddleOfAJournalWrite() async throws {
+    /// A crash half-way through a state commit (inside its transaction, before COMMIT): the restart
+    /// finds the database whole (not set aside) with every download, and each completes byte-identical.
+    @Test func crashInTheMiddleOfAStateCommit() async throws {
         let origin = try TestOrigin(bodySize: 4 << 20, path: "/j0.bin")
         defer { origin.stop() }
         for i in 1..<3 { origin.addResource(path: "/j\(i).bin", size: (4 + i) << 20) }
         origin.update { $0.bytesPerSecond = 1 << 20 }
-        let root = Durability.root("journal")
-        // A first run journals the three downloads and stops (SIGTERM) mid-transfer.
+        let root = Durability.root("commit")
+        // A first run stores the three downloads and stops (SIGTERM) mid-transfer.
         let first = try await ServiceProcess.start(root: root, arguments: Durability.allowLoopback)
         var ids: [String: String] = [:]
         for i in 0..<3 {
@@ -59,19 +59,15 @@ struct ServiceCrashPointTests {
         _ = try await stream.next { ($0.json["bytesWritten"] as? Int ?? 0) > 0 }
         stream.close()
         #expect(try await first.stop() == 0)
-        // The second run carries them on and dies in its third journal write (the first is the
-        // start-up's; checkpoints follow every second per transfer).
+        // The second run carries them on and dies in its third commit (heads accepted, then
+        // checkpoints every second per transfer).
         let second = try await ServiceProcess.start(root: root, arguments: Durability.allowLoopback,
-                                                    environment: ["DOWNLOAD_SERVICE_TEST_CRASH_POINT": "mid-journal-write:3"])
+                                                    environment: ["DOWNLOAD_SERVICE_TEST_CRASH_POINT": "mid-state-commit:3"])
         #expect(try await second.waitForExit(timeout: 30) == SIGKILL, "the crash point was not reached")
-        let journal = root.appendingPathComponent("state/journal.json").path
-        let torn = try #require(FileManager.default.contents(atPath: journal + ".tmp"), "no torn journal write")
-        #expect((try? JSONSerialization.jsonObject(with: torn)) == nil, "the temporary file should be torn")
-        guard case .loaded(let entries) = StateJournal(directory: root.appendingPathComponent("state").path).load() else {
-            Issue.record("the journal did not load")
-            return
-        }
-        #expect(Set(entries.map(\.id)) == Set(ids.values))
+        let state = root.appendingPathComponent("state").path
+        let opened = try SQLiteStateStore.open(directory: state)
+        #expect(opened.damagedKeptAt == nil)
+        #expect(Set(try opened.store.load().map(\.id)) == Set(ids.values))
 
         origin.update { $0.bytesPerSecond = nil }
         let third = try await ServiceProcess.start(root: root, arguments: Durability.allowLoopback)

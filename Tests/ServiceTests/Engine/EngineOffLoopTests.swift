@@ -11,10 +11,8 @@ import Testing
         return result
     }
 
-    static func journal(_ engine: DownloadEngine) -> [JournalEntry] {
-        engine.core.journalWriter.flush()
-        guard case .loaded(let entries) = StateJournal(directory: engine.core.store.stateDirectory).load() else { return [] }
-        return entries
+    static func stored(_ engine: DownloadEngine) throws -> [StoredDownload] {
+        try StateFixture.stored(engine)
     }
 
     @Test func promotingACompletedFileReturnsAtOnceAndMovesItOnTheWorkQueue() async throws {
@@ -56,7 +54,7 @@ import Testing
         #expect(engine.completedFile(id: first.snapshot.id)?.path == target)
         #expect(try Data(contentsOf: URL(fileURLWithPath: target)) == Data(body))
         #expect(!FileManager.default.fileExists(atPath: cached))
-        let entry = try #require(Self.journal(engine).first { $0.id == first.snapshot.id })
+        let entry = try #require(try Self.stored(engine).first { $0.id == first.snapshot.id })
         #expect(entry.finalPath == target && entry.storage == .persistent)
         await engine.shutdown()
     }
@@ -90,11 +88,11 @@ import Testing
         #expect(engine.snapshot(id: r.snapshot.id)?.bytesWritten == 100_000)
         // Not yet synced: nothing beyond 0 may be journaled as durable.
         #expect(engine.core.locked { engine.core.byID[r.snapshot.id]?.durableOffset } == 0)
-        #expect(Self.journal(engine).first { $0.id == r.snapshot.id }?.verifiedOffset == 0)
+        #expect(try Self.stored(engine).first { $0.id == r.snapshot.id }?.verifiedOffset == 0)
 
         gate.signal()
         #expect(try await withTimeout(10) { try await checkpointed.value() } == 100_000)
-        #expect(Self.journal(engine).first { $0.id == r.snapshot.id }?.verifiedOffset == 100_000)
+        #expect(try Self.stored(engine).first { $0.id == r.snapshot.id }?.verifiedOffset == 100_000)
         await engine.shutdown()
     }
 
@@ -152,12 +150,20 @@ import Testing
         // Count: the oldest failure is forgotten (memory and journal).
         #expect(engine.snapshot(id: ids[0]) == nil)
         #expect(engine.snapshot(id: ids[1]) != nil && engine.snapshot(id: ids[2]) != nil)
-        #expect(Set(Self.journal(engine).map(\.id)) == Set(ids[1...]))
+        #expect(Set(try Self.stored(engine).map(\.id)) == Set(ids[1...]))
         // Age: failures older than the retention go when another download fails.
         clock.advance(2000)
         let (d, _) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/d"), until: [.failed])
         #expect(engine.list().map(\.id) == [d.snapshot.id])
-        #expect(Self.journal(engine).map(\.id) == [d.snapshot.id])
+        #expect(try Self.stored(engine).map(\.id) == [d.snapshot.id])
+        #expect(engine.core.locked { Set(engine.core.failedRecords.keys) } == [d.snapshot.id], "the failed index follows")
+        // Asked for again, it runs (out of the index) and fails again (back in it).
+        let again = try engine.request(DownloadRequest(url: "http://o.test/d"))
+        _ = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: again.snapshot.id, [.failed]) }
+        #expect(driver.startCount == 5)
+        #expect(engine.core.locked {
+            Set(engine.core.failedRecords.keys) == Set(engine.core.byID.values.filter { $0.state == .failed }.map(\.id))
+        })
         await engine.shutdown()
     }
 

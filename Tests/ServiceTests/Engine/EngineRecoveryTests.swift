@@ -4,7 +4,7 @@ import Testing
 @testable import DownloaderEngine
 
 @Suite struct EngineRecoveryTests {
-    @Test func crashTailBeyondTheJournaledOffsetIsCutOff() async throws {
+    @Test func crashTailBeyondTheStoredOffsetIsCutOff() async throws {
         let root = EngineFixture.root()
         let driver = FakeTransferDriver()
         let first = try EngineFixture.engine(root, driver: driver)
@@ -12,7 +12,7 @@ import Testing
                                                 headers: ["Content-Length": "100000", "ETag": "\"e\""],
                                                 sending: EngineFixture.body(30_000))
         await first.shutdown()
-        // A crash after more (unjournaled) bytes reached the file: garbage past the offset.
+        // A crash after more (unstored) bytes reached the file: garbage past the offset.
         let partial = root.appendingPathComponent("state/partials/\(r.snapshot.id).part").path
         let handle = try #require(FileHandle(forWritingAtPath: partial))
         handle.seekToEndOfFile()
@@ -68,28 +68,6 @@ import Testing
         #expect(done.state == .completed)
     }
 
-    /// A failure code from a newer build's journal: the download is kept, failed with `.unknown`,
-    /// and the journal the engine writes back still holds the original string.
-    @Test func aFailureWithAnUnknownCodeSurvivesARestart() async throws {
-        let root = EngineFixture.root()
-        let state = root.appendingPathComponent("state")
-        try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
-        let now = Date().timeIntervalSince1970
-        let journal = #"{"downloads":[{"createdAt":\#(now),"error":{"code":"quota_exceeded","message":"over quota"},"#
-            + #""id":"0123456789abcdef","lastAccess":\#(now),"state":"failed","storage":"cache","updatedAt":\#(now),"#
-            + #""url":"http://o.test/q","verifiedOffset":0}],"version":1}"#
-        try Data(journal.utf8).write(to: state.appendingPathComponent("journal.json"))
-        let engine = try EngineFixture.engine(root, driver: FakeTransferDriver())
-        #expect(engine.recovery.loaded == 1 && engine.recovery.corruptJournalKeptAt == nil)
-        let failed = try #require(engine.snapshot(id: "0123456789abcdef"))
-        #expect(failed.state == .failed && failed.error?.code == .unknown && failed.error?.message == "over quota")
-        _ = try engine.request(DownloadRequest(url: "http://o.test/other"))  // the journal is written again
-        await engine.shutdown()
-        let written = try String(contentsOf: state.appendingPathComponent("journal.json"), encoding: .utf8)
-        #expect(written.contains(#""error":{"code":"quota_exceeded","message":"over quota"}"#))
-        #expect(written.contains("http://o.test/other"))
-    }
-
     @Test func noSpaceMapsToDiskFull() async throws {
         let driver = FakeTransferDriver()
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
@@ -108,11 +86,11 @@ import Testing
         let (r, done) = try await EngineFixture.requestAndWait(first, DownloadRequest(url: "http://o.test/m"),
                                                                until: [.completed])
         await first.shutdown()
-        // As if the service died after journaling `persistent` but before the file moved.
-        let journal = StateJournal(directory: root.appendingPathComponent("state").path)
-        guard case .loaded(var entries) = journal.load() else { Issue.record("no journal"); return }
+        // As if the service died after storing `persistent` but before the file moved.
+        let state = root.appendingPathComponent("state").path
+        var entries = try StateFixture.read(state)
         entries[0].storage = .persistent
-        try journal.write(try #require(StateJournal.encode(entries)))
+        try StateFixture.write(entries, to: state)
 
         let second = try EngineFixture.engine(root, driver: FakeTransferDriver()) { _ in }
         let moved = OneShot<String>()

@@ -1,0 +1,71 @@
+/// The state database's tables, versioned by `PRAGMA user_version`: migration `n` takes a database
+/// from version `n` to `n + 1`, in its own transaction. Append a migration for every change (never
+/// edit a released one); a database from a newer build is refused, never downgraded.
+enum SQLiteSchema {
+    static let migrations: [String] = [
+        // 1: downloads and their callers' token hashes. `row` is the order downloads were first
+        // recorded: new ones append at the table's end, so a batch of new downloads touches few
+        // pages however many are recorded. Lookups by id or URL happen in memory (the engine's and
+        // the store's maps), so neither has an index that random ids would scatter writes over.
+        """
+        CREATE TABLE downloads (
+            row INTEGER PRIMARY KEY,
+            id TEXT NOT NULL,
+            url TEXT NOT NULL,
+            storage TEXT NOT NULL,
+            state TEXT NOT NULL,
+            etag TEXT,
+            last_modified TEXT,
+            expected_total INTEGER,
+            verified_offset INTEGER NOT NULL,
+            expected_sha256 TEXT,
+            expected_size INTEGER,
+            file_name TEXT,
+            final_path TEXT,
+            sha256 TEXT,
+            size INTEGER,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            last_access REAL NOT NULL,
+            error_code TEXT,
+            error_message TEXT,
+            error_http_status INTEGER
+        );
+        CREATE TABLE tokens (
+            download INTEGER NOT NULL,
+            hash BLOB NOT NULL,
+            PRIMARY KEY (download, hash)
+        ) WITHOUT ROWID;
+        """,
+        // 2: what `/fetch` names a download's body by: the origin's content type, the body's
+        // version (its ETag when the origin gave none) and when it last changed. Added columns
+        // only (no table rewrite); rows of version 1 read as version 0, no type, never changed.
+        """
+        ALTER TABLE downloads ADD COLUMN content_type TEXT;
+        ALTER TABLE downloads ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE downloads ADD COLUMN changed_at REAL;
+        """,
+    ]
+
+    static var version: Int { migrations.count }
+
+    /// Brings `db` up to the last of `migrations`. Throws `.newerSchema` for a database from a newer build.
+    static func migrate(_ db: SQLiteConnection, migrations: [String] = migrations) throws(StateStoreError) {
+        let found = Int(try db.text("PRAGMA user_version") ?? "0") ?? 0
+        guard found <= migrations.count else {
+            throw StateStoreError(kind: .newerSchema, message: "the state database has schema version \(found); this build knows "
+                                  + "versions up to \(migrations.count) (a newer build wrote it): refusing to start")
+        }
+        for version in found..<migrations.count {
+            try db.execute("BEGIN IMMEDIATE")
+            do throws(StateStoreError) {
+                try db.execute(migrations[version])
+                try db.execute("PRAGMA user_version = \(version + 1)")
+                try db.execute("COMMIT")
+            } catch {
+                try? db.execute("ROLLBACK")
+                throw error
+            }
+        }
+    }
+}

@@ -1,0 +1,45 @@
+/// Where the engine's state survives restarts. The engine speaks only this interface: which
+/// database is behind it (SQLite today, `SQLiteStateStore`) is known where the store is opened and
+/// nowhere else. Used from one thread at a time (the engine's `StateWriter`).
+protocol StateStore: AnyObject, Sendable {
+    /// Every download recorded, in the order they were first recorded.
+    func load() throws(StateStoreError) -> [StoredDownload]
+
+    /// Applies `batch` atomically and durably: once it returns, all of it survives a crash or a
+    /// power loss; when it throws, none of it was applied.
+    func commit(_ batch: StateBatch) throws(StateStoreError)
+
+    /// Folds whatever the store keeps beside its file into it (a clean stop leaves one
+    /// self-contained file). Later commits still work.
+    func checkpoint() throws(StateStoreError)
+}
+
+/// Changes committed together: downloads written whole (inserted or replaced, tokens included)
+/// and downloads removed (with their tokens).
+struct StateBatch: Sendable, Equatable {
+    var upserts: [StoredDownload] = []
+    var deletions: [String] = []
+
+    var isEmpty: Bool { upserts.isEmpty && deletions.isEmpty }
+
+    /// The ids the batch touches.
+    var ids: Set<String> { Set(upserts.map(\.id)).union(deletions) }
+}
+
+/// A state store's failure: the database's own result code and message, and what was being done.
+struct StateStoreError: Error, Sendable, Equatable, CustomStringConvertible {
+    enum Kind: Sendable, Equatable {
+        /// The file is not a database or is damaged.
+        case damaged
+        /// The file was written by a newer build (its schema version is beyond this build's).
+        case newerSchema
+        /// The disk or the quota is full.
+        case full
+        case other
+    }
+
+    var kind: Kind
+    var message: String
+
+    var description: String { message }
+}

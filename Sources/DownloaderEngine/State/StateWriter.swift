@@ -1,0 +1,113 @@
+import Foundation
+
+/// Commits the engine's changes to its `StateStore` on one writer thread; callers never wait for
+/// the disk. The engine marks what changed (`markDirty`, after recording the download's id) and
+/// the writer takes the batch from `source` when a commit starts, so a burst of changes costs one
+/// commit holding only the downloads that changed. Commits start at most every `minInterval`
+/// seconds (timed by the injected `Scheduler`), except `flush()`, which commits at once and waits.
+/// A failed commit's ids are retried with the next one (at the latest `retryInterval` later). Never
+/// call `flush()` or `perform` while holding what `source` takes.
+final class StateWriter: @unchecked Sendable {
+    private let store: StateStore
+    private let thread = WriterThread(name: "download-engine.state")
+    private let minInterval: Double
+    private let scheduler: Scheduler
+    static let retryInterval: Double = 1
+    private let lock = NSLock()
+    // Guarded by `lock`.
+    private var dirty = false
+    private var scheduled = false
+    /// Monotonic seconds at which the last commit ended (nil: none yet).
+    private var lastWriteEnd: Double?
+    private var failure: StateStoreError?
+    /// The changes since the last batch, plus `retry` (the ids of a failed batch): taken under the
+    /// engine's lock when a commit starts. Set once, before use.
+    var source: (@Sendable (_ retry: Set<String>) -> StateBatch)?
+    // Only the writer thread touches this.
+    private var retry: Set<String> = []
+
+    init(store: StateStore, minInterval: Double = 0, scheduler: Scheduler) {
+        self.store = store
+        self.minInterval = minInterval
+        self.scheduler = scheduler
+    }
+
+    deinit { thread.stop() }
+
+    /// The last commit error (nil once a commit succeeds), for diagnostics.
+    var lastError: StateStoreError? { lock.withLock { failure } }
+
+    /// The state changed: a commit follows, with a batch from `source` taken when it starts.
+    func markDirty() {
+        lock.lock()
+        dirty = true
+        scheduleLocked(after: 0)
+        lock.unlock()
+    }
+
+    private func scheduleLocked(after delay: Double) {
+        guard !scheduled else { return }
+        scheduled = true
+        let wait = max(delay, lastWriteEnd.map { $0 + minInterval - scheduler.monotonic() } ?? 0)
+        if wait > 0 {
+            scheduler.schedule(after: wait) { self.thread.async { self.drain() } }
+        } else {
+            thread.async { self.drain() }
+        }
+    }
+
+    /// Writer thread. `force`: take a batch even when no change was marked (`flush`: the engine
+    /// marks changes after releasing its lock, so a change may be decided but not marked yet).
+    private func drain(force: Bool = false) {
+        lock.lock()
+        let pull = dirty || force || !retry.isEmpty
+        dirty = false
+        scheduled = false
+        lock.unlock()
+        guard pull, let source else { return }
+        let batch = source(retry)
+        retry = []
+        guard !batch.isEmpty else { return }
+        var failed: StateStoreError?
+        do throws(StateStoreError) {
+            try store.commit(batch)
+        } catch {
+            failed = error
+            retry = batch.ids
+        }
+        let end = scheduler.monotonic()
+        lock.lock()
+        lastWriteEnd = end
+        failure = failed
+        if failed != nil { scheduleLocked(after: Self.retryInterval) }
+        lock.unlock()
+    }
+
+    /// Commits everything marked or decided so far, now, and waits until it is on disk (or failed:
+    /// then `lastError` says why).
+    func flush() {
+        thread.sync { self.drain(force: true) }
+    }
+
+    /// `flush()`, then the store folds its WAL into its file: the engine's shutdown leaves one
+    /// self-contained file.
+    func finish() {
+        thread.sync {
+            self.drain(force: true)
+            let failed: StateStoreError?
+            do throws(StateStoreError) {
+                try self.store.checkpoint()
+                failed = nil
+            } catch {
+                failed = error
+            }
+            if let failed { self.lock.withLock { self.failure = failed } }
+        }
+    }
+
+    /// Runs `body` with the store on the writer thread, and waits (start-up: import and load).
+    func perform<T, E: Error>(_ body: @escaping (StateStore) throws(E) -> T) throws(E) -> T {
+        let store = self.store
+        return try thread.sync { () throws(E) -> T in try body(store) }
+    }
+}

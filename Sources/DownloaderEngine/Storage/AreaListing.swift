@@ -1,0 +1,119 @@
+import Dispatch
+import Glibc
+
+/// The files of one storage area named like ours (`<16 hex id>-<name>`, see `FileStore.finalPath`),
+/// read in one `readdir` pass into one buffer and indexed by the id's 64 bits: start-up checks that
+/// tens of thousands of stored files exist, and finds the orphans, without a `stat`, a string hash
+/// or an allocation per file. Regular files only (`d_type`; an `lstat` where the file system does
+/// not say): a symlink never counts as a stored file.
+struct AreaListing {
+    let directory: String
+    private let directoryBytes: [UInt8]
+    private struct Entry {
+        var id: UInt64
+        var start: Int
+        var count: Int
+        var regular: Bool
+        var claimed = false
+    }
+    /// Every name, one after the other.
+    private var names: [UInt8] = []
+    private var entries: [Entry] = []
+    /// Id → index in `entries` of its first regular file, and of any further ones (rare: an older
+    /// file of the same download under another name).
+    private var regular: [UInt64: Int] = [:]
+    private var moreRegular: [UInt64: [Int]] = [:]
+
+    /// Empty when the directory cannot be read.
+    init(_ directory: String) {
+        self.directory = directory
+        directoryBytes = Array(directory.utf8)
+        guard let dir = opendir(directory) else { return }
+        defer { closedir(dir) }
+        while let entry = readdir(dir) {
+            let type = Int32(entry.pointee.d_type)
+            withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                let name = UnsafeRawBufferPointer(rebasing: raw[..<strnlen(raw.baseAddress!.assumingMemoryBound(to: CChar.self), raw.count)])
+                guard name.count > 17, name[16] == UInt8(ascii: "-"), let id = Self.id(hex: name[..<16]) else { return }
+                var isRegular = type == DT_REG
+                if type == DT_UNKNOWN { isRegular = FileStore.fileSize(directory + "/" + String(decoding: name, as: UTF8.self)) != nil }
+                entries.append(Entry(id: id, start: names.count, count: name.count, regular: isRegular))
+                names.append(contentsOf: name)
+                guard isRegular else { return }
+                if regular[id] == nil { regular[id] = entries.count - 1 } else { moreRegular[id, default: []].append(entries.count - 1) }
+            }
+        }
+    }
+
+    /// The 64 bits of a download id: exactly 16 lower-case hex digits, else nil.
+    static func id<Bytes: Collection<UInt8>>(hex bytes: Bytes) -> UInt64? {
+        guard bytes.count == 16 else { return nil }
+        var id: UInt64 = 0
+        for byte in bytes {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): id = id << 4 | UInt64(byte - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): id = id << 4 | UInt64(byte - UInt8(ascii: "a") + 10)
+            default: return nil
+            }
+        }
+        return id
+    }
+
+    /// Whether `path`, the file of download `id`, is a regular file, answered from the listing when
+    /// `path` lies in this directory (else nil). A file found is claimed: `removeUnclaimed` keeps it.
+    mutating func claim(_ path: String, of id: String) -> Bool? {
+        var path = path
+        var id = id
+        guard let bits = id.withUTF8({ Self.id(hex: $0) }) else { return path.hasPrefix(directory + "/") ? false : nil }
+        return path.withUTF8 { bytes -> Bool? in
+            let dir = directoryBytes.count
+            guard bytes.count > dir + 1, bytes[dir] == UInt8(ascii: "/"),
+                  memcmp(bytes.baseAddress!, directoryBytes, dir) == 0 else { return nil }
+            let name = UnsafeBufferPointer(rebasing: bytes[(dir + 1)...])
+            guard !name.contains(UInt8(ascii: "/")) else { return nil }
+            guard let first = regular[bits] else { return false }
+            if claimIfNamed(first, name) { return true }
+            for index in moreRegular[bits] ?? [] where claimIfNamed(index, name) { return true }
+            return false
+        }
+    }
+
+    private mutating func claimIfNamed(_ index: Int, _ name: UnsafeBufferPointer<UInt8>) -> Bool {
+        let entry = entries[index]
+        guard entry.count == name.count,
+              names.withUnsafeBufferPointer({ memcmp($0.baseAddress! + entry.start, name.baseAddress!, name.count) == 0 }) else {
+            return false
+        }
+        entries[index].claimed = true
+        return true
+    }
+
+    /// Deletes every file named like ours that nothing claimed.
+    func removeUnclaimed() {
+        for entry in entries where !entry.claimed {
+            FileStore.remove(directory + "/" + String(decoding: names[entry.start..<entry.start + entry.count], as: UTF8.self))
+        }
+    }
+}
+
+extension AreaListing {
+    /// Listings made on `queue` while the caller does something else (start-up: while the state
+    /// store loads); `wait()` returns them.
+    final class Pending: @unchecked Sendable {
+        private let done = DispatchSemaphore(value: 0)
+        // Written once on `queue` before `done` is signalled; read after waiting for it.
+        private var listings: [AreaListing] = []
+
+        init(_ directories: [String], on queue: DispatchQueue) {
+            queue.async {
+                self.listings = directories.map(AreaListing.init)
+                self.done.signal()
+            }
+        }
+
+        func wait() -> [AreaListing] {
+            done.wait()
+            return listings
+        }
+    }
+}

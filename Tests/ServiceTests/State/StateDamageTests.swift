@@ -1,0 +1,100 @@
+import Foundation
+import Glibc
+import Testing
+@testable import DownloaderEngine
+
+/// A torn or damaged database: a torn WAL tail costs only the commit it tore; a damaged file is kept
+/// aside (never deleted) and the engine starts with an empty one; a newer build's file is refused.
+@Suite struct StateDamageTests {
+    static func copy(_ from: String, _ to: String) throws {
+        try FileManager.default.copyItem(atPath: from, toPath: to)
+    }
+
+    /// The database and its WAL as a crash leaves them (copied while the connection is open, so
+    /// nothing is checkpointed), with the WAL's last `cut` bytes torn off or its last frame damaged.
+    @Test(arguments: ["truncated", "garbled"])
+    func aTornWALTailLosesOnlyTheCommitItTore(kind: String) throws {
+        let live = EngineFixture.root().path
+        let store = try SQLiteStateStore.open(directory: live).store
+        let first = [StateFixture.download("a", .paused), StateFixture.download("b", .completed)]
+        try store.commit(StateBatch(upserts: first))
+        let walAfterFirst = try #require(FileStore.fileSize(live + "/state.db-wal"))
+        var changed = first[0]
+        changed.state = .failed
+        try store.commit(StateBatch(upserts: [changed, StateFixture.download("c", .queued)]))
+        let wal = try #require(FileStore.fileSize(live + "/state.db-wal"))
+        #expect(wal > walAfterFirst)
+
+        let crashed = EngineFixture.root().path
+        try Self.copy(live + "/state.db", crashed + "/state.db")
+        try Self.copy(live + "/state.db-wal", crashed + "/state.db-wal")
+        let fd = open(crashed + "/state.db-wal", O_RDWR)
+        #expect(fd >= 0)
+        if kind == "truncated" {
+            #expect(ftruncate(fd, off_t(wal - 100)) == 0)
+        } else {
+            var junk = [UInt8](repeating: 0xA5, count: 64)
+            #expect(pwrite(fd, &junk, junk.count, off_t(wal - 2000)) == junk.count)
+        }
+        close(fd)
+        let opened = try SQLiteStateStore.open(directory: crashed)
+        #expect(opened.damagedKeptAt == nil)
+        #expect(try opened.store.load() == first, "the torn commit is gone, the one before it whole")
+    }
+
+    @Test func aDamagedDatabaseIsKeptAsideAndTheEngineStartsEmpty() async throws {
+        let root = EngineFixture.root()
+        let state = root.appendingPathComponent("state")
+        // A real database with two downloads, closed (checkpointed), then damaged in its pages.
+        let downloads = (0..<200).map { StateFixture.download(String(format: "%016x", $0), .failed) }
+        try StateFixture.write(downloads, to: state.path)
+        let path = state.appendingPathComponent("state.db").path
+        #expect(!FileManager.default.fileExists(atPath: path + "-wal"), "closing checkpoints and removes the WAL")
+        let size = try #require(FileStore.fileSize(path))
+        let fd = open(path, O_RDWR)
+        var junk = [UInt8](repeating: 0x5A, count: 3000)
+        #expect(pwrite(fd, &junk, junk.count, off_t(size / 2)) == junk.count)
+        close(fd)
+        let damaged = try #require(FileManager.default.contents(atPath: path))
+
+        let aside = path + ".damaged"
+        do {
+            let engine = try EngineFixture.engine(root, driver: FakeTransferDriver())
+            #expect(engine.recovery.damagedStateKeptAt == aside && engine.stateSetAside == [aside])
+            #expect(engine.list().isEmpty)
+            #expect(FileManager.default.contents(atPath: aside) == damaged, "kept as it was")
+            // The fresh database works.
+            let r = try engine.request(DownloadRequest(url: "http://o.test/after"))
+            #expect(try StateFixture.stored(engine).map(\.id) == [r.snapshot.id])
+            await engine.shutdown()
+        }
+        // Once the engine is gone (its last queued work done) its connection is closed: the WAL is
+        // checkpointed and removed. A second damaged file does not replace the first one kept.
+        try await withTimeout(10) {
+            while FileManager.default.fileExists(atPath: path + "-wal") { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        try Data("not a database, not at all, not even close to one".utf8).write(to: URL(fileURLWithPath: path))
+        let next = try EngineFixture.engine(root, driver: FakeTransferDriver())
+        #expect(next.recovery.damagedStateKeptAt == aside + "-2")
+        #expect(FileManager.default.contents(atPath: aside) == damaged)
+        #expect(next.list().isEmpty)
+    }
+
+    @Test func aDatabaseFromANewerBuildIsRefusedAndLeftAlone() throws {
+        let root = EngineFixture.root()
+        let state = root.appendingPathComponent("state").path
+        try StateFixture.write([StateFixture.download("a", .paused)], to: state)
+        let db = try SQLiteConnection(path: state + "/state.db")
+        try db.execute("PRAGMA user_version = \(SQLiteSchema.version + 1)")
+        db.close()
+        #expect(throws: StateStoreError.self) { try EngineFixture.engine(root, driver: FakeTransferDriver()) }
+        do {
+            _ = try SQLiteStateStore.open(directory: state)
+            Issue.record("a newer schema was opened")
+        } catch {
+            #expect(error.kind == .newerSchema && error.message.contains("newer build"))
+        }
+        #expect(!FileManager.default.fileExists(atPath: state + "/state.db.damaged"))
+        #expect(FileManager.default.fileExists(atPath: state + "/state.db"))
+    }
+}
