@@ -58,10 +58,17 @@ final class FetchStream: PushSource, @unchecked Sendable {
     }
 
     /// The file holding the bytes: opened once per response and checked to be this version's (a
-    /// completed file is the same file renamed, so the open descriptor keeps serving it).
+    /// completed file is the same file renamed, so the open descriptor keeps serving it). `tail` may
+    /// be a moment old: when the partial was renamed to its final path since, the newest state names
+    /// where it is now, and the identity check still holds (a rename keeps the inode).
     private func open(_ tail: TailState) -> ReadableFile? {
         if let file { return file }
-        guard let opened = ReadableFile.open(tail.path) else { return nil }
+        var candidate = ReadableFile.open(tail.path)
+        if candidate == nil {
+            let now = reader.state
+            if now.generation == tail.generation, now.path != tail.path { candidate = ReadableFile.open(now.path) }
+        }
+        guard let opened = candidate else { return nil }
         if let expected = tail.file {
             var st = stat()
             guard fstat(opened.fd, &st) == 0, UInt64(st.st_dev) == expected.device, UInt64(st.st_ino) == expected.inode else {

@@ -36,17 +36,7 @@ enum LoopbackNamespace {
             let log = LogCollector()
             process.terminationHandler = { log.exited($0.terminationStatus) }
             try process.run()
-            let reader = pipe.fileHandleForReading
-            Thread.detachNewThread {
-                var chunk = [UInt8](repeating: 0, count: 16 * 1024)
-                while true {
-                    let n = chunk.withUnsafeMutableBytes { read(reader.fileDescriptor, $0.baseAddress, $0.count) }
-                    if n < 0 && errno == EINTR { continue }
-                    if n <= 0 { break }
-                    log.append(Data(chunk[..<n]))
-                }
-                log.finish()
-            }
+            log.follow(pipe.fileHandleForReading)
             let status = log.waitForExit(timeout: timeout)
             if status == nil { kill(process.processIdentifier, SIGKILL) }
             return (status, log.text)

@@ -42,17 +42,7 @@ final class ServiceProcess: @unchecked Sendable {
         let log = self.log
         process.terminationHandler = { finished in log.exited(finished.terminationStatus) }
         try process.run()
-        let reader = stderr.fileHandleForReading
-        Thread.detachNewThread {
-            var chunk = [UInt8](repeating: 0, count: 16 * 1024)
-            while true {
-                let n = chunk.withUnsafeMutableBytes { read(reader.fileDescriptor, $0.baseAddress, $0.count) }
-                if n < 0 && errno == EINTR { continue }
-                if n <= 0 { break }
-                log.append(Data(chunk[..<n]))
-            }
-            log.finish()
-        }
+        log.follow(stderr.fileHandleForReading)
         guard let line = log.waitForLine(containing: #""msg":"listening""#, timeout: startTimeout),
               let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
               let port = object["port"] as? Int
@@ -118,6 +108,20 @@ final class LogCollector: @unchecked Sendable {
     private var data = Data()
     private var ended = false
     private var status: Int32?
+
+    /// Reads `reader` to its end on a thread of its own, appending as it goes, then `finish()`es.
+    func follow(_ reader: FileHandle) {
+        Thread.detachNewThread { [self] in
+            var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+            while true {
+                let n = chunk.withUnsafeMutableBytes { read(reader.fileDescriptor, $0.baseAddress, $0.count) }
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { break }
+                append(Data(chunk[..<n]))
+            }
+            finish()
+        }
+    }
 
     func append(_ more: Data) {
         condition.lock(); data.append(more); condition.broadcast(); condition.unlock()
