@@ -43,8 +43,9 @@ final class RawHTTPClient: @unchecked Sendable {
 
     /// Connects to `host:port` (loopback by default; an IPv6 address such as "::1" works too).
     /// `receiveBuffer`: a small socket receive buffer, for a client that reads slowly (or not at all).
+    /// `first`: bytes sent right after connecting (a few, to fit the socket buffer in one call).
     static func connect(port: Int, host: String = "127.0.0.1", timeout: Double = 10,
-                        receiveBuffer: Int32? = nil) async throws -> RawHTTPClient {
+                        receiveBuffer: Int32? = nil, sending first: String? = nil) async throws -> RawHTTPClient {
         try await onQueue(DispatchQueue.global()) {
             let family = host.contains(":") ? AF_INET6 : AF_INET
             let fd = socket(family, Int32(SOCK_STREAM.rawValue), 0)
@@ -77,6 +78,16 @@ final class RawHTTPClient: @unchecked Sendable {
                 let err = errno
                 Glibc.close(fd)
                 throw RawHTTPClientError(description: "connect: errno \(err)")
+            }
+            // Sent at once, on the connecting thread: a server timer that starts at accept sees the
+            // bytes however long the test's next step waits for a thread.
+            if let first {
+                let bytes = Array(first.utf8)
+                guard Glibc.send(fd, bytes, bytes.count, Int32(MSG_NOSIGNAL)) == bytes.count else {
+                    let err = errno
+                    Glibc.close(fd)
+                    throw RawHTTPClientError(description: "send: errno \(err)")
+                }
             }
             return RawHTTPClient(fd: fd)
         }
