@@ -144,16 +144,9 @@ struct OddOriginTests {
     }
 
     @Test func aConnectThatNeverCompletesEndsWithConnectTimeout() async throws {
-        // A listener that never accepts, its queue full: SYNs are dropped (all on loopback).
-        let (listener, port) = try OriginSocket.listenOnLoopback(backlog: 0)
-        defer { close(listener) }
-        var fillers: [Int32] = []
-        defer { fillers.forEach { close($0) } }
-        for _ in 0..<3 {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-            _ = OriginSocket.connectToLoopback(fd, port: port)
-            fillers.append(fd)
-        }
+        // A listener that never accepts, its queue full: a connect hangs (all on loopback).
+        let (port, descriptors) = try OriginSocket.silentListenerWithFullQueue()
+        defer { descriptors.forEach { close($0) } }
         let engine = try Self.engine {
             $0.maxAttempts = 2
             $0.connectTimeout = 0.3

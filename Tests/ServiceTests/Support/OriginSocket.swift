@@ -12,6 +12,20 @@ enum OriginSocket {
         try listen(on: "127.0.0.1", port: 0, backlog: backlog)
     }
 
+    /// A loopback listener that never accepts, its accept queue filled by three connections: further
+    /// SYNs are dropped, so a connect to `port` hangs until the client's connect timeout. Close
+    /// `descriptors` (the listener and the fillers) when done.
+    static func silentListenerWithFullQueue() throws -> (port: UInt16, descriptors: [Int32]) {
+        let (listener, port) = try listenOnLoopback(backlog: 0)
+        var descriptors = [listener]
+        for _ in 0..<3 {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+            _ = connectToLoopback(fd, port: port)
+            descriptors.append(fd)
+        }
+        return (port, descriptors)
+    }
+
     /// A listening TCP socket on `address` (IPv4 or IPv6, e.g. "127.0.0.2", "::1") and `port` (0: the
     /// kernel chooses); the port it got.
     static func listen(on address: String, port: UInt16, backlog: Int32 = 128) throws -> (fd: Int32, port: UInt16) {

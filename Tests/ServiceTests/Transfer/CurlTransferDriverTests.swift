@@ -330,17 +330,9 @@ import Testing
     }
 
     @Test func connectTimeoutIsATimeout() async throws {
-        // A listener that never accepts, its accept queue filled: further SYNs are dropped, so a
-        // connect hangs until the client's connect timeout (all on loopback).
-        let (listener, port) = try OriginSocket.listenOnLoopback(backlog: 0)
-        defer { close(listener) }
-        var fillers: [Int32] = []
-        defer { fillers.forEach { close($0) } }
-        for _ in 0..<3 {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-            _ = OriginSocket.connectToLoopback(fd, port: port)
-            fillers.append(fd)
-        }
+        // A listener that never accepts, its queue full: a connect hangs (all on loopback).
+        let (port, descriptors) = try OriginSocket.silentListenerWithFullQueue()
+        defer { descriptors.forEach { close($0) } }
         var request = TransferRequest.test("http://127.0.0.1:\(port)/file")
         request.connectTimeout = 0.5
         let recorder = try await Self.attempt(request)
