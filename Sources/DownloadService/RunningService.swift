@@ -34,6 +34,9 @@ final class RunningService: Sendable {
         if let imported = engine.importedJournal {
             logger.info("imported the journal of an earlier release", ["downloads": imported.downloads, "keptAt": imported.keptAt])
         }
+        engine.webhooks.start(WebhookSettings(
+            render: { WebhookBody.render(event: $0, deliveryID: $1, snapshot: $2) }, secret: try configuration.webhookSecretBytes(),
+            userAgent: "download-service/\(ServiceVersion.current)", report: { logger.webhook($0) }))
         let metrics = ServiceMetrics()
         var api = DownloadAPI(engine: engine, metrics: metrics, auth: configuration.authToken.map(BearerAuth.init(token:)))
         api.subscriberQuota = SubscriberQuota(limit: configuration.maxSubscribersPerDownload)
@@ -67,6 +70,7 @@ final class RunningService: Sendable {
             "cacheDir": configuration.cacheDirectory, "dataDir": configuration.dataDirectory,
             "stateDir": configuration.stateDirectory, "authRequired": configuration.authToken != nil,
             "allowPrivateNetworks": configuration.allowPrivateNetworks,
+            "webhooksSigned": configuration.webhookSecret != nil || configuration.webhookSecretFile != nil,
             "allowHosts": configuration.allowHosts, "denyHosts": configuration.denyHosts,
             "maxConnections": configuration.maxConnections, "openFileLimit": openFiles.map { Int($0.soft) } ?? -1,
         ]) { $1 })

@@ -22,6 +22,9 @@ struct ServiceConfiguration: Sendable, Equatable {
     var cacheMaxBytes: Int64?
     /// When set, every endpoint but `/healthz` needs `Authorization: Bearer <token>`.
     var authToken: String?
+    /// Key of the callbacks' `X-Signature-256` (`--webhook-secret`), or the file holding it.
+    var webhookSecret: String?
+    var webhookSecretFile: String?
     /// Allow origins on loopback and private networks (default false).
     var allowPrivateNetworks = false
 

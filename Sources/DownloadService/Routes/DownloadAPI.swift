@@ -63,6 +63,11 @@ struct DownloadAPI: Sendable {
         case .success(let r): parsed = r
         case .failure(let error): return error.response
         }
+        let callback: CallbackRequest?
+        switch self.callback(of: request) {
+        case .success(let c): callback = c
+        case .failure(let error): return error.response
+        }
         let client = request.remoteIP
         parsed.client = client
         if let quota = callerQuota, !quota.reserve(client) {
@@ -71,10 +76,13 @@ struct DownloadAPI: Sendable {
         do {
             let enqueued = try engine.request(parsed)
             callerQuota?.commit(client, token: enqueued.token)
+            if let callback, let error = register(callback, for: enqueued) { return error.response }
             var headers = HTTPHeaders()
             headers["Location"] = "/downloads/\(enqueued.snapshot.id)"
             let status = enqueued.snapshot.state == .completed ? 200 : 202
-            return .json(status: status, SnapshotJSON.enqueued(enqueued).bytes, headers: headers)
+            var body = SnapshotJSON.enqueued(enqueued)
+            if let callback { body["callback"] = WebhookBody.shown(callback) }
+            return .json(status: status, body.bytes, headers: headers)
         } catch {
             callerQuota?.cancel(client)
             return APIError(engineError: error).response
@@ -113,6 +121,7 @@ struct DownloadAPI: Sendable {
         var states: [DownloadState: Int] = [:]
         for snapshot in engine.list() { states[snapshot.state, default: 0] += 1 }
         let text = ServiceMetrics.render(states: states, engine: engine.statistics, http: metrics.http)
+            + WebhookMetrics.render(engine.webhooks.statistics)
         return Response(headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"], body: .bytes(Array(text.utf8)))
     }
 }

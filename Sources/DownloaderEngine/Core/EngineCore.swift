@@ -135,5 +135,6 @@ final class EngineCore: @unchecked Sendable {
         let sequence = eventSequence
         let subscribers = self.subscribers
         effects.append { subscribers.publish(event, to: id, sequence: sequence) }
+        if event.isTerminal, let ended = hooks.ended { effects.append { ended(event.snapshot) } }
     }
 }

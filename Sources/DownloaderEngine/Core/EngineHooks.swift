@@ -19,6 +19,9 @@ struct EngineHooks: Sendable {
     /// publishing intent is journaled).
     var beforePublishRename: (@Sendable () -> Void)?
     var afterPublishRename: (@Sendable () -> Void)?
+    /// After a download completed or failed (its final snapshot), off the lock, in order. Set in
+    /// production too: the engine's `WebhookDispatcher` makes its deliveries from it.
+    var ended: (@Sendable (DownloadSnapshot) -> Void)?
 
     /// Hooks that SIGKILL the process at `point` (crash tests through the real executable only).
     static func crashing(at point: CrashPoint) -> EngineHooks {

@@ -45,6 +45,30 @@ enum SQLiteSchema {
         ALTER TABLE downloads ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
         ALTER TABLE downloads ADD COLUMN changed_at REAL;
         """,
+        // 3: completion webhooks (`WebhookJournal`): each caller's callback (its token's hash ties
+        // it to the caller) and each delivery made, pending or ended; a delivery keeps its id and
+        // exact body for every try. Written on their own connection, rarely.
+        """
+        CREATE TABLE webhook_registrations (
+            id TEXT PRIMARY KEY,
+            download TEXT NOT NULL,
+            token_hash BLOB NOT NULL,
+            url TEXT NOT NULL,
+            events TEXT NOT NULL,
+            created_at REAL NOT NULL
+        );
+        CREATE TABLE webhook_deliveries (
+            id TEXT PRIMARY KEY,
+            registration TEXT NOT NULL,
+            event TEXT NOT NULL,
+            body BLOB NOT NULL,
+            tries INTEGER NOT NULL,
+            next_at REAL NOT NULL,
+            outcome TEXT,
+            reason TEXT,
+            UNIQUE (registration, event)
+        );
+        """,
     ]
 
     static var version: Int { migrations.count }
