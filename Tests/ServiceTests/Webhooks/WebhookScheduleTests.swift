@@ -94,3 +94,28 @@ import Testing
         #expect(error.code == "invalid_callback")
     }
 }
+
+@Suite struct WebhookSecretOptionTests {
+    @Test func theSecretComesFromTheFlagTheVariableOrAFile() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("webhook-secret-\(UUID().uuidString)")
+        try Data("from-file\n".utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        func secret(_ arguments: [String], _ environment: [String: String] = [:]) throws -> String? {
+            guard case .run(let c) = CommandLineOptions.parse(arguments: arguments, environment: environment.merging(["HOME": "/h"]) { $1 }) else {
+                Issue.record("\(arguments) did not parse")
+                return nil
+            }
+            return try c.webhookSecretBytes().map { String(decoding: $0, as: UTF8.self) }
+        }
+        #expect(try secret([]) == nil)
+        #expect(try secret(["--webhook-secret", "from-flag"]) == "from-flag")
+        #expect(try secret([], ["DOWNLOAD_SERVICE_WEBHOOK_SECRET": "from-env"]) == "from-env")
+        #expect(try secret(["--webhook-secret-file", file.path], ["DOWNLOAD_SERVICE_WEBHOOK_SECRET": "from-env"]) == "from-file")
+        #expect(throws: CommandLineOptions.ParseError.self) { try secret(["--webhook-secret-file", file.path + ".missing"]) }
+        guard case .invalid = CommandLineOptions.parse(arguments: ["--webhook-secret", ""], environment: ["HOME": "/h"]) else {
+            Issue.record("an empty secret was accepted")
+            return
+        }
+        #expect(CommandLineOptions.usage.contains("--webhook-secret-file") && CommandLineOptions.usage.contains("DOWNLOAD_SERVICE_WEBHOOK_SECRET"))
+    }
+}

@@ -68,6 +68,21 @@ struct WebhookServiceLiveTests {
         #expect(try await service.stop() == 0)
     }
 
+    @Test func aFailedDownloadDeliversFailed() async throws {
+        let origin = try TestOrigin()
+        defer { origin.stop() }
+        let receiver = try WebhookReceiver()
+        defer { receiver.stop() }
+        let service = try await ServiceProcess.start(arguments: Self.loopback + ["--max-attempts", "1"])
+        let created = try await Self.create(service, url: origin.url("/missing"), callback: #"{"url":"\#(receiver.url())","events":["failed"]}"#)
+        let id = try #require(created.string("id"))
+        let got = try await receiver.waitFor(1)
+        let download = got[0].json?["download"] as? [String: Any]
+        #expect(got[0].json?["event"] as? String == "failed" && download?["id"] as? String == id && download?["state"] as? String == "failed")
+        #expect((download?["error"] as? [String: Any])?["code"] is String)
+        #expect(try await service.stop() == 0)
+    }
+
     @Test func refusedAndMalformedCallbacksCreateNothing() async throws {
         let service = try await ServiceProcess.start(arguments: ["--log-format", "json"])
         let refused = try await Self.create(service, url: "http://downloads.example.com/f", callback: #"{"url":"http://127.0.0.1:9/hook"}"#)
