@@ -3,7 +3,7 @@ import Foundation
 // The options about completion webhooks.
 extension CommandLineOptions {
     static let webhookOptions: [Option] = [
-        Option(flag: "--webhook-secret", metavar: "SECRET", help: "sign callbacks: X-Signature-256: sha256=HMAC-SHA256(SECRET, body); prefer the env variable or a file") { c, v throws(ParseError) in
+        Option(flag: "--webhook-secret", metavar: "SECRET", help: "sign callbacks: X-Signature-256 = sha256=HMAC-SHA256 of the body (env or file keep it out of ps)") { c, v throws(ParseError) in
             guard !v.isEmpty else { throw ParseError(message: "--webhook-secret must not be empty") }
             c.webhookSecret = v
         },

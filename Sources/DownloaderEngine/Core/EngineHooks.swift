@@ -1,7 +1,7 @@
 import Glibc
 
 /// Seams at the engine's slow disk steps so tests can hold them and observe their ends. Every hook is
-/// nil in production. Set under the engine's lock (`EngineCore.hooks`); hooks run without it.
+/// nil in production but `ended` (the webhooks' feed). Set under the engine's lock (`EngineCore.hooks`); hooks run without it.
 struct EngineHooks: Sendable {
     /// On the work queue, before a checkpoint's fdatasync of a partial.
     var beforeCheckpointSync: (@Sendable () -> Void)?

@@ -9,6 +9,8 @@ final class WebhookReceiver: Sendable {
     struct Answer: Sendable {
         var status: Int
         var retryAfter: String? = nil
+        /// Hold the answer until `release()` (or `stop()`, or 20 s): a client killed meanwhile never gets it.
+        var held = false
     }
 
     struct Received: Sendable {
@@ -25,6 +27,7 @@ final class WebhookReceiver: Sendable {
     private let listener: Int32
     private let state = OriginLock<(answers: [Answer], received: [Received], open: Set<Int32>, stopped: Bool)>(([], [], [], false))
     private let threads = DispatchGroup()
+    private let released = DispatchSemaphore(value: 0)
 
     init(answers: [Answer] = []) throws {
         (listener, port) = try OriginSocket.listenOnLoopback()
@@ -102,6 +105,7 @@ final class WebhookReceiver: Sendable {
             s.received.append(received)
             return s.answers.isEmpty ? Answer(status: 200) : s.answers.removeFirst()
         }
+        if answer.held { _ = released.wait(timeout: .now() + 20) }
         var response = "HTTP/1.1 \(answer.status) Answer\r\nContent-Length: 2\r\nConnection: close\r\n"
         if let retryAfter = answer.retryAfter { response += "Retry-After: \(retryAfter)\r\n" }
         response += "\r\nok"
@@ -116,6 +120,9 @@ final class WebhookReceiver: Sendable {
         return nil
     }
 
+    /// Lets a held answer go.
+    func release() { released.signal() }
+
     /// Closes the listener and every connection; waits up to 5 s for the threads.
     func stop() {
         let first = state.withLock { s -> Bool in
@@ -125,6 +132,7 @@ final class WebhookReceiver: Sendable {
             for fd in s.open { _ = shutdown(fd, Int32(SHUT_RDWR)) }
             return true
         }
+        released.signal()
         if first { _ = threads.wait(timeout: .now() + 5) }
     }
 }

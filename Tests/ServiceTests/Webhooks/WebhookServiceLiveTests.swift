@@ -99,8 +99,8 @@ struct WebhookServiceLiveTests {
     @Test func aPendingDeliverySurvivesSIGKILL() async throws {
         let origin = try TestOrigin()
         defer { origin.stop() }
-        // The first try fails and asks for 3 s: the service is killed in between.
-        let receiver = try WebhookReceiver(answers: [.init(status: 503, retryAfter: "3")])
+        // The first try is held unanswered: the service is killed in the middle of it.
+        let receiver = try WebhookReceiver(answers: [.init(status: 200, held: true)])
         defer { receiver.stop() }
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("ds-webhook-\(UUID().uuidString)")
         let first = try await ServiceProcess.start(root: root, arguments: Self.loopback)
@@ -108,6 +108,7 @@ struct WebhookServiceLiveTests {
         #expect(created.status == 202 || created.status == 200)
         let tried = try await receiver.waitFor(1)
         #expect(try await first.stop(signal: SIGKILL) == SIGKILL)
+        receiver.release()
         #expect(receiver.received.count == 1)
 
         let second = try await ServiceProcess.start(root: root, arguments: Self.loopback)
