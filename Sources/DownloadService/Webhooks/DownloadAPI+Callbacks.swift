@@ -13,8 +13,10 @@ extension DownloadAPI {
         case .success(let callback?):
             do throws(EngineError) {
                 try engine.webhooks.screen(callback)
-            } catch {
+            } catch where error.code == .destinationForbidden {
                 return .failure(APIError(engineError: error))
+            } catch {
+                return .failure(.badRequest(.invalidCallback, "\"callback.url\": \(error.message)"))
             }
             return .success(callback)
         }

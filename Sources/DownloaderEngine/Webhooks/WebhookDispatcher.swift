@@ -75,10 +75,13 @@ public final class WebhookDispatcher: @unchecked Sendable {
         remove(gone)
     }
 
-    /// Before anything is created: a callback URL whose host the SSRF guard's rules refuse already
-    /// throws `destinationForbidden` (addresses behind names are judged when a try connects).
+    /// Before anything is created: a callback URL must be one a download could have (same grammar,
+    /// no `user:password@`: `invalidURL`, `urlCredentials`), and one whose host the SSRF guard's
+    /// rules do not refuse already (`destinationForbidden`; addresses behind names are judged when
+    /// a try connects).
     public func screen(_ callback: CallbackRequest) throws(EngineError) {
-        try egress.screen(url: callback.url)
+        let url = try URLNormalizer.normalize(callback.url, allowCredentials: false).get()
+        try egress.screen(url: url)
     }
 
     /// Records `callback` for the caller holding `token` on download `snapshot.id`, durably, before

@@ -121,7 +121,16 @@ import Testing
         let h = Harness()
         let egress = try EgressRules(allowPrivateNetworks: true, allow: [], deny: ["127.0.0.0/8", "::1"])
         let dispatcher = try h.dispatcher(egress: egress)
-        #expect(throws: EngineError.self) { try dispatcher.screen(CallbackRequest(url: receiver.url())) }
+        do throws(EngineError) {
+            try dispatcher.screen(CallbackRequest(url: receiver.url()))
+            Issue.record("a denied address literal passed the screen")
+        } catch {
+            #expect(error.code == .destinationForbidden && error.message.contains("127.0.0.1"), "\(error)")
+        }
+        // The grammar of download URLs holds for callbacks too.
+        for bad in ["http://h/a b", "http://user:pw@h/", "http://h:99999/", "mailto:x@h"] {
+            #expect(throws: EngineError.self) { try dispatcher.screen(CallbackRequest(url: bad)) }
+        }
         // A name passes the screen; the address it connects to is refused: ended at once, not retried.
         let byName = CallbackRequest(url: "http://localhost:\(receiver.port)/hook")
         try dispatcher.screen(byName)
