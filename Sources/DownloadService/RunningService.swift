@@ -23,6 +23,12 @@ final class RunningService: Sendable {
     static func start(_ configuration: ServiceConfiguration, logger: Logger,
                       environment: [String: String] = ProcessInfo.processInfo.environment) throws -> RunningService {
         let openFiles = OpenFileLimit.raiseToHardLimit()
+        let webhookSecret: [UInt8]?
+        do throws(CommandLineOptions.ParseError) {
+            webhookSecret = try configuration.webhookSecretBytes()
+        } catch {
+            throw ServiceStartError(message: error.message)
+        }
         var engineConfiguration = configuration.engineConfiguration
         // Each download's story, purges included, one line per step (`StoryLine`).
         engineConfiguration.storyteller = { story in logger.story(story) }
@@ -35,7 +41,7 @@ final class RunningService: Sendable {
             logger.info("imported the journal of an earlier release", ["downloads": imported.downloads, "keptAt": imported.keptAt])
         }
         engine.webhooks.start(WebhookSettings(
-            render: { WebhookBody.render(event: $0, deliveryID: $1, snapshot: $2) }, secret: try configuration.webhookSecretBytes(),
+            render: { WebhookBody.render(event: $0, deliveryID: $1, snapshot: $2) }, secret: webhookSecret,
             userAgent: "download-service/\(ServiceVersion.current)", report: { logger.webhook($0) }))
         let metrics = ServiceMetrics()
         var api = DownloadAPI(engine: engine, metrics: metrics, auth: configuration.authToken.map(BearerAuth.init(token:)))

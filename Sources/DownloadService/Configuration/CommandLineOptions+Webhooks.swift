@@ -31,3 +31,9 @@ extension ServiceConfiguration {
         return webhookSecret.map { Array($0.utf8) }
     }
 }
+
+/// Start-up stopped before anything ran (the message says why; never a secret).
+struct ServiceStartError: Error, CustomStringConvertible {
+    var message: String
+    var description: String { message }
+}

@@ -83,6 +83,26 @@ struct WebhookServiceLiveTests {
         #expect(try await service.stop() == 0)
     }
 
+    @Test func anUnreadableSecretFileStopsTheStart() async throws {
+        let executable = try ServiceProcess.executable()
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("ds-webhook-\(UUID().uuidString)")
+        let (status, stderr) = try await onThread { () -> (Int32, String) in
+            let p = Process()
+            p.executableURL = executable
+            p.arguments = ["--port", "0", "--log-format", "json", "--state-dir", root.appendingPathComponent("state").path,
+                           "--cache-dir", root.appendingPathComponent("cache").path, "--data-dir", root.appendingPathComponent("data").path,
+                           "--webhook-secret-file", root.appendingPathComponent("missing-secret").path]
+            let pipe = Pipe()
+            p.standardError = pipe
+            p.standardOutput = FileHandle.nullDevice
+            try p.run()
+            let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            p.waitUntilExit()
+            return (p.terminationStatus, text)
+        }
+        #expect(status == 1 && stderr.contains("--webhook-secret-file: cannot read") && !stderr.contains("listening"), "\(stderr)")
+    }
+
     @Test func refusedAndMalformedCallbacksCreateNothing() async throws {
         let service = try await ServiceProcess.start(arguments: ["--log-format", "json"])
         let refused = try await Self.create(service, url: "http://downloads.example.com/f", callback: #"{"url":"http://127.0.0.1:9/hook"}"#)
