@@ -45,6 +45,11 @@ enum SQLiteSchema {
         ALTER TABLE downloads ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
         ALTER TABLE downloads ADD COLUMN changed_at REAL;
         """,
+        // events: named counters. `event_id`: the event feed (`GET /events`) hands out ids below
+        // this value only, so they keep increasing across restarts.
+        """
+        CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+        """,
     ]
 
     static var version: Int { migrations.count }
