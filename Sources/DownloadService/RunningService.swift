@@ -46,6 +46,7 @@ final class RunningService: Sendable {
         let metrics = ServiceMetrics()
         var api = DownloadAPI(engine: engine, metrics: metrics, auth: configuration.authToken.map(BearerAuth.init(token:)))
         api.subscriberQuota = SubscriberQuota(limit: configuration.maxSubscribersPerDownload)
+        api.eventSubscriberQuota = SubscriberQuota(limit: configuration.maxEventSubscribers)
         api.callerQuota = configuration.maxDownloadsPerClient.map { limit in
             CallerQuota(limit: limit) { [engine] tokens in engine.liveTokens(among: tokens) }
         }

@@ -13,6 +13,8 @@ struct DownloadAPI: Sendable {
     var subscriberQuota = SubscriberQuota(limit: 16_384)
     /// Live caller tokens per client address (`--max-downloads-per-client`); nil = no limit.
     var callerQuota: CallerQuota? = nil
+    /// `GET /events` streams at once (`--max-event-subscribers`); beyond it 503 `too_many_subscribers`.
+    var eventSubscriberQuota = SubscriberQuota(limit: 1_024)
     /// Each event's SSE data, encoded once for all the download's streams.
     let eventData = EventDataCache()
     /// Each download's latest snapshot as JSON, for `GET /downloads/{id}`.
@@ -27,7 +29,7 @@ struct DownloadAPI: Sendable {
         guard endpoint.allowedMethods.contains(request.method) else {
             return APIError.methodNotAllowed(request.method, allow: endpoint.allowedMethods).response
         }
-        if endpoint != .health, let auth, !auth.allows(authorization: request.headers["Authorization"]) {
+        if endpoint != .health, endpoint != .page, let auth, !auth.allows(authorization: QueryToken.authorization(for: endpoint, request)) {
             return APIError.unauthorized.response
         }
         switch (endpoint, request.method) {
@@ -54,6 +56,10 @@ struct DownloadAPI: Sendable {
             return file(id: id)
         case (.fetch, _):
             return await fetch(request)
+        case (.events, _):
+            return events(request)
+        case (.page, _):
+            return OperatorPage.response
         }
     }
 

@@ -69,6 +69,11 @@ enum SQLiteSchema {
             UNIQUE (registration, event)
         );
         """,
+        // 4: named counters. `event_id`: the event feed (`GET /events`) hands out ids below
+        // this value only, so they keep increasing across restarts.
+        """
+        CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+        """,
     ]
 
     static var version: Int { migrations.count }

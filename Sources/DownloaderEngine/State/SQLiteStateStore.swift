@@ -20,7 +20,7 @@ final class SQLiteStateStore: StateStore, @unchecked Sendable {
     }
 
     let path: String
-    private let db: SQLiteConnection
+    let db: SQLiteConnection
     let statements: SQLiteStateStatements
     /// Row of every recorded download (read by `load`, or by the first commit before it; kept
     /// current by `commit`).
