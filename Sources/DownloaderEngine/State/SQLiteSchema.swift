@@ -45,6 +45,12 @@ enum SQLiteSchema {
         ALTER TABLE downloads ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
         ALTER TABLE downloads ADD COLUMN changed_at REAL;
         """,
+        // (issue 15, credentials) A credentialed download's keyed hash of its caller's headers
+        // (HMAC-SHA256 under the installation's `coalescing.key`); the headers themselves are never
+        // stored. NULL: a download made without headers.
+        """
+        ALTER TABLE downloads ADD COLUMN credential_key BLOB;
+        """,
     ]
 
     static var version: Int { migrations.count }
