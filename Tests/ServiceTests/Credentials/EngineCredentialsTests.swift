@@ -44,9 +44,13 @@ import Testing
         ["X-A": "a", "x-a": "b"], ["X-A": String(repeating: "v", count: 8 * 1024)],
         Dictionary(uniqueKeysWithValues: (0..<17).map { ("X-H\($0)", "v") }),
     ])
-    func refusedHeaders(headers: [String: String]) throws {
+    func refusedHeaders(headers: [String: String]) {
+        #expect(throws: EngineError.invalidHeaders("")) { try CallerHeaders.validate(headers.map { (name: $0.key, value: $0.value) }).get() }
+    }
+
+    @Test func theEngineRefusesThemBeforeAnythingIsCreated() throws {
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: FakeTransferDriver())
-        #expect(throws: EngineError.invalidHeaders("")) { try engine.request(DownloadRequest(url: "http://o.test/f", headers: headers)) }
+        #expect(throws: EngineError.invalidHeaders("")) { try engine.request(DownloadRequest(url: "http://o.test/f", headers: ["Range": "bytes=0-"])) }
         #expect(engine.list().isEmpty)
     }
 
