@@ -5,4 +5,16 @@ extension DownloadEngine {
         let hashed = tokens.map { ($0, TokenHash(token: $0)) }
         return core.locked { Set(hashed.filter { core.tokens[$0.1] != nil }.map(\.0)) }
     }
+
+    /// Whether `token` is a live caller token of download `id` (what a private download's snapshot,
+    /// progress stream and file are served on).
+    public func isCaller(token: String, of id: String) -> Bool {
+        let hashed = TokenHash(token: token)
+        return core.locked { core.tokens[hashed] == id }
+    }
+
+    /// Whether download `id` is private to its callers (made with caller headers).
+    public func isPrivate(id: String) -> Bool {
+        core.locked { core.byID[id]?.isCredentialed ?? false }
+    }
 }

@@ -9,9 +9,14 @@ public struct DownloadRequest: Sendable, Equatable {
     public var size: Int64?
     /// Who asks, as the service names it (the client's address), for the download's story only.
     public var client: String?
+    /// Headers sent to the origin (credentials for a private origin; `CallerHeaders` says which
+    /// are accepted). They make the download private to callers with the same headers.
+    public var headers: [String: String]
 
-    public init(url: String, storage: StorageClass = .cache, sha256: String? = nil, size: Int64? = nil, client: String? = nil) {
+    public init(url: String, storage: StorageClass = .cache, sha256: String? = nil, size: Int64? = nil, client: String? = nil,
+                headers: [String: String] = [:]) {
         self.url = url
+        self.headers = headers
         self.storage = storage
         self.sha256 = sha256
         self.size = size
@@ -26,11 +31,15 @@ public struct Enqueued: Sendable {
     public var snapshot: DownloadSnapshot
     /// True when the caller joined a transfer (or a stored file) that already existed.
     public var coalesced: Bool
+    /// True when the answer is a stored file with the asked `sha256`, found under another URL
+    /// (content-addressed reuse): no origin was contacted.
+    public var reused: Bool
 
-    public init(token: String, snapshot: DownloadSnapshot, coalesced: Bool) {
+    public init(token: String, snapshot: DownloadSnapshot, coalesced: Bool, reused: Bool = false) {
         self.token = token
         self.snapshot = snapshot
         self.coalesced = coalesced
+        self.reused = reused
     }
 }
 

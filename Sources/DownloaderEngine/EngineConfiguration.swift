@@ -67,6 +67,11 @@ public struct EngineConfiguration: Sendable {
     /// Accept `user:password@` in URLs (sent upstream as Basic auth to that host only, never shown in
     /// snapshots). Default false: such URLs fail with `url_credentials`.
     public var allowURLCredentials: Bool = false
+    /// Query parameter names left out of the coalescing key (`--coalesce-ignore-query`), matched
+    /// exactly (case-sensitive), and redacted in snapshots and log lines: callers whose URLs differ
+    /// only in them (signatures, expiry times) share one download, so a caller whose own signature
+    /// has expired still receives the object another caller fetched (default empty).
+    public var coalesceIgnoreQuery: Set<String> = []
     /// A PEM file of CA certificates trusted on top of the system's roots, for origins and an https
     /// upstream proxy (`--ca-file`; default nil). Read when the engine starts: a missing, unreadable
     /// or empty file makes `DownloadEngine(configuration:)` throw `TrustedCertificatesError`.

@@ -11,6 +11,7 @@ public struct EngineError: Error, Sendable, Equatable, CustomStringConvertible {
         case tooManyCallers = "too_many_callers"
         case destinationForbidden = "destination_forbidden"
         case urlCredentials = "url_credentials"
+        case invalidHeaders = "invalid_headers"
     }
 
     /// Stable machine-readable code.
@@ -47,6 +48,9 @@ public struct EngineError: Error, Sendable, Equatable, CustomStringConvertible {
 
     /// The URL carries `user:password@` and the engine does not accept credentials in URLs.
     public static func urlCredentials(_ message: String) -> EngineError { EngineError(.urlCredentials, message) }
+
+    /// The caller's `headers` break a rule of `CallerHeaders` (the message never holds a value).
+    public static func invalidHeaders(_ message: String) -> EngineError { EngineError(.invalidHeaders, message) }
 
     /// Equal when the codes are (the message is detail).
     public static func == (a: EngineError, b: EngineError) -> Bool { a.code == b.code }

@@ -1,7 +1,7 @@
 import DownloaderEngine
 import Foundation
 
-/// The body of `POST /downloads`: `{"url", "storage"?, "sha256"?, "size"?}`, checked for shape and
+/// The body of `POST /downloads`: `{"url", "storage"?, "sha256"?, "size"?, "headers"?}`, checked for shape and
 /// types into a `DownloadRequest`, or an `APIError` that says exactly what is wrong. Pure. Whether
 /// the URL is one the service fetches is the engine's call (`EngineError.invalidURL`).
 enum CreateDownloadBody {
@@ -58,6 +58,12 @@ enum CreateDownloadBody {
             if let size = try field("size", Int64.self, badSize) {
                 guard (0...CreateDownloadBody.maxSize).contains(size) else { throw badSize }
                 request.size = size
+            }
+            // Which names and values are accepted is the engine's rule (`CallerHeaders`); here only the shape.
+            let badHeaders = APIError.badRequest(EngineError.Code.invalidHeaders,
+                                                 "\"headers\" must be an object of header names to string values")
+            if let headers = try field("headers", [String: String].self, badHeaders) {
+                request.headers = headers
             }
         }
     }

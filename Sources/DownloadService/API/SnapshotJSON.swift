@@ -25,6 +25,7 @@ enum SnapshotJSON {
         o.append("id", .string(s.id))
         o.append("links", .object(links(id: s.id)))
         if completed { o.append("path", .string(s.path)) }
+        if let reason = s.reason { o.append("reason", .string(reason)) }
         o.append("resumable", .bool(s.resumable))
         if completed {
             o.append("sha256", .string(s.sha256))
@@ -42,6 +43,7 @@ enum SnapshotJSON {
         var o = object(e.snapshot)
         o["coalesced"] = .bool(e.coalesced)
         o["links"] = .object(links(id: e.snapshot.id, token: e.token))
+        o["reused"] = .bool(e.reused)
         o["token"] = .string(e.token)
         return o
     }

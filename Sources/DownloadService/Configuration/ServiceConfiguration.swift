@@ -37,6 +37,8 @@ struct ServiceConfiguration: Sendable, Equatable {
     var denyHosts: [String] = []
     /// Accept `user:password@` in URLs (default false: 400 `url_credentials`).
     var allowURLCredentials = false
+    /// Query parameter names left out of the coalescing key (`--coalesce-ignore-query`; default none).
+    var coalesceIgnoreQuery: [String] = []
     /// Open client connections at most; more are answered 503 and closed (default 16 384).
     var maxConnections = 16_384
     /// Open client connections per client IP at most; nil = no per-IP limit (default).
@@ -101,6 +103,7 @@ struct ServiceConfiguration: Sendable, Equatable {
         c.allowHosts = allowHosts
         c.denyHosts = denyHosts
         c.allowURLCredentials = allowURLCredentials
+        c.coalesceIgnoreQuery = Set(coalesceIgnoreQuery)
         c.caFile = caFile
         c.upstreamProxy = upstreamProxy
         c.noProxy = noProxy

@@ -32,6 +32,9 @@ struct DownloadAPI: Sendable {
         if endpoint != .health, endpoint != .page, let auth, !auth.allows(authorization: QueryToken.authorization(for: endpoint, request)) {
             return APIError.unauthorized.response
         }
+        if let id = Self.readDownloadID(endpoint, method: request.method), !mayRead(id: id, request) {
+            return unknownDownloadResponse(id)
+        }
         switch (endpoint, request.method) {
         case (.health, _):
             return .json(Self.healthBody)
@@ -96,7 +99,7 @@ struct DownloadAPI: Sendable {
     }
 
     private func list(_ request: Request) -> Response {
-        var downloads = engine.list()
+        var downloads = engine.list().filter { access(isPrivate: $0.isPrivate, request, id: nil).allowsListing }
         if let filter = request.queryItems.first(where: { $0.name == "state" })?.value {
             guard let state = DownloadState(rawValue: filter) else {
                 let names = DownloadState.allCases.map(\.rawValue).joined(separator: ", ")
@@ -137,7 +140,7 @@ extension APIError {
     /// until it has a status here (and a line in openapi.yaml, which `ErrorCodeContractTests` checks).
     init(engineError error: EngineError) {
         switch error.code {
-        case .invalidURL, .invalidChecksum, .urlCredentials:
+        case .invalidURL, .invalidChecksum, .urlCredentials, .invalidHeaders:
             self.init(status: 400, error.code, error.message)
         case .destinationForbidden:
             self.init(status: 403, error.code, error.message)

@@ -4,8 +4,16 @@ import Foundation
 /// its data (the partial, the result, progress). Only touched under the engine's lock.
 final class DownloadRecord {
     let id: String
-    /// Normalised URL (the coalescing key).
-    let url: String
+    /// Normalised URL: the first caller's, or (with ignored query parameters) the one of the
+    /// caller that last resumed the download.
+    var url: String
+    /// What callers are coalesced by (`CoalescingKey`): fixed for the download's life.
+    let key: CoalescingKey
+    /// Query parameters redacted wherever the URL is shown (`--coalesce-ignore-query`).
+    let ignoredQuery: Set<String>
+    /// The caller's headers of a credentialed download (`key.credential` is their keyed hash):
+    /// in memory only, never stored or shown; nil after a restart until a caller brings them again.
+    var credentials: CallerHeaders?
     var storage: StorageClass
     var lifecycle: DownloadLifecycle
     var expectedSHA256: String?
@@ -67,9 +75,11 @@ final class DownloadRecord {
     var story = StoryLedger()
 
     init(id: String, url: String, storage: StorageClass, lifecycle: DownloadLifecycle, now: Date, tau: Double,
-         progressInterval: Double) {
+         progressInterval: Double, ignoring: Set<String> = [], credential: [UInt8]? = nil) {
         self.id = id
         self.url = url
+        self.key = CoalescingKey(url: url, ignoring: ignoring, credential: credential)
+        self.ignoredQuery = ignoring
         self.storage = storage
         self.lifecycle = lifecycle
         self.createdAt = now
@@ -80,6 +90,16 @@ final class DownloadRecord {
     }
 
     var state: DownloadState { lifecycle.state }
+
+    /// The URL as snapshots and log lines show it (ignored query parameters redacted).
+    var shownURL: String { QueryParameters.redacting(url, names: ignoredQuery) }
+
+    /// Private to its callers: made with headers (`CallerHeaders`).
+    var isCredentialed: Bool { key.credential != nil }
+
+    /// A credentialed download that lost its headers in a restart: it waits, paused, for a caller
+    /// who brings the same ones.
+    var waitsForCredentials: Bool { isCredentialed && credentials == nil && state != .completed }
 
     /// The current attempt's body is being written (or was, and is being settled).
     var isTransferring: Bool { state == .downloading && attempt?.acceptedOffset != nil }
@@ -149,7 +169,7 @@ final class DownloadRecord {
         if let expected, expected > 0 { fraction = min(1, Double(written) / Double(expected)) } else if expected == 0 { fraction = 1 }
         let transferring = isTransferring
         return DownloadSnapshot(
-            id: id, url: url, state: state, storage: storage,
+            id: id, url: shownURL, state: state, storage: storage,
             bytesWritten: written, bytesExpected: expected, fraction: fraction,
             bytesPerSecond: transferring ? rate.rate : 0,
             etaSeconds: transferring ? rate.eta(remaining: expected.map { $0 - written }) : nil,
@@ -157,7 +177,8 @@ final class DownloadRecord {
             resumable: state != .completed && validator != nil,
             createdAt: createdAt, updatedAt: updatedAt,
             sha256: state == .completed ? sha256 : nil, size: state == .completed ? size : nil,
-            path: state == .completed ? finalPath : nil, fileName: fileName, error: error)
+            path: state == .completed ? finalPath : nil, fileName: fileName, error: error,
+            isPrivate: isCredentialed, reason: state == .paused && waitsForCredentials ? "credentials_required" : nil)
     }
 
     func stored() -> StoredDownload {
@@ -166,12 +187,14 @@ final class DownloadRecord {
             verifiedOffset: attempt == nil ? min(keptBytes, durableOffset) : durableOffset,
             expectedSHA256: expectedSHA256, expectedSize: expectedSize, fileName: fileName,
             finalPath: publishing?.path ?? finalPath, sha256: publishing?.sha256 ?? sha256, size: publishing?.size ?? size, createdAt: createdAt, updatedAt: updatedAt, lastAccess: lastAccess, error: error,
-            contentType: contentType, generation: generation, changedAt: changedAt, tokens: tokens)
+            contentType: contentType, generation: generation, changedAt: changedAt, tokens: tokens,
+            credentialKey: key.credential)
     }
 
-    convenience init(stored entry: StoredDownload, tau: Double, progressInterval: Double) {
+    convenience init(stored entry: StoredDownload, tau: Double, progressInterval: Double, ignoring: Set<String> = []) {
         self.init(id: entry.id, url: entry.url, storage: entry.storage, lifecycle: DownloadLifecycle(restoring: entry.state),
-                  now: entry.createdAt, tau: tau, progressInterval: progressInterval)
+                  now: entry.createdAt, tau: tau, progressInterval: progressInterval, ignoring: ignoring,
+                  credential: entry.credentialKey)
         updatedAt = entry.updatedAt
         lastAccess = entry.lastAccess
         validator = entry.validator

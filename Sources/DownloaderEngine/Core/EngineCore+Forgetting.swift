@@ -38,7 +38,7 @@ extension EngineCore {
         save(record)
         failedRecords[record.id] = nil
         byID[record.id] = nil
-        if byURL[record.url] === record { byURL[record.url] = nil }
+        if byURL[record.key] === record { byURL[record.key] = nil }
         for token in record.tokens { tokens[token] = nil }
         record.tokens.removeAll()
         slots.leave(record.id)

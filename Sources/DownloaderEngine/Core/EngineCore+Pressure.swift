@@ -90,7 +90,7 @@ extension EngineCore {
         discardPartial(record)
         record.updatedAt = clock.now()
         save(record)
-        notePurge(PurgeEvent(kind: .pausedPartial, reason: reason, id: record.id, url: record.url, bytes: bytes))
+        notePurge(PurgeEvent(kind: .pausedPartial, reason: reason, id: record.id, url: record.shownURL, bytes: bytes))
     }
 
     /// Purges cache files, least recently used first, while `more(usage)` holds (usage: bytes of
@@ -106,7 +106,7 @@ extension EngineCore {
             if let path = record.finalPath { removeLater(path) }  // Its id (so its name) is never reused.
             forget(record)
             freed(bytes)
-            notePurge(PurgeEvent(kind: .cacheFile, reason: reason, id: record.id, url: record.url, bytes: bytes))
+            notePurge(PurgeEvent(kind: .cacheFile, reason: reason, id: record.id, url: record.shownURL, bytes: bytes))
         }
     }
 

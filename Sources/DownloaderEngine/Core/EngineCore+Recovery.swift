@@ -60,15 +60,15 @@ extension EngineCore {
         }
         for entry in entries {
             let record = DownloadRecord(stored: entry, tau: configuration.rateTimeConstant,
-                                        progressInterval: configuration.progressInterval)
+                                        progressInterval: configuration.progressInterval, ignoring: configuration.coalesceIgnoreQuery)
             // Inserted first (one hash lookup each); a duplicate is taken out again, the first kept.
             if let first = byID.updateValue(record, forKey: record.id) {
                 byID[record.id] = first
                 unsaved.insert(entry.id)
                 continue
             }
-            if let first = byURL.updateValue(record, forKey: record.url) {
-                byURL[record.url] = first
+            if let first = byURL.updateValue(record, forKey: record.key) {
+                byURL[record.key] = first
                 byID[record.id] = nil
                 unsaved.insert(entry.id)
                 continue
@@ -78,7 +78,7 @@ extension EngineCore {
                 guard let path = entry.finalPath, fileExists(path, of: entry.id) else {
                     report.dropped += 1
                     byID[record.id] = nil
-                    byURL[record.url] = nil
+                    byURL[record.key] = nil
                     save(record)  // Not kept: removed from the store.
                     continue
                 }
@@ -108,7 +108,9 @@ extension EngineCore {
         // Running ones carry on for their callers, oldest first; with none stored, paused (and saved so).
         let carryOn = byID.values.filter { $0.state == .queued }.sorted { $0.createdAt < $1.createdAt }
         for record in carryOn {
-            handle(.recovered(callers: record.tokens.count), for: record)
+            // A credentialed download's headers were never stored: it waits for a caller who brings them.
+            if record.waitsForCredentials { record.story.pauseReason = .credentialsRequired }
+            handle(.recovered(callers: record.waitsForCredentials ? 0 : record.tokens.count), for: record)
             tellRecovered(record)
             if record.state == .paused { save(record) } else { report.resumed += 1 }
         }

@@ -9,21 +9,23 @@ extension EngineCore {
         case reader
     }
 
-    /// What joining gave: the download's record and whether an existing transfer or file was joined.
+    /// What joining gave: the download's record, whether an existing transfer or file was joined,
+    /// and whether that file was found by its digest under another URL.
     struct Joined {
         var record: DownloadRecord
         var coalesced: Bool
+        var reused = false
     }
 
     func request(_ request: DownloadRequest) throws(EngineError) -> Enqueued {
         let token = random.hex(byteCount: 16)
         return try join(request, as: .caller(TokenHash(token: token))) { joined in
-            Enqueued(token: token, snapshot: joined.record.snapshot(), coalesced: joined.coalesced)
+            Enqueued(token: token, snapshot: joined.record.snapshot(), coalesced: joined.coalesced, reused: joined.reused)
         }
     }
 
-    /// Joins (or starts, or resumes) the download for `request.url` as `joiner`; `answer` reads what
-    /// the caller needs under the same lock.
+    /// Joins (or starts, or resumes) the download for `request.url` (and its headers) as `joiner`,
+    /// or a stored file with the asked `sha256`; `answer` reads what the caller needs under the same lock.
     func join<T>(_ request: DownloadRequest, as joiner: Joiner, answer: (Joined) -> T) throws(EngineError) -> T {
         let url = try URLNormalizer.normalize(request.url, allowCredentials: configuration.allowURLCredentials).get()
         var sha: String?
@@ -34,15 +36,31 @@ extension EngineCore {
             sha = normalized
         }
         if let size = request.size, size < 0 { throw .invalidURL("size must not be negative") }
+        let headers = try CallerHeaders.validate(request.headers.map { (name: $0.key, value: $0.value) }).get()
+        let key = coalescingKey(url: url, headers: headers)
         // A stored file's stat runs before the lock is taken: a slow disk never holds the engine.
         // (Checked again below that the path is still the one stat'ed.)
-        let storedPath: String? = locked { byURL[url].flatMap { $0.state == .completed ? $0.finalPath : nil } }
+        let (storedPath, reusePath): (String?, String?) = locked {
+            let own = byURL[key]
+            let stored = own.flatMap { $0.state == .completed ? $0.finalPath : nil }
+            let reuse = stored == nil ? sha.flatMap { reusable(sha256: $0, credential: key.credential)?.finalPath } : nil
+            return (stored, reuse)
+        }
         let storedFileVanished = storedPath.map { FileStore.fileSize($0) == nil } ?? false
+        let reuseFileThere = reusePath.map { FileStore.fileSize($0) != nil } ?? false
         return try decide { () throws(EngineError) -> T in
             guard !shuttingDown else { throw .shuttingDown() }
             let now = clock.now()
-            guard let record = byURL[url] else {
-                let record = startDownload(url: url, request, sha: sha, as: joiner, at: now)
+            var found = byURL[key]
+            var reused = false
+            if let sha, found?.state != .completed, reuseFileThere,
+               let stored = reusable(sha256: sha, credential: key.credential), stored.finalPath == reusePath {
+                // Content-addressed reuse: the stored file answers; this URL is not recorded.
+                found = stored
+                reused = true
+            }
+            guard let record = found else {
+                let record = startDownload(url: url, key: key, headers: headers, request, sha: sha, as: joiner, at: now)
                 return answer(Joined(record: record, coalesced: false))
             }
             if record.interest >= max(1, configuration.maxCallersPerDownload) {
@@ -63,6 +81,7 @@ extension EngineCore {
                 placeFile(record)
             }
             record.updatedAt = now
+            if !reused { adoptJoiner(record, url: url, headers: headers) }
             let coalesced = record.state != .paused && record.state != .failed
             if coalesced { stats.coalescedJoins += 1 }
             if record.state == .completed { record.lastAccess = now }
@@ -70,20 +89,23 @@ extension EngineCore {
             handle(.callerJoined, for: record)
             add(joiner, to: record)
             save(record)  // Tokens are stored (hashed): they keep working after a restart.
-            return answer(Joined(record: record, coalesced: coalesced))
+            return answer(Joined(record: record, coalesced: coalesced, reused: reused))
         }
     }
 
-    private func startDownload(url: String, _ request: DownloadRequest, sha: String?, as joiner: Joiner, at now: Date) -> DownloadRecord {
+    private func startDownload(url: String, key: CoalescingKey, headers: CallerHeaders, _ request: DownloadRequest, sha: String?,
+                               as joiner: Joiner, at now: Date) -> DownloadRecord {
         var id = random.hex(byteCount: 8)
         while byID[id] != nil { id = random.hex(byteCount: 8) }
         let (lifecycle, actions) = DownloadLifecycle.start()
         let record = DownloadRecord(id: id, url: url, storage: request.storage, lifecycle: lifecycle, now: now,
-                                    tau: configuration.rateTimeConstant, progressInterval: configuration.progressInterval)
+                                    tau: configuration.rateTimeConstant, progressInterval: configuration.progressInterval,
+                                    ignoring: configuration.coalesceIgnoreQuery, credential: key.credential)
+        if !headers.isEmpty { record.credentials = headers }
         record.expectedSHA256 = sha
         record.expectedSize = request.size
         byID[id] = record
-        byURL[url] = record
+        byURL[record.key] = record
         add(joiner, to: record)
         tellCreated(record, request, as: joiner)
         handle(actions, for: record)

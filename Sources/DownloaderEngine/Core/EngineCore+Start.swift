@@ -61,7 +61,8 @@ extension EngineCore {
                 connectTimeout: configuration.connectTimeout, headTimeout: configuration.headTimeout,
                 stallTimeout: configuration.stallTimeout,
                 maxBodyBytes: maxBody, maxRedirects: configuration.maxRedirects,
-                allowPrivateNetworks: configuration.allowPrivateNetworks, userAgent: configuration.userAgent)
+                allowPrivateNetworks: configuration.allowPrivateNetworks, userAgent: configuration.userAgent,
+                credentials: record.credentials?.fields ?? [])
         }
         guard let request else {
             attemptEnded(attempt, .failure(TransferFailure(.cancelled, "abandoned before start")))

@@ -36,7 +36,7 @@ extension EngineCore {
     }
 
     func tell(_ event: DownloadStory.Event, of record: DownloadRecord) {
-        tell(event, id: record.id, url: record.url)
+        tell(event, id: record.id, url: record.shownURL)
     }
 
     func tellCreated(_ record: DownloadRecord, _ request: DownloadRequest, as joiner: Joiner) {

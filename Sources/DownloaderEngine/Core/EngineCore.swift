@@ -29,11 +29,14 @@ final class EngineCore: @unchecked Sendable {
     let feed: EventFeed
     /// What decisions left to do once the lock is released.
     let effects = EffectQueue()
+    /// The key of the credential hash in coalescing keys (`CredentialKey`).
+    let credentialKey: CredentialKey
 
     let lock = NSLock()
     // Everything below is guarded by `lock`.
     var byID: [String: DownloadRecord] = [:]
-    var byURL: [String: DownloadRecord] = [:]
+    /// By coalescing key: normalised URL (ignored query parameters left out) and credential hash.
+    var byURL: [CoalescingKey: DownloadRecord] = [:]
     /// Callers' token hashes → download id.
     var tokens: [TokenHash: String] = [:]
     var slots: TransferSlots
@@ -68,6 +71,7 @@ final class EngineCore: @unchecked Sendable {
         checkpointBytes = configuration.checkpointBytes
         slots = TransferSlots(capacity: configuration.maxConcurrentTransfers)
         store = try FileStore(configuration: configuration)
+        credentialKey = try CredentialKey.loadOrCreate(directory: store.stateDirectory, random: random)
         retryPolicy = RetryPolicy(configuration)
         var crashAtCommit: Int?
         if let point = configuration.testCrashPoint {

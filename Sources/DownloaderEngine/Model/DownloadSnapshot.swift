@@ -30,13 +30,17 @@ public struct DownloadSnapshot: Sendable, Codable, Equatable {
     /// Sanitised file name (from the URL or `Content-Disposition`).
     public var fileName: String?
     public var error: DownloadFailure?
+    /// Made with caller headers (credentials): shown only to its callers (and the operator).
+    public var isPrivate: Bool
+    /// Why a paused download waits: `credentials_required` after a restart lost its headers.
+    public var reason: String?
 
     public init(
         id: String, url: String, state: DownloadState, storage: StorageClass,
         bytesWritten: Int64 = 0, bytesExpected: Int64? = nil, fraction: Double? = nil,
         bytesPerSecond: Double = 0, etaSeconds: Double? = nil, callers: Int = 0, resumable: Bool = false,
         createdAt: Date, updatedAt: Date, sha256: String? = nil, size: Int64? = nil, path: String? = nil,
-        fileName: String? = nil, error: DownloadFailure? = nil
+        fileName: String? = nil, error: DownloadFailure? = nil, isPrivate: Bool = false, reason: String? = nil
     ) {
         self.id = id
         self.url = url
@@ -56,5 +60,7 @@ public struct DownloadSnapshot: Sendable, Codable, Equatable {
         self.path = path
         self.fileName = fileName
         self.error = error
+        self.isPrivate = isPrivate
+        self.reason = reason
     }
 }

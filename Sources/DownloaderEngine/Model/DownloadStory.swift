@@ -45,6 +45,8 @@ public struct DownloadStory: Sendable, Equatable {
         case callerCancelled = "caller_cancelled"
         /// Its last streaming reader went away.
         case readerLeft = "reader_left"
+        /// A credentialed download after a restart: its headers were never stored.
+        case credentialsRequired = "credentials_required"
     }
 
     /// Why an attempt ended without the file, before a retry.

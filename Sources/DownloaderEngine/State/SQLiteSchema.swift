@@ -74,6 +74,12 @@ enum SQLiteSchema {
         """
         CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
         """,
+        // 5: (issue 15, credentials) A credentialed download's keyed hash of its caller's headers
+        // (HMAC-SHA256 under the installation's `coalescing.key`); the headers themselves are never
+        // stored. NULL: a download made without headers.
+        """
+        ALTER TABLE downloads ADD COLUMN credential_key BLOB;
+        """,
     ]
 
     static var version: Int { migrations.count }

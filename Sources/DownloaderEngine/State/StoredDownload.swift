@@ -33,4 +33,7 @@ struct StoredDownload: Sendable, Equatable {
     var changedAt: Date? = nil
     /// The live callers' token hashes.
     var tokens: Set<TokenHash> = []
+    /// A credentialed download's keyed hash of its caller's headers (`CoalescingKey.credential`);
+    /// the headers themselves are never stored.
+    var credentialKey: [UInt8]? = nil
 }

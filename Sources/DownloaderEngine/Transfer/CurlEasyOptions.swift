@@ -67,7 +67,7 @@ extension CurlTransfer {
             transfer.prepareTLS(OpaquePointer(sslContext))
             return CURLE_OK
         })
-        long(CURLOPT_FOLLOWLOCATION, settings.followsRedirectsItself ? 0 : 1)
+        long(CURLOPT_FOLLOWLOCATION, followsRedirectsItself ? 0 : 1)
         long(CURLOPT_MAXREDIRS, max(0, request.maxRedirects))
         long(CURLOPT_CONNECTTIMEOUT_MS, max(1, Int(request.connectTimeout * 1000)))
         long(CURLOPT_BUFFERSIZE, Self.bufferSize)
@@ -138,12 +138,14 @@ extension CurlTransfer {
         return nil
     }
 
-    /// The request's header fields, once per attempt (every hop sends the same).
+    /// The request's header fields, once per attempt, and again for each hop when there are caller
+    /// credentials (which only hops to the request URL's origin get).
     private func buildHeaderList() -> TransferFailure? {
         // HTTP/1.x bodies end when the origin closes (libcurl drops the field over HTTP/2), so that
         // bytes sent past the announced Content-Length are seen (`CURLOPT_IGNORE_CONTENT_LENGTH`:
         // the transfer counts against Content-Length itself).
-        for header in request.headers + [(name: "Connection", value: "close")] {
+        let credentials = CredentialScope.sameOrigin(hopURL, request.url) ? request.credentials : []
+        for header in request.headers + credentials + [(name: "Connection", value: "close")] {
             let line = "\(header.name): \(header.value)"
             guard !header.name.isEmpty, header.name.utf8.allSatisfy(Self.isTokenByte),
                   !header.value.utf8.contains(where: { $0 == 13 || $0 == 10 || $0 == 0 }) else {

@@ -164,6 +164,10 @@ final class CurlMultiLoop: @unchecked Sendable {
             if let next = transfer.pendingRedirect, transfer.abortReason == nil, !transfer.isCancelled {
                 transfer.pendingRedirect = nil
                 releaseEasy(transfer, in: multi)
+                if !transfer.request.credentials.isEmpty, let list = transfer.headerList {
+                    curl_slist_free_all(list)  // Built again for the next hop: its origin decides on the credentials.
+                    transfer.headerList = nil
+                }
                 transfer.hopURL = next
                 startHop(transfer, in: multi)
                 continue

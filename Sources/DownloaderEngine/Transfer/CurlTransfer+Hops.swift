@@ -23,6 +23,10 @@ extension CurlTransfer {
         return false
     }
 
+    /// Whether this transfer follows redirects itself: with a proxy (each hop routed and vetted),
+    /// and with caller credentials (sent only to hops of the request URL's origin).
+    var followsRedirectsItself: Bool { settings.followsRedirectsItself || !request.credentials.isEmpty }
+
     /// The hop's connections go through the proxy: the guard's connect-time checks do not apply to
     /// them (they would judge the proxy's address; the origin's was vetted before the tunnel).
     var isTunnelled: Bool {

@@ -66,7 +66,7 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         self.loop = loop
         hopURL = request.url
         // A 3xx with a Location is an interim head when libcurl follows it, a hop's end otherwise.
-        collector = ResponseHeadCollector(followsRedirects: !settings.followsRedirectsItself)
+        collector = ResponseHeadCollector(followsRedirects: !(settings.followsRedirectsItself || !request.credentials.isEmpty))
         errorBuffer.initialize(to: 0)
     }
 
@@ -180,7 +180,7 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
     func dropSink() { sink = nil }
 
     private func deliverHead(status: Int, headers: [String: [String]]) -> Bool {
-        if settings.followsRedirectsItself, (300..<400).contains(status), let location = headers["location"]?.first {
+        if followsRedirectsItself, (300..<400).contains(status), let location = headers["location"]?.first {
             return endHopWithRedirect(location: location)
         }
         var urlPointer: UnsafeMutablePointer<CChar>?

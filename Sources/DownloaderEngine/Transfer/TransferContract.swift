@@ -26,6 +26,10 @@ struct TransferRequest: Sendable {
     var userAgent: String
     /// `.head` asks for the head only (no body follows).
     var method: Method = .get
+    /// The caller's headers for a private origin (`CallerHeaders`): sent to hops with the request
+    /// URL's scheme, host and port only. With any, the transfer follows redirects itself (libcurl
+    /// would send custom headers other than `Authorization` and `Cookie` to every hop).
+    var credentials: [(name: String, value: String)] = []
 }
 
 /// The final hop's response head (after redirects), given before any body byte is written.

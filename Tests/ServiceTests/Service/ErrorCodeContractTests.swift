@@ -75,12 +75,13 @@ import Testing
         case .tooManyCallers: .tooManyCallers("x")
         case .destinationForbidden: .destinationForbidden("x")
         case .urlCredentials: .urlCredentials("x")
+        case .invalidHeaders: .invalidHeaders("x")
         }
     }
 
     /// What each engine code answered while codes were strings: status and `Retry-After`.
     static let expected: [EngineError.Code: (status: Int, retryAfter: String?)] = [
-        .invalidURL: (400, nil), .invalidChecksum: (400, nil), .urlCredentials: (400, nil), .destinationForbidden: (403, nil),
+        .invalidURL: (400, nil), .invalidChecksum: (400, nil), .urlCredentials: (400, nil), .invalidHeaders: (400, nil), .destinationForbidden: (403, nil),
         .conflict: (409, nil), .tooManyCallers: (429, "60"), .shuttingDown: (503, "5"),
     ]
 

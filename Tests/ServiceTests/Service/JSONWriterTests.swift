@@ -114,6 +114,7 @@ import Testing
         if s.state == .completed {
             o["sha256"] = orNull(s.sha256); o["size"] = orNull(s.size); o["path"] = orNull(s.path); o["fileName"] = orNull(s.fileName)
         }
+        if let reason = s.reason { o["reason"] = reason }
         if let e = s.error {
             o["error"] = e.httpStatus.map { ["code": e.code.rawValue, "message": e.message, "httpStatus": $0] as [String: Any] }
                 ?? ["code": e.code.rawValue, "message": e.message]
@@ -135,9 +136,11 @@ import Testing
         DownloadSnapshot(id: "e5", url: "http://h/cut", state: .failed, storage: .cache, createdAt: t0, updatedAt: t1,
                          error: DownloadFailure(code: .retriesExhausted, message: "gave up")),
         DownloadSnapshot(id: "f6", url: "http://h/p", state: .paused, storage: .cache, bytesWritten: 7, createdAt: t0, updatedAt: t1),
+        DownloadSnapshot(id: "g7", url: "http://h/private", state: .paused, storage: .cache, bytesWritten: 7, createdAt: t0,
+                         updatedAt: t1, isPrivate: true, reason: "credentials_required"),
     ]
 
-    @Test(arguments: 0..<6)
+    @Test(arguments: 0..<7)
     func snapshotMatchesTheDocumentedObject(_ index: Int) throws {
         let s = Self.snapshots[index]
         #expect(SnapshotJSON.object(s).bytes == Array(try JSONWriterTests.foundation(Self.documented(s)).utf8))
@@ -148,6 +151,7 @@ import Testing
         var expected = Self.documented(s)
         expected["token"] = "tok"
         expected["coalesced"] = true
+        expected["reused"] = false
         expected["links"] = ["self": "/downloads/b2", "progress": "/downloads/b2/progress", "file": "/downloads/b2/file",
                              "cancel": "/downloads/tok"]
         let enqueued = SnapshotJSON.enqueued(Enqueued(token: "tok", snapshot: s, coalesced: true))

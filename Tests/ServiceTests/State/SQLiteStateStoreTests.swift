@@ -11,7 +11,8 @@ import Testing
     @Test func everyFieldRoundTripsThroughTheStore() throws {
         let now = Date(timeIntervalSince1970: 1_800_000_000.5)
         let record = DownloadRecord(id: "0123456789abcdef", url: "https://o.test/ü/a b?c=\"d\"&e=\\", storage: .persistent,
-                                    lifecycle: DownloadLifecycle(restoring: .paused), now: now, tau: 3, progressInterval: 0.1)
+                                    lifecycle: DownloadLifecycle(restoring: .paused), now: now, tau: 3, progressInterval: 0.1,
+                                    credential: Array(repeating: 0xA5, count: 32))
         record.updatedAt = now.addingTimeInterval(1)
         record.lastAccess = now.addingTimeInterval(2)
         record.validator = Validator(etag: "\"v1\"", lastModified: "Wed, 21 Oct 2015 07:28:00 GMT")
@@ -56,6 +57,7 @@ import Testing
         #expect(restored.finalPath == record.publishing?.path && restored.sha256 == record.publishing?.sha256)
         #expect(restored.size == 1000)
         #expect(restored.contentType == record.contentType && restored.generation == 3 && restored.changedAt == record.changedAt)
+        #expect(restored.key == record.key && restored.isCredentialed && restored.credentials == nil)
     }
 
     @Test func aCommitChangesOnlyWhatItsBatchNames() throws {

@@ -1,0 +1,35 @@
+import DownloaderEngine
+import MiniHTTPServer
+
+// Private (credentialed) downloads: only their callers, and the operator, read them (`DownloadAccess`).
+extension DownloadAPI {
+    /// The download a request reads: `GET`/`HEAD` of its snapshot, progress stream or file.
+    static func readDownloadID(_ endpoint: Endpoint, method: String) -> String? {
+        switch endpoint {
+        case .download(let id): method == "DELETE" ? nil : id
+        case .progress(let id), .file(let id): id
+        default: nil
+        }
+    }
+
+    /// Whether `request` may read download `id` (an unknown one: yes, its own `404` follows).
+    func mayRead(id: String, _ request: Request) -> Bool {
+        guard engine.isPrivate(id: id) else { return true }
+        return access(isPrivate: true, request, id: id).allowsReading
+    }
+
+    /// The one place that says whether a request is the operator's. The operator API (its admin
+    /// token) makes this true for its requests; until then no request is.
+    func isOperator(_ request: Request) -> Bool { false }
+
+    func access(isPrivate: Bool, _ request: Request, id: String?) -> DownloadAccess {
+        var shows = false
+        if isPrivate, let id, let token = callerToken(request) { shows = engine.isCaller(token: token, of: id) }
+        return DownloadAccess(isPrivate: isPrivate, showsCallerToken: shows, isOperator: isPrivate && isOperator(request))
+    }
+
+    private func callerToken(_ request: Request) -> String? {
+        request.headers[DownloadAccess.tokenHeader]
+            ?? request.queryItems.first { $0.name == DownloadAccess.tokenParameter }?.value
+    }
+}

@@ -1,0 +1,75 @@
+import Basics
+import CCrypto
+import Glibc
+
+/// The per-installation secret of the coalescing key's keyed hash: 32 random bytes in their own
+/// file in the state area (`coalescing.key`, mode 0600), never in the state database or a log. The
+/// hash of a caller's headers (HMAC-SHA256 under this key) is what the state store keeps; without
+/// the key a stolen database cannot test guessed credentials against it.
+struct CredentialKey: Sendable {
+    static let fileName = "coalescing.key"
+    static let length = 32
+    private let key: [UInt8]
+
+    init(bytes: [UInt8]) {
+        key = bytes
+    }
+
+    /// Reads the key from `directory`, or makes it (from `random`) when there is none. A file of
+    /// another length is refused: silently replacing it would split every stored credentialed
+    /// download from its callers.
+    static func loadOrCreate(directory: String, random: RandomSource) throws(SystemError) -> CredentialKey {
+        let path = directory + "/" + fileName
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        if fd >= 0 {
+            defer { Glibc.close(fd) }
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: length + 1, alignment: 1)
+            defer { buffer.deallocate() }
+            var got = 0
+            while got < buffer.count {
+                let n = try syscall("read") { read(fd, buffer.baseAddress! + got, buffer.count - got) }
+                if n == 0 { break }
+                got += n
+            }
+            guard got == length else { throw SystemError(errno: EINVAL, function: "read \(path) (not a \(length)-byte key)") }
+            return CredentialKey(bytes: Array(buffer.prefix(length)))
+        }
+        guard errno == ENOENT else { throw SystemError(errno: errno, function: "open \(path)") }
+        let bytes = random.bytes(length)
+        let temporary = path + ".new"
+        unlink(temporary)
+        let out = try syscall("open \(temporary)") { open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600) }
+        do throws(SystemError) {
+            try syscall("fchmod") { fchmod(out, 0o600) }  // Whatever the umask.
+            let written = try syscall("write") { bytes.withUnsafeBytes { write(out, $0.baseAddress, $0.count) } }
+            guard written == bytes.count else { throw SystemError(errno: EIO, function: "write \(temporary) (short)") }
+            try syscall("fsync") { fsync(out) }
+            Glibc.close(out)
+        } catch {
+            Glibc.close(out)
+            unlink(temporary)
+            throw error
+        }
+        try syscall("rename") { rename(temporary, path) }
+        FileStore.syncDirectory(of: path)
+        return CredentialKey(bytes: bytes)
+    }
+
+    /// HMAC-SHA256 (RFC 2104) of `message` under the key.
+    func hash(_ message: [UInt8]) -> [UInt8] {
+        let block = 64
+        var padded = key.count > block ? Self.sha256(key) : key
+        padded += [UInt8](repeating: 0, count: block - padded.count)
+        let inner = Self.sha256(padded.map { $0 ^ 0x36 } + message)
+        return Self.sha256(padded.map { $0 ^ 0x5c } + inner)
+    }
+
+    static func sha256(_ bytes: [UInt8]) -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        bytes.withUnsafeBytes { raw in
+            _ = EVP_Digest(raw.baseAddress, raw.count, &digest, &length, EVP_sha256(), nil)
+        }
+        return digest
+    }
+}
