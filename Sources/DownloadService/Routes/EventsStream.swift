@@ -12,6 +12,7 @@ import MiniHTTPServer
 /// lifecycle events of this run) continues right after it, with no snapshot. At most
 /// `--max-event-subscribers` streams at once (then 503). `EventSource` cannot send headers: the
 /// token may come as `?access_token=` (never logged: the access log shows the path alone).
+/// Private downloads (made with `headers`) are shown to the operator only, like in `GET /downloads`.
 extension DownloadAPI {
     func events(_ request: Request) -> Response {
         let headers: HTTPHeaders = [
@@ -27,7 +28,8 @@ extension DownloadAPI {
         }
         let lastID = request.headers["Last-Event-ID"].flatMap { UInt64($0.trimmingCharacters(in: .whitespaces)) }
         let source = FeedStreamSource(subscription: engine.watchAll(after: lastID), eventData: eventData, lease: lease,
-                                      keepAlive: (Array(ServerSentEvent.comment("keep-alive").utf8), keepAliveInterval))
+                                      keepAlive: (Array(ServerSentEvent.comment("keep-alive").utf8), keepAliveInterval),
+                                      showsPrivate: isOperator(request))
         return Response(headers: headers, body: .push(PushBody(source: source)))
     }
 

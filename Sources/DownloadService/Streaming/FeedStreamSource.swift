@@ -12,13 +12,16 @@ final class FeedStreamSource: PushSource, @unchecked Sendable {
     /// The stream's place under `--max-event-subscribers`, held until the stream ends.
     private var lease: SubscriberQuota.Lease?
     private let keepAlive: (comment: [UInt8], seconds: Double)?
+    /// Whether private (credentialed) downloads are shown: to the operator only.
+    private let showsPrivate: Bool
     // Loop thread only.
     private var started = false
     private var first = true
 
     init(subscription: FeedSubscription, eventData: EventDataCache, lease: SubscriberQuota.Lease?,
-         keepAlive: (comment: [UInt8], seconds: Double)?) {
+         keepAlive: (comment: [UInt8], seconds: Double)?, showsPrivate: Bool) {
         self.subscription = subscription
+        self.showsPrivate = showsPrivate
         self.eventData = eventData
         self.lease = lease
         self.keepAlive = keepAlive
@@ -36,6 +39,8 @@ final class FeedStreamSource: PushSource, @unchecked Sendable {
             case .end:
                 stream.finish()
                 return
+            case .item(let item) where item.kind.snapshot.isPrivate && !showsPrivate:
+                continue
             case .item(let item):
                 let (name, data) = DownloadAPI.feedEvent(item.kind, eventData: eventData)
                 stream.write(EventStreamCursor.frame(id: item.id, event: name, data: data,

@@ -67,6 +67,34 @@ import Testing
         #expect(try await service.stop() == 0)
     }
 
+    /// A private download (made with `headers`) is not the watchers' business: neither its snapshot
+    /// nor its live events are on the stream, as it is not in `GET /downloads`.
+    @Test func privateDownloadsStayOffTheStream() async throws {
+        let origin = try TestOrigin(bodySize: 64 << 10)
+        defer { origin.stop() }
+        let service = try await ServiceProcess.start(arguments: Self.allowLoopback)
+        let client = service.client
+        func post(_ query: String, headers: String? = nil) async throws -> String {
+            let extra = headers.map { #","headers":{"X-Api-Key":"\#($0)"}"# } ?? ""
+            let answer = try await client.post("/downloads", json: #"{"url":"\#(origin.url)?\#(query)"\#(extra)}"#)
+            #expect(answer.status == 202 || answer.status == 200)
+            return try #require(answer.string("id"))
+        }
+        let before = try await post("before", headers: "k-1")
+        let (_, stream) = try await client.openStream("/events")
+        let during = try await post("during", headers: "k-2")
+        let marker = try await post("marker")
+        var seen: [String] = []
+        _ = try await Self.next(stream) { event in
+            if let id = event.json["id"] as? String { seen.append(id) }
+            return event.event == "completed" && event.json["id"] as? String == marker
+        }
+        stream.close()
+        #expect(seen.contains(marker))
+        #expect(!seen.contains(before) && !seen.contains(during))
+        #expect(try await service.stop() == 0)
+    }
+
     @Test func watcherCapTokenInTheURLAndThePage() async throws {
         let secret = "events-secret-\(UUID().uuidString.prefix(8))"
         let service = try await ServiceProcess.start(arguments: Self.allowLoopback + ["--auth-token", secret, "--max-event-subscribers", "2"])
