@@ -9,13 +9,18 @@ public struct DownloadRequest: Sendable, Equatable {
     public var size: Int64?
     /// Who asks, as the service names it (the client's address), for the download's story only.
     public var client: String?
+    /// Ranged connections the caller would like (segmented fetch); nil or 1: one. Clamped to
+    /// `EngineConfiguration.maxConnectionsPerDownload` and to what the file's size warrants.
+    public var connections: Int?
 
-    public init(url: String, storage: StorageClass = .cache, sha256: String? = nil, size: Int64? = nil, client: String? = nil) {
+    public init(url: String, storage: StorageClass = .cache, sha256: String? = nil, size: Int64? = nil, client: String? = nil,
+                connections: Int? = nil) {
         self.url = url
         self.storage = storage
         self.sha256 = sha256
         self.size = size
         self.client = client
+        self.connections = connections
     }
 }
 

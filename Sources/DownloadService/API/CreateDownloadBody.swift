@@ -1,7 +1,7 @@
 import DownloaderEngine
 import Foundation
 
-/// The body of `POST /downloads`: `{"url", "storage"?, "sha256"?, "size"?}`, checked for shape and
+/// The body of `POST /downloads`: `{"url", "storage"?, "sha256"?, "size"?, "connections"?}`, checked for shape and
 /// types into a `DownloadRequest`, or an `APIError` that says exactly what is wrong. Pure. Whether
 /// the URL is one the service fetches is the engine's call (`EngineError.invalidURL`).
 enum CreateDownloadBody {
@@ -58,6 +58,12 @@ enum CreateDownloadBody {
             if let size = try field("size", Int64.self, badSize) {
                 guard (0...CreateDownloadBody.maxSize).contains(size) else { throw badSize }
                 request.size = size
+            }
+            let ceiling = CommandLineOptions.connectionsCeiling
+            let badConnections = APIError.badRequest(.invalidConnections, "\"connections\" must be an integer from 1 to \(ceiling)")
+            if let connections = try field("connections", Int.self, badConnections) {
+                guard (1...ceiling).contains(connections) else { throw badConnections }
+                request.connections = connections
             }
         }
     }

@@ -66,6 +66,7 @@ extension EngineCore {
             let coalesced = record.state != .paused && record.state != .failed
             if coalesced { stats.coalescedJoins += 1 }
             if record.state == .completed { record.lastAccess = now }
+            askConnections(record, request)
             tellJoining(record, request, as: joiner)
             handle(.callerJoined, for: record)
             add(joiner, to: record)
@@ -82,6 +83,7 @@ extension EngineCore {
                                     tau: configuration.rateTimeConstant, progressInterval: configuration.progressInterval)
         record.expectedSHA256 = sha
         record.expectedSize = request.size
+        askConnections(record, request)
         byID[id] = record
         byURL[url] = record
         add(joiner, to: record)

@@ -45,6 +45,12 @@ enum SQLiteSchema {
         ALTER TABLE downloads ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
         ALTER TABLE downloads ADD COLUMN changed_at REAL;
         """,
+        // Segmented fetch: the connections the callers asked for, and each segment's range and
+        // durable offset (`SegmentJournal`), so that every segment resumes where it stood.
+        """
+        ALTER TABLE downloads ADD COLUMN connections INTEGER NOT NULL DEFAULT 1;
+        ALTER TABLE downloads ADD COLUMN segments TEXT;
+        """,
     ]
 
     static var version: Int { migrations.count }

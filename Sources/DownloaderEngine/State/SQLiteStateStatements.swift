@@ -5,7 +5,8 @@ import Foundation
 final class SQLiteStateStatements {
     static let columns = "row, id, url, storage, state, etag, last_modified, expected_total, verified_offset, "
         + "expected_sha256, expected_size, file_name, final_path, sha256, size, created_at, updated_at, last_access, "
-        + "error_code, error_message, error_http_status, content_type, generation, changed_at"
+        + "error_code, error_message, error_http_status, content_type, generation, changed_at, "
+        + "connections, segments"
 
     let begin: SQLiteStatement
     let commit: SQLiteStatement
@@ -31,7 +32,7 @@ final class SQLiteStateStatements {
         selectAllTokens = try db.prepare("SELECT download, hash FROM tokens ORDER BY download")
         selectRows = try db.prepare("SELECT row, id FROM downloads")
         selectCount = try db.prepare("SELECT count(*) FROM downloads")
-        let placeholders = Array(repeating: "?", count: 24).joined(separator: ", ")
+        let placeholders = Array(repeating: "?", count: 26).joined(separator: ", ")
         replaceDownload = try db.prepare("INSERT OR REPLACE INTO downloads (\(Self.columns)) VALUES (\(placeholders))")
         deleteDownload = try db.prepare("DELETE FROM downloads WHERE row = ?")
         selectTokens = try db.prepare("SELECT hash FROM tokens WHERE download = ?")
@@ -68,6 +69,8 @@ final class SQLiteStateStatements {
         s.bind(22, download.contentType)
         s.bind(23, Int64(clamping: download.generation))
         s.bind(24, download.changedAt?.timeIntervalSince1970)
+        s.bind(25, Int64(download.connections))
+        s.bind(26, download.segments.map(SegmentJournal.text))
         try s.run()
         var stored: Set<TokenHash> = []
         if known {
@@ -127,7 +130,8 @@ final class SQLiteStateStatements {
             createdAt: Date(timeIntervalSince1970: select.double(15)), updatedAt: Date(timeIntervalSince1970: select.double(16)),
             lastAccess: Date(timeIntervalSince1970: select.double(17)), error: error, contentType: select.text(21),
             generation: UInt64(clamping: select.int64(22) ?? 0),
-            changedAt: select.isNull(23) ? nil : Date(timeIntervalSince1970: select.double(23)))
+            changedAt: select.isNull(23) ? nil : Date(timeIntervalSince1970: select.double(23)),
+            connections: Int(clamping: select.int64(24) ?? 1), segments: select.text(25).flatMap(SegmentJournal.segments))
         return (row, download)
     }
 }
