@@ -35,6 +35,7 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     /// Segmented fetch: the planned segments (under the engine's lock, from the accepted head), then
     /// the crew running them (from the transfer thread); `prefixEnd` is where this transfer stops.
     var segmentPlan: [Segment]?
+    var segmentConnections = 1
     /// The partial keeps a segmented download's bytes after its prefix (a full answer replaces it).
     var keptSegments = false
     private let crewBox = Mutex<SegmentCrew?>(nil)
@@ -79,7 +80,7 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     func transfer(didFinishWith result: Result<TransferSummary, TransferFailure>) {
         mainTransfer.withLock { $0 = nil }
         if let crew {
-            crew.mainEnded(result, atBoundary: reachedPrefixEnd, length: partial?.length ?? 0)
+            crew.mainEnded(result, atBoundary: reachedPrefixEnd, partial: partial)
         } else {
             core?.attemptEnded(self, result)
         }

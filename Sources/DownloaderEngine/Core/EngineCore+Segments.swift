@@ -14,36 +14,44 @@ extension EngineCore {
         }
     }
 
-    /// Under `lock`, at an accepted head: the segments this attempt fetches, or none (one
-    /// connection): the download asked for more than one connection and may have them, the origin
-    /// offers a strong validator, a known total and byte ranges, and the rest of the file is worth
-    /// at least two segments of `SegmentPlanner.minimumSegment`. Records what was granted.
+    /// Under `lock`, at an accepted head: the pieces this attempt fetches and on how many
+    /// connections, or none (one connection): the download asked for more than one connection and
+    /// may have them, the origin offers a strong validator, a known total and byte ranges, and the
+    /// rest of the file is worth at least two segments of `SegmentPlanner.minimumSegment`; or it
+    /// resumes pieces kept from before. Records what was granted.
     func planSegments(_ attempt: Attempt, _ head: ResponseHead, offset: Int64, total: Int64?, _ record: DownloadRecord) {
         attempt.segmentPlan = nil
         let kept = record.segments
         record.segments = nil
-        if let kept, offset > 0, let total, kept.last?.end == total, offset <= kept[0].end, record.validator != nil {
-            var resumed = kept  // The same version (a 206 under If-Range): every segment goes on where it stood.
+        let granted = SegmentPlanner.granted(requested: record.connectionsRequested, limit: configuration.maxConnectionsPerDownload)
+        if let kept, offset > 0, let total, kept.last?.end == total, record.validator != nil,
+           let first = kept.firstIndex(where: { offset < $0.end }), kept[first].start <= offset {
+            // The same version (a 206 under If-Range): every piece goes on where it stood; the
+            // prefix from `offset`, those it already covers dropped.
+            var resumed = Array(kept[first...])
             resumed[0].next = offset
+            let connections = min(granted, resumed.count)
+            record.connectionsGranted = connections
+            guard resumed.count > 1, connections > 1 else { return }
             record.segments = resumed
-            record.connectionsGranted = resumed.count
             attempt.segmentPlan = resumed
+            attempt.segmentConnections = connections
             return
         }
-        let granted = SegmentPlanner.granted(requested: record.connectionsRequested, limit: configuration.maxConnectionsPerDownload)
         guard granted > 1 else { return }
         guard !record.segmentsRefused, let total,
               SegmentPlanner.allowsSegments(head, validator: record.validator, total: total) else {
             record.connectionsGranted = 1
             return
         }
-        let plan = SegmentPlanner.plan(total: total, from: offset, granted: granted,
-                                       minimumSegment: configuration.minimumSegmentBytes)
-        record.connectionsGranted = plan.count
-        if plan.count > 1 {
-            attempt.segmentPlan = plan
-            record.segments = plan
-        }
+        let minimum = configuration.minimumSegmentBytes
+        let connections = SegmentPlanner.connections(granted: granted, remaining: total - offset, minimumSegment: minimum)
+        record.connectionsGranted = connections
+        guard connections > 1 else { return }
+        let pieces = SegmentPlanner.pieces(total: total, from: offset, minimumSegment: minimum)
+        attempt.segmentPlan = pieces
+        attempt.segmentConnections = connections
+        record.segments = pieces
     }
 
     /// Transfer thread, once the head is accepted: the crew starts the segments after the prefix.
@@ -57,7 +65,8 @@ extension EngineCore {
         guard let facts, let total = plan.last?.end else { return nil }
         do throws(SystemError) {
             let crew = try SegmentCrew(attempt: attempt, core: self, driver: driver, template: template, head: head,
-                                       validator: facts.validator, total: total, segments: plan, path: facts.path,
+                                       validator: facts.validator, total: total, segments: plan,
+                                       connections: attempt.segmentConnections, path: facts.path,
                                        checkpoint: (checkpointBytes, configuration.checkpointInterval))
             attempt.adopt(crew)
             crew.start()
@@ -95,7 +104,7 @@ extension EngineCore {
                 handle(.checkpointSynced(serial: attempt.serial), for: record) { action in
                     guard action == .keepDurableOffset else { return false }
                     var durable = table
-                    durable[0].next = min(record.durableOffset, durable[0].end)
+                    durable[0].next = max(durable[0].start, min(record.durableOffset, durable[0].end))
                     record.segments = durable
                     return true
                 }

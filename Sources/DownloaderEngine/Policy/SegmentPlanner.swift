@@ -34,21 +34,21 @@ enum SegmentPlanner {
         return Int(max(1, min(Int64(max(1, granted)), remaining / minimumSegment)))
     }
 
-    /// `[offset, total)` cut into `connections(granted:remaining:)` contiguous segments of nearly
-    /// equal size (the first ones one byte longer when it does not divide evenly).
-    static func plan(total: Int64, from offset: Int64, granted: Int, minimumSegment: Int64 = minimumSegment) -> [Segment] {
+    /// At most this many pieces per download (so that its stored segments stay a few KiB).
+    static let maximumPieces: Int64 = 256
+
+    /// `[offset, total)` cut into pieces of `minimumSegment` (larger when that would make more than
+    /// `maximumPieces`; the last one takes the remainder), handed to the connections in file order,
+    /// so that the file's contiguous prefix (what is hashed, and what readers see) grows while the
+    /// pieces arrive instead of only at the end.
+    static func pieces(total: Int64, from offset: Int64, minimumSegment: Int64 = minimumSegment) -> [Segment] {
         let remaining = max(0, total - offset)
-        let count = Int64(connections(granted: granted, remaining: remaining, minimumSegment: minimumSegment))
-        let base = remaining / count
-        let extra = remaining % count
-        var segments: [Segment] = []
-        var start = offset
-        for index in 0..<count {
-            let length = base + (index < extra ? 1 : 0)
-            segments.append(Segment(start: start, end: start + length))
-            start += length
+        let size = max(1, minimumSegment, (remaining + maximumPieces - 1) / maximumPieces)
+        let count = max(1, remaining / size)
+        return (0..<count).map { index in
+            let start = offset + index * size
+            return Segment(start: start, end: index == count - 1 ? total : start + size)
         }
-        return segments
     }
 
     /// Whether an accepted response allows ranged requests for the rest of the file: a strong

@@ -2,16 +2,18 @@ import Foundation
 import Testing
 @testable import DownloaderEngine
 
-/// Segmented fetch in the engine, against a scripted origin (`RangedFakeOrigin`): segments of at
-/// least 1000 bytes here (8 MiB in production), a limit of 4 connections.
+/// Segmented fetch in the engine, against a scripted origin (`RangedFakeOrigin`): pieces of at
+/// least 10 000 bytes here (8 MiB in production; a 40 000-byte body is four pieces, one per
+/// connection), a limit of 4 connections.
 @Suite struct EngineSegmentTests {
     static let url = "http://o.test/big.bin"
     let body = EngineFixture.body(40_000)
 
-    static func engine(_ driver: FakeTransferDriver, limit: Int = 4, root: URL = EngineFixture.root()) throws -> DownloadEngine {
+    static func engine(_ driver: FakeTransferDriver, limit: Int = 4, minimum: Int64 = 10_000,
+                       root: URL = EngineFixture.root()) throws -> DownloadEngine {
         try EngineFixture.engine(root, driver: driver) {
             $0.maxConnectionsPerDownload = limit
-            $0.minimumSegmentBytes = 1000
+            $0.minimumSegmentBytes = minimum
         }
     }
 
@@ -70,7 +72,7 @@ import Testing
         let small = EngineFixture.body(2500)
         let origin = RangedFakeOrigin(body: small, etag: "\"v1\"")
         let driver = FakeTransferDriver { request, _ in origin.script(request) }
-        let engine = try Self.engine(driver)
+        let engine = try Self.engine(driver, minimum: 1000)
         let r = try engine.request(DownloadRequest(url: Self.url, connections: 16))
         #expect(r.snapshot.connections?.requested == 16)
         #expect(r.snapshot.connections?.granted == 4)  // The limit, before the size is known.
@@ -79,7 +81,7 @@ import Testing
         guard case .completed(let done) = events.last else { Issue.record("not completed: \(events)"); return }
         #expect(done.connections == ConnectionCounts(requested: 16, granted: 2, active: 0))  // 2500 bytes: two of ≥ 1000.
         #expect(driver.startCount == 2)
-        #expect(driver.transfer(1).range == "bytes=1250-2499")
+        #expect(driver.transfer(1).range == "bytes=1000-2499")
         #expect(try Self.completedBytes(engine, r.snapshot.id) == Data(small))
     }
 
@@ -114,6 +116,24 @@ import Testing
         #expect(ranges.contains("bytes=23000-29999"))
         #expect(ranges.contains("bytes=4000-9999"))
         #expect(driver.startCount == 6)
+        #expect((1..<driver.startCount).allSatisfy { driver.transfer($0).header("If-Range") == "\"v1\"" })
+    }
+
+    /// More pieces than connections: each connection takes the next piece nobody has, every piece is
+    /// asked for exactly once, and the file (its prefix hashed as it grows) verifies.
+    @Test func piecesAreHandedOutInFileOrderAndTheWholeFileIsVerified() async throws {
+        let origin = RangedFakeOrigin(body: body, etag: "\"v1\"", chunk: 500)
+        let driver = FakeTransferDriver { request, _ in origin.script(request) }
+        let engine = try Self.engine(driver, minimum: 1000)
+        let (id, events) = try await Self.fetch(engine, connections: 4)
+        guard case .completed(let done) = events.last else { Issue.record("not completed: \(events)"); return }
+        #expect(done.sha256 == SHA256Hasher.hex(body))
+        #expect(try Self.completedBytes(engine, id) == Data(body))
+        #expect(done.connections == ConnectionCounts(requested: 4, granted: 4, active: 0))
+        let ranges = (1..<driver.startCount).compactMap { driver.transfer($0).range }
+        #expect(driver.startCount == 40)  // 40 pieces: the prefix, then one request per piece.
+        #expect(Set(ranges) == Set((1..<40).map { "bytes=\($0 * 1000)-\($0 * 1000 + 999)" }))
+        #expect(ranges.prefix(3) == ["bytes=1000-1999", "bytes=2000-2999", "bytes=3000-3999"])  // The first three, at once.
         #expect((1..<driver.startCount).allSatisfy { driver.transfer($0).header("If-Range") == "\"v1\"" })
     }
 

@@ -22,15 +22,22 @@ import Testing
         #expect(SegmentPlanner.connections(granted: row.0, remaining: row.1) == row.2)
     }
 
-    @Test func planCoversTheRestOfTheFileContiguously() {
-        let plan = SegmentPlanner.plan(total: 40_003, from: 3, granted: 4, minimumSegment: 1000)
+    @Test func piecesCoverTheRestOfTheFileInOrder() {
+        let plan = SegmentPlanner.pieces(total: 40_003, from: 3, minimumSegment: 10_000)
         #expect(plan == [Segment(start: 3, end: 10_003), Segment(start: 10_003, end: 20_003),
                          Segment(start: 20_003, end: 30_003), Segment(start: 30_003, end: 40_003)])
-        let uneven = SegmentPlanner.plan(total: 10, from: 0, granted: 3, minimumSegment: 3)
-        #expect(uneven.map(\.start) == [0, 4, 7])
-        #expect(uneven.map(\.end) == [4, 7, 10])
-        #expect(SegmentPlanner.plan(total: 1000, from: 0, granted: 4, minimumSegment: 1000) == [Segment(start: 0, end: 1000)])
-        #expect(SegmentPlanner.plan(total: 100, from: 100, granted: 4, minimumSegment: 10) == [Segment(start: 100, end: 100)])
+        // The remainder goes to the last piece: none is smaller than the minimum.
+        let uneven = SegmentPlanner.pieces(total: 10, from: 0, minimumSegment: 3)
+        #expect(uneven.map(\.start) == [0, 3, 6])
+        #expect(uneven.map(\.end) == [3, 6, 10])
+        #expect(SegmentPlanner.pieces(total: 1000, from: 0, minimumSegment: 1000) == [Segment(start: 0, end: 1000)])
+        #expect(SegmentPlanner.pieces(total: 100, from: 100, minimumSegment: 10) == [Segment(start: 100, end: 100)])
+        // 1 GiB in 8 MiB pieces: 128 of them; 4 GiB would be 512: 256 pieces of 16 MiB instead.
+        #expect(SegmentPlanner.pieces(total: 1024 * Self.mib, from: 0).count == 128)
+        let big = SegmentPlanner.pieces(total: 4096 * Self.mib, from: 0)
+        #expect(big.count == 256 && big.allSatisfy { $0.end - $0.start == 16 * Self.mib })
+        let odd = SegmentPlanner.pieces(total: 16 * Self.mib + 4096, from: 0)
+        #expect(odd.map(\.end) == [8 * Self.mib, 16 * Self.mib + 4096])
     }
 
     static func head(_ status: Int, _ headers: [String: String]) -> ResponseHead {
