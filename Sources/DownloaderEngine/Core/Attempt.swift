@@ -107,12 +107,6 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
         mainTransfer.withLock { $0 }?.cancel()
     }
 
-    /// Stops the transfer and every segment fetch.
-    func cancelAll() {
-        stopMain()
-        crew?.cancel()
-    }
-
     /// Every connection of the crew ended.
     func crewFinished(_ result: Result<TransferSummary, TransferFailure>) {
         core?.attemptEnded(self, result)
@@ -155,7 +149,7 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
                 }
             }
         }
-        let length = crew?.mainWrote(length: partial.length) ?? partial.length
+        let length = prefixEnd == nil ? partial.length : crew?.mainWrote(length: partial.length) ?? partial.length
         core.attemptWrote(self, count: Int64(bytes.count), length: length, at: now)
         if atPrefixEnd {
             reachedPrefixEnd = true

@@ -147,7 +147,7 @@ extension EngineCore {
         }
         record.keptBytes = keep
         record.durableOffset = keep
-        record.bytesWritten = keep + (record.segments?.dropFirst().reduce(0) { $0 + ($1.next - $1.start) } ?? 0)
+        record.bytesWritten = max(keep, record.segments?.writtenBytes ?? 0)
         return keep
     }
 

@@ -124,7 +124,7 @@ extension EngineCore {
         var table = crew.table
         table[0].next = min(max(table[0].start, keptPrefix), table[0].end)
         record.segments = table
-        record.bytesWritten = table[0].start + table.reduce(0) { $0 + ($1.next - $1.start) }
+        record.bytesWritten = max(keptPrefix, table.writtenBytes)
     }
 
     /// Start-up: a segmented partial keeps its segments (never beyond the `onDisk` bytes the file

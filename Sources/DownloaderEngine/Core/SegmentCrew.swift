@@ -259,9 +259,7 @@ final class SegmentCrew: @unchecked Sendable {
         return index
     }
 
-    private var writtenLocked: Int64 {
-        segments[0].start + segments.reduce(0) { $0 + ($1.next - $1.start) }
-    }
+    private var writtenLocked: Int64 { segments.writtenBytes }
 
     /// Under `lock`: where the bytes written from the file's start without a gap end.
     private var contiguousLocked: Int64 {

@@ -16,6 +16,12 @@ struct Segment: Equatable, Sendable {
     var remaining: Int64 { max(0, end - next) }
 }
 
+extension Array where Element == Segment {
+    /// Bytes of the file written: everything before the first piece (a kept prefix) and each
+    /// piece's written part.
+    var writtenBytes: Int64 { (first?.start ?? 0) + reduce(0) { $0 + ($1.next - $1.start) } }
+}
+
 /// Pure decisions of a segmented fetch: how many connections a download gets, where its segments
 /// lie, whether a response allows segments at all, and whether a segment's response belongs to the
 /// same version of the file.
