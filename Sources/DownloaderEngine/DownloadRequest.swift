@@ -13,14 +13,19 @@ public struct DownloadRequest: Sendable, Equatable {
     /// are accepted). They make the download private to callers with the same headers.
     public var headers: [String: String]
 
+    /// Ranged connections the caller would like (segmented fetch); nil or 1: one. Clamped to
+    /// `EngineConfiguration.maxConnectionsPerDownload` and to what the file's size warrants.
+    public var connections: Int?
+
     public init(url: String, storage: StorageClass = .cache, sha256: String? = nil, size: Int64? = nil, client: String? = nil,
-                headers: [String: String] = [:]) {
+                headers: [String: String] = [:], connections: Int? = nil) {
         self.url = url
         self.headers = headers
         self.storage = storage
         self.sha256 = sha256
         self.size = size
         self.client = client
+        self.connections = connections
     }
 }
 

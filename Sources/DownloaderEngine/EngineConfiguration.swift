@@ -11,6 +11,12 @@ public struct EngineConfiguration: Sendable {
     public var dataDirectory: URL
     /// Transfers running at once; the rest wait in a FIFO queue (default 4).
     public var maxConcurrentTransfers: Int = 4
+    /// Ranged connections one download may use at most (segmented fetch, `DownloadRequest.connections`);
+    /// default 1: off unless the operator allows more (more connections to one origin is what gets
+    /// clients banned). Each extra connection counts within its download's transfer slot.
+    public var maxConnectionsPerDownload: Int = 1
+    /// The smallest segment (`SegmentPlanner.minimumSegment`, 8 MiB); tests make it smaller.
+    var minimumSegmentBytes: Int64 = SegmentPlanner.minimumSegment
     /// Largest file accepted, in bytes; nil means no limit (default nil).
     public var maxFileSize: Int64? = nil
     /// Bytes the cache area may hold before the oldest cache files and paused partials are purged;

@@ -14,6 +14,7 @@ struct APIError: Error, Sendable, Equatable {
         case missingURL = "missing_url"
         case invalidStorage = "invalid_storage"
         case invalidSize = "invalid_size"
+        case invalidConnections = "invalid_connections"
         case invalidState = "invalid_state"
         case unauthorized = "unauthorized"
         case notFound = "not_found"

@@ -1,7 +1,7 @@
 import DownloaderEngine
 import Foundation
 
-/// The body of `POST /downloads`: `{"url", "storage"?, "sha256"?, "size"?, "headers"?}`, checked for shape and
+/// The body of `POST /downloads`: `{"url", "storage"?, "sha256"?, "size"?, "headers"?, "connections"?}`, checked for shape and
 /// types into a `DownloadRequest`, or an `APIError` that says exactly what is wrong. Pure. Whether
 /// the URL is one the service fetches is the engine's call (`EngineError.invalidURL`).
 enum CreateDownloadBody {
@@ -64,6 +64,12 @@ enum CreateDownloadBody {
                                                  "\"headers\" must be an object of header names to string values")
             if let headers = try field("headers", [String: String].self, badHeaders) {
                 request.headers = headers
+            }
+            let ceiling = CommandLineOptions.connectionsCeiling
+            let badConnections = APIError.badRequest(.invalidConnections, "\"connections\" must be an integer from 1 to \(ceiling)")
+            if let connections = try field("connections", Int.self, badConnections) {
+                guard (1...ceiling).contains(connections) else { throw badConnections }
+                request.connections = connections
             }
         }
     }

@@ -11,6 +11,13 @@ enum SnapshotJSON {
         o.append("bytesPerSecond", .double(rounded(s.bytesPerSecond)))
         o.append("bytesWritten", .int(s.bytesWritten))
         o.append("callers", .int(Int64(s.callers)))
+        if let c = s.connections {  // Segmented fetch: only once a caller asked for more than one.
+            var connections = JSONObject()
+            connections.append("active", .int(Int64(c.active)))
+            connections.append("granted", .int(Int64(c.granted)))
+            connections.append("requested", .int(Int64(c.requested)))
+            o.append("connections", .object(connections))
+        }
         o.append("createdAt", .string(JSON.timestamp(s.createdAt)))
         if let e = s.error {
             var error = JSONObject()

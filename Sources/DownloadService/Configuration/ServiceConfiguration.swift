@@ -16,6 +16,8 @@ struct ServiceConfiguration: Sendable, Equatable {
     var stateDirectory: String
     /// Transfers at once (default 4).
     var maxConcurrent = 4
+    /// `--max-connections-per-download` (segmented fetch; 1: off).
+    var maxConnectionsPerDownload = 1
     /// Largest file accepted in bytes; nil = no limit (default).
     var maxFileSize: Int64?
     /// Bytes the cache area may hold; nil = no limit (default).
@@ -97,6 +99,7 @@ struct ServiceConfiguration: Sendable, Equatable {
         c.dataDirectory = URL(fileURLWithPath: dataDirectory)
         c.stateDirectory = URL(fileURLWithPath: stateDirectory)
         c.maxConcurrentTransfers = maxConcurrent
+        c.maxConnectionsPerDownload = maxConnectionsPerDownload
         c.maxFileSize = maxFileSize
         c.cacheMaxBytes = cacheMaxBytes
         c.allowPrivateNetworks = allowPrivateNetworks

@@ -1,6 +1,6 @@
 import DownloaderEngine
 
-/// The query of `GET /fetch?url=…` (optional `storage`, `sha256`, `size`). Pure.
+/// The query of `GET /fetch?url=…` (optional `storage`, `sha256`, `size`, `connections`). Pure.
 ///
 /// `url` is percent-decoded once (`+` stays `+`), so an unencoded URL is taken as it is when it
 /// holds no `&`, `#` or `%`. Unknown parameters are ignored; any parameter given twice is refused.
@@ -37,8 +37,17 @@ struct FetchQuery: Equatable {
             }
             size = parsed
         }
+        var connections: Int?
+        if let text = values["connections"] {
+            let ceiling = CommandLineOptions.connectionsCeiling
+            guard let parsed = Int(text), (1...ceiling).contains(parsed) else {
+                return .failure(.badRequest(.invalidConnections, "connections must be an integer from 1 to \(ceiling)"))
+            }
+            connections = parsed
+        }
         let sha = values["sha256"].flatMap(percentDecoded)
-        return .success(FetchQuery(request: DownloadRequest(url: url, storage: storage, sha256: sha, size: size)))
+        return .success(FetchQuery(request: DownloadRequest(url: url, storage: storage, sha256: sha, size: size,
+                                                            connections: connections)))
     }
 
     /// `%XX` decoded once; nil for a malformed escape or bytes that are not UTF-8. `+` is kept.

@@ -29,6 +29,19 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     let followed = Atomic<Bool>(false)
     /// Bytes kept before the attempt (for `restarted`).
     var keptAtStart: Int64 = 0
+    /// The request as launched (segment fetches copy it) and its transfer.
+    var launched: TransferRequest?
+    private let mainTransfer = Mutex<TransferHandle?>(nil)
+    /// Segmented fetch: the planned segments (under the engine's lock, from the accepted head), then
+    /// the crew running them (from the transfer thread); `prefixEnd` is where this transfer stops.
+    var segmentPlan: [Segment]?
+    var segmentConnections = 1
+    /// The partial keeps a segmented download's bytes after its prefix (a full answer replaces it).
+    var keptSegments = false
+    private let crewBox = Mutex<SegmentCrew?>(nil)
+    private var prefixEnd: Int64?
+    private var reachedPrefixEnd = false
+    private let mainStopped = Atomic<Bool>(false)
 
     // Owned by whichever thread currently runs the attempt.
     var partial: PartialFile?
@@ -65,13 +78,54 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     }
 
     func transfer(didFinishWith result: Result<TransferSummary, TransferFailure>) {
+        mainTransfer.withLock { $0 = nil }
+        if let crew {
+            crew.mainEnded(result, atBoundary: reachedPrefixEnd, partial: partial)
+        } else {
+            core?.attemptEnded(self, result)
+        }
+    }
+
+    // MARK: Segments
+
+    var crew: SegmentCrew? { crewBox.withLock { $0 } }
+
+    /// The transfer as started (so that a crew can stop it).
+    func started(_ handle: TransferHandle) {
+        mainTransfer.withLock { $0 = handle }
+    }
+
+    /// Transfer thread, from the head callback: the crew takes over the segments after the prefix.
+    func adopt(_ crew: SegmentCrew) {
+        prefixEnd = crew.prefixEnd
+        crewBox.withLock { $0 = crew }
+    }
+
+    /// Stops this attempt's own transfer (the crew abandons or stops).
+    func stopMain() {
+        mainStopped.store(true, ordering: .releasing)
+        mainTransfer.withLock { $0 }?.cancel()
+    }
+
+    /// Every connection of the crew ended.
+    func crewFinished(_ result: Result<TransferSummary, TransferFailure>) {
         core?.attemptEnded(self, result)
     }
 
     // MARK: BodySink
 
-    func write(_ bytes: UnsafeRawBufferPointer) throws {
+    func write(_ whole: UnsafeRawBufferPointer) throws {
         guard let partial, let core else { throw SystemError(errno: EBADF, function: "write (no partial file)") }
+        var bytes = whole
+        var atPrefixEnd = false
+        if let prefixEnd {
+            if mainStopped.load(ordering: .acquiring) { throw SegmentStop() }
+            let room = Int(max(0, prefixEnd - partial.length))
+            if bytes.count >= room {
+                bytes = UnsafeRawBufferPointer(rebasing: whole[..<room])
+                atPrefixEnd = true
+            }
+        }
         do {
             try partial.append(bytes)
             if followed.load(ordering: .relaxed) { partial.handOver() }
@@ -95,6 +149,30 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
                 }
             }
         }
-        core.attemptWrote(self, count: Int64(bytes.count), length: partial.length, at: now)
+        let length = prefixEnd == nil ? partial.length : crew?.mainWrote(length: partial.length) ?? partial.length
+        core.attemptWrote(self, count: Int64(bytes.count), length: length, at: now)
+        if atPrefixEnd {
+            reachedPrefixEnd = true
+            throw SegmentStop()
+        }
     }
 }
+
+/// What the engine cancels an attempt by: its own transfer and, when segmented, every fetch.
+final class AttemptHandle: TransferHandle, @unchecked Sendable {
+    private let main: TransferHandle
+    private weak var attempt: Attempt?
+
+    init(main: TransferHandle, attempt: Attempt) {
+        self.main = main
+        self.attempt = attempt
+    }
+
+    func cancel() {
+        main.cancel()
+        attempt?.crew?.cancel()
+    }
+}
+
+/// Stops a segmented attempt's own transfer at the end of its prefix (or when the crew stops).
+struct SegmentStop: Error {}

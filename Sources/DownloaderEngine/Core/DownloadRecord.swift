@@ -74,6 +74,16 @@ final class DownloadRecord {
     /// What the log's story of the download needs (`EngineCore+Story`).
     var story = StoryLedger()
 
+    // Segmented fetch (`EngineCore+Segments`).
+    /// The most connections any caller asked for (1: one), and what the last accepted head allowed.
+    var connectionsRequested = 1
+    var connectionsGranted = 1
+    /// A segment met another version of the file: this download goes on with one connection.
+    var segmentsRefused = false
+    /// The segments of the partial beyond its prefix, as far as they are durable (stored), or as
+    /// far as they are written once an attempt settled (its sync made them durable); nil: none.
+    var segments: [Segment]?
+
     init(id: String, url: String, storage: StorageClass, lifecycle: DownloadLifecycle, now: Date, tau: Double,
          progressInterval: Double, ignoring: Set<String> = [], credential: [UInt8]? = nil) {
         self.id = id
@@ -158,6 +168,7 @@ final class DownloadRecord {
         keptBytes = 0
         durableOffset = 0
         keptHasher = nil
+        segments = nil
         bytesWritten = size
         error = nil
     }
@@ -178,7 +189,15 @@ final class DownloadRecord {
             createdAt: createdAt, updatedAt: updatedAt,
             sha256: state == .completed ? sha256 : nil, size: state == .completed ? size : nil,
             path: state == .completed ? finalPath : nil, fileName: fileName, error: error,
-            isPrivate: isCredentialed, reason: state == .paused && waitsForCredentials ? "credentials_required" : nil)
+            isPrivate: isCredentialed, reason: state == .paused && waitsForCredentials ? "credentials_required" : nil,
+            connections: connectionCounts)
+    }
+
+    /// Shown once a caller asked for more than one connection.
+    private var connectionCounts: ConnectionCounts? {
+        guard connectionsRequested > 1 else { return nil }
+        let active = isTransferring ? (attempt?.crew?.active ?? 1) : 0
+        return ConnectionCounts(requested: connectionsRequested, granted: connectionsGranted, active: active)
     }
 
     func stored() -> StoredDownload {
@@ -187,7 +206,8 @@ final class DownloadRecord {
             verifiedOffset: attempt == nil ? min(keptBytes, durableOffset) : durableOffset,
             expectedSHA256: expectedSHA256, expectedSize: expectedSize, fileName: fileName,
             finalPath: publishing?.path ?? finalPath, sha256: publishing?.sha256 ?? sha256, size: publishing?.size ?? size, createdAt: createdAt, updatedAt: updatedAt, lastAccess: lastAccess, error: error,
-            contentType: contentType, generation: generation, changedAt: changedAt, tokens: tokens,
+            contentType: contentType, generation: generation, changedAt: changedAt,
+            connections: connectionsRequested, segments: validator == nil ? nil : segments, tokens: tokens,
             credentialKey: key.credential)
     }
 
@@ -213,6 +233,8 @@ final class DownloadRecord {
         generation = entry.generation
         changedAt = entry.changedAt
         tokens = entry.tokens
+        connectionsRequested = max(1, entry.connections)
+        segments = entry.segments
     }
 }
 

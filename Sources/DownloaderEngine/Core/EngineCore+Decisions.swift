@@ -123,6 +123,7 @@ extension EngineCore {
         record.keptBytes = 0
         record.durableOffset = 0
         record.keptHasher = nil
+        record.segments = nil
         record.bytesWritten = 0
     }
 

@@ -141,14 +141,15 @@ extension EngineCore {
         let onDisk = FileStore.fileSize(path) ?? 0
         var keep = min(record.keptBytes, onDisk)
         if record.validator == nil { keep = 0 }
+        let segmented = keep > 0 && restoreSegments(record, onDisk: onDisk)
         if keep == 0 {
             FileStore.remove(path)
-        } else if onDisk != keep {
+        } else if onDisk != keep && !segmented {
             if truncate(path, off_t(keep)) != 0 { keep = 0; FileStore.remove(path) }
         }
         record.keptBytes = keep
         record.durableOffset = keep
-        record.bytesWritten = keep
+        record.bytesWritten = max(keep, record.segments?.writtenBytes ?? 0)
         return keep
     }
 

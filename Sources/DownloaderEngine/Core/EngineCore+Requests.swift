@@ -85,6 +85,7 @@ extension EngineCore {
             let coalesced = record.state != .paused && record.state != .failed
             if coalesced { stats.coalescedJoins += 1 }
             if record.state == .completed { record.lastAccess = now }
+            askConnections(record, request)
             tellJoining(record, request, as: joiner)
             handle(.callerJoined, for: record)
             add(joiner, to: record)
@@ -104,6 +105,7 @@ extension EngineCore {
         if !headers.isEmpty { record.credentials = headers }
         record.expectedSHA256 = sha
         record.expectedSize = request.size
+        askConnections(record, request)
         byID[id] = record
         byURL[record.key] = record
         add(joiner, to: record)

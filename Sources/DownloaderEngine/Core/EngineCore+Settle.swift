@@ -55,7 +55,7 @@ extension EngineCore {
         attempt.partial = nil
         var settlement = Settlement.notDone
         if case .success = result, attempt.refusal == nil, attempt.acceptedOffset != nil, let partial {
-            settlement = verifyAndPublish(attempt, partial, context)
+            settlement = absorbSegments(attempt, partial) ?? verifyAndPublish(attempt, partial, context)
         } else if let partial {
             if case .restart = attempt.refusal {} else { try? partial.sync() }
         }
@@ -68,6 +68,7 @@ extension EngineCore {
             guard let record = byID[attempt.recordID] else { return }
             let kept = closed.map { PartialFacts(keptBytes: $0.length, resumable: record.validator != nil) } ?? record.partialFacts
             record.updatedAt = clock.now()
+            if attempt.crew?.abandoned == true { record.segmentsRefused = true }
             if case .failure(let failure) = result { record.lastAttemptStalled = failure.kind == .stalled }
             noteAttemptEnded(record, attempt, verdict, result)
             handle(.attemptSettled(serial: attempt.serial, verdict, partial: kept), for: record) { action in
@@ -80,6 +81,7 @@ extension EngineCore {
                         record.durableOffset = durable
                         record.bytesWritten = closed.length
                         record.flushedBytes = closed.length
+                        keepSegments(of: attempt, record, keptPrefix: closed.length, synced: durable >= closed.length)
                     }
                 case .recordCompletion:
                     if case .published(let file) = settlement { recordCompletion(record, file) }

@@ -17,18 +17,23 @@ extension EngineCore {
         let validator = record.validator
         let path = store.partialPath(id: record.id)
         let write = hooks.partialWrite
+        let keepTail = record.segments != nil && kept > 0 && validator != nil
+        if !keepTail { record.segments = nil }
+        attempt.keptSegments = keepTail
         effects.append { [self] in
-            workQueue.async { self.prepare(attempt, path: path, kept: kept, hasher: hasher, validator: validator, write: write) }
+            workQueue.async {
+                self.prepare(attempt, path: path, kept: kept, keepTail: keepTail, hasher: hasher, validator: validator, write: write)
+            }
         }
     }
 
     /// Work queue: opens the partial (keeping what can be resumed) and plans the request, then launches.
-    private func prepare(_ attempt: Attempt, path: String, kept: Int64, hasher: SHA256Hasher?, validator: Validator?,
+    private func prepare(_ attempt: Attempt, path: String, kept: Int64, keepTail: Bool, hasher: SHA256Hasher?, validator: Validator?,
                          write: PartialFile.WriteCall?) {
         // Space for the new bytes first: paused partials go before a low disk fills up.
         checkPressure(memory: false)
         do throws(SystemError) {
-            let partial = try PartialFile(path: path, keep: kept, hasher: hasher, hashedLength: kept, write: write)
+            let partial = try PartialFile(path: path, keep: kept, keepTail: keepTail, hasher: hasher, hashedLength: kept, write: write)
             partial.whenAdvanced { [weak self, weak attempt] length in
                 if let self, let attempt { self.attemptFlushed(attempt, length: length) }
             }
@@ -68,7 +73,10 @@ extension EngineCore {
             attemptEnded(attempt, .failure(TransferFailure(.cancelled, "abandoned before start")))
             return
         }
-        let handle = driver.start(request, delegate: attempt)
+        attempt.launched = request
+        let main = driver.start(request, delegate: attempt)
+        attempt.started(main)
+        let handle = AttemptHandle(main: main, attempt: attempt)
         // Abandoned meanwhile, the cancel decided then found no handle: cancel now. Already ended:
         // keep no reference (the transfer holds the attempt as its delegate).
         let cancelNow: Bool = locked {

@@ -17,7 +17,7 @@ extension EngineCore {
         var identity: FileIdentity?
         if case .accept(let offset, _) = judgement, let partial = attempt.partial {
             do throws(SystemError) {
-                if offset == 0 && partial.length > 0 {
+                if offset == 0 && (partial.length > 0 || attempt.keptSegments) {
                     try partial.replaceWithEmpty(settingAsideAt: partial.path + facts.aside)
                     deleteInBackground(partial.path + facts.aside, before: locked { hooks.beforeRemove })
                 }
@@ -50,7 +50,7 @@ extension EngineCore {
             }
             tellHead(record, attempt, head, judgement, refused: refused)
             return refused
-        }
+        } ?? startSegments(attempt, head)
     }
 
     /// Under `lock`: the accepted head's validator, size, type and file name; the rate starts
@@ -86,6 +86,7 @@ extension EngineCore {
         record.rate.reset(at: now)
         record.progress.restart(at: now)
         record.updatedAt = clock.now()
+        planSegments(attempt, head, offset: offset, total: total, record)
         refreshTail(record)
     }
 

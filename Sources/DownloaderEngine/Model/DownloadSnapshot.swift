@@ -34,13 +34,16 @@ public struct DownloadSnapshot: Sendable, Codable, Equatable {
     public var isPrivate: Bool
     /// Why a paused download waits: `credentials_required` after a restart lost its headers.
     public var reason: String?
+    /// Segmented fetch: connections asked for, granted and in use; nil when the callers asked for one.
+    public var connections: ConnectionCounts?
 
     public init(
         id: String, url: String, state: DownloadState, storage: StorageClass,
         bytesWritten: Int64 = 0, bytesExpected: Int64? = nil, fraction: Double? = nil,
         bytesPerSecond: Double = 0, etaSeconds: Double? = nil, callers: Int = 0, resumable: Bool = false,
         createdAt: Date, updatedAt: Date, sha256: String? = nil, size: Int64? = nil, path: String? = nil,
-        fileName: String? = nil, error: DownloadFailure? = nil, isPrivate: Bool = false, reason: String? = nil
+        fileName: String? = nil, error: DownloadFailure? = nil, isPrivate: Bool = false, reason: String? = nil,
+        connections: ConnectionCounts? = nil
     ) {
         self.id = id
         self.url = url
@@ -62,5 +65,21 @@ public struct DownloadSnapshot: Sendable, Codable, Equatable {
         self.error = error
         self.isPrivate = isPrivate
         self.reason = reason
+        self.connections = connections
+    }
+}
+
+/// A segmented download's connections: what its callers asked for (the most any asked), what it
+/// was granted (clamped to the operator's limit, then to segments of at least 8 MiB once the size
+/// is known, or 1 when the origin does not allow ranges), and how many are open now.
+public struct ConnectionCounts: Sendable, Codable, Equatable {
+    public var requested: Int
+    public var granted: Int
+    public var active: Int
+
+    public init(requested: Int, granted: Int, active: Int) {
+        self.requested = requested
+        self.granted = granted
+        self.active = active
     }
 }

@@ -80,6 +80,12 @@ enum SQLiteSchema {
         """
         ALTER TABLE downloads ADD COLUMN credential_key BLOB;
         """,
+        // 6: segmented fetch: the connections the callers asked for, and each segment's range and
+        // durable offset (`SegmentJournal`), so that every segment resumes where it stood.
+        """
+        ALTER TABLE downloads ADD COLUMN connections INTEGER NOT NULL DEFAULT 1;
+        ALTER TABLE downloads ADD COLUMN segments TEXT;
+        """,
     ]
 
     static var version: Int { migrations.count }

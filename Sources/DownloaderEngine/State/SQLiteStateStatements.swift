@@ -5,7 +5,8 @@ import Foundation
 final class SQLiteStateStatements {
     static let columns = "row, id, url, storage, state, etag, last_modified, expected_total, verified_offset, "
         + "expected_sha256, expected_size, file_name, final_path, sha256, size, created_at, updated_at, last_access, "
-        + "error_code, error_message, error_http_status, content_type, generation, changed_at, credential_key"
+        + "error_code, error_message, error_http_status, content_type, generation, changed_at, credential_key, "
+        + "connections, segments"
 
     let begin: SQLiteStatement
     let commit: SQLiteStatement
@@ -31,7 +32,7 @@ final class SQLiteStateStatements {
         selectAllTokens = try db.prepare("SELECT download, hash FROM tokens ORDER BY download")
         selectRows = try db.prepare("SELECT row, id FROM downloads")
         selectCount = try db.prepare("SELECT count(*) FROM downloads")
-        let placeholders = Array(repeating: "?", count: 25).joined(separator: ", ")
+        let placeholders = Array(repeating: "?", count: 27).joined(separator: ", ")
         replaceDownload = try db.prepare("INSERT OR REPLACE INTO downloads (\(Self.columns)) VALUES (\(placeholders))")
         deleteDownload = try db.prepare("DELETE FROM downloads WHERE row = ?")
         selectTokens = try db.prepare("SELECT hash FROM tokens WHERE download = ?")
@@ -69,6 +70,8 @@ final class SQLiteStateStatements {
         s.bind(23, Int64(clamping: download.generation))
         s.bind(24, download.changedAt?.timeIntervalSince1970)
         if let key = download.credentialKey { s.bind(25, bytes: key) } else { s.bind(25, nil as Int64?) }
+        s.bind(26, Int64(download.connections))
+        s.bind(27, download.segments.map(SegmentJournal.text))
         try s.run()
         var stored: Set<TokenHash> = []
         if known {
@@ -129,6 +132,7 @@ final class SQLiteStateStatements {
             lastAccess: Date(timeIntervalSince1970: select.double(17)), error: error, contentType: select.text(21),
             generation: UInt64(clamping: select.int64(22) ?? 0),
             changedAt: select.isNull(23) ? nil : Date(timeIntervalSince1970: select.double(23)),
+            connections: Int(clamping: select.int64(25) ?? 1), segments: select.text(26).flatMap(SegmentJournal.segments),
             credentialKey: select.isNull(24) ? nil : Array(select.bytes(24)))
         return (row, download)
     }

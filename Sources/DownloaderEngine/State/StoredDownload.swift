@@ -31,6 +31,10 @@ struct StoredDownload: Sendable, Equatable {
     var contentType: String? = nil
     var generation: UInt64 = 0
     var changedAt: Date? = nil
+    /// Segmented fetch: the connections asked for, and the segments with their durable offsets
+    /// (the first is the prefix, durable up to `verifiedOffset`); nil when fetched on one connection.
+    var connections: Int = 1
+    var segments: [Segment]? = nil
     /// The live callers' token hashes.
     var tokens: Set<TokenHash> = []
     /// A credentialed download's keyed hash of its caller's headers (`CoalescingKey.credential`);

@@ -28,7 +28,9 @@ final class PartialFile {
     /// Opens (creating) `path`, keeps at most `keep` bytes (dropping any tail), and hashes the
     /// kept bytes with a bounded buffer. `hasher`, when given, already covers exactly `keep`
     /// bytes of this file (an in-process resume) and saves the re-read.
-    init(path: String, keep: Int64, hasher: SHA256Hasher? = nil, hashedLength: Int64? = nil,
+    /// `keepTail`: bytes after `keep` stay in the file (a segmented download's segments); the
+    /// appends still start at `keep`.
+    init(path: String, keep: Int64, keepTail: Bool = false, hasher: SHA256Hasher? = nil, hashedLength: Int64? = nil,
          write writeCall: WriteCall? = nil) throws(SystemError) {
         self.path = path
         let fd = try syscall("open") { open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644) }
@@ -38,7 +40,7 @@ final class PartialFile {
             var st = stat()
             try syscall("fstat") { fstat(fd, &st) }
             kept = max(0, min(keep, Int64(st.st_size)))
-            if Int64(st.st_size) != kept {
+            if Int64(st.st_size) != kept && !(keepTail && Int64(st.st_size) > kept) {
                 try syscall("ftruncate") { ftruncate(fd, off_t(kept)) }
             }
             if let hasher, hashedLength == kept {
@@ -65,11 +67,12 @@ final class PartialFile {
         if fd >= 0 { pipeline.close(whenIdle: fd) }
     }
 
-    private static func hash(fd: Int32, count: Int64, into hasher: SHA256Hasher) throws(SystemError) {
+    private static func hash(fd: Int32, from start: Int64 = 0, count: Int64, into hasher: SHA256Hasher) throws(SystemError) {
         let chunk = 1 << 20
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
         defer { buffer.deallocate() }
-        var offset: Int64 = 0
+        var offset = start
+        let count = start + count
         while offset < count {
             let want = Int(min(Int64(chunk), count - offset))
             let n = try syscall("pread") { pread(fd, buffer.baseAddress, want, off_t(offset)) }
@@ -165,6 +168,19 @@ final class PartialFile {
     /// new length of the file once its bytes are in it: what a reader of the file may read.
     func whenAdvanced(_ then: WritePipeline.Advanced?) {
         pipeline.whenAdvanced(then)
+    }
+
+    /// Segmented fetch: bytes `[length, end)` were written in place by other connections. Writes
+    /// what is buffered, then reads them back once (1 MiB at a time) into the hash and counts them,
+    /// so that the partial ends at `end` as if they had been appended.
+    func absorb(upTo end: Int64) throws(SystemError) {
+        try flush()
+        guard end > length else { return }
+        pipeline.waitIdle()
+        try Self.hash(fd: fd, from: length, count: end - length, into: pipeline.hasher)
+        try syscall("lseek") { lseek(fd, off_t(end), SEEK_SET) }
+        pipeline.written.set(end)
+        length = end
     }
 
     /// Drops every byte: the next append starts a new version of the file at 0.

@@ -28,6 +28,8 @@ import Testing
         record.contentType = "application/x-tar; charset=binary"
         record.generation = 3
         record.changedAt = now.addingTimeInterval(3)
+        record.connectionsRequested = 4
+        record.segments = [Segment(start: 0, end: 500, next: 500), Segment(start: 500, end: 1000, next: 720)]
         let entry = record.stored()
 
         for child in Mirror(reflecting: entry).children {
@@ -58,6 +60,7 @@ import Testing
         #expect(restored.size == 1000)
         #expect(restored.contentType == record.contentType && restored.generation == 3 && restored.changedAt == record.changedAt)
         #expect(restored.key == record.key && restored.isCredentialed && restored.credentials == nil)
+        #expect(restored.connectionsRequested == 4 && restored.segments == record.segments)
     }
 
     @Test func aCommitChangesOnlyWhatItsBatchNames() throws {

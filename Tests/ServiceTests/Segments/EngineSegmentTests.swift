@@ -1,0 +1,227 @@
+import Foundation
+import Testing
+@testable import DownloaderEngine
+
+/// Segmented fetch in the engine, against a scripted origin (`RangedFakeOrigin`): pieces of at
+/// least 10 000 bytes here (8 MiB in production; a 40 000-byte body is four pieces, one per
+/// connection), a limit of 4 connections.
+@Suite struct EngineSegmentTests {
+    static let url = "http://o.test/big.bin"
+    let body = EngineFixture.body(40_000)
+
+    static func engine(_ driver: FakeTransferDriver, limit: Int = 4, minimum: Int64 = 10_000,
+                       root: URL = EngineFixture.root()) throws -> DownloadEngine {
+        try EngineFixture.engine(root, driver: driver) {
+            $0.maxConnectionsPerDownload = limit
+            $0.minimumSegmentBytes = minimum
+        }
+    }
+
+    /// Requests the URL with `connections` and waits for the terminal event.
+    static func fetch(_ engine: DownloadEngine, connections: Int) async throws -> (id: String, events: [DownloadEvent]) {
+        let r = try engine.request(DownloadRequest(url: url, connections: connections))
+        let sub = try #require(engine.subscribe(id: r.snapshot.id))
+        if r.snapshot.state == .completed { return (r.snapshot.id, []) }
+        let events = try await withTimeout(10) { await EngineFixture.events(sub) { $0.isTerminal } }
+        return (r.snapshot.id, events)
+    }
+
+    static func completedBytes(_ engine: DownloadEngine, _ id: String) throws -> Data {
+        let file = try #require(engine.completedFile(id: id))
+        return try Data(contentsOf: URL(fileURLWithPath: file.path))
+    }
+
+    @Test func fourSegmentsMakeTheSameFileAndEverySegmentCarriesIfRange() async throws {
+        let origin = RangedFakeOrigin(body: body, etag: "\"v1\"")
+        let driver = FakeTransferDriver { request, _ in origin.script(request) }
+        let engine = try Self.engine(driver)
+        let (id, events) = try await Self.fetch(engine, connections: 4)
+        guard case .completed(let done) = events.last else { Issue.record("not completed: \(events)"); return }
+        #expect(done.sha256 == SHA256Hasher.hex(body))
+        #expect(try Self.completedBytes(engine, id) == Data(body))
+        #expect(driver.startCount == 4)
+        #expect(driver.transfer(0).range == nil)
+        #expect((1..<4).map { driver.transfer($0).range } == ["bytes=10000-19999", "bytes=20000-29999", "bytes=30000-39999"])
+        #expect((1..<4).allSatisfy { driver.transfer($0).header("If-Range") == "\"v1\"" })
+        #expect(done.connections == ConnectionCounts(requested: 4, granted: 4, active: 0))
+        #expect(done.bytesWritten == 40_000)
+    }
+
+    @Test func oneConnectionByDefaultWhateverTheCallerAsks() async throws {
+        let origin = RangedFakeOrigin(body: body, etag: "\"v1\"")
+        let driver = FakeTransferDriver { request, _ in origin.script(request) }
+        let engine = try Self.engine(driver, limit: 1)
+        let (id, events) = try await Self.fetch(engine, connections: 4)
+        guard case .completed(let done) = events.last else { Issue.record("not completed: \(events)"); return }
+        #expect(driver.startCount == 1)
+        #expect(try Self.completedBytes(engine, id) == Data(body))
+        #expect(done.connections == ConnectionCounts(requested: 4, granted: 1, active: 0))
+    }
+
+    @Test func noConnectionsAskedShowsNoConnections() async throws {
+        let origin = RangedFakeOrigin(body: body, etag: "\"v1\"")
+        let driver = FakeTransferDriver { request, _ in origin.script(request) }
+        let engine = try Self.engine(driver)
+        let (_, events) = try await Self.fetch(engine, connections: 1)
+        guard case .completed(let done) = events.last else { Issue.record("not completed: \(events)"); return }
+        #expect(driver.startCount == 1)
+        #expect(done.connections == nil)
+    }
+
+    @Test func connectionsBeyondTheLimitAndTheSizeAreClampedAndReported() async throws {
+        let small = EngineFixture.body(2500)
+        let origin = RangedFakeOrigin(body: small, etag: "\"v1\"")
+        let driver = FakeTransferDriver { request, _ in origin.script(request) }
+        let engine = try Self.engine(driver, minimum: 1000)
+        let r = try engine.request(DownloadRequest(url: Self.url, connections: 16))
+        #expect(r.snapshot.connections?.requested == 16)
+        #expect(r.snapshot.connections?.granted == 4)  // The limit, before the size is known.
+        let sub = try #require(engine.subscribe(id: r.snapshot.id))
+        let events = try await withTimeout(10) { await EngineFixture.events(sub) { $0.isTerminal } }
+        guard case .completed(let done) = events.last else { Issue.record("not completed: \(events)"); return }
+        #expect(done.connections == ConnectionCounts(requested: 16, granted: 2, active: 0))  // 2500 bytes: two of ≥ 1000.
+        #expect(driver.startCount == 2)
+        #expect(driver.transfer(1).range == "bytes=1000-2499")
+        #expect(try Self.completedBytes(engine, r.snapshot.id) == Data(small))
+    }
+
+    @Test(arguments: [
+        RangedFakeOrigin(body: EngineFixture.body(40_000), etag: "W/\"v1\""),
+        RangedFakeOrigin(body: EngineFixture.body(40_000), etag: "\"v1\"", acceptRanges: false),
+    ])
+    func weakETagOrNoAcceptRangesStaysSingleStream(_ origin: RangedFakeOrigin) async throws {
+        let driver = FakeTransferDriver { request, _ in origin.script(request) }
+        let engine = try Self.engine(driver)
+        let (id, events) = try await Self.fetch(engine, connections: 4)
+        guard case .completed(let done) = events.last else { Issue.record("not completed: \(events)"); return }
+        #expect(driver.startCount == 1)
+        #expect(done.connections == ConnectionCounts(requested: 4, granted: 1, active: 0))
+        #expect(try Self.completedBytes(engine, id) == Data(origin.body))
+    }
+
+    @Test func aCutSegmentAsksAgainFromWhereItStood() async throws {
+        let origin = RangedFakeOrigin(body: body, etag: "\"v1\"")
+        let driver = FakeTransferDriver { request, index in
+            var script = origin.script(request)
+            if index == 2 { script.cutAfter = 3000 }  // Segment 2 (20000-29999) is cut after 3000 bytes.
+            if index == 0 { script.cutAfter = 4000 }  // The prefix too: a fetch takes it over.
+            return script
+        }
+        let engine = try Self.engine(driver)
+        let (id, events) = try await Self.fetch(engine, connections: 4)
+        guard case .completed(let done) = events.last else { Issue.record("not completed: \(events)"); return }
+        #expect(done.sha256 == SHA256Hasher.hex(body))
+        #expect(try Self.completedBytes(engine, id) == Data(body))
+        let ranges = (0..<driver.startCount).compactMap { driver.transfer($0).range }
+        #expect(ranges.contains("bytes=23000-29999"))
+        #expect(ranges.contains("bytes=4000-9999"))
+        #expect(driver.startCount == 6)
+        #expect((1..<driver.startCount).allSatisfy { driver.transfer($0).header("If-Range") == "\"v1\"" })
+    }
+
+    /// More pieces than connections: each connection takes the next piece nobody has, every piece is
+    /// asked for exactly once, and the file (its prefix hashed as it grows) verifies.
+    @Test func piecesAreHandedOutInFileOrderAndTheWholeFileIsVerified() async throws {
+        let origin = RangedFakeOrigin(body: body, etag: "\"v1\"", chunk: 500)
+        let driver = FakeTransferDriver { request, _ in origin.script(request) }
+        let engine = try Self.engine(driver, minimum: 1000)
+        let (id, events) = try await Self.fetch(engine, connections: 4)
+        guard case .completed(let done) = events.last else { Issue.record("not completed: \(events)"); return }
+        #expect(done.sha256 == SHA256Hasher.hex(body))
+        #expect(try Self.completedBytes(engine, id) == Data(body))
+        #expect(done.connections == ConnectionCounts(requested: 4, granted: 4, active: 0))
+        let ranges = (1..<driver.startCount).compactMap { driver.transfer($0).range }
+        #expect(driver.startCount == 40)  // 40 pieces: the prefix, then one request per piece.
+        #expect(Set(ranges) == Set((1..<40).map { "bytes=\($0 * 1000)-\($0 * 1000 + 999)" }))
+        #expect(ranges.prefix(3) == ["bytes=1000-1999", "bytes=2000-2999", "bytes=3000-3999"])  // The first three, at once.
+        #expect((1..<driver.startCount).allSatisfy { driver.transfer($0).header("If-Range") == "\"v1\"" })
+    }
+
+    /// The file changes while it is fetched: one segment gets a 200 (If-Range no longer matches),
+    /// or a 206 of the new version. The segments are abandoned; the download starts again from 0
+    /// on one connection and completes with the new version only.
+    @Test(arguments: [false, true])
+    func aChangedFileRestartsFromZeroOnOneConnection(_ newETagOn206: Bool) async throws {
+        let v1 = RangedFakeOrigin(body: body, etag: "\"v1\"")
+        let v2 = RangedFakeOrigin(body: EngineFixture.body(40_000, seed: 9), etag: "\"v2\"")
+        let driver = FakeTransferDriver { request, index in
+            if index < 2 { return v1.script(request) }
+            if index == 2 && newETagOn206 {
+                var script = v1.script(request)  // The old bytes' range, labelled with the new ETag.
+                script.headers["ETag"] = "\"v2\""
+                return script
+            }
+            return v2.script(request)
+        }
+        let engine = try Self.engine(driver)
+        let (id, events) = try await Self.fetch(engine, connections: 4)
+        guard case .completed(let done) = events.last else { Issue.record("not completed: \(events)"); return }
+        #expect(done.sha256 == SHA256Hasher.hex(v2.body))
+        #expect(try Self.completedBytes(engine, id) == Data(v2.body))
+        #expect(done.connections?.granted == 1)
+        let restart = try #require((0..<driver.startCount).last { driver.transfer($0).range == nil })
+        #expect(restart > 0)
+        #expect(driver.startCount == restart + 1)  // One connection after the restart.
+    }
+}
+
+
+/// A pause of a segmented download, driven by hand: every segment resumes where it stood.
+@Suite struct EngineSegmentPauseTests {
+    let body = EngineFixture.body(40_000)
+
+    static func respond206(_ t: FakeTransfer, _ first: Int, _ last: Int) -> Bool {
+        t.respond(206, ["Content-Range": "bytes \(first)-\(last)/40000", "ETag": "\"v1\"", "Content-Length": "\(last - first + 1)"])
+    }
+
+    @Test func pausedSegmentsResumeWhereTheyStoodByteIdentical() async throws {
+        let driver = FakeTransferDriver()
+        let engine = try EngineSegmentTests.engine(driver)
+        let r = try engine.request(DownloadRequest(url: EngineSegmentTests.url, connections: 4))
+        let id = r.snapshot.id
+        try await withTimeout(5) { await driver.waitForStarts(1) }
+        let main = driver.transfer(0)
+        #expect(main.respond(200, ["ETag": "\"v1\"", "Accept-Ranges": "bytes", "Content-Length": "40000"]))
+        #expect(driver.startCount == 4)
+        try main.send(Array(body[0..<3000]))
+        for i in 1..<4 {
+            let start = i * 10_000
+            #expect(Self.respond206(driver.transfer(i), start, start + 9999))
+            try driver.transfer(i).send(Array(body[start..<(start + 2000 + i)]))
+        }
+        #expect(engine.snapshot(id: id)?.connections == ConnectionCounts(requested: 4, granted: 4, active: 4))
+        let event = try await EngineFixture.cancelAndSettle(engine, token: r.token, id: id)
+        guard case .paused(let paused) = event else { Issue.record("not paused: \(event)"); return }
+        #expect(paused.bytesWritten == 3000 + 2001 + 2002 + 2003)
+        #expect((0..<4).allSatisfy { driver.transfer($0).isCancelled })
+        #expect(paused.connections?.active == 0)
+
+        let again = try engine.request(DownloadRequest(url: EngineSegmentTests.url, connections: 4))
+        let sub = try #require(engine.subscribe(id: id))
+        try await withTimeout(5) { await driver.waitForStarts(5) }
+        let resumed = driver.transfer(4)
+        #expect(resumed.range == "bytes=3000-")
+        #expect(resumed.header("If-Range") == "\"v1\"")
+        #expect(Self.respond206(resumed, 3000, 39_999))
+        #expect(driver.startCount == 8)
+        #expect((5..<8).map { driver.transfer($0).range } == ["bytes=12001-19999", "bytes=22002-29999", "bytes=32003-39999"])
+        for i in 5..<8 {
+            let first = 10_000 * (i - 4) + 2000 + (i - 4)
+            let last = 10_000 * (i - 4) + 9999
+            #expect(Self.respond206(driver.transfer(i), first, last))
+            try driver.transfer(i).send(Array(body[first...last]))
+            driver.transfer(i).finish()
+        }
+        #expect(throws: SegmentStop.self) { try resumed.send(Array(body[3000..<12_000])) }  // Stops at the prefix's end.
+        resumed.fail(.disk, "stopped at the prefix's end")
+        let events = try await withTimeout(10) { await EngineFixture.events(sub) { $0.isTerminal } }
+        guard case .completed(let done) = events.last else { Issue.record("not completed: \(events)"); return }
+        #expect(done.sha256 == SHA256Hasher.hex(body))
+        #expect(try EngineSegmentTests.completedBytes(engine, id) == Data(body))
+        _ = again
+    }
+}
+
+extension RangedFakeOrigin: CustomTestStringConvertible {
+    var testDescription: String { "etag \(etag), Accept-Ranges \(acceptRanges)" }
+}
