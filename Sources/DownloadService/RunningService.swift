@@ -36,6 +36,7 @@ final class RunningService: Sendable {
         }
         let metrics = ServiceMetrics()
         var api = DownloadAPI(engine: engine, metrics: metrics, auth: configuration.authToken.map(BearerAuth.init(token:)))
+        api.adminAuth = configuration.adminToken.map(BearerAuth.init(token:))
         api.subscriberQuota = SubscriberQuota(limit: configuration.maxSubscribersPerDownload)
         api.callerQuota = configuration.maxDownloadsPerClient.map { limit in
             CallerQuota(limit: limit) { [engine] tokens in engine.liveTokens(among: tokens) }
@@ -66,6 +67,8 @@ final class RunningService: Sendable {
             "host": configuration.host, "port": port, "url": "http://\(shownHost):\(port)",
             "cacheDir": configuration.cacheDirectory, "dataDir": configuration.dataDirectory,
             "stateDir": configuration.stateDirectory, "authRequired": configuration.authToken != nil,
+            "adminAuthRequired": configuration.adminToken != nil || configuration.authToken != nil,
+            "cacheTTL": JSON.orNull(configuration.cacheTTL),
             "allowPrivateNetworks": configuration.allowPrivateNetworks,
             "allowHosts": configuration.allowHosts, "denyHosts": configuration.denyHosts,
             "maxConnections": configuration.maxConnections, "openFileLimit": openFiles.map { Int($0.soft) } ?? -1,

@@ -46,6 +46,7 @@ public final class DownloadEngine: Sendable {
         core = try EngineCore(configuration: configuration, driver: driver, scheduler: scheduler, random: random,
                               diskPressure: thresholds, pressure: monitor)
         recovery = try core.recover()
+        core.scheduleRetention()
         monitor.start(interval: configuration.pressureInterval) { [weak core] in core?.checkPressure() }
     }
 

@@ -25,6 +25,7 @@ enum SnapshotJSON {
         o.append("id", .string(s.id))
         o.append("links", .object(links(id: s.id)))
         if completed { o.append("path", .string(s.path)) }
+        if let by = s.pausedBy { o.append("pausedBy", .string(by.rawValue)) }
         o.append("resumable", .bool(s.resumable))
         if completed {
             o.append("sha256", .string(s.sha256))

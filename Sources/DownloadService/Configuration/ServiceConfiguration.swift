@@ -22,6 +22,10 @@ struct ServiceConfiguration: Sendable, Equatable {
     var cacheMaxBytes: Int64?
     /// When set, every endpoint but `/healthz` needs `Authorization: Bearer <token>`.
     var authToken: String?
+    /// `--admin-token`: guards `/admin/*` (without it `/admin/*` follows `authToken`).
+    var adminToken: String?
+    /// `--cache-ttl`: seconds a completed cache file is kept after it was last asked for; nil = off.
+    var cacheTTL: Double?
     /// Allow origins on loopback and private networks (default false).
     var allowPrivateNetworks = false
 
@@ -92,6 +96,7 @@ struct ServiceConfiguration: Sendable, Equatable {
         c.maxConcurrentTransfers = maxConcurrent
         c.maxFileSize = maxFileSize
         c.cacheMaxBytes = cacheMaxBytes
+        c.cacheTTL = cacheTTL
         c.allowPrivateNetworks = allowPrivateNetworks
         c.allowHosts = allowHosts
         c.denyHosts = denyHosts

@@ -7,6 +7,8 @@ struct DownloadAPI: Sendable {
     let engine: DownloadEngine
     let metrics: ServiceMetrics
     let auth: BearerAuth?
+    /// `--admin-token`: guards `/admin/*` (nil: `auth` does); also accepted wherever `auth` is.
+    var adminAuth: BearerAuth? = nil
     /// Seconds between `: keep-alive` comments on progress streams (default 15).
     var keepAliveInterval: Double = 15
     /// Progress streams per download (`--max-subscribers-per-download`); beyond it 503 `too_many_subscribers`.
@@ -21,13 +23,14 @@ struct DownloadAPI: Sendable {
     static let healthBody = Array(#"{"status":"ok"}"#.utf8)
 
     func respond(to request: Request) async -> Response {
+        if AdminEndpoint.isAdmin(request.path) { return admin(request) }
         guard let endpoint = Endpoint(path: request.path) else {
             return APIError.notFound("no resource at \(request.path)").response
         }
         guard endpoint.allowedMethods.contains(request.method) else {
             return APIError.methodNotAllowed(request.method, allow: endpoint.allowedMethods).response
         }
-        if endpoint != .health, let auth, !auth.allows(authorization: request.headers["Authorization"]) {
+        if endpoint != .health, access.callerAccess(authorization: request.headers["Authorization"]) != .allowed {
             return APIError.unauthorized.response
         }
         switch (endpoint, request.method) {

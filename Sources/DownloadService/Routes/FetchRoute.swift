@@ -72,6 +72,9 @@ extension DownloadAPI {
                                 headers: headers).response
             case .stream(let streaming):
                 return streamResponse(streaming, reader: reader, tail: tail)
+            case .removed:
+                reader.close()
+                return unknownDownloadResponse(reader.id)
             }
         }
     }
@@ -125,7 +128,7 @@ extension DownloadAPI {
                 headers["ETag"] = FetchPlan.etag(id: id, tail: tail)
                 headers["Accept-Ranges"] = "bytes"
                 return Response(headers: headers, body: .push(PushBody(length: tail.total, source: HeadOnly())))
-            case .waiting, .failed:
+            case .waiting, .failed, .removed:
                 break
             }
         }

@@ -157,7 +157,8 @@ final class DownloadRecord {
             resumable: state != .completed && validator != nil,
             createdAt: createdAt, updatedAt: updatedAt,
             sha256: state == .completed ? sha256 : nil, size: state == .completed ? size : nil,
-            path: state == .completed ? finalPath : nil, fileName: fileName, error: error)
+            path: state == .completed ? finalPath : nil, fileName: fileName, error: error,
+            pausedBy: state == .paused ? (lifecycle.held ? .operator : .callers) : nil)
     }
 
     func stored() -> StoredDownload {
@@ -166,11 +167,12 @@ final class DownloadRecord {
             verifiedOffset: attempt == nil ? min(keptBytes, durableOffset) : durableOffset,
             expectedSHA256: expectedSHA256, expectedSize: expectedSize, fileName: fileName,
             finalPath: publishing?.path ?? finalPath, sha256: publishing?.sha256 ?? sha256, size: publishing?.size ?? size, createdAt: createdAt, updatedAt: updatedAt, lastAccess: lastAccess, error: error,
-            contentType: contentType, generation: generation, changedAt: changedAt, tokens: tokens)
+            contentType: contentType, generation: generation, changedAt: changedAt, tokens: tokens,
+            held: lifecycle.held)
     }
 
     convenience init(stored entry: StoredDownload, tau: Double, progressInterval: Double) {
-        self.init(id: entry.id, url: entry.url, storage: entry.storage, lifecycle: DownloadLifecycle(restoring: entry.state),
+        self.init(id: entry.id, url: entry.url, storage: entry.storage, lifecycle: DownloadLifecycle(restoring: entry.state, held: entry.held),
                   now: entry.createdAt, tau: tau, progressInterval: progressInterval)
         updatedAt = entry.updatedAt
         lastAccess = entry.lastAccess

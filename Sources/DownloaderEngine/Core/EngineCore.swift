@@ -44,6 +44,8 @@ final class EngineCore: @unchecked Sendable {
     /// Numbers the events decided, so a subscriber made meanwhile skips those its first element reflects.
     var eventSequence: UInt64 = 0
     var shuttingDown = false
+    /// Removed downloads (newest `Tombstone.limit`), written with their rows' deletion (`takeUnsaved`).
+    var tombstones = TombstoneLedger()
     var shutdownWaiter: CheckedContinuation<Void, Never>?
     /// Test seams (all nil in production).
     var hooks = EngineHooks()
@@ -122,7 +124,12 @@ final class EngineCore: @unchecked Sendable {
     func takeUnsaved(adding retry: Set<String>) -> StateBatch {
         var batch = StateBatch()
         for id in unsaved.union(retry) {
-            if let record = byID[id] { batch.upserts.append(record.stored()) } else { batch.deletions.append(id) }
+            if let record = byID[id] {
+                batch.upserts.append(record.stored())
+            } else {
+                batch.deletions.append(id)
+                if let tombstone = tombstones[id] { batch.tombstones.append(tombstone) }
+            }
         }
         unsaved.removeAll(keepingCapacity: true)
         return batch

@@ -30,13 +30,15 @@ public struct DownloadSnapshot: Sendable, Codable, Equatable {
     /// Sanitised file name (from the URL or `Content-Disposition`).
     public var fileName: String?
     public var error: DownloadFailure?
+    /// Who paused a `paused` download (nil in every other state).
+    public var pausedBy: PauseCause?
 
     public init(
         id: String, url: String, state: DownloadState, storage: StorageClass,
         bytesWritten: Int64 = 0, bytesExpected: Int64? = nil, fraction: Double? = nil,
         bytesPerSecond: Double = 0, etaSeconds: Double? = nil, callers: Int = 0, resumable: Bool = false,
         createdAt: Date, updatedAt: Date, sha256: String? = nil, size: Int64? = nil, path: String? = nil,
-        fileName: String? = nil, error: DownloadFailure? = nil
+        fileName: String? = nil, error: DownloadFailure? = nil, pausedBy: PauseCause? = nil
     ) {
         self.id = id
         self.url = url
@@ -56,5 +58,6 @@ public struct DownloadSnapshot: Sendable, Codable, Equatable {
         self.path = path
         self.fileName = fileName
         self.error = error
+        self.pausedBy = pausedBy
     }
 }

@@ -33,4 +33,6 @@ struct StoredDownload: Sendable, Equatable {
     var changedAt: Date? = nil
     /// The live callers' token hashes.
     var tokens: Set<TokenHash> = []
+    /// The operator holds the download paused (table `operator_holds`).
+    var held = false
 }
