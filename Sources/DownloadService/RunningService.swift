@@ -23,6 +23,12 @@ final class RunningService: Sendable {
     static func start(_ configuration: ServiceConfiguration, logger: Logger,
                       environment: [String: String] = ProcessInfo.processInfo.environment) throws -> RunningService {
         let openFiles = OpenFileLimit.raiseToHardLimit()
+        let webhookSecret: [UInt8]?
+        do throws(CommandLineOptions.ParseError) {
+            webhookSecret = try configuration.webhookSecretBytes()
+        } catch {
+            throw ServiceStartError(message: error.message)
+        }
         var engineConfiguration = configuration.engineConfiguration
         // Each download's story, purges included, one line per step (`StoryLine`).
         engineConfiguration.storyteller = { story in logger.story(story) }
@@ -34,10 +40,14 @@ final class RunningService: Sendable {
         if let imported = engine.importedJournal {
             logger.info("imported the journal of an earlier release", ["downloads": imported.downloads, "keptAt": imported.keptAt])
         }
+        engine.webhooks.start(WebhookSettings(
+            render: { WebhookBody.render(event: $0, deliveryID: $1, snapshot: $2) }, secret: webhookSecret,
+            userAgent: "download-service/\(ServiceVersion.current)", report: { logger.webhook($0) }))
         let metrics = ServiceMetrics()
         var api = DownloadAPI(engine: engine, metrics: metrics, auth: configuration.authToken.map(BearerAuth.init(token:)))
         api.adminAuth = configuration.adminToken.map(BearerAuth.init(token:))
         api.subscriberQuota = SubscriberQuota(limit: configuration.maxSubscribersPerDownload)
+        api.eventSubscriberQuota = SubscriberQuota(limit: configuration.maxEventSubscribers)
         api.callerQuota = configuration.maxDownloadsPerClient.map { limit in
             CallerQuota(limit: limit) { [engine] tokens in engine.liveTokens(among: tokens) }
         }
@@ -70,6 +80,7 @@ final class RunningService: Sendable {
             "adminAuthRequired": configuration.adminToken != nil || configuration.authToken != nil,
             "cacheTTL": JSON.orNull(configuration.cacheTTL),
             "allowPrivateNetworks": configuration.allowPrivateNetworks,
+            "webhooksSigned": configuration.webhookSecret != nil || configuration.webhookSecretFile != nil,
             "allowHosts": configuration.allowHosts, "denyHosts": configuration.denyHosts,
             "maxConnections": configuration.maxConnections, "openFileLimit": openFiles.map { Int($0.soft) } ?? -1,
         ]) { $1 })

@@ -15,6 +15,8 @@ public final class DownloadEngine: Sendable {
     let recovery: EngineCore.RecoveryReport
     /// The SSRF guard's rules, checked on every request before it reaches the core.
     let egress: EgressRules
+    /// Completion webhooks: callers' callbacks and their deliveries (journaled in the state database).
+    public let webhooks: WebhookDispatcher
 
     /// Creates the storage areas, loads the state (importing an earlier release's journal once),
     /// carries on downloads that were running,
@@ -47,6 +49,12 @@ public final class DownloadEngine: Sendable {
                               diskPressure: thresholds, pressure: monitor)
         recovery = try core.recover()
         core.scheduleRetention()
+        let dispatcher = try WebhookDispatcher(
+            journal: WebhookJournal(path: core.store.stateDirectory + "/" + SQLiteStateStore.fileName),
+            poster: CurlWebhookPoster(egress: egress), scheduler: scheduler, random: random, egress: egress,
+            lookup: { [weak core] id in core?.snapshot(id: id) })
+        webhooks = dispatcher
+        core.locked { core.hooks.ended = { [weak dispatcher] snapshot in dispatcher?.downloadEnded(snapshot) } }
         monitor.start(interval: configuration.pressureInterval) { [weak core] in core?.checkPressure() }
     }
 
@@ -70,7 +78,8 @@ public final class DownloadEngine: Sendable {
         core.locked { core.purgeHandler = handler }
     }
 
-    /// Registers a caller for `request.url`: joins the existing download for the normalised URL,
+    /// Registers a caller for `request.url` (its callback, if any, is `webhooks.register`ed by the
+    /// service once this answered): joins the existing download for the normalised URL,
     /// resumes a paused one, answers from a stored file, or starts a new one. Never awaits and never
     /// waits for the disk: asking for `persistent` storage of a completed cache file moves it into the
     /// data area on the engine's work queue (it is served from where it is until then).
@@ -87,7 +96,9 @@ public final class DownloadEngine: Sendable {
     /// Withdraws the caller's interest. Returns the download's snapshot (state `paused` when it was
     /// the last caller of an unfinished download), or nil for an unknown or already-used token.
     public func cancel(token: String) -> DownloadSnapshot? {
-        core.cancel(token: token)
+        guard let snapshot = core.cancel(token: token) else { return nil }
+        webhooks.drop(token: token)  // the caller's callback goes with its token
+        return snapshot
     }
 
     public func snapshot(id: String) -> DownloadSnapshot? {

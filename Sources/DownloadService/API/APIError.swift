@@ -30,6 +30,10 @@ struct APIError: Error, Sendable, Equatable {
         case rangeNotSatisfiable = "range_not_satisfiable"
         /// `/fetch`: the download's last attempt got no data for the stall timeout.
         case stalled = "stalled"
+        /// `POST /downloads`: a `callback` that is not `{"url": http(s) URL, "events"?: [...]}`.
+        case invalidCallback = "invalid_callback"
+        /// `POST /downloads`: the callback could not be journaled (the state database failed).
+        case callbackNotRecorded = "callback_not_recorded"
     }
 
     var status: Int

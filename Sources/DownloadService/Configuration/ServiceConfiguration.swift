@@ -26,6 +26,9 @@ struct ServiceConfiguration: Sendable, Equatable {
     var adminToken: String?
     /// `--cache-ttl`: seconds a completed cache file is kept after it was last asked for; nil = off.
     var cacheTTL: Double?
+    /// Key of the callbacks' `X-Signature-256` (`--webhook-secret`), or the file holding it.
+    var webhookSecret: String?
+    var webhookSecretFile: String?
     /// Allow origins on loopback and private networks (default false).
     var allowPrivateNetworks = false
 
@@ -44,6 +47,8 @@ struct ServiceConfiguration: Sendable, Equatable {
     var maxConnectionsPerIP: Int?
     /// Progress streams open at once per download (default 16 384); more get 503 `too_many_subscribers`.
     var maxSubscribersPerDownload = 16_384
+    /// `GET /events` streams at once (`--max-event-subscribers`).
+    var maxEventSubscribers = 1_024
     /// Live caller tokens per client IP (default 1 000); nil = no limit. More get 429 `too_many_downloads`.
     var maxDownloadsPerClient: Int? = 1_000
     // Origins: TLS, the upstream proxy, timeouts.

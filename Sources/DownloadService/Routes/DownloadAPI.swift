@@ -15,6 +15,8 @@ struct DownloadAPI: Sendable {
     var subscriberQuota = SubscriberQuota(limit: 16_384)
     /// Live caller tokens per client address (`--max-downloads-per-client`); nil = no limit.
     var callerQuota: CallerQuota? = nil
+    /// `GET /events` streams at once (`--max-event-subscribers`); beyond it 503 `too_many_subscribers`.
+    var eventSubscriberQuota = SubscriberQuota(limit: 1_024)
     /// Each event's SSE data, encoded once for all the download's streams.
     let eventData = EventDataCache()
     /// Each download's latest snapshot as JSON, for `GET /downloads/{id}`.
@@ -30,7 +32,8 @@ struct DownloadAPI: Sendable {
         guard endpoint.allowedMethods.contains(request.method) else {
             return APIError.methodNotAllowed(request.method, allow: endpoint.allowedMethods).response
         }
-        if endpoint != .health, access.callerAccess(authorization: request.headers["Authorization"]) != .allowed {
+        if endpoint != .health, endpoint != .page,
+           access.callerAccess(authorization: QueryToken.authorization(for: endpoint, request)) != .allowed {
             return APIError.unauthorized.response
         }
         switch (endpoint, request.method) {
@@ -57,6 +60,10 @@ struct DownloadAPI: Sendable {
             return file(id: id)
         case (.fetch, _):
             return await fetch(request)
+        case (.events, _):
+            return events(request)
+        case (.page, _):
+            return OperatorPage.response
         }
     }
 
@@ -64,6 +71,11 @@ struct DownloadAPI: Sendable {
         var parsed: DownloadRequest
         switch CreateDownloadBody.parse(request.body) {
         case .success(let r): parsed = r
+        case .failure(let error): return error.response
+        }
+        let callback: CallbackRequest?
+        switch self.callback(of: request) {
+        case .success(let c): callback = c
         case .failure(let error): return error.response
         }
         let client = request.remoteIP
@@ -74,10 +86,13 @@ struct DownloadAPI: Sendable {
         do {
             let enqueued = try engine.request(parsed)
             callerQuota?.commit(client, token: enqueued.token)
+            if let callback, let error = register(callback, for: enqueued) { return error.response }
             var headers = HTTPHeaders()
             headers["Location"] = "/downloads/\(enqueued.snapshot.id)"
             let status = enqueued.snapshot.state == .completed ? 200 : 202
-            return .json(status: status, SnapshotJSON.enqueued(enqueued).bytes, headers: headers)
+            var body = SnapshotJSON.enqueued(enqueued)
+            if let callback { body["callback"] = WebhookBody.shown(callback) }
+            return .json(status: status, body.bytes, headers: headers)
         } catch {
             callerQuota?.cancel(client)
             return APIError(engineError: error).response
@@ -116,6 +131,7 @@ struct DownloadAPI: Sendable {
         var states: [DownloadState: Int] = [:]
         for snapshot in engine.list() { states[snapshot.state, default: 0] += 1 }
         let text = ServiceMetrics.render(states: states, engine: engine.statistics, http: metrics.http)
+            + WebhookMetrics.render(engine.webhooks.statistics)
         return Response(headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"], body: .bytes(Array(text.utf8)))
     }
 }

@@ -12,9 +12,17 @@ enum Endpoint: Equatable {
     case file(String)
     /// `/fetch?url=…`: pull-through.
     case fetch
+    /// `/events`: every download's events (SSE).
+    case events
+    /// `/`: the operator page.
+    case page
 
     init?(path: String) {
         guard path.utf8.first == UInt8(ascii: "/") else { return nil }
+        if path.utf8.count == 1 {
+            self = .page
+            return
+        }
         // Substrings, not Strings: this runs for every request.
         var segments = path.utf8.dropFirst().split(separator: UInt8(ascii: "/"), maxSplits: 4, omittingEmptySubsequences: false)
         if segments.count > 1, segments.last?.isEmpty == true { segments.removeLast() }  // tolerate one trailing slash
@@ -27,6 +35,7 @@ enum Endpoint: Equatable {
         case 1 where segment(0, is: "metrics"): self = .metrics
         case 1 where segment(0, is: "downloads"): self = .downloads
         case 1 where segment(0, is: "fetch"): self = .fetch
+        case 1 where segment(0, is: "events"): self = .events
         case 2 where segment(0, is: "downloads"):
             guard let id = identifier(1) else { return nil }
             self = .download(id)
@@ -49,7 +58,7 @@ enum Endpoint: Equatable {
         case .health, .metrics, .progress: return ["GET", "HEAD"]
         case .downloads: return ["GET", "HEAD", "POST"]
         case .download: return ["GET", "HEAD", "DELETE"]
-        case .file, .fetch: return ["GET", "HEAD"]
+        case .file, .fetch, .events, .page: return ["GET", "HEAD"]
         }
     }
 

@@ -87,6 +87,7 @@ extension EngineCore {
         add(joiner, to: record)
         tellCreated(record, request, as: joiner)
         handle(actions, for: record)
+        publishCreated(record)  // after its first decisions (queued or downloading); none publishes
         save(record)
         return record
     }

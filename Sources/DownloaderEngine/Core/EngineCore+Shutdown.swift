@@ -15,6 +15,7 @@ extension EngineCore {
             return true
         }
         for queue in subscribers.all() { queue.finish() }
+        feed.finish()
         guard first else { return }
         // Bounded: a driver that never reports back does not hold shutdown forever.
         scheduler.schedule(after: 10) { [weak self] in self?.endShutdownWait() }

@@ -25,6 +25,8 @@ final class EngineCore: @unchecked Sendable {
     /// Purge notifications, in order, off the engine's lock.
     let notifyQueue = DispatchQueue(label: "download-engine.notify")
     let subscribers: SubscriberRegistry
+    /// Every download's events in one stream (`GET /events`).
+    let feed: EventFeed
     /// What decisions left to do once the lock is released.
     let effects = EffectQueue()
 
@@ -77,6 +79,7 @@ final class EngineCore: @unchecked Sendable {
         let opening = try SQLiteStateStore.open(directory: store.stateDirectory, crashAtCommit: crashAtCommit)
         damagedStateKeptAt = opening.damagedKeptAt
         stateWriter = StateWriter(store: opening.store, minInterval: Self.stateMinInterval, scheduler: scheduler)
+        feed = Self.makeFeed(pacer: subscribers.pacer, stateWriter: stateWriter, background: workQueue)
         stateWriter.source = { [weak self] retry in
             guard let self else { return StateBatch() }
             return self.locked { self.takeUnsaved(adding: retry) }
@@ -140,7 +143,13 @@ final class EngineCore: @unchecked Sendable {
         eventSequence += 1
         let id = record.id
         let sequence = eventSequence
-        let subscribers = self.subscribers
-        effects.append { subscribers.publish(event, to: id, sequence: sequence) }
+        let (subscribers, feed) = (self.subscribers, self.feed)
+        effects.append {
+            subscribers.publish(event, to: id, sequence: sequence)
+            feed.ingest(event)
+        }
+        // A removal ends streams too, but it is no completion or failure (webhooks are about those).
+        if case .removed = event { return }
+        if event.isTerminal, let ended = hooks.ended { effects.append { ended(event.snapshot) } }
     }
 }

@@ -1,7 +1,7 @@
 import Glibc
 
 /// Seams at the engine's slow disk steps so tests can hold them and observe their ends. Every hook is
-/// nil in production. Set under the engine's lock (`EngineCore.hooks`); hooks run without it.
+/// nil in production but `ended` (the webhooks' feed). Set under the engine's lock (`EngineCore.hooks`); hooks run without it.
 struct EngineHooks: Sendable {
     /// On the work queue, before a checkpoint's fdatasync of a partial.
     var beforeCheckpointSync: (@Sendable () -> Void)?
@@ -19,6 +19,9 @@ struct EngineHooks: Sendable {
     /// publishing intent is journaled).
     var beforePublishRename: (@Sendable () -> Void)?
     var afterPublishRename: (@Sendable () -> Void)?
+    /// After a download completed or failed (its final snapshot), off the lock, in order. Set in
+    /// production too: the engine's `WebhookDispatcher` makes its deliveries from it.
+    var ended: (@Sendable (DownloadSnapshot) -> Void)?
 
     /// Hooks that SIGKILL the process at `point` (crash tests through the real executable only).
     static func crashing(at point: CrashPoint) -> EngineHooks {

@@ -10,6 +10,8 @@ final class ProgressPacer: Sendable {
     let tickSeconds: Double
     private let tickNanoseconds: UInt64
     private let subscribers = Atomic<Int>(0)
+    /// What the event feed's watchers count for (one per download with live progress, each).
+    private let feedUnits = Atomic<Int>(0)
     /// Watched queues by the tick their progress falls due in (tick = due time / `tickNanoseconds`).
     private let state = Mutex<(buckets: [UInt64: [SubscriberQueue]], count: Int, ticking: Bool)>(([:], 0, false))
     /// The latest progress published for each download with subscribers (nil after a lifecycle
@@ -31,11 +33,15 @@ final class ProgressPacer: Sendable {
 
     /// The clock, the pacing and the subscriber count, for the queues' decisions.
     func pace(now: UInt64? = nil) -> ProgressPace {
-        ProgressPace(now: now ?? self.now(), pacing: pacing, subscribers: subscribers.load(ordering: .relaxed))
+        ProgressPace(now: now ?? self.now(), pacing: pacing,
+                     subscribers: subscribers.load(ordering: .relaxed) + feedUnits.load(ordering: .relaxed))
     }
 
     /// The number of subscribers sharing the budget (kept by the registry).
     func setSubscribers(_ count: Int) { subscribers.store(count, ordering: .relaxed) }
+
+    /// The event feed's share of the budget (kept by the feed).
+    func setFeedUnits(_ count: Int) { feedUnits.store(count, ordering: .relaxed) }
 
     var watchedCount: Int { state.withLock { $0.count } }
 

@@ -45,7 +45,36 @@ enum SQLiteSchema {
         ALTER TABLE downloads ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
         ALTER TABLE downloads ADD COLUMN changed_at REAL;
         """,
-        // 3 (issue 14): the operator's holds (a download paused by the operator stays so until the
+        // 3: completion webhooks (`WebhookJournal`): each caller's callback (its token's hash ties
+        // it to the caller) and each delivery made, pending or ended; a delivery keeps its id and
+        // exact body for every try. Written on their own connection, rarely.
+        """
+        CREATE TABLE webhook_registrations (
+            id TEXT PRIMARY KEY,
+            download TEXT NOT NULL,
+            token_hash BLOB NOT NULL,
+            url TEXT NOT NULL,
+            events TEXT NOT NULL,
+            created_at REAL NOT NULL
+        );
+        CREATE TABLE webhook_deliveries (
+            id TEXT PRIMARY KEY,
+            registration TEXT NOT NULL,
+            event TEXT NOT NULL,
+            body BLOB NOT NULL,
+            tries INTEGER NOT NULL,
+            next_at REAL NOT NULL,
+            outcome TEXT,
+            reason TEXT,
+            UNIQUE (registration, event)
+        );
+        """,
+        // 4: named counters. `event_id`: the event feed (`GET /events`) hands out ids below
+        // this value only, so they keep increasing across restarts.
+        """
+        CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+        """,
+        // 5 (issue 14): the operator's holds (a download paused by the operator stays so until the
         // operator resumes it; deleted with the download) and the tombstones of removed downloads
         // (written with the row's deletion; a start-up drops any row they name and deletes the
         // files they list; the newest `Tombstone.limit` are kept). Own tables: no column added.

@@ -20,7 +20,7 @@ final class SQLiteStateStore: StateStore, @unchecked Sendable {
     }
 
     let path: String
-    private let db: SQLiteConnection
+    let db: SQLiteConnection
     let statements: SQLiteStateStatements
     /// Holds and tombstones (issue 14).
     let operatorStatements: SQLiteOperatorStatements

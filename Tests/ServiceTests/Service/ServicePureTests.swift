@@ -84,12 +84,13 @@ import Testing
         ("/healthz", Endpoint.health), ("/metrics", .metrics), ("/downloads", .downloads), ("/downloads/", .downloads),
         ("/downloads/ab12", .download("ab12")), ("/downloads/ab12/progress", .progress("ab12")),
         ("/downloads/ab12/file", .file("ab12")), ("/downloads/ab12/file/", .file("ab12")),
+        ("/", .page), ("/events", .events), ("/events/", .events),
     ])
     func recognises(path: String, endpoint: Endpoint) {
         #expect(Endpoint(path: path) == endpoint)
     }
 
-    @Test(arguments: ["", "/", "/healthz/x", "/downloads/a.b", "/downloads/%2e%2e", "/downloads/x/other", "/downloads//file", "downloads",
+    @Test(arguments: ["", "/healthz/x", "/events/x", "/events//", "/downloads/a.b", "/downloads/%2e%2e", "/downloads/x/other", "/downloads//file", "downloads",
                        "//", "/healthz//", "/downloads/x/file/y", "/downloads/x/file/y/", "/downloads/x/file//", "/downloads/x/progress/file/x"])
     func rejects(path: String) {
         #expect(Endpoint(path: path) == nil)

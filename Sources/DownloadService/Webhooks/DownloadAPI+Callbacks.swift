@@ -1,0 +1,38 @@
+import DownloaderEngine
+import MiniHTTPServer
+
+// `POST /downloads` with a `callback`: checked before anything is created, journaled once the
+// caller holds its token.
+extension DownloadAPI {
+    /// The body's `callback` (nil when none), or the error answer: `400 invalid_callback`, or
+    /// `403 destination_forbidden` when the SSRF guard's rules refuse its host already.
+    func callback(of request: Request) -> Result<CallbackRequest?, APIError> {
+        switch CallbackBody.parse(request.body) {
+        case .failure(let error): return .failure(error)
+        case .success(nil): return .success(nil)
+        case .success(let callback?):
+            do throws(EngineError) {
+                try engine.webhooks.screen(callback)
+            } catch where error.code == .destinationForbidden {
+                return .failure(APIError(engineError: error))
+            } catch {
+                return .failure(.badRequest(.invalidCallback, "\"callback.url\": \(error.message)"))
+            }
+            return .success(callback)
+        }
+    }
+
+    /// Journals `callback` for the caller that `enqueued` answered; when that fails the caller's
+    /// token is given back and the error is the answer.
+    func register(_ callback: CallbackRequest, for enqueued: Enqueued) -> APIError? {
+        do throws(WebhookJournalError) {
+            try engine.webhooks.register(callback, token: enqueued.token, snapshot: enqueued.snapshot)
+            return nil
+        } catch {
+            _ = engine.cancel(token: enqueued.token)
+            callerQuota?.remove(enqueued.token)
+            return APIError(status: 503, .callbackNotRecorded, "the callback could not be recorded (\(error)); nothing was created",
+                            headers: ["Retry-After": "5"])
+        }
+    }
+}

@@ -1,0 +1,16 @@
+import DownloaderEngine
+
+/// The webhook lines of `/metrics` (Prometheus text format), appended after the others.
+enum WebhookMetrics {
+    static func render(_ stats: WebhookStatistics) -> String {
+        var out = "# HELP download_service_webhook_deliveries_total Webhook deliveries ended, by outcome (delivered, gave_up, forbidden).\n"
+        out += "# TYPE download_service_webhook_deliveries_total counter\n"
+        for outcome in WebhookOutcome.allCases {
+            out += #"download_service_webhook_deliveries_total{outcome=""# + outcome.rawValue + #""} "# + String(stats.deliveries[outcome] ?? 0) + "\n"
+        }
+        out += "# HELP download_service_webhook_tries_total Webhook HTTP requests tried, whatever their result.\n"
+        out += "# TYPE download_service_webhook_tries_total counter\n"
+        out += "download_service_webhook_tries_total \(stats.tries)\n"
+        return out
+    }
+}

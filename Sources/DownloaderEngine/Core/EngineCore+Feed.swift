@@ -1,0 +1,47 @@
+import Foundation
+
+// The feed of every download's events (`EventFeed`): what it is fed, and its watchers' snapshots.
+extension EngineCore {
+    /// The feed, its ids continuing above what the state store reserved in an earlier run.
+    static func makeFeed(pacer: ProgressPacer, stateWriter: StateWriter, background: DispatchQueue) -> EventFeed {
+        let found: Int64? = try? stateWriter.perform { store throws(StateStoreError) -> Int64? in
+            try (store as? CounterStore)?.counter(EventFeed.idCounter)
+        }
+        let reserve: EventFeed.Reserve = { limit in
+            (try? stateWriter.perform { store throws(StateStoreError) -> Bool in
+                guard let counters = store as? CounterStore else { return false }
+                try counters.setCounter(EventFeed.idCounter, to: Int64(clamping: limit))
+                return true
+            }) ?? false
+        }
+        return EventFeed(pacer: pacer, stored: found.map { UInt64(max(0, $0)) }, reserve: reserve, background: background)
+    }
+
+    func watchAll(after lastEventID: UInt64?) -> FeedSubscription {
+        if let lastEventID, let id = feed.replaying(after: lastEventID) {
+            return FeedSubscription(feed: feed, id: id)
+        }
+        let feed = self.feed
+        let id = feed.makeWatcher()
+        decide {
+            // Oldest first; handed over as an effect, so after every event this snapshot reflects
+            // and before every event decided later.
+            let snapshots = byID.values.map(freshSnapshot)
+                .sorted { $0.createdAt != $1.createdAt ? $0.createdAt < $1.createdAt : $0.id < $1.id }
+            effects.append { feed.start(id, snapshots: snapshots) }
+        }
+        return FeedSubscription(feed: feed, id: id)
+    }
+
+    /// Under `lock`: a new download, told to the feed in decision order.
+    func publishCreated(_ record: DownloadRecord) {
+        let snapshot = record.snapshot()
+        let feed = self.feed
+        effects.append { feed.ingestCreated(snapshot) }
+    }
+}
+
+extension EventFeed {
+    /// The state store's counter holding the reservation of event ids.
+    static let idCounter = "event_id"
+}

@@ -1,0 +1,14 @@
+// One stream of every download's events (`GET /events` in the service).
+extension DownloadEngine {
+    /// Every download's events. With `lastEventID` inside the history (the last
+    /// `EventFeed.historyCapacity` lifecycle events of this run), exactly what followed it: the
+    /// lifecycle events after it, then each download's newest progress newer than it. Otherwise a
+    /// `snapshot` item per download first (oldest download first), then what follows. Ids are
+    /// strictly increasing, also across restarts (reserved in the state store ahead of use).
+    public func watchAll(after lastEventID: UInt64? = nil) -> FeedSubscription {
+        core.watchAll(after: lastEventID)
+    }
+
+    /// Watchers of `watchAll` open now.
+    public var feedWatchers: Int { core.feed.watcherCount }
+}

@@ -1,0 +1,221 @@
+import Foundation
+
+/// Every download's events in one stream (`DownloadEngine.watchAll`): `created` and lifecycle events
+/// kept in a bounded history for `Last-Event-ID` replay, each download's newest progress, and the
+/// watchers. Progress to watchers shares the engine's progress budget (`ProgressPacer`): a watcher
+/// counts as one subscriber per download with live progress, and gets at most its share of
+/// progress items a second (lifecycle events are never paced). Fed by the engine's effects, in the
+/// order the events were decided. One lock, never held while calling out (wakers run after it).
+final class EventFeed: @unchecked Sendable {
+    static let historyCapacity = 10_000
+
+    /// Stores a reservation of event ids (true when it is durable).
+    typealias Reserve = @Sendable (UInt64) -> Bool
+
+    private let pacer: ProgressPacer
+    private let reserve: Reserve?
+    private let background: DispatchQueue
+    private let lock = NSLock()
+    // Guarded by `lock`.
+    private var ids: EventIDSequence
+    private var history: FeedHistory
+    private var slots = ProgressSlots()
+    private var watchers: [UInt64: FeedWatcherState] = [:]
+    private var nextWatcher: UInt64 = 0
+    private var wakeOnEvent: [UInt64: @Sendable () -> Void] = [:]
+    private var wakeOnTick: [UInt64: @Sendable () -> Void] = [:]
+    private var ticking = false
+    private var finished = false
+
+    /// `stored`: the id reservation a previous run stored (nil: none); `reserve` stores the next
+    /// (nil: ids are not kept across restarts — tests).
+    init(pacer: ProgressPacer, stored: UInt64?, reserve: Reserve?, historyCapacity: Int = historyCapacity,
+         idBlock: UInt64 = 1 << 20, background: DispatchQueue = .global()) {
+        self.pacer = pacer
+        self.reserve = reserve
+        self.background = background
+        ids = EventIDSequence(stored: stored, block: idBlock)
+        history = FeedHistory(capacity: historyCapacity, droppedUpTo: ids.floor)
+        if let reserve {
+            let limit = ids.nextLimit
+            if reserve(limit) { ids.reserved(upTo: limit) }
+        }
+    }
+
+    // MARK: Fed by the engine (its effects, in decision order)
+
+    func ingest(_ event: DownloadEvent) {
+        let download = event.snapshot.id
+        if case .progress = event {
+            let wake = locked { () -> [@Sendable () -> Void] in
+                let id = takeID()
+                if slots.set(event, of: download, id: id) { updateUnits() }
+                return takeWakers(tick: false)
+            }
+            for waker in wake { waker() }
+        } else {
+            lifecycle(.event(event), of: download)
+        }
+    }
+
+    func ingestCreated(_ snapshot: DownloadSnapshot) {
+        lifecycle(.created(snapshot), of: snapshot.id)
+    }
+
+    private func lifecycle(_ kind: FeedItem.Kind, of download: String) {
+        let wake = locked { () -> [@Sendable () -> Void] in
+            if slots.remove(download) { updateUnits() }
+            history.append(.init(id: takeID(), download: download, kind: kind))
+            return takeWakers(tick: true)
+        }
+        for waker in wake { waker() }
+    }
+
+    // MARK: Watchers
+
+    /// A watcher that gets its snapshot from `start` (to be called in the engine's effect order,
+    /// right after the events the snapshot reflects).
+    func makeWatcher() -> UInt64 {
+        locked {
+            nextWatcher += 1
+            watchers[nextWatcher] = FeedWatcherState()
+            if finished { watchers[nextWatcher]?.phase = .ended }
+            updateUnits()
+            return nextWatcher
+        }
+    }
+
+    /// Hands watcher `id` its snapshot: what follows is every event ingested from now on.
+    func start(_ id: UInt64, snapshots: [DownloadSnapshot]) {
+        let waker = locked { () -> (@Sendable () -> Void)? in
+            guard watchers[id]?.phase == .pending else { return nil }
+            let firstID = ids.next  // the snapshot's ids are consecutive
+            for _ in snapshots { _ = takeID() }
+            watchers[id]?.start(snapshots: snapshots, firstID: firstID, nextIndex: history.appended, now: pacer.now())
+            return wakeOnEvent.removeValue(forKey: id)
+        }
+        waker?()
+    }
+
+    /// A watcher that continues after `lastID`; nil when the history no longer holds what followed it.
+    func replaying(after lastID: UInt64) -> UInt64? {
+        locked {
+            guard !finished, let index = history.index(after: lastID, newestIssued: ids.newestIssued) else { return nil }
+            nextWatcher += 1
+            var state = FeedWatcherState()
+            state.replay(after: lastID, nextIndex: index, now: pacer.now())
+            watchers[nextWatcher] = state
+            updateUnits()
+            return nextWatcher
+        }
+    }
+
+    enum Polled: Equatable {
+        case item(FeedItem)
+        case wait
+        case end
+    }
+
+    /// The watcher's next item, or `.wait` (then `waker` is called once there may be one).
+    func poll(_ id: UInt64, waker: @escaping @Sendable () -> Void) -> Polled {
+        let pace = pacer.pace()
+        let (polled, startTicking) = locked { () -> (Polled, Bool) in
+            let spacing = pace.pacing.meanSpacing(subscribers: pace.subscribers)
+            let rate: Double? = spacing == 0 ? nil : Double(slots.count) * 1e9 / Double(spacing)
+            // In place: the watcher's state is not copied (its `sent` map is as large as the downloads).
+            guard let step = watchers[id]?.step(history: history, slots: slots, rate: rate, now: pace.now, newID: { takeID() }) else {
+                return (.end, false)
+            }
+            switch step {
+            case .item(let item): return (.item(item), false)
+            case .end: return (.end, false)
+            case .waitForEvents:
+                wakeOnEvent[id] = waker
+                return (.wait, false)
+            case .waitForCredit:
+                wakeOnTick[id] = waker
+                defer { ticking = true }
+                return (.wait, !ticking)
+            }
+        }
+        if startTicking { scheduleTick() }
+        return polled
+    }
+
+    func cancel(_ id: UInt64) {
+        locked {
+            watchers[id] = nil
+            wakeOnEvent[id] = nil
+            wakeOnTick[id] = nil
+            updateUnits()
+        }
+    }
+
+    /// Ends every watcher (engine shutdown); later ones end at once.
+    func finish() {
+        let wake = locked { () -> [@Sendable () -> Void] in
+            finished = true
+            for id in watchers.keys { watchers[id]?.phase = .ended }
+            return takeWakers(tick: true)
+        }
+        for waker in wake { waker() }
+    }
+
+    var watcherCount: Int { locked { watchers.count } }
+
+    // MARK: Under the lock
+
+    private func locked<T>(_ body: () -> T) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return body()
+    }
+
+    /// A watcher counts as one subscriber per download with live progress.
+    private func updateUnits() {
+        pacer.setFeedUnits(watchers.count * max(1, slots.count))
+    }
+
+    private func takeWakers(tick: Bool) -> [@Sendable () -> Void] {
+        var wake = Array(wakeOnEvent.values)
+        wakeOnEvent.removeAll(keepingCapacity: true)
+        if tick {
+            wake.append(contentsOf: wakeOnTick.values)
+            wakeOnTick.removeAll(keepingCapacity: true)
+        }
+        return wake
+    }
+
+    private func takeID() -> UInt64 {
+        if let reserve {
+            if ids.exhausted {
+                // Rare (the background reservation is half a block ahead): stored here and now.
+                let limit = ids.nextLimit
+                _ = reserve(limit)
+                ids.reserved(upTo: limit)  // Also when it failed: ids must keep coming.
+            } else if ids.wantsReservation {
+                ids.reserving = true
+                let limit = ids.nextLimit
+                background.async { [self] in
+                    let stored = reserve(limit)
+                    locked { if stored { ids.reserved(upTo: limit) } else { ids.reserving = false } }
+                }
+            }
+        }
+        return ids.take()
+    }
+
+    private func scheduleTick() {
+        _ = pacer.scheduler.schedule(after: pacer.tickSeconds) { [weak self] in self?.tick() }
+    }
+
+    private func tick() {
+        let wake = locked { () -> [@Sendable () -> Void] in
+            ticking = false
+            let wake = Array(wakeOnTick.values)
+            wakeOnTick.removeAll(keepingCapacity: true)
+            return wake
+        }
+        for waker in wake { waker() }
+    }
+}

@@ -1,0 +1,80 @@
+import Foundation
+
+// One try of a delivery, and what its result decides (`WebhookSchedule`).
+extension WebhookDispatcher {
+    /// The try of delivery `id` runs `after` seconds from now, on a worker.
+    func arm(_ id: String, key: DeliveryKey, after seconds: Double) {
+        let timer = scheduler.schedule(after: seconds) { [weak self] in
+            self?.workers.addOperation { [weak self] in self?.runTry(key: key, id: id) }
+        }
+        lock.withLock {
+            if deliveries[key]?.id == id { timers[id] = timer } else { timer.cancel() }
+        }
+    }
+
+    /// Worker thread: sends the delivery once and records what came of it.
+    func runTry(key: DeliveryKey, id: String) {
+        let found = lock.withLock { () -> (WebhookDelivery, WebhookRegistration, WebhookSettings)? in
+            timers[id] = nil
+            guard let delivery = deliveries[key], delivery.id == id, delivery.outcome == nil,
+                  let registration = registrations[key.registrationID], let settings else { return nil }
+            return (delivery, registration, settings)
+        }
+        guard let (delivery, registration, settings) = found else { return }
+        var headers = [("Content-Type", "application/json"), ("User-Agent", settings.userAgent), ("X-Delivery-Id", delivery.id)]
+        if let secret = settings.secret {
+            headers.append(("X-Signature-256", "sha256=" + HMACSHA256.hex(key: secret, message: delivery.body)))
+        }
+        let result = poster.post(url: registration.url, headers: headers, body: delivery.body, timeout: schedule.tryTimeout)
+        record(result, of: delivery, registration: registration, settings: settings)
+    }
+
+    /// Decides on a try's result: delivered, forbidden, another try later, or given up.
+    private func record(_ result: WebhookTryResult, of tried: WebhookDelivery, registration: WebhookRegistration,
+                        settings: WebhookSettings) {
+        var delivery = tried
+        delivery.tries += 1
+        var retryAfter: Double?
+        switch result {
+        case .answered(let status, _) where (200..<300).contains(status):
+            delivery.outcome = .delivered
+        case .forbidden(let reason):
+            delivery.outcome = .forbidden
+            delivery.reason = reason
+        case .answered(let status, let header):
+            delivery.reason = "answered \(status)"
+            retryAfter = WebhookSchedule.retryAfterSeconds(header, now: scheduler.now())
+        case .failed(let reason):
+            delivery.reason = reason
+        }
+        var delay: Double?
+        if delivery.outcome == nil {
+            delay = schedule.delay(afterTry: delivery.tries, retryAfter: retryAfter, unit: random.unit())
+            if let delay {
+                delivery.nextAt = scheduler.now().addingTimeInterval(delay)
+            } else {
+                delivery.outcome = .gaveUp
+                delivery.reason = "no 2xx in \(delivery.tries) tries; last: \(delivery.reason ?? "?")"
+            }
+        }
+        let current = lock.withLock { () -> Bool in
+            stats.tries += 1
+            guard deliveries[delivery.key]?.id == delivery.id else { return false }  // dropped meanwhile
+            deliveries[delivery.key] = delivery
+            if let outcome = delivery.outcome { stats.deliveries[outcome, default: 0] += 1 }
+            return true
+        }
+        guard current else { return }
+        try? journal.save(delivery)
+        if let delay, delivery.outcome == nil {
+            arm(delivery.id, key: delivery.key, after: delay)
+            return
+        }
+        guard let outcome = delivery.outcome else { return }
+        // A completed download's registration has nothing left to do once its delivery ended.
+        if delivery.event == .completed { remove([registration.id]) }
+        settings.report(WebhookReport(deliveryID: delivery.id, downloadID: registration.downloadID, event: delivery.event,
+                                      shownURL: CallbackRequest.shown(registration.url), outcome: outcome,
+                                      tries: delivery.tries, reason: outcome == .delivered ? nil : delivery.reason))
+    }
+}

@@ -1,0 +1,182 @@
+import Foundation
+
+/// Completion webhooks: each caller's callback (registered with its `POST /downloads`), and the
+/// deliveries made when a download completes or fails, sent by `CurlWebhookPoster` on a few worker
+/// threads on `WebhookSchedule`'s timetable (timers through the injected `Scheduler`).
+///
+/// - Registrations and deliveries are journaled (`WebhookJournal`) before they are acted on: a
+///   crash loses neither; a pending delivery carries on after a restart, with the same id and body.
+/// - One delivery per registration and event; each caller's registration is its own.
+/// - A registration goes with its caller's token (`drop(token:)`), once its download completed and
+///   any `completed` delivery ended, or at a start that finds its download gone.
+public final class WebhookDispatcher: @unchecked Sendable {
+    let journal: WebhookJournal
+    let poster: WebhookPosting
+    let scheduler: Scheduler
+    let random: RandomSource
+    let egress: EgressRules
+    let schedule: WebhookSchedule
+    /// The current snapshot of a download (nil: unknown). Never called under `lock`.
+    let lookup: @Sendable (String) -> DownloadSnapshot?
+    /// Tries in flight at once (each blocks a worker up to `schedule.tryTimeout`).
+    let workers: OperationQueue = {
+        let queue = OperationQueue()
+        queue.name = "download-engine.webhooks"
+        queue.maxConcurrentOperationCount = 4
+        return queue
+    }()
+    /// Download events arrive here from the engine, off its threads (the journal writes wait for the disk).
+    let intake = DispatchQueue(label: "download-engine.webhooks.intake")
+
+    let lock = NSLock()
+    // Guarded by `lock`.
+    var settings: WebhookSettings?
+    var registrations: [String: WebhookRegistration] = [:]
+    var deliveries: [DeliveryKey: WebhookDelivery] = [:]
+    var timers: [String: ScheduledTimer] = [:]
+    var stats = WebhookStatistics()
+
+    init(journal: WebhookJournal, poster: WebhookPosting, scheduler: Scheduler, random: RandomSource,
+         egress: EgressRules, schedule: WebhookSchedule = WebhookSchedule(),
+         lookup: @escaping @Sendable (String) -> DownloadSnapshot?) throws(StateStoreError) {
+        self.journal = journal
+        self.poster = poster
+        self.scheduler = scheduler
+        self.random = random
+        self.egress = egress
+        self.schedule = schedule
+        self.lookup = lookup
+        let loaded = try journal.load()
+        for registration in loaded.registrations { registrations[registration.id] = registration }
+        for delivery in loaded.deliveries where registrations[delivery.registrationID] != nil {
+            deliveries[delivery.key] = delivery
+        }
+    }
+
+    /// Starts delivering: pending deliveries resume (each at its journaled time, or now), and
+    /// registrations whose download ended while no delivery could be made (a crash between the two)
+    /// get theirs. Call once, before callers register.
+    public func start(_ settings: WebhookSettings) {
+        let (pending, all) = lock.withLock {
+            self.settings = settings
+            return (deliveries.values.filter { $0.outcome == nil }, Array(registrations.values))
+        }
+        let now = scheduler.now()
+        for delivery in pending { arm(delivery.id, key: delivery.key, after: max(0, delivery.nextAt.timeIntervalSince(now))) }
+        var gone: [String] = []
+        for registration in all {
+            guard let snapshot = lookup(registration.downloadID) else {
+                let waiting = lock.withLock { deliveries.values.contains { $0.registrationID == registration.id && $0.outcome == nil } }
+                if !waiting { gone.append(registration.id) }
+                continue
+            }
+            settle(snapshot, registrationIDs: [registration.id])
+        }
+        remove(gone)
+    }
+
+    /// Before anything is created: a callback URL must be one a download could have (same grammar,
+    /// no `user:password@`: `invalidURL`, `urlCredentials`), and one whose host the SSRF guard's
+    /// rules do not refuse already (`destinationForbidden`; addresses behind names are judged when
+    /// a try connects).
+    public func screen(_ callback: CallbackRequest) throws(EngineError) {
+        let url = try URLNormalizer.normalize(callback.url, allowCredentials: false).get()
+        try egress.screen(url: url)
+    }
+
+    /// Records `callback` for the caller holding `token` on download `snapshot.id`, durably, before
+    /// it returns. A download that already ended (a `POST` answered `200`) gets its delivery at once.
+    public func register(_ callback: CallbackRequest, token: String, snapshot: DownloadSnapshot) throws(WebhookJournalError) {
+        let registration = WebhookRegistration(id: "wh_" + random.hex(byteCount: 12), downloadID: snapshot.id,
+                                               tokenHash: TokenHash(token: token), url: callback.url,
+                                               events: callback.events, createdAt: scheduler.now())
+        do throws(StateStoreError) {
+            try journal.insert(registration)
+        } catch {
+            throw WebhookJournalError(message: error.message)
+        }
+        lock.withLock { registrations[registration.id] = registration }
+        // The download may have ended between the engine's answer and now: the newest state counts.
+        settle(lookup(snapshot.id) ?? snapshot, registrationIDs: [registration.id])
+    }
+
+    /// The caller withdrew (`DELETE /downloads/{token}`): its callbacks and their pending deliveries go.
+    public func drop(token: String) {
+        let hash = TokenHash(token: token)
+        let ids = lock.withLock { registrations.values.filter { $0.tokenHash == hash }.map(\.id) }
+        remove(ids)
+    }
+
+    /// Counters for `/metrics`.
+    public var statistics: WebhookStatistics { lock.withLock { stats } }
+
+    /// Registrations and deliveries known (pending or ended), for tests and diagnostics.
+    var counts: (registrations: Int, pending: Int) {
+        lock.withLock { (registrations.count, deliveries.values.count { $0.outcome == nil }) }
+    }
+
+    /// From the engine (a download completed or failed), on whatever thread it acts on: handled on `intake`.
+    func downloadEnded(_ snapshot: DownloadSnapshot) {
+        intake.async { self.settle(snapshot, registrationIDs: nil) }
+    }
+
+    /// Makes the deliveries `snapshot`'s state calls for, for `registrationIDs` (nil: every
+    /// registration of the download), then ends registrations with nothing left to do.
+    func settle(_ snapshot: DownloadSnapshot, registrationIDs: [String]?) {
+        let event: WebhookEvent
+        switch snapshot.state {
+        case .completed: event = .completed
+        case .failed: event = .failed
+        default: return
+        }
+        var made: [WebhookDelivery] = []
+        var finished: [String] = []
+        lock.lock()
+        let candidates = registrationIDs?.compactMap { registrations[$0] }
+            ?? registrations.values.filter { $0.downloadID == snapshot.id }
+        if let settings {
+            for registration in candidates where registration.downloadID == snapshot.id {
+                let key = DeliveryKey(registrationID: registration.id, event: event)
+                if registration.events.contains(event), deliveries[key] == nil {
+                    let id = "dlv_" + random.hex(byteCount: 16)
+                    let delivery = WebhookDelivery(id: id, registrationID: registration.id, event: event,
+                                                   body: settings.render(event, id, snapshot), tries: 0,
+                                                   nextAt: scheduler.now())
+                    deliveries[key] = delivery
+                    made.append(delivery)
+                } else if event == .completed, !registration.events.contains(.completed) {
+                    finished.append(registration.id)
+                }
+            }
+        }
+        lock.unlock()
+        for delivery in made {
+            // Journaled before the first try: from here a crash never loses it.
+            try? journal.save(delivery)
+            arm(delivery.id, key: delivery.key, after: 0)
+        }
+        remove(finished)
+    }
+
+    /// Forgets registrations `ids` with their deliveries (pending tries are cancelled), journal first.
+    func remove(_ ids: [String]) {
+        guard !ids.isEmpty else { return }
+        try? journal.remove(registrations: ids)
+        lock.withLock {
+            for id in ids {
+                registrations[id] = nil
+                for event in WebhookEvent.allCases {
+                    if let delivery = deliveries.removeValue(forKey: DeliveryKey(registrationID: id, event: event)) {
+                        timers.removeValue(forKey: delivery.id)?.cancel()
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A registration could not be journaled (the state database failed): it was not made.
+public struct WebhookJournalError: Error, Sendable, CustomStringConvertible {
+    public let message: String
+    public var description: String { message }
+}

@@ -1,0 +1,163 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import DownloaderEngine
+
+/// The feed behind `GET /events`, on a manual clock: snapshot then live events, `Last-Event-ID`
+/// replay from the bounded history, ids above the stored reservation, and progress paced by the
+/// shared budget however many downloads there are.
+@Suite struct EventFeedTests {
+    static func snapshot(_ id: String, _ state: DownloadState = .downloading, bytes: Int64 = 0) -> DownloadSnapshot {
+        var s = DownloadSnapshot(id: id, url: "http://origin/\(id)", state: state, storage: .cache,
+                                 createdAt: Date(timeIntervalSince1970: 0), updatedAt: Date(timeIntervalSince1970: 0))
+        s.bytesWritten = bytes
+        return s
+    }
+
+    static func feed(pacing: ProgressPacing = ProgressPacing(), scheduler: ManualScheduler = ManualScheduler(),
+                     history: Int = EventFeed.historyCapacity, stored: UInt64? = nil,
+                     reserve: EventFeed.Reserve? = nil, block: UInt64 = 1 << 20) -> EventFeed {
+        EventFeed(pacer: ProgressPacer(pacing: pacing, tick: 0.05, scheduler: scheduler), stored: stored, reserve: reserve,
+                  historyCapacity: history, idBlock: block, background: DispatchQueue(label: "feed-test"))
+    }
+
+    /// Everything the watcher has now (until it would wait).
+    static func drain(_ feed: EventFeed, _ watcher: UInt64) -> [FeedItem] {
+        var items: [FeedItem] = []
+        while case .item(let item) = feed.poll(watcher, waker: {}) { items.append(item) }
+        return items
+    }
+
+    static func describe(_ item: FeedItem) -> String {
+        switch item.kind {
+        case .snapshot(let s): "snapshot \(s.id)"
+        case .created(let s): "created \(s.id)"
+        case .event(.progress(let s)): "progress \(s.id) \(s.bytesWritten)"
+        case .event(let e): "\(e.isTerminal ? "end" : "life") \(e.snapshot.id) \(e.snapshot.state.rawValue)"
+        }
+    }
+
+    @Test func freshWatcherGetsTheSnapshotThenLiveEventsWithIncreasingIDs() {
+        let feed = Self.feed()
+        feed.ingestCreated(Self.snapshot("a"))
+        feed.ingest(.progress(Self.snapshot("a", bytes: 10)))
+        let watcher = feed.makeWatcher()
+        #expect(Self.drain(feed, watcher).isEmpty)  // waits for its snapshot
+        feed.start(watcher, snapshots: [Self.snapshot("a", bytes: 10), Self.snapshot("b", .paused)])
+        feed.ingest(.progress(Self.snapshot("a", bytes: 20)))
+        feed.ingest(.completed(Self.snapshot("b", .completed)))
+        let items = Self.drain(feed, watcher)
+        // Progress older than the snapshot is not repeated; lifecycle first, then the newest progress.
+        #expect(items.map(Self.describe) == ["snapshot a", "snapshot b", "end b completed", "progress a 20"])
+        let ids = items.map(\.id)
+        #expect(ids == ids.sorted() && Set(ids).count == ids.count)
+    }
+
+    @Test func replayAfterLastEventIDGetsExactlyTheLaterEvents() {
+        let feed = Self.feed()
+        let watcher = feed.makeWatcher()
+        feed.start(watcher, snapshots: [])
+        feed.ingestCreated(Self.snapshot("a"))
+        feed.ingestCreated(Self.snapshot("b"))
+        feed.ingest(.progress(Self.snapshot("a", bytes: 5)))
+        let first = Self.drain(feed, watcher)
+        #expect(first.map(Self.describe) == ["created a", "created b", "progress a 5"])
+        let last = first[1].id  // the client saw "created b" and went away
+        feed.ingest(.progress(Self.snapshot("b", bytes: 7)))
+        feed.ingest(.paused(Self.snapshot("a", .paused, bytes: 5)))
+        feed.ingest(.progress(Self.snapshot("b", bytes: 9)))
+        let replay = try! #require(feed.replaying(after: last))
+        let replayed = Self.drain(feed, replay)
+        // a's progress 5 was superseded by its paused event; b's newest progress only.
+        #expect(replayed.map(Self.describe) == ["life a paused", "progress b 9"])
+        #expect(replayed.allSatisfy { $0.id > last })
+        // From the live watcher's own last id: the same, and nothing twice.
+        let again = try! #require(feed.replaying(after: first[2].id))
+        #expect(Self.drain(feed, again).map(Self.describe) == ["life a paused", "progress b 9"])
+        // An id never issued (from the future) or from before this run is outside: no replay.
+        #expect(feed.replaying(after: 1_000_000) == nil)
+    }
+
+    @Test func historyIsBoundedAndOlderIDsGetNoReplay() {
+        let feed = Self.feed(history: 4, stored: 100)
+        #expect(feed.replaying(after: 50) == nil)  // an id of an earlier run
+        var ids: [UInt64] = []
+        let watcher = try! #require(feed.replaying(after: 100))  // the id below this run's first
+        for n in 0..<6 {
+            feed.ingestCreated(Self.snapshot("d\(n)"))
+            ids.append(contentsOf: Self.drain(feed, watcher).map(\.id))
+        }
+        #expect(ids.count == 6 && ids.first! > 100)
+        #expect(feed.replaying(after: ids[0]) == nil)  // d1 is no longer held
+        let inside = try! #require(feed.replaying(after: ids[1]))
+        #expect(Self.drain(feed, inside).map(Self.describe) == ["created d2", "created d3", "created d4", "created d5"])
+        // A watcher that falls further behind than the history holds is ended (it reconnects).
+        let slow = try! #require(feed.replaying(after: ids[5]))
+        for n in 6..<11 { feed.ingestCreated(Self.snapshot("d\(n)")) }
+        #expect(feed.poll(slow, waker: {}) == .end)
+    }
+
+    @Test func idsStayBelowWhatWasStoredAndContinueAboveIt() {
+        let stored = Mutex<[UInt64]>([])
+        let reserve: EventFeed.Reserve = { limit in
+            stored.withLock { $0.append(limit) }
+            return true
+        }
+        let feed = Self.feed(stored: 7_000, reserve: reserve, block: 16)
+        #expect(stored.withLock { $0 } == [7_017])  // reserved at start, before any id
+        let watcher = feed.makeWatcher()
+        feed.start(watcher, snapshots: [])
+        var ids: [UInt64] = []
+        for n in 0..<100 {
+            feed.ingestCreated(Self.snapshot("d\(n)"))
+            ids.append(contentsOf: Self.drain(feed, watcher).map(\.id))
+            // Every id handed out is below a stored limit (the background store may lag: then the
+            // feed stores in line).
+            #expect(ids.last! < stored.withLock { $0.max()! })
+        }
+        #expect(ids.first! == 7_001 && ids == ids.sorted() && Set(ids).count == 100)
+        // The next run starts above the last stored limit: above every id of this one.
+        let next = Self.feed(stored: stored.withLock { $0.max()! }, reserve: reserve, block: 16)
+        let nextWatcher = next.makeWatcher()
+        next.start(nextWatcher, snapshots: [])
+        next.ingestCreated(Self.snapshot("x"))
+        #expect(Self.drain(next, nextWatcher).first!.id > ids.last!)
+    }
+
+    /// 1 000 downloads with progress, 100 watchers and a budget of 5 000 progress deliveries a
+    /// second: the watchers together get about the budget (not 1 000 × 100 × 10 a second), each
+    /// download's progress reaches every watcher in turn, and lifecycle events still pass at once.
+    @Test func progressToManyWatchersStaysWithinTheSharedBudget() {
+        let scheduler = ManualScheduler()
+        let pacing = ProgressPacing(deliveriesPerSecond: 5_000, minimumSpacing: 0.1)
+        let feed = Self.feed(pacing: pacing, scheduler: scheduler)
+        let watchers = (0..<100).map { _ in feed.makeWatcher() }
+        for w in watchers { feed.start(w, snapshots: []) }
+        var progressItems = 0
+        var seen = Array(repeating: Set<String>(), count: watchers.count)
+        var bytes: Int64 = 0
+        // 4 simulated seconds: every download reports progress 10 times a second.
+        for _ in 0..<40 {
+            bytes += 1
+            for d in 0..<1_000 { feed.ingest(.progress(Self.snapshot("d\(d)", bytes: bytes))) }
+            for (n, w) in watchers.enumerated() {
+                for item in Self.drain(feed, w) {
+                    progressItems += 1
+                    seen[n].insert(item.kind.snapshot.id)
+                }
+            }
+            scheduler.advance(0.1)
+        }
+        // Budget: 5 000 a second for 4 s, plus each watcher's small burst allowance.
+        #expect(progressItems <= 5_000 * 4 + 100 * 100)
+        #expect(progressItems >= 5_000 * 3)  // and the budget is used
+        // Round robin: every watcher got a share of distinct downloads, none stuck on a few.
+        #expect(seen.allSatisfy { $0.count >= 150 })
+        // A lifecycle event is never held back, budget spent or not.
+        feed.ingest(.paused(Self.snapshot("d7", .paused)))
+        for w in watchers {
+            let items = Self.drain(feed, w)
+            #expect(items.first.map(Self.describe) == "life d7 paused")
+        }
+    }
+}

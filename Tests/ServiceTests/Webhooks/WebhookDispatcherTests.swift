@@ -1,0 +1,205 @@
+import Foundation
+import Testing
+@testable import DownloaderEngine
+
+/// The dispatcher with its real journal, real libcurl poster and a real receiver on loopback; time
+/// is a `ManualScheduler` the tests drive (no test sleeps for a retry), jitter fixed at the middle.
+@Suite struct WebhookDispatcherTests {
+    final class Harness: @unchecked Sendable {
+        let root = EngineFixture.root()
+        let scheduler = ManualScheduler()
+        let reports = OriginLock<[WebhookReport]>([])
+        var journalPath: String { root.appendingPathComponent("state.db").path }
+
+        func dispatcher(egress: EgressRules = EgressRules(allowPrivateNetworks: true), state: DownloadState = .completed,
+                        scheduler: ManualScheduler? = nil) throws -> WebhookDispatcher {
+            let snapshot = Self.snapshot(state)
+            let dispatcher = try WebhookDispatcher(journal: WebhookJournal(path: journalPath), poster: CurlWebhookPoster(egress: egress),
+                                                   scheduler: scheduler ?? self.scheduler, random: FixedRandom(unit: 0.5), egress: egress,
+                                                   lookup: { id in id == snapshot.id ? snapshot : nil })
+            let reports = self.reports
+            dispatcher.start(WebhookSettings(
+                render: { event, id, snapshot in Array(#"{"deliveryId":"\#(id)","download":"\#(snapshot.id)","event":"\#(event.rawValue)"}"#.utf8) },
+                secret: Array("s3cret".utf8), userAgent: "download-service/test", report: { report in reports.withLock { $0.append(report) } }))
+            return dispatcher
+        }
+
+        static func snapshot(_ state: DownloadState) -> DownloadSnapshot {
+            DownloadSnapshot(id: "dl1", url: "https://origin.example/f", state: state, storage: .cache,
+                             createdAt: Date(timeIntervalSince1970: 1_800_000_000), updatedAt: Date(timeIntervalSince1970: 1_800_000_000))
+        }
+
+        func waitForReports(_ count: Int) async throws -> [WebhookReport] {
+            try await withTimeout(20) {
+                while true {
+                    let got = self.reports.withLock { $0 }
+                    if got.count >= count { return got }
+                    try await Task.sleep(nanoseconds: 10_000_000)
+                }
+            }
+        }
+
+        func waitForTimer(dueIn seconds: Double, on scheduler: ManualScheduler? = nil) async throws {
+            let scheduler = scheduler ?? self.scheduler
+            try await withTimeout(20) { await scheduler.waitForTimer(dueIn: seconds) }
+        }
+    }
+
+    @Test func failsTwiceThenDeliversTheSameIDThreeTimes() async throws {
+        let receiver = try WebhookReceiver(answers: [.init(status: 500), .init(status: 302)])
+        defer { receiver.stop() }
+        let h = Harness()
+        let dispatcher = try h.dispatcher()
+        try dispatcher.register(CallbackRequest(url: receiver.url("/hook?token=abc")), token: "caller-1", snapshot: Harness.snapshot(.completed))
+        h.scheduler.advance(0)  // the first try goes out at once
+        _ = try await receiver.waitFor(1)
+        try await h.waitForTimer(dueIn: 1)
+        h.scheduler.advance(1)
+        _ = try await receiver.waitFor(2)
+        try await h.waitForTimer(dueIn: 2)
+        h.scheduler.advance(2)
+        let got = try await receiver.waitFor(3)
+        let reports = try await h.waitForReports(1)
+        #expect(got.count == 3)
+        let ids = Set(got.map { $0.headers["x-delivery-id"] ?? "" })
+        #expect(ids.count == 1 && ids.first?.hasPrefix("dlv_") == true)
+        for request in got {
+            #expect(request.method == "POST" && request.target == "/hook?token=abc")
+            #expect(request.json?["deliveryId"] as? String == ids.first && request.json?["event"] as? String == "completed")
+            #expect(request.headers["content-type"] == "application/json" && request.headers["user-agent"] == "download-service/test")
+            #expect(request.headers["x-signature-256"] == "sha256=" + HMACSHA256.hex(key: Array("s3cret".utf8), message: request.body))
+            #expect(request.body == got[0].body)
+        }
+        #expect(reports.map(\.outcome) == [.delivered] && reports[0].tries == 3 && reports[0].shownURL == "http://127.0.0.1:\(receiver.port)")
+        #expect(dispatcher.statistics.tries == 3 && dispatcher.statistics.deliveries == [.delivered: 1])
+        #expect(dispatcher.counts.registrations == 0 && dispatcher.counts.pending == 0)  // done: the download completed
+        #expect(try WebhookJournal(path: h.journalPath).load().registrations.isEmpty)
+    }
+
+    @Test func retryAfterOfAtMostAnHourReplacesTheDelay() async throws {
+        let receiver = try WebhookReceiver(answers: [.init(status: 503, retryAfter: "120"), .init(status: 429, retryAfter: "7200")])
+        defer { receiver.stop() }
+        let h = Harness()
+        let dispatcher = try h.dispatcher()
+        try dispatcher.register(CallbackRequest(url: receiver.url()), token: "caller-1", snapshot: Harness.snapshot(.completed))
+        h.scheduler.advance(0)
+        _ = try await receiver.waitFor(1)
+        try await h.waitForTimer(dueIn: 120)
+        h.scheduler.advance(119.9)
+        #expect(receiver.received.count == 1)
+        h.scheduler.advance(0.1)
+        _ = try await receiver.waitFor(2)
+        try await h.waitForTimer(dueIn: 2)  // more than an hour: ignored, the computed delay stands
+        h.scheduler.advance(2)
+        _ = try await receiver.waitFor(3)
+        #expect(try await h.waitForReports(1).map(\.outcome) == [.delivered])
+    }
+
+    @Test func givesUpAfterTwelveTriesAndSaysWhy() async throws {
+        let receiver = try WebhookReceiver(answers: Array(repeating: .init(status: 500), count: 12))
+        defer { receiver.stop() }
+        let h = Harness()
+        let dispatcher = try h.dispatcher()
+        try dispatcher.register(CallbackRequest(url: receiver.url()), token: "caller-1", snapshot: Harness.snapshot(.completed))
+        h.scheduler.advance(0)
+        for tries in 1..<12 {
+            _ = try await receiver.waitFor(tries)
+            let delay = pow(2, Double(tries - 1))
+            try await h.waitForTimer(dueIn: delay)
+            h.scheduler.advance(delay)
+        }
+        let report = try await h.waitForReports(1)[0]
+        #expect(receiver.received.count == 12 && Set(receiver.received.map { $0.headers["x-delivery-id"] }).count == 1)
+        #expect(report.outcome == .gaveUp && report.tries == 12 && report.reason?.contains("answered 500") == true)
+        #expect(h.scheduler.pendingCount == 0)
+        #expect(dispatcher.statistics.deliveries == [.gaveUp: 1] && dispatcher.statistics.tries == 12)
+    }
+
+    @Test func refusedHostsAreRefusedBeforeAndAtConnectTime() async throws {
+        let receiver = try WebhookReceiver()
+        defer { receiver.stop() }
+        let h = Harness()
+        let egress = try EgressRules(allowPrivateNetworks: true, allow: [], deny: ["127.0.0.0/8", "::1"])
+        let dispatcher = try h.dispatcher(egress: egress)
+        do throws(EngineError) {
+            try dispatcher.screen(CallbackRequest(url: receiver.url()))
+            Issue.record("a denied address literal passed the screen")
+        } catch {
+            #expect(error.code == .destinationForbidden && error.message.contains("127.0.0.1"), "\(error)")
+        }
+        // The grammar of download URLs holds for callbacks too.
+        for bad in ["http://h/a b", "http://user:pw@h/", "http://h:99999/", "mailto:x@h"] {
+            #expect(throws: EngineError.self) { try dispatcher.screen(CallbackRequest(url: bad)) }
+        }
+        // A name passes the screen; the address it connects to is refused: ended at once, not retried.
+        let byName = CallbackRequest(url: "http://localhost:\(receiver.port)/hook")
+        try dispatcher.screen(byName)
+        try dispatcher.register(byName, token: "caller-1", snapshot: Harness.snapshot(.completed))
+        h.scheduler.advance(0)
+        let report = try await h.waitForReports(1)[0]
+        #expect(report.outcome == .forbidden && report.tries == 1 && report.reason?.contains("destination forbidden") == true, "\(report)")
+        #expect(receiver.received.isEmpty && h.scheduler.pendingCount == 0)
+        #expect(dispatcher.statistics.deliveries == [.forbidden: 1])
+    }
+
+    @Test func aPendingDeliveryCarriesOnAfterARestart() async throws {
+        let receiver = try WebhookReceiver(answers: [.init(status: 500)])
+        defer { receiver.stop() }
+        let h = Harness()
+        let first = try h.dispatcher()
+        try first.register(CallbackRequest(url: receiver.url()), token: "caller-1", snapshot: Harness.snapshot(.completed))
+        h.scheduler.advance(0)
+        _ = try await receiver.waitFor(1)
+        try await h.waitForTimer(dueIn: 1)
+        // A new process: the same state database, its own timers; the first one's never fire.
+        let later = ManualScheduler()
+        let second = try h.dispatcher(scheduler: later)
+        #expect(second.counts.registrations == 1 && second.counts.pending == 1)
+        try await h.waitForTimer(dueIn: 1, on: later)
+        later.advance(1)
+        let got = try await receiver.waitFor(2)
+        #expect(got[0].headers["x-delivery-id"] == got[1].headers["x-delivery-id"] && got[0].body == got[1].body)
+        #expect(try await h.waitForReports(1).map(\.tries) == [2])
+    }
+
+    @Test func eachCallerGetsItsOwnDeliveryAndACancelledCallerNone() async throws {
+        let receiver = try WebhookReceiver(answers: [.init(status: 500), .init(status: 500)])
+        defer { receiver.stop() }
+        let h = Harness()
+        let dispatcher = try h.dispatcher()
+        try dispatcher.register(CallbackRequest(url: receiver.url("/a")), token: "caller-a", snapshot: Harness.snapshot(.completed))
+        try dispatcher.register(CallbackRequest(url: receiver.url("/b")), token: "caller-b", snapshot: Harness.snapshot(.completed))
+        h.scheduler.advance(0)
+        let first = try await receiver.waitFor(2)
+        #expect(Set(first.map(\.target)) == ["/a", "/b"] && Set(first.map { $0.headers["x-delivery-id"] }).count == 2)
+        try await withTimeout(20) { await h.scheduler.waitForTimers(2) }
+        dispatcher.drop(token: "caller-b")  // caller b cancels its token: its pending delivery goes
+        #expect(dispatcher.counts.registrations == 1 && h.scheduler.pendingCount == 1)
+        h.scheduler.advance(1)
+        let all = try await receiver.waitFor(3)
+        #expect(all[2].target == "/a")
+        #expect(try await h.waitForReports(1).count == 1)
+        // The same event again (the engine redoing a completion after a crash) makes no second delivery.
+        dispatcher.settle(Harness.snapshot(.completed), registrationIDs: nil)
+        h.scheduler.advance(10)
+        #expect(receiver.received.count == 3)
+    }
+
+    @Test func onlyTheEventsAskedForAreDelivered() async throws {
+        let receiver = try WebhookReceiver()
+        defer { receiver.stop() }
+        let h = Harness()
+        let dispatcher = try h.dispatcher(state: .downloading)
+        try dispatcher.register(CallbackRequest(url: receiver.url("/failed-only"), events: [.failed]), token: "t1",
+                                snapshot: Harness.snapshot(.downloading))
+        try dispatcher.register(CallbackRequest(url: receiver.url("/both")), token: "t2", snapshot: Harness.snapshot(.downloading))
+        #expect(dispatcher.counts.registrations == 2 && dispatcher.counts.pending == 0)
+        dispatcher.downloadEnded(Harness.snapshot(.completed))
+        try await withTimeout(20) { await h.scheduler.waitForTimers(1) }
+        h.scheduler.advance(0)
+        let got = try await receiver.waitFor(1)
+        _ = try await h.waitForReports(1)
+        #expect(got.map(\.target) == ["/both"])
+        #expect(dispatcher.counts.registrations == 0)
+    }
+}
