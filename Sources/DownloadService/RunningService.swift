@@ -45,6 +45,7 @@ final class RunningService: Sendable {
             userAgent: "download-service/\(ServiceVersion.current)", report: { logger.webhook($0) }))
         let metrics = ServiceMetrics()
         var api = DownloadAPI(engine: engine, metrics: metrics, auth: configuration.authToken.map(BearerAuth.init(token:)))
+        api.adminAuth = configuration.adminToken.map(BearerAuth.init(token:))
         api.subscriberQuota = SubscriberQuota(limit: configuration.maxSubscribersPerDownload)
         api.eventSubscriberQuota = SubscriberQuota(limit: configuration.maxEventSubscribers)
         api.callerQuota = configuration.maxDownloadsPerClient.map { limit in
@@ -76,6 +77,8 @@ final class RunningService: Sendable {
             "host": configuration.host, "port": port, "url": "http://\(shownHost):\(port)",
             "cacheDir": configuration.cacheDirectory, "dataDir": configuration.dataDirectory,
             "stateDir": configuration.stateDirectory, "authRequired": configuration.authToken != nil,
+            "adminAuthRequired": configuration.adminToken != nil || configuration.authToken != nil,
+            "cacheTTL": JSON.orNull(configuration.cacheTTL),
             "allowPrivateNetworks": configuration.allowPrivateNetworks,
             "webhooksSigned": configuration.webhookSecret != nil || configuration.webhookSecretFile != nil,
             "allowHosts": configuration.allowHosts, "denyHosts": configuration.denyHosts,

@@ -48,6 +48,7 @@ public final class DownloadEngine: Sendable {
         core = try EngineCore(configuration: configuration, driver: driver, scheduler: scheduler, random: random,
                               diskPressure: thresholds, pressure: monitor)
         recovery = try core.recover()
+        core.scheduleRetention()
         let dispatcher = try WebhookDispatcher(
             journal: WebhookJournal(path: core.store.stateDirectory + "/" + SQLiteStateStore.fileName),
             poster: CurlWebhookPoster(egress: egress), scheduler: scheduler, random: random, egress: egress,

@@ -125,6 +125,10 @@ public struct EngineConfiguration: Sendable {
     /// Seconds a paused download is kept (default 24 h): then its partial is purged and the download
     /// forgotten. Paused downloads that keep no bytes are forgotten after the same time.
     public var pausedTTL: Double = 86_400
+    /// Seconds a completed cache-area file is kept after it was last requested or served (its
+    /// completion, a `request`, a reader joining, `completedFile`); then its download is removed
+    /// (`removed` by retention), within the TTL plus the larger of 1 s and a tenth of it. Nil or 0: off.
+    public var cacheTTL: Double?
     /// Paused downloads that keep no bytes remembered at most; beyond it the oldest are forgotten
     /// (default 1 000).
     public var maxEmptyPausedDownloads: Int = 1_000

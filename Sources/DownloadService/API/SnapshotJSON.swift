@@ -33,6 +33,7 @@ enum SnapshotJSON {
         o.append("links", .object(links(id: s.id)))
         if completed { o.append("path", .string(s.path)) }
         if let reason = s.reason { o.append("reason", .string(reason)) }
+        if let by = s.pausedBy { o.append("pausedBy", .string(by.rawValue)) }
         o.append("resumable", .bool(s.resumable))
         if completed {
             o.append("sha256", .string(s.sha256))

@@ -24,6 +24,10 @@ struct ServiceConfiguration: Sendable, Equatable {
     var cacheMaxBytes: Int64?
     /// When set, every endpoint but `/healthz` needs `Authorization: Bearer <token>`.
     var authToken: String?
+    /// `--admin-token`: guards `/admin/*` (without it `/admin/*` follows `authToken`).
+    var adminToken: String?
+    /// `--cache-ttl`: seconds a completed cache file is kept after it was last asked for; nil = off.
+    var cacheTTL: Double?
     /// Key of the callbacks' `X-Signature-256` (`--webhook-secret`), or the file holding it.
     var webhookSecret: String?
     var webhookSecretFile: String?
@@ -102,6 +106,7 @@ struct ServiceConfiguration: Sendable, Equatable {
         c.maxConnectionsPerDownload = maxConnectionsPerDownload
         c.maxFileSize = maxFileSize
         c.cacheMaxBytes = cacheMaxBytes
+        c.cacheTTL = cacheTTL
         c.allowPrivateNetworks = allowPrivateNetworks
         c.allowHosts = allowHosts
         c.denyHosts = denyHosts

@@ -30,6 +30,8 @@ struct FetchCursor: Equatable {
     func step(_ tail: TailState) -> Step {
         guard tail.generation == plan.generation else { return .abort("the file changed at the origin") }
         switch tail.phase {
+        case .removed:
+            return .abort("the download was removed")
         case .failed(let failure, _):
             let upTo = sendable(tail)
             if upTo > next { return .send(from: next, to: upTo) }

@@ -12,6 +12,8 @@ enum FetchPlan: Equatable {
     /// `409 changed` (a bare `Range` on a file that changed lately) or `416` (starts beyond the end).
     case refuse(Refusal)
     case stream(Streaming)
+    /// The download was removed while the reader waited: `404 not_found`.
+    case removed
 
     enum Refusal: Equatable {
         case changed
@@ -48,6 +50,7 @@ enum FetchPlan: Equatable {
                        changedRecently: Bool) -> FetchPlan {
         switch tail.phase {
         case .completed: return .serveStored
+        case .removed: return .removed
         case .failed(let failure, let stalled): return .fail(status: stalled ? 504 : 502, failure)
         case .waiting: return .wait
         case .flowing where awaitingHead: return .wait

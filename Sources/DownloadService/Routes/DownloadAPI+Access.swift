@@ -18,9 +18,14 @@ extension DownloadAPI {
         return access(isPrivate: true, request, id: id).allowsReading
     }
 
-    /// The one place that says whether a request is the operator's. The operator API (its admin
-    /// token) makes this true for its requests; until then no request is.
-    func isOperator(_ request: Request) -> Bool { false }
+    /// The one place that says whether a request is the operator's: it shows the admin token
+    /// (`--admin-token`; on `/events` also as `?access_token=`). Without an admin token no request
+    /// is: a shared `--auth-token` does not let one caller read another's private download.
+    func isOperator(_ request: Request, endpoint: Endpoint? = nil) -> Bool {
+        guard let adminAuth else { return false }
+        let presented = endpoint.flatMap { QueryToken.authorization(for: $0, request) } ?? request.headers["Authorization"]
+        return adminAuth.allows(authorization: presented)
+    }
 
     func access(isPrivate: Bool, _ request: Request, id: String?) -> DownloadAccess {
         var shows = false

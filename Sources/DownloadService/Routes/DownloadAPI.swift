@@ -7,6 +7,8 @@ struct DownloadAPI: Sendable {
     let engine: DownloadEngine
     let metrics: ServiceMetrics
     let auth: BearerAuth?
+    /// `--admin-token`: guards `/admin/*` (nil: `auth` does); also accepted wherever `auth` is.
+    var adminAuth: BearerAuth? = nil
     /// Seconds between `: keep-alive` comments on progress streams (default 15).
     var keepAliveInterval: Double = 15
     /// Progress streams per download (`--max-subscribers-per-download`); beyond it 503 `too_many_subscribers`.
@@ -23,13 +25,15 @@ struct DownloadAPI: Sendable {
     static let healthBody = Array(#"{"status":"ok"}"#.utf8)
 
     func respond(to request: Request) async -> Response {
+        if AdminEndpoint.isAdmin(request.path) { return admin(request) }
         guard let endpoint = Endpoint(path: request.path) else {
             return APIError.notFound("no resource at \(request.path)").response
         }
         guard endpoint.allowedMethods.contains(request.method) else {
             return APIError.methodNotAllowed(request.method, allow: endpoint.allowedMethods).response
         }
-        if endpoint != .health, endpoint != .page, let auth, !auth.allows(authorization: QueryToken.authorization(for: endpoint, request)) {
+        if endpoint != .health, endpoint != .page,
+           access.callerAccess(authorization: QueryToken.authorization(for: endpoint, request)) != .allowed {
             return APIError.unauthorized.response
         }
         if let id = Self.readDownloadID(endpoint, method: request.method), !mayRead(id: id, request) {

@@ -29,7 +29,7 @@ extension DownloadAPI {
         let lastID = request.headers["Last-Event-ID"].flatMap { UInt64($0.trimmingCharacters(in: .whitespaces)) }
         let source = FeedStreamSource(subscription: engine.watchAll(after: lastID), eventData: eventData, lease: lease,
                                       keepAlive: (Array(ServerSentEvent.comment("keep-alive").utf8), keepAliveInterval),
-                                      showsPrivate: isOperator(request))
+                                      showsPrivate: isOperator(request, endpoint: .events))
         return Response(headers: headers, body: .push(PushBody(source: source)))
     }
 

@@ -32,6 +32,7 @@ extension DownloadAPI {
         let changes = ChangeSignal()
         reader.watch { changes.signal() }
         var queuedFor: Double = 0
+        var heldFor: Double = 0
         while true {
             let tail = reader.state
             let awaiting = awaitingHeadsAbove.map { tail.heads <= $0 } ?? false
@@ -44,16 +45,26 @@ extension DownloadAPI {
                     reader.close()
                     return APIError(status: 503, .queued, "the client went away").response
                 }
-                let queued = engine.snapshot(id: reader.id)?.state == .queued
+                let snapshot = engine.snapshot(id: reader.id)
+                let queued = snapshot?.state == .queued
                 queuedFor = queued ? queuedFor : 0
                 if queuedFor >= Self.queuedPatience {
                     reader.close()
                     return APIError(status: 503, .queued, "the download waits for a transfer slot; retry later",
                                     headers: ["Retry-After": "10"]).response
                 }
+                // Held by the operator: the reader waits, for the stall timeout at most.
+                let held = snapshot?.pausedBy == .operator
+                heldFor = held ? heldFor : 0
+                if heldFor >= engine.configuration.stallTimeout {
+                    reader.close()
+                    return APIError(status: 504, .stalled, "the download is paused by the operator; no data came for the stall timeout")
+                        .response
+                }
                 let started = Date()
                 await changes.wait(seconds: 1)
                 if queued { queuedFor += Date().timeIntervalSince(started) }
+                if held { heldFor += Date().timeIntervalSince(started) }
             case .serveStored:
                 reader.close()
                 return fetchStored(id: reader.id, tail: tail)
@@ -72,6 +83,9 @@ extension DownloadAPI {
                                 headers: headers).response
             case .stream(let streaming):
                 return streamResponse(streaming, reader: reader, tail: tail)
+            case .removed:
+                reader.close()
+                return unknownDownloadResponse(reader.id)
             }
         }
     }
@@ -125,7 +139,7 @@ extension DownloadAPI {
                 headers["ETag"] = FetchPlan.etag(id: id, tail: tail)
                 headers["Accept-Ranges"] = "bytes"
                 return Response(headers: headers, body: .push(PushBody(length: tail.total, source: HeadOnly())))
-            case .waiting, .failed:
+            case .waiting, .failed, .removed:
                 break
             }
         }

@@ -45,15 +45,25 @@ extension DownloadAPI {
         case .paused: "paused"
         case .completed: "completed"
         case .failed: "failed"
+        case .removed: "removed"
         }
     }
 
-    /// The snapshot as JSON, plus `offset` and `restarted` for a resume.
+    /// The snapshot as JSON, plus `offset` and `restarted` for a resume, `by` for a pause
+    /// (`operator` or `callers`) and for a removal (`operator` or `retention`, with `state` `removed`).
     static func eventData(_ event: DownloadEvent) -> String {
         var data = SnapshotJSON.object(event.snapshot)
-        if case .resumed(let offset, let restarted, _) = event {
+        switch event {
+        case .resumed(let offset, let restarted, _):
             data["offset"] = .int(offset)
             data["restarted"] = .bool(restarted)
+        case .paused(let snapshot):
+            data["by"] = .string((snapshot.pausedBy ?? .callers).rawValue)
+        case .removed(let by, _):
+            data["by"] = .string(by.rawValue)
+            data["state"] = .string("removed")
+        case .progress, .completed, .failed:
+            break
         }
         return JSONValue.object(data).string
     }

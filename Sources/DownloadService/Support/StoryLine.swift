@@ -59,6 +59,10 @@ enum StoryLine {
             return ("recovered", .info, ["state": state.rawValue, "keptBytes": keptBytes, "callers": callers])
         case .stopped(let bytesWritten):
             return ("stopped", .info, ["bytesWritten": bytesWritten])
+        case .released(let callers):
+            return ("released", .info, ["callers": callers])
+        case .removed(let by):
+            return ("removed", .info, ["by": by.rawValue])
         }
     }
 

@@ -190,7 +190,8 @@ final class DownloadRecord {
             sha256: state == .completed ? sha256 : nil, size: state == .completed ? size : nil,
             path: state == .completed ? finalPath : nil, fileName: fileName, error: error,
             isPrivate: isCredentialed, reason: state == .paused && waitsForCredentials ? "credentials_required" : nil,
-            connections: connectionCounts)
+            connections: connectionCounts,
+            pausedBy: state == .paused ? (lifecycle.held ? .operator : .callers) : nil)
     }
 
     /// Shown once a caller asked for more than one connection.
@@ -208,11 +209,11 @@ final class DownloadRecord {
             finalPath: publishing?.path ?? finalPath, sha256: publishing?.sha256 ?? sha256, size: publishing?.size ?? size, createdAt: createdAt, updatedAt: updatedAt, lastAccess: lastAccess, error: error,
             contentType: contentType, generation: generation, changedAt: changedAt,
             connections: connectionsRequested, segments: validator == nil ? nil : segments, tokens: tokens,
-            credentialKey: key.credential)
+            credentialKey: key.credential, held: lifecycle.held)
     }
 
     convenience init(stored entry: StoredDownload, tau: Double, progressInterval: Double, ignoring: Set<String> = []) {
-        self.init(id: entry.id, url: entry.url, storage: entry.storage, lifecycle: DownloadLifecycle(restoring: entry.state),
+        self.init(id: entry.id, url: entry.url, storage: entry.storage, lifecycle: DownloadLifecycle(restoring: entry.state, held: entry.held),
                   now: entry.createdAt, tau: tau, progressInterval: progressInterval, ignoring: ignoring,
                   credential: entry.credentialKey)
         updatedAt = entry.updatedAt

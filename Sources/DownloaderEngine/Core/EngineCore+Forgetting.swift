@@ -22,6 +22,7 @@ extension EngineCore {
     func boundEmptyPaused(olderThan cutoff: Date? = nil) {
         let empty = byID.values.filter {
             $0.state == .paused && $0.attempt == nil && $0.keptBytes == 0 && $0.tokens.isEmpty && $0.readers == 0
+                && !$0.lifecycle.held  // The operator's hold is kept until the operator lifts it.
         }
         let limit = max(0, configuration.maxEmptyPausedDownloads)
         guard empty.count > limit || cutoff.map({ c in empty.contains { $0.updatedAt < c } }) == true else { return }

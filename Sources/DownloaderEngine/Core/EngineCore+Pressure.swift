@@ -64,7 +64,7 @@ extension EngineCore {
     /// that keep no bytes are forgotten after the same time, and beyond `maxEmptyPausedDownloads`.
     func expireIdle() {
         let cutoff = clock.now().addingTimeInterval(-max(0, configuration.pausedTTL))
-        for record in idlePartials() where record.state == .paused && record.updatedAt < cutoff {
+        for record in idlePartials() where record.state == .paused && record.updatedAt < cutoff && !record.lifecycle.held {
             purgePartial(record, reason: .ttl)
             forget(record)
         }
@@ -111,7 +111,7 @@ extension EngineCore {
     }
 
     /// Under `lock`: counts the purge and reports it (in order, without the lock).
-    private func notePurge(_ event: PurgeEvent) {
+    func notePurge(_ event: PurgeEvent) {
         stats.purges[PurgeCounterKey(kind: event.kind, reason: event.reason), default: 0] += 1
         tell(.purged(kind: event.kind, reason: event.reason, bytes: event.bytes), id: event.id, url: event.url)
         guard let handler = purgeHandler else { return }

@@ -31,8 +31,8 @@ extension EngineCore {
         let directory = store.stateDirectory
         // The cache and data areas are listed on the work queue while the store loads.
         let listings = AreaListing.Pending([store.cacheDirectory, store.dataDirectory], on: workQueue)
-        let (outcome, stored) = try stateWriter.perform { state throws(StateStoreError) in
-            (try JournalImport.run(directory: directory, into: state), try state.load())
+        let (outcome, stored, removed) = try stateWriter.perform { state throws(StateStoreError) in
+            (try JournalImport.run(directory: directory, into: state), try state.load(), try state.loadTombstones())
         }
         let areas = listings.wait()
         var (cache, data) = (areas[0], areas[1])
@@ -42,6 +42,7 @@ extension EngineCore {
         case .unreadable(let keptAt): report.corruptJournalKeptAt = keptAt
         }
         return decide {
+            let stored = buryRemoved(removed, among: stored)
             restore(stored, cache: &cache, data: &data, into: &report)
             return report
         }
@@ -113,6 +114,21 @@ extension EngineCore {
             handle(.recovered(callers: record.waitsForCredentials ? 0 : record.tokens.count), for: record)
             tellRecovered(record)
             if record.state == .paused { save(record) } else { report.resumed += 1 }
+        }
+    }
+
+    /// Tombstoned downloads never come back: a row a tombstone names is dropped (and removed from
+    /// the store), and the files the tombstone lists are deleted (a crash may have come first).
+    private func buryRemoved(_ removed: [Tombstone], among stored: [StoredDownload]) -> [StoredDownload] {
+        guard !removed.isEmpty else { return stored }
+        for tombstone in removed {
+            tombstones.add(tombstone)
+            for path in tombstone.paths { FileStore.remove(path) }
+        }
+        return stored.filter { entry in
+            guard tombstones[entry.id] != nil else { return true }
+            unsaved.insert(entry.id)
+            return false
         }
     }
 

@@ -65,7 +65,11 @@ extension EngineCore {
                                            requestedOffset: attempt.plan.offset, acceptedOffset: attempt.acceptedOffset,
                                            diskError: attempt.diskError)
         decide {
-            guard let record = byID[attempt.recordID] else { return }
+            guard let record = byID[attempt.recordID] else {
+                // Removed while settling: a file published meanwhile goes too.
+                if case .published(let file) = settlement { removeLater(file.path) }
+                return
+            }
             let kept = closed.map { PartialFacts(keptBytes: $0.length, resumable: record.validator != nil) } ?? record.partialFacts
             record.updatedAt = clock.now()
             if attempt.crew?.abandoned == true { record.segmentsRefused = true }
@@ -123,16 +127,17 @@ extension EngineCore {
         do {
             try partial.fullSync()
             let target = store.finalPath(id: context.id, fileName: context.fileName, storage: context.storage)
-            let hooks: EngineHooks = decide {
-                if let record = byID[context.id] {
-                    handle(.publishing(serial: attempt.serial), for: record) { action in
-                        guard action == .recordPublishing else { return false }
-                        record.publishing = PublishIntent(path: target, sha256: digest, size: length)
-                        return true
-                    }
+            let (hooks, known): (EngineHooks, Bool) = decide {
+                guard let record = byID[context.id] else { return (self.hooks, false) }
+                handle(.publishing(serial: attempt.serial), for: record) { action in
+                    guard action == .recordPublishing else { return false }
+                    record.publishing = PublishIntent(path: target, sha256: digest, size: length)
+                    return true
                 }
-                return self.hooks
+                return (self.hooks, true)
             }
+            // Removed meanwhile: nothing is published (the partial goes with the tombstone's files).
+            guard known else { return .failed(DownloadFailure(code: .unknown, message: "the download was removed"), discard: true) }
             stateWriter.flush()
             hooks.beforePublishRename?()
             try store.publish(from: partial.path, to: target)

@@ -48,6 +48,8 @@ extension EngineCore {
     func tellJoining(_ record: DownloadRecord, _ request: DownloadRequest, as joiner: Joiner) {
         let before = record.state
         switch before {
+        case .paused where record.lifecycle.held:  // The operator's hold: joining resumes nothing.
+            tell(.joined(client: request.client, by: joiner.asker, state: before, callers: record.interest + 1), of: record)
         case .paused, .failed:
             if before == .failed || record.story.since == nil {
                 record.story = StoryLedger(since: clock.monotonic(), kept: record.keptBytes)

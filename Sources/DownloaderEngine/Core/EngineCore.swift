@@ -49,6 +49,8 @@ final class EngineCore: @unchecked Sendable {
     /// Numbers the events decided, so a subscriber made meanwhile skips those its first element reflects.
     var eventSequence: UInt64 = 0
     var shuttingDown = false
+    /// Removed downloads (newest `Tombstone.limit`), written with their rows' deletion (`takeUnsaved`).
+    var tombstones = TombstoneLedger()
     var shutdownWaiter: CheckedContinuation<Void, Never>?
     /// Test seams (all nil in production).
     var hooks = EngineHooks()
@@ -129,7 +131,12 @@ final class EngineCore: @unchecked Sendable {
     func takeUnsaved(adding retry: Set<String>) -> StateBatch {
         var batch = StateBatch()
         for id in unsaved.union(retry) {
-            if let record = byID[id] { batch.upserts.append(record.stored()) } else { batch.deletions.append(id) }
+            if let record = byID[id] {
+                batch.upserts.append(record.stored())
+            } else {
+                batch.deletions.append(id)
+                if let tombstone = tombstones[id] { batch.tombstones.append(tombstone) }
+            }
         }
         unsaved.removeAll(keepingCapacity: true)
         return batch
@@ -145,6 +152,8 @@ final class EngineCore: @unchecked Sendable {
             subscribers.publish(event, to: id, sequence: sequence)
             feed.ingest(event)
         }
+        // A removal ends streams too, but it is no completion or failure (webhooks are about those).
+        if case .removed = event { return }
         if event.isTerminal, let ended = hooks.ended { effects.append { ended(event.snapshot) } }
     }
 }

@@ -13,6 +13,10 @@
 /// partial synced and kept, or its verified file published, which completes the download), and the
 /// `paused` event goes out only then. A caller joining meanwhile queues the download again; a new
 /// attempt starts once the abandoned one has ended (`running(.awaitingDrain)`).
+///
+/// The operator's hold (`operatorPaused`) pauses the download whatever its callers want: callers
+/// joining leave it `paused` until `operatorResumed` lifts the hold (journaled, so it survives a
+/// restart). `removed` stops everything: the engine forgets the download right after.
 struct DownloadLifecycle: Equatable, Sendable {
     enum Phase: Equatable, Sendable {
         /// Waiting in the engine's FIFO for a transfer slot.
@@ -71,6 +75,8 @@ struct DownloadLifecycle: Equatable, Sendable {
     private(set) var attemptsMade = 0
     /// The completed file is being moved into another area.
     private(set) var moving = false
+    /// The operator paused the download: callers joining do not resume it (only `operatorResumed` does).
+    private(set) var held = false
     /// Attempt serials and retry tokens, never reused within the download.
     private var serials: UInt64 = 0
 
@@ -96,7 +102,8 @@ struct DownloadLifecycle: Equatable, Sendable {
 
     /// The journaled state of a download loaded at start-up (`recovered` decides what follows).
     /// A download journaled as running carries on: it is queued again.
-    init(restoring state: DownloadState) {
+    init(restoring state: DownloadState, held: Bool = false) {
+        self.held = held && state == .paused
         switch state {
         case .queued, .downloading: phase = .queued
         case .paused: phase = .paused
@@ -149,6 +156,9 @@ struct DownloadLifecycle: Equatable, Sendable {
         case .moveEnded:
             moving = false
             return []
+        case .operatorPaused(let partial): return operatorPaused(partial)
+        case .operatorResumed(let callers): return operatorResumed(callers: callers)
+        case .removed: return removed()
         }
     }
 
@@ -157,6 +167,7 @@ struct DownloadLifecycle: Equatable, Sendable {
     }
 
     private mutating func callerJoined() -> [LifecycleAction] {
+        if held { return [] }  // Only the operator lifts the hold.
         switch phase {
         case .paused, .failed:
             phase = .queued
@@ -272,6 +283,7 @@ struct DownloadLifecycle: Equatable, Sendable {
     private mutating func complete() -> [LifecycleAction] {
         let releasing = leaveSlotOrQueue()
         phase = .completed
+        held = false
         attemptsMade = 0
         return [.recordCompletion] + releasing + [.emit(.completed), .housekeeping(.purgeCache), .journal]
     }
@@ -279,6 +291,7 @@ struct DownloadLifecycle: Equatable, Sendable {
     private mutating func fail(_ failure: DownloadFailure) -> [LifecycleAction] {
         let releasing = leaveSlotOrQueue()
         phase = .failed
+        held = false
         attemptsMade = 0
         return [.recordFailure(failure)] + releasing + [.emit(.failed), .housekeeping(.forgetOldFailures), .journal]
     }
@@ -293,6 +306,49 @@ struct DownloadLifecycle: Equatable, Sendable {
             if a.stage == .starting || a.stage == .transferring { actions.append(.cancelTransfer(serial: a.serial)) }
         }
         if case .running = phase { phase = .running(.stopped) }
+        return actions
+    }
+
+    /// The operator's pause: stops work as the last caller leaving does, and holds the download
+    /// paused. A download already paused is held (told `paused` again, now by the operator, unless
+    /// its abandoned attempt is still settling: then that tells it). Completed and failed downloads
+    /// cannot be held (the engine refuses before asking).
+    private mutating func operatorPaused(_ partial: PartialFacts) -> [LifecycleAction] {
+        guard !held else { return [] }
+        switch phase {
+        case .completed, .failed:
+            return []
+        case .paused:
+            held = true
+            return (attempt == nil ? [.emit(.paused)] : []) + [.journal]
+        case .queued, .running:
+            held = true
+            return pause(partial) + [.journal]
+        }
+    }
+
+    /// The operator lifts the hold: with `callers` (callers and readers) left the download queues
+    /// again, else it stays paused.
+    private mutating func operatorResumed(callers: Int) -> [LifecycleAction] {
+        guard held else { return [] }
+        held = false
+        guard phase == .paused, callers > 0 else { return [.journal] }
+        phase = .queued
+        attemptsMade = 0
+        return [.requestSlot, .journal]
+    }
+
+    /// Removal: the slot or the queue place goes, a live attempt is cancelled (it ends unheard: the
+    /// engine forgets the download right after).
+    private mutating func removed() -> [LifecycleAction] {
+        var actions = leaveSlotOrQueue()
+        if var a = attempt, !a.abandoned {
+            a.abandoned = true
+            attempt = a
+            if a.stage == .starting || a.stage == .transferring { actions.insert(.cancelTransfer(serial: a.serial), at: 0) }
+        }
+        held = false
+        if phase != .completed && phase != .failed { phase = .paused }
         return actions
     }
 }

@@ -30,6 +30,12 @@ enum LifecycleEvent: Equatable, Sendable {
     case placementWanted(inPlace: Bool)
     /// A move between areas ended (placed or given up).
     case moveEnded
+    /// The operator paused the download (`POST /admin/downloads/{id}/pause`). `partial`: what it keeps now.
+    case operatorPaused(partial: PartialFacts)
+    /// The operator lifted the hold; `callers` (callers and readers) are left.
+    case operatorResumed(callers: Int)
+    /// The download is removed (by the operator, or by retention): the engine forgets it next.
+    case removed
 }
 
 /// What the kept partial file holds, as far as decisions go.

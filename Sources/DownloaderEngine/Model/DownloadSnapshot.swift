@@ -36,6 +36,8 @@ public struct DownloadSnapshot: Sendable, Codable, Equatable {
     public var reason: String?
     /// Segmented fetch: connections asked for, granted and in use; nil when the callers asked for one.
     public var connections: ConnectionCounts?
+    /// Who paused a `paused` download (nil in every other state).
+    public var pausedBy: PauseCause?
 
     public init(
         id: String, url: String, state: DownloadState, storage: StorageClass,
@@ -43,7 +45,7 @@ public struct DownloadSnapshot: Sendable, Codable, Equatable {
         bytesPerSecond: Double = 0, etaSeconds: Double? = nil, callers: Int = 0, resumable: Bool = false,
         createdAt: Date, updatedAt: Date, sha256: String? = nil, size: Int64? = nil, path: String? = nil,
         fileName: String? = nil, error: DownloadFailure? = nil, isPrivate: Bool = false, reason: String? = nil,
-        connections: ConnectionCounts? = nil
+        connections: ConnectionCounts? = nil, pausedBy: PauseCause? = nil
     ) {
         self.id = id
         self.url = url
@@ -66,6 +68,7 @@ public struct DownloadSnapshot: Sendable, Codable, Equatable {
         self.isPrivate = isPrivate
         self.reason = reason
         self.connections = connections
+        self.pausedBy = pausedBy
     }
 }
 

@@ -47,6 +47,8 @@ public struct DownloadStory: Sendable, Equatable {
         case readerLeft = "reader_left"
         /// A credentialed download after a restart: its headers were never stored.
         case credentialsRequired = "credentials_required"
+        /// The operator paused it (`POST /admin/downloads/{id}/pause`).
+        case `operator`
     }
 
     /// Why an attempt ended without the file, before a retry.
@@ -95,5 +97,9 @@ public struct DownloadStory: Sendable, Equatable {
         case recovered(state: DownloadState, keptBytes: Int64, callers: Int)
         /// The engine shut down while it ran: it carries on at the next start.
         case stopped(bytesWritten: Int64)
+        /// The operator lifted its hold; with `callers` (callers and readers) left it runs again.
+        case released(callers: Int)
+        /// Removed with its files and tokens, by the operator or by retention.
+        case removed(by: RemovalCause)
     }
 }

@@ -11,6 +11,8 @@ public struct TailState: Sendable, Equatable {
         case completed
         /// The download failed; `stalled` when its last attempt got no data for the stall timeout.
         case failed(DownloadFailure, stalled: Bool)
+        /// The download was removed: a reader still following it is aborted.
+        case removed
     }
 
     public var phase: Phase = .waiting

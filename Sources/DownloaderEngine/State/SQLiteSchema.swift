@@ -86,6 +86,22 @@ enum SQLiteSchema {
         ALTER TABLE downloads ADD COLUMN connections INTEGER NOT NULL DEFAULT 1;
         ALTER TABLE downloads ADD COLUMN segments TEXT;
         """,
+        // 7 (issue 14): the operator's holds (a download paused by the operator stays so until the
+        // operator resumes it; deleted with the download) and the tombstones of removed downloads
+        // (written with the row's deletion; a start-up drops any row they name and deletes the
+        // files they list; the newest `Tombstone.limit` are kept). Own tables: no column added.
+        """
+        CREATE TABLE operator_holds (
+            id TEXT PRIMARY KEY
+        ) WITHOUT ROWID;
+        CREATE TABLE tombstones (
+            id TEXT PRIMARY KEY,
+            url TEXT NOT NULL,
+            removed_at REAL NOT NULL,
+            removed_by TEXT NOT NULL,
+            paths TEXT NOT NULL
+        ) WITHOUT ROWID;
+        """,
     ]
 
     static var version: Int { migrations.count }

@@ -22,6 +22,8 @@ final class SQLiteStateStore: StateStore, @unchecked Sendable {
     let path: String
     let db: SQLiteConnection
     let statements: SQLiteStateStatements
+    /// Holds and tombstones (issue 14).
+    let operatorStatements: SQLiteOperatorStatements
     /// Row of every recorded download (read by `load`, or by the first commit before it; kept
     /// current by `commit`).
     private var rows: [String: Int64]?
@@ -74,6 +76,7 @@ final class SQLiteStateStore: StateStore, @unchecked Sendable {
         }
         try SQLiteSchema.migrate(db)
         statements = try SQLiteStateStatements(db)
+        operatorStatements = try SQLiteOperatorStatements(db)
     }
 
     /// Reads every download, then their tokens (both in `row` order: a merge, no lookups). The id →
@@ -99,6 +102,10 @@ final class SQLiteStateStore: StateStore, @unchecked Sendable {
             guard let row = tokens.int64(0), let hash = TokenHash(digest: tokens.bytes(1)) else { continue }
             while at < order.count && order[at] < row { at += 1 }
             if at < order.count && order[at] == row { downloads[at].tokens.insert(hash) }
+        }
+        let held = operatorStatements.held
+        if !held.isEmpty {
+            for i in downloads.indices where held.contains(downloads[i].id) { downloads[i].held = true }
         }
         rows = nil
         loaded = zip(downloads.lazy.map(\.id), order).map { ($0, $1) }
@@ -126,6 +133,10 @@ final class SQLiteStateStore: StateStore, @unchecked Sendable {
         return found
     }
 
+    func loadTombstones() throws(StateStoreError) -> [Tombstone] {
+        try operatorStatements.loadTombstones()
+    }
+
     /// Copies the WAL into `state.db` and truncates it (`wal_checkpoint(TRUNCATE)`).
     func checkpoint() throws(StateStoreError) {
         try statements.checkpoint.run()
@@ -143,6 +154,7 @@ final class SQLiteStateStore: StateStore, @unchecked Sendable {
         }
         var assigned: [String: Int64] = [:]
         var next = nextRow
+        var heldAfter = operatorStatements.held
         try statements.begin.run()
         do throws(StateStoreError) {
             for id in batch.deletions {
@@ -159,11 +171,14 @@ final class SQLiteStateStore: StateStore, @unchecked Sendable {
                 }
                 step()
             }
+            heldAfter = try operatorStatements.write(upserts: batch.upserts, deletions: batch.deletions,
+                                                     tombstones: batch.tombstones)
             try statements.commit.run()
         } catch {
             try? statements.rollback.run()
             throw error
         }
+        operatorStatements.committed(held: heldAfter, tombstones: batch.tombstones.count)
         for id in batch.deletions { rows[id] = nil }
         rows.merge(assigned) { $1 }
         self.rows = rows

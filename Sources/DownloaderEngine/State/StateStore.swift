@@ -12,15 +12,24 @@ protocol StateStore: AnyObject, Sendable {
     /// Folds whatever the store keeps beside its file into it (a clean stop leaves one
     /// self-contained file). Later commits still work.
     func checkpoint() throws(StateStoreError)
+
+    /// The tombstones of removed downloads (see `Tombstone`), oldest first.
+    func loadTombstones() throws(StateStoreError) -> [Tombstone]
+}
+
+extension StateStore {
+    /// A store that keeps no tombstones has none to give.
+    func loadTombstones() throws(StateStoreError) -> [Tombstone] { [] }
 }
 
 /// Changes committed together: downloads written whole (inserted or replaced, tokens included)
-/// and downloads removed (with their tokens).
+/// and downloads removed (with their tokens); `tombstones` of removed downloads are written with them.
 struct StateBatch: Sendable, Equatable {
     var upserts: [StoredDownload] = []
     var deletions: [String] = []
+    var tombstones: [Tombstone] = []
 
-    var isEmpty: Bool { upserts.isEmpty && deletions.isEmpty }
+    var isEmpty: Bool { upserts.isEmpty && deletions.isEmpty && tombstones.isEmpty }
 
     /// The ids the batch touches.
     var ids: Set<String> { Set(upserts.map(\.id)).union(deletions) }

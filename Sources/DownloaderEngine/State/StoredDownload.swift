@@ -40,4 +40,6 @@ struct StoredDownload: Sendable, Equatable {
     /// A credentialed download's keyed hash of its caller's headers (`CoalescingKey.credential`);
     /// the headers themselves are never stored.
     var credentialKey: [UInt8]? = nil
+    /// The operator holds the download paused (table `operator_holds`).
+    var held = false
 }

@@ -93,6 +93,31 @@ struct CredentialsServiceLiveTests {
         #expect(try Self.filesHoldNone(service.root.appendingPathComponent("state"), [Self.secret, Self.apiKey, "SECRET"]) == [])
     }
 
+    /// The operator (the admin token) sees a private download, in the list, its snapshot and on
+    /// `/events`; the caller token shared by every caller does not.
+    @Test func theOperatorSeesPrivateDownloads() async throws {
+        let origin = try TestOrigin(bodySize: 64 << 10)
+        defer { origin.stop() }
+        let (callerToken, adminToken) = ("caller-\(UUID().uuidString)", "admin-\(UUID().uuidString)")
+        let service = try await ServiceProcess.start(arguments: ["--allow-private-networks", "--auth-token", callerToken,
+                                                                 "--admin-token", adminToken])
+        let client = service.client
+        let (asCaller, asAdmin) = (["Authorization": "Bearer \(callerToken)"], ["Authorization": "Bearer \(adminToken)"])
+        let created = try await client.post("/downloads", json: Self.body(url: origin.url, headers: ["X-Api-Key": Self.apiKey]),
+                                            headers: asCaller)
+        let id = try #require(created.string("id"))
+        #expect(!(try await client.request("GET", "/downloads", headers: asCaller)).text.contains(id))
+        #expect(try await client.request("GET", "/downloads/\(id)", headers: asCaller).status == 404)
+        #expect((try await client.request("GET", "/downloads", headers: asAdmin)).text.contains(id))
+        #expect(try await client.request("GET", "/downloads/\(id)", headers: asAdmin).status == 200)
+        let (head, stream) = try await client.openStream("/events?access_token=\(adminToken)")
+        #expect(head.status == 200)
+        let first = try #require(try await stream.next { _ in true })
+        stream.close()
+        #expect(first.event == "snapshot" && first.json["id"] as? String == id)
+        #expect(try await service.stop() == 0)
+    }
+
     @Test func noHeaderCrossesARedirectToAnotherOrigin() async throws {
         let origin = try TestOrigin(bodySize: 10_000)
         let elsewhere = try TestOrigin(bodySize: 10_000, path: "/moved")

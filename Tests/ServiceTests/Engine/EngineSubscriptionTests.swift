@@ -31,6 +31,7 @@ import Testing
             case .paused: return "paused"
             case .completed: return "completed"
             case .failed: return "failed"
+            case .removed: return "removed"
             }
         }
         #expect(kinds == ["progress", "resumed", "progress", "completed"], "\(kinds)")

@@ -19,6 +19,7 @@ enum LifecycleNotation {
             parts.append("#\(a.serial) \(a.stage)")
             if a.abandoned { parts.append("abandoned") }
         }
+        if l.held { parts.append("held") }
         if l.moving { parts.append("moving") }
         return parts.joined(separator: " ")
     }

@@ -56,6 +56,8 @@ extension DownloadStory.Event {
         case .moved: "moved"
         case .recovered: "recovered"
         case .stopped: "stopped"
+        case .released: "released"
+        case .removed: "removed"
         }
     }
 

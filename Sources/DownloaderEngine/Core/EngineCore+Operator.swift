@@ -1,0 +1,118 @@
+import Foundation
+
+// The operator's actions on any download: pause (a hold), resume (lifting it), remove (with a
+// durable tombstone); and retention, which removes cache files nobody asked for within `cacheTTL`.
+extension EngineCore {
+    /// Holds download `id` paused whatever its callers want. Idempotent; a completed or failed
+    /// download cannot be paused.
+    func operatorPause(id: String) -> OperatorOutcome {
+        let outcome: OperatorOutcome = decide {
+            guard let record = byID[id] else { return .unknown }
+            guard record.state != .completed && record.state != .failed else { return .invalidState(freshSnapshot(record)) }
+            if !record.lifecycle.held {
+                record.updatedAt = clock.now()
+                record.story.pauseReason = .operator
+                handle(.operatorPaused(partial: record.partialFacts), for: record)
+            }
+            return .done(freshSnapshot(record))
+        }
+        if case .done = outcome { stateWriter.flush() }  // The hold is durable when the operator hears of it.
+        return outcome
+    }
+
+    /// Lifts the operator's hold: the download runs again if it has callers (or readers), else it
+    /// stays paused. Idempotent; a completed or failed download answers `invalidState`.
+    func operatorResume(id: String) -> OperatorOutcome {
+        let outcome: OperatorOutcome = decide {
+            guard let record = byID[id] else { return .unknown }
+            guard record.state != .completed && record.state != .failed else { return .invalidState(freshSnapshot(record)) }
+            if record.lifecycle.held {
+                record.updatedAt = clock.now()
+                handle(.operatorResumed(callers: record.interest), for: record)
+                tell(.released(callers: record.interest), of: record)
+            }
+            return .done(freshSnapshot(record))
+        }
+        if case .done = outcome { stateWriter.flush() }
+        return outcome
+    }
+
+    /// Removes download `id` (its transfer, files, tokens and subscriptions) and leaves a tombstone,
+    /// committed before this returns. Nil for an unknown id.
+    func remove(id: String) -> DownloadSnapshot? {
+        let removed: DownloadSnapshot? = decide {
+            guard let record = byID[id] else { return nil }
+            return removeRecord(record, by: .operator)
+        }
+        if removed != nil { stateWriter.flush() }
+        return removed
+    }
+
+    /// Under `lock`: the download's lifecycle stops it; `removed` ends its subscriptions; readers
+    /// following its bytes are aborted (a completed file being served keeps serving: its open
+    /// descriptor holds it); it is forgotten with a tombstone; its files are deleted on the work queue.
+    @discardableResult
+    func removeRecord(_ record: DownloadRecord, by cause: RemovalCause) -> DownloadSnapshot {
+        handle(.removed, for: record)
+        let snapshot = freshSnapshot(record)
+        publish(.removed(by: cause, snapshot), of: record)
+        if let tail = record.tail, record.state != .completed {
+            effects.append { tail.update { $0.phase = .removed } }
+        }
+        var paths = [store.partialPath(id: record.id)]
+        if let path = record.finalPath { paths.append(path) }
+        if let path = record.publishing?.path { paths.append(path) }
+        if let name = record.fileName {
+            // Where a publishing or a placement in flight may still put the file.
+            for storage in [StorageClass.cache, .persistent] {
+                paths.append(store.finalPath(id: record.id, fileName: name, storage: storage))
+            }
+        }
+        var seen = Set<String>()
+        let files = paths.filter { seen.insert($0).inserted }
+        tombstones.add(Tombstone(id: record.id, url: record.url, removedAt: clock.now(), by: cause, paths: files))
+        tell(.removed(by: cause), of: record)
+        forget(record)
+        let before = hooks.beforeRemove
+        effects.append { [self] in for path in files { deleteInBackground(path, before: before) } }
+        return snapshot
+    }
+
+    /// Under `lock`: completed cache files not requested or served for `cacheTTL` are removed
+    /// (`removed` by retention), counted and logged as purges (`cache_file`, `ttl`).
+    func expireCacheFiles() {
+        guard let ttl = configuration.cacheTTL, ttl > 0 else { return }
+        let cutoff = clock.now().addingTimeInterval(-ttl)
+        let expired = byID.values.filter {
+            $0.state == .completed && $0.storage == .cache && !$0.lifecycle.moving && $0.lastAccess <= cutoff
+        }
+        for record in expired.sorted(by: { $0.lastAccess < $1.lastAccess }) {
+            let bytes = record.size ?? 0
+            let (id, url) = (record.id, record.url)
+            removeRecord(record, by: .retention)
+            notePurge(PurgeEvent(kind: .cacheFile, reason: .ttl, id: id, url: url, bytes: bytes))
+        }
+    }
+
+    /// Checks retention every half of the allowed lateness (`RetentionSchedule`), on the scheduler.
+    func scheduleRetention() {
+        guard let ttl = configuration.cacheTTL, ttl > 0 else { return }
+        scheduler.schedule(after: RetentionSchedule.checkInterval(ttl: ttl)) { [weak self] in
+            guard let self else { return }
+            let stop: Bool = self.decide {
+                guard !self.shuttingDown else { return true }
+                self.expireCacheFiles()
+                return false
+            }
+            if !stop { self.scheduleRetention() }
+        }
+    }
+}
+
+/// When retention looks: a file is purged within the TTL plus the larger of 1 s and a tenth of
+/// the TTL, so the check runs every half of that. Pure.
+enum RetentionSchedule {
+    static func allowedLateness(ttl: Double) -> Double { max(1, ttl / 10) }
+
+    static func checkInterval(ttl: Double) -> Double { allowedLateness(ttl: ttl) / 2 }
+}
