@@ -26,6 +26,8 @@ final class RunningService: Sendable {
         var engineConfiguration = configuration.engineConfiguration
         // Each download's story, purges included, one line per step (`StoryLine`).
         engineConfiguration.storyteller = { story in logger.story(story) }
+        let cluster = try ClusterStart.connect(configuration, logger: logger)
+        engineConfiguration.clusterDatabase = cluster
         let engine = try DownloadEngine(configuration: engineConfiguration)
         for path in engine.stateSetAside {
             logger.error("state file damaged or unreadable: renamed aside, started without the downloads it held",
@@ -37,6 +39,7 @@ final class RunningService: Sendable {
         let metrics = ServiceMetrics()
         var api = DownloadAPI(engine: engine, metrics: metrics, auth: configuration.authToken.map(BearerAuth.init(token:)))
         api.subscriberQuota = SubscriberQuota(limit: configuration.maxSubscribersPerDownload)
+        api.cluster = cluster
         api.callerQuota = configuration.maxDownloadsPerClient.map { limit in
             CallerQuota(limit: limit) { [engine] tokens in engine.liveTokens(among: tokens) }
         }

@@ -30,6 +30,8 @@ struct APIError: Error, Sendable, Equatable {
         case rangeNotSatisfiable = "range_not_satisfiable"
         /// `/fetch`: the download's last attempt got no data for the stall timeout.
         case stalled = "stalled"
+        /// Cluster mode: the database is unreachable (503 with `Retry-After`).
+        case databaseUnavailable = "database_unavailable"
     }
 
     var status: Int

@@ -25,7 +25,7 @@ enum CommandLineOptions {
     struct ParseError: Error, Sendable { var message: String }
 
     /// Every option, in `--help` order.
-    static let options: [Option] = generalOptions + originOptions
+    static let options: [Option] = generalOptions + originOptions + clusterOptions
 
     static let generalOptions: [Option] = [
         Option(flag: "--host", metavar: "ADDR", help: "address to listen on; :: for IPv6 and IPv4 (default 127.0.0.1)") { c, v throws(ParseError) in
@@ -155,6 +155,7 @@ enum CommandLineOptions {
         } catch {
             return .invalid(error.message)
         }
+        if let problem = config.cluster.problem { return .invalid(problem) }
         return .run(config)
     }
 

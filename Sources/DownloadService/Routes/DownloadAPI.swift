@@ -19,6 +19,8 @@ struct DownloadAPI: Sendable {
     let snapshotBodies = LatestEncodingCache<DownloadSnapshot, [UInt8]>()
     /// The answer of `GET /healthz`.
     static let healthBody = Array(#"{"status":"ok"}"#.utf8)
+    /// Cluster mode: the database (`/healthz`, `/readyz`, 503 `database_unavailable` while it is lost).
+    var cluster: ClusterDatabase? = nil
 
     func respond(to request: Request) async -> Response {
         guard let endpoint = Endpoint(path: request.path) else {
@@ -27,12 +29,15 @@ struct DownloadAPI: Sendable {
         guard endpoint.allowedMethods.contains(request.method) else {
             return APIError.methodNotAllowed(request.method, allow: endpoint.allowedMethods).response
         }
-        if endpoint != .health, let auth, !auth.allows(authorization: request.headers["Authorization"]) {
+        if endpoint != .health, endpoint != .ready, let auth, !auth.allows(authorization: request.headers["Authorization"]) {
             return APIError.unauthorized.response
         }
+        if let refusal = clusterRefusal(endpoint, request) { return refusal }
         switch (endpoint, request.method) {
         case (.health, _):
-            return .json(Self.healthBody)
+            return healthResponse()
+        case (.ready, _):
+            return readyResponse()
         case (.metrics, _):
             return metricsResponse()
         case (.downloads, "POST"):
