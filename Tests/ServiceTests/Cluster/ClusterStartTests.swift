@@ -65,11 +65,18 @@ import Testing
             let root = FileManager.default.temporaryDirectory.appendingPathComponent("ds-\(UUID().uuidString)").path
             process.arguments = ["--port", "0", "--state-dir", root + "/state", "--cache-dir", root + "/cache",
                                  "--data-dir", root + "/data", "--log-format", "json"] + arguments
-            let errorFile = root + ".stderr"
-            _ = FileManager.default.createFile(atPath: errorFile, contents: nil)
-            defer { try? FileManager.default.removeItem(atPath: errorFile) }
-            process.standardError = FileHandle(forWritingAtPath: errorFile)
+            // A pipe (not a FileHandle of a file: Foundation's Process and the handle's deinit would
+            // both close its descriptor), read to its end on a thread of its own.
+            let stderr = Pipe()
+            process.standardError = stderr
             process.standardOutput = FileHandle.nullDevice
+            let collected = DispatchSemaphore(value: 0)
+            final class Output: @unchecked Sendable { var data = Data() }
+            let output = Output()
+            Thread.detachNewThread {
+                output.data = stderr.fileHandleForReading.readDataToEndOfFile()
+                collected.signal()
+            }
             let exited = DispatchSemaphore(value: 0)
             process.terminationHandler = { _ in exited.signal() }
             let started = Date()
@@ -81,8 +88,9 @@ import Testing
                 kill(process.processIdentifier, SIGKILL)
                 exited.wait()
             }
-            let text = (try? String(contentsOfFile: errorFile, encoding: .utf8)) ?? ""
-            return (status, text, Date().timeIntervalSince(started))
+            let seconds = Date().timeIntervalSince(started)
+            _ = collected.wait(timeout: .now() + 5)
+            return (status, String(decoding: output.data, as: UTF8.self), seconds)
         }
     }
 

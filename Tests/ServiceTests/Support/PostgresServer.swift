@@ -61,7 +61,7 @@ final class PostgresServer: @unchecked Sendable {
                                                "--pwfile=" + passwordFile, "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions"])
         initdb.waitUntilExit()
         guard initdb.terminationStatus == 0 else {
-            throw Failure(description: "initdb exited with \(initdb.terminationStatus): \(log("initdb.log"))")
+            throw Failure(description: "initdb exited with \(initdb.terminationStatus) (run it by hand to see why)")
         }
         try start()
         try psql("CREATE ROLE \(Self.role) LOGIN PASSWORD '\(Self.password)' NOSUPERUSER NOCREATEDB NOCREATEROLE")
@@ -71,9 +71,12 @@ final class PostgresServer: @unchecked Sendable {
 
     /// Starts `postgres` (after `init`, or again after `stop(removing: false)`), and waits until it answers.
     func start() throws {
+        // The server writes its own log (logging collector) into the directory.
         let server = try run(bin + "/postgres", ["-D", directory + "/data", "-p", String(port), "-c", "listen_addresses=127.0.0.1",
                                                  "-c", "unix_socket_directories=" + directory, "-c", "fsync=off",
-                                                 "-c", "max_connections=200", "-c", "shared_buffers=16MB"], log: "server.log")
+                                                 "-c", "max_connections=200", "-c", "shared_buffers=16MB",
+                                                 "-c", "logging_collector=on", "-c", "log_directory=" + directory,
+                                                 "-c", "log_filename=server.log"])
         lock.withLock { process = server }
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
@@ -121,7 +124,10 @@ final class PostgresServer: @unchecked Sendable {
         try PostgresConnection(url: adminURL, timeout: 5).execute(sql)
     }
 
-    private func run(_ binary: String, _ arguments: [String], log name: String = "initdb.log") throws -> Process {
+    /// Starts `binary` as the unprivileged account (when root), its output discarded: `/dev/null`, never a
+    /// `FileHandle` of a file, whose descriptor Foundation's `Process` and the handle's deinit would
+    /// both close (the second close hit whatever socket had reused the number meanwhile).
+    private func run(_ binary: String, _ arguments: [String]) throws -> Process {
         let process = Process()
         if let account {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
@@ -132,12 +138,8 @@ final class PostgresServer: @unchecked Sendable {
         }
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         process.environment = ["PATH": "/usr/bin:/bin", "LC_ALL": "C", "TZ": "UTC"]
-        _ = FileManager.default.createFile(atPath: directory + "/" + name, contents: nil)
-        if let account { chown(directory + "/" + name, account.uid, account.gid) }
-        let output = FileHandle(forWritingAtPath: directory + "/" + name)
-        output?.seekToEndOfFile()
-        process.standardOutput = output
-        process.standardError = output
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
         try process.run()
         return process
     }
