@@ -67,8 +67,8 @@ final class RunningService: Sendable {
         ]
         logger.info("listening", origins.merging([
             "host": configuration.host, "port": port, "url": "http://\(shownHost):\(port)",
-            "cacheDir": configuration.cacheDirectory, "dataDir": configuration.dataDirectory,
-            "stateDir": configuration.stateDirectory, "authRequired": configuration.authToken != nil,
+            "cacheDir": engineConfiguration.cacheDirectory.path, "dataDir": engineConfiguration.dataDirectory.path,
+            "stateDir": engineConfiguration.stateDirectory.path, "authRequired": configuration.authToken != nil,
             "allowPrivateNetworks": configuration.allowPrivateNetworks,
             "allowHosts": configuration.allowHosts, "denyHosts": configuration.denyHosts,
             "maxConnections": configuration.maxConnections, "openFileLimit": openFiles.map { Int($0.soft) } ?? -1,

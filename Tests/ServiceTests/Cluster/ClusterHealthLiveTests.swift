@@ -52,6 +52,8 @@ struct ClusterHealthLiveTests {
         #expect(try await service.client.request("GET", "/downloads", headers: ["Authorization": "Bearer tok"]).status == 200)
         #expect(!service.logLines.contains { $0.contains(PostgresServer.password) }, "the password is never logged")
         #expect(service.logLines.contains { $0.contains("cluster database reached") && $0.contains("127.0.0.1:\(postgres.port)/") })
+        #expect(service.logLines.contains { $0.contains(#""msg":"listening""#) && $0.contains(#""cacheDir":"\#(shared)/cache""#) },
+                "the first line names the shared areas")
         #expect(try await service.stop() == 0)
     }
 }
