@@ -61,22 +61,19 @@ import Testing
     static func run(_ arguments: [String], timeout: Double = 30) async throws -> (status: Int32?, stderr: String, seconds: Double) {
         try await onThread {
             let process = Process()
-            process.executableURL = try ServiceProcess.executable()
             let root = FileManager.default.temporaryDirectory.appendingPathComponent("ds-\(UUID().uuidString)").path
-            process.arguments = ["--port", "0", "--state-dir", root + "/state", "--cache-dir", root + "/cache",
+            try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: root) }
+            // The shell sends stderr to a file that only the child opens: a Pipe's write end would also be
+            // inherited by any child another test starts meanwhile (so its end never came), and a FileHandle
+            // handed to Process gets its descriptor closed twice.
+            let errorFile = root + "/stderr"
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", #"f="$1"; shift; exec "$@" 2>"$f""#, "sh", errorFile, try ServiceProcess.executable().path,
+                                 "--port", "0", "--state-dir", root + "/state", "--cache-dir", root + "/cache",
                                  "--data-dir", root + "/data", "--log-format", "json"] + arguments
-            // A pipe (not a FileHandle of a file: Foundation's Process and the handle's deinit would
-            // both close its descriptor), read to its end on a thread of its own.
-            let stderr = Pipe()
-            process.standardError = stderr
             process.standardOutput = FileHandle.nullDevice
-            let collected = DispatchSemaphore(value: 0)
-            final class Output: @unchecked Sendable { var data = Data() }
-            let output = Output()
-            Thread.detachNewThread {
-                output.data = stderr.fileHandleForReading.readDataToEndOfFile()
-                collected.signal()
-            }
+            process.standardError = FileHandle.nullDevice
             let exited = DispatchSemaphore(value: 0)
             process.terminationHandler = { _ in exited.signal() }
             let started = Date()
@@ -89,8 +86,8 @@ import Testing
                 exited.wait()
             }
             let seconds = Date().timeIntervalSince(started)
-            _ = collected.wait(timeout: .now() + 5)
-            return (status, String(decoding: output.data, as: UTF8.self), seconds)
+            let text = (try? String(contentsOfFile: errorFile, encoding: .utf8)) ?? ""
+            return (status, text, seconds)
         }
     }
 
