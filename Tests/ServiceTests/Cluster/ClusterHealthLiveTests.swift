@@ -21,8 +21,8 @@ struct ClusterHealthLiveTests {
 
     @Test func healthAndReadinessFollowTheDatabase() async throws {
         let postgres = try await onThread { try PostgresServer() }
-        defer { postgres.stop() }
-        let url = try postgres.createDatabase()
+        defer { Thread.detachNewThread { postgres.stop() } }  // Blocking (≤ 10 s): off the cooperative pool.
+        let url = try await onThread { try postgres.createDatabase() }
         let shared = FileManager.default.temporaryDirectory.appendingPathComponent("shared-\(UUID().uuidString)").path
         let service = try await ServiceProcess.start(arguments: ["--cluster-db", url, "--shared-dir", shared, "--lease-ttl", "1",
                                                                  "--auth-token", "tok"])
@@ -36,7 +36,7 @@ struct ClusterHealthLiveTests {
             #expect(FileManager.default.fileExists(atPath: shared + "/" + area), "\(area) under --shared-dir")
         }
 
-        postgres.stop(removing: false)
+        try await onThread { postgres.stop(removing: false) }
         let lost = try await poll(service, "/healthz") { $0.string("database") == "unreachable" }
         #expect(lost.status == 200 && lost.string("database") == "unreachable", "liveness stays 200")
         let notReady = try await service.client.request("GET", "/readyz")
