@@ -37,7 +37,7 @@ final class PostgresServer: @unchecked Sendable {
     static let shared: PostgresServer = {
         do {
             let server = try PostgresServer()
-            atexit { PostgresServer.shared.stop() }
+            atexit { PostgresServer.shared.stopAtExit() }
             return server
         } catch {
             fatalError("PostgreSQL did not start: \(error)")
@@ -101,6 +101,25 @@ final class PostgresServer: @unchecked Sendable {
             running.waitUntilExit()
         }
         if removing { try? FileManager.default.removeItem(atPath: directory) }
+    }
+
+    /// At the test process's exit, without Foundation's `Process` (whose exit monitoring may already be
+    /// gone then, so a wait on it never ended): SIGQUIT (PostgreSQL's immediate shutdown), reaped with
+    /// `waitpid` for at most 5 s, SIGKILL after that; then the directory goes.
+    func stopAtExit() {
+        let pid = lock.withLock { process?.processIdentifier }
+        if let pid, pid > 0 {
+            kill(pid, SIGQUIT)
+            var status: Int32 = 0
+            var gone = false
+            for _ in 0..<500 where !gone {
+                let reaped = waitpid(pid, &status, WNOHANG)
+                gone = reaped == pid || (reaped == -1 && errno == ECHILD)
+                if !gone { usleep(10_000) }  // Bounded: 5 s in all.
+            }
+            if !gone { kill(pid, SIGKILL) }
+        }
+        try? FileManager.default.removeItem(atPath: directory)
     }
 
     /// The superuser's connection string (over the socket, trusted).
