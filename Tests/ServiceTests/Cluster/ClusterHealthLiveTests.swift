@@ -21,7 +21,6 @@ struct ClusterHealthLiveTests {
 
     @Test func healthAndReadinessFollowTheDatabase() async throws {
         let postgres = try await onThread { try PostgresServer() }
-        defer { Thread.detachNewThread { postgres.stop() } }  // Blocking (≤ 10 s): off the cooperative pool.
         let url = try await onThread { try postgres.createDatabase() }
         let shared = FileManager.default.temporaryDirectory.appendingPathComponent("shared-\(UUID().uuidString)").path
         let service = try await ServiceProcess.start(arguments: ["--cluster-db", url, "--shared-dir", shared, "--lease-ttl", "1",
@@ -55,5 +54,6 @@ struct ClusterHealthLiveTests {
         #expect(service.logLines.contains { $0.contains(#""msg":"listening""#) && $0.contains(#""cacheDir":"\#(shared)/cache""#) },
                 "the first line names the shared areas")
         #expect(try await service.stop() == 0)
+        try await onThread { postgres.stop() }  // Blocking (≤ 10 s): off the cooperative pool.
     }
 }
