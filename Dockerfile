@@ -2,7 +2,7 @@
 # Build: the Swift toolchain image, through the same script CI runs.
 FROM swift:6.3-bookworm AS build
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libcurl4-openssl-dev libssl-dev libsqlite3-dev pkg-config \
+ && apt-get install -y --no-install-recommends libcurl4-openssl-dev libssl-dev libsqlite3-dev libpq-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Package.swift ./
@@ -10,16 +10,16 @@ COPY Sources ./Sources
 COPY scripts ./scripts
 RUN ./scripts/build-release /out
 
-# Run: slim Debian with only the libraries the binary links (libcurl, libcrypto, libsqlite3), CA roots,
+# Run: slim Debian with only the libraries the binary links (libcurl, libcrypto, libsqlite3, libpq), CA roots,
 # and the sqlite3 shell (backing up and inspecting the state database, see README "Where state lives").
 FROM debian:bookworm-slim
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libcurl4 libssl3 libsqlite3-0 libstdc++6 ca-certificates curl sqlite3 \
+ && apt-get install -y --no-install-recommends libcurl4 libssl3 libsqlite3-0 libpq5 libstdc++6 ca-certificates curl sqlite3 \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 app \
  && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/download-service --shell /usr/sbin/nologin app \
- && mkdir -p /var/cache/download-service /var/lib/download-service/data /var/lib/download-service/state \
- && chown -R app:app /var/cache/download-service /var/lib/download-service
+ && mkdir -p /var/cache/download-service /var/lib/download-service/data /var/lib/download-service/state /shared \
+ && chown -R app:app /var/cache/download-service /var/lib/download-service /shared
 COPY --from=build /out/bin/download-service /usr/local/bin/download-service
 ENV DOWNLOAD_SERVICE_HOST=0.0.0.0 \
     DOWNLOAD_SERVICE_PORT=8080 \

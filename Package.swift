@@ -17,6 +17,8 @@ let package = Package(
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         // SQLite (Debian libsqlite3-dev): the state database (`DownloaderEngine/State`).
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // libpq (Debian libpq-dev): PostgreSQL, the state store of cluster mode (`DownloaderEngine/Cluster`).
+        .systemLibrary(name: "CPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         // libssl (the TLS library libcurl links): trusted CA certificates added in libcurl's SSL_CTX
         // callback, and the handshake's fatal alerts watched to tell lasting TLS failures from resets.
         .systemLibrary(name: "CTLS", pkgConfig: "libssl", providers: [.apt(["libssl-dev"])]),
@@ -24,7 +26,7 @@ let package = Package(
         // syscall wrapper (`Posix/`), `HTTPDate` + `HTTPDateCache` (`HTTP/`). Neither depends on the other.
         .target(name: "Basics"),
         .target(name: "MiniHTTPServer", dependencies: ["Basics", "CLinux"]),
-        .target(name: "DownloaderEngine", dependencies: ["Basics", "CCurl", "CCrypto", "CTLS", "CLinux", "CSQLite"]),
+        .target(name: "DownloaderEngine", dependencies: ["Basics", "CCurl", "CCrypto", "CTLS", "CLinux", "CSQLite", "CPQ"]),
         .executableTarget(
             name: "DownloadService",
             dependencies: ["MiniHTTPServer", "DownloaderEngine", "CLinux"]

@@ -32,6 +32,8 @@ final class RunningService: Sendable {
         var engineConfiguration = configuration.engineConfiguration
         // Each download's story, purges included, one line per step (`StoryLine`).
         engineConfiguration.storyteller = { story in logger.story(story) }
+        let cluster = try ClusterStart.connect(configuration, logger: logger)
+        engineConfiguration.clusterDatabase = cluster
         let engine = try DownloadEngine(configuration: engineConfiguration)
         for path in engine.stateSetAside {
             logger.error("state file damaged or unreadable: renamed aside, started without the downloads it held",
@@ -48,6 +50,7 @@ final class RunningService: Sendable {
         api.adminAuth = configuration.adminToken.map(BearerAuth.init(token:))
         api.subscriberQuota = SubscriberQuota(limit: configuration.maxSubscribersPerDownload)
         api.eventSubscriberQuota = SubscriberQuota(limit: configuration.maxEventSubscribers)
+        api.cluster = cluster
         api.callerQuota = configuration.maxDownloadsPerClient.map { limit in
             CallerQuota(limit: limit) { [engine] tokens in engine.liveTokens(among: tokens) }
         }
@@ -75,8 +78,8 @@ final class RunningService: Sendable {
         ]
         logger.info("listening", origins.merging([
             "host": configuration.host, "port": port, "url": "http://\(shownHost):\(port)",
-            "cacheDir": configuration.cacheDirectory, "dataDir": configuration.dataDirectory,
-            "stateDir": configuration.stateDirectory, "authRequired": configuration.authToken != nil,
+            "cacheDir": engineConfiguration.cacheDirectory.path, "dataDir": engineConfiguration.dataDirectory.path,
+            "stateDir": engineConfiguration.stateDirectory.path, "authRequired": configuration.authToken != nil,
             "adminAuthRequired": configuration.adminToken != nil || configuration.authToken != nil,
             "cacheTTL": JSON.orNull(configuration.cacheTTL),
             "allowPrivateNetworks": configuration.allowPrivateNetworks,

@@ -31,6 +31,11 @@ guard let shutdownSignals = ShutdownSignals([SIGTERM, SIGINT]) else {
 let service: RunningService
 do {
     service = try RunningService.start(configuration, logger: logger)
+} catch let error as ClusterDatabaseError {
+    // `cluster database <host:port/db> unreachable: <libpq message>` (never the password).
+    logger.error(error.description, [:])
+    logger.flush()
+    exit(1)
 } catch {
     logger.error("could not start", ["error": String(describing: error)])
     logger.flush()

@@ -137,6 +137,9 @@ public struct EngineConfiguration: Sendable {
     /// PSI `some avg10` (percent of time stalled on memory) at or above which memory counts as
     /// under pressure (default 10).
     public var memoryPressureThreshold: Double = 10
+    /// Cluster mode: the PostgreSQL database that holds the state instead of `state.db` (default nil:
+    /// the single process, on SQLite).
+    public var clusterDatabase: ClusterDatabase? = nil
     /// Crash tests only: where the process SIGKILLs itself (default nil; see `CrashPoint`).
     public var testCrashPoint: CrashPoint? = nil
     /// Told every step of every download's life (`DownloadStory`), in the order the engine decided

@@ -35,6 +35,8 @@ struct APIError: Error, Sendable, Equatable {
         case invalidCallback = "invalid_callback"
         /// `POST /downloads`: the callback could not be journaled (the state database failed).
         case callbackNotRecorded = "callback_not_recorded"
+        /// Cluster mode: the database is unreachable (503 with `Retry-After`).
+        case databaseUnavailable = "database_unavailable"
     }
 
     var status: Int

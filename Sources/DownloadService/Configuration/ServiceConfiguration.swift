@@ -85,6 +85,8 @@ struct ServiceConfiguration: Sendable, Equatable {
     var minFreeDiskBytes: Int64 = 1 << 30
     /// Seconds a paused download keeps its partial (default 24 h).
     var pausedTTL: Double = 86_400
+    /// Cluster mode (`--cluster-db`, `--shared-dir`, …); off by default.
+    var cluster = ClusterOptions()
     /// Crash tests only: `DOWNLOAD_SERVICE_TEST_CRASH_POINT` (see `CrashPoint`); never a flag.
     var testCrashPoint: CrashPoint?
 
@@ -102,6 +104,11 @@ struct ServiceConfiguration: Sendable, Equatable {
         c.cacheDirectory = URL(fileURLWithPath: cacheDirectory)
         c.dataDirectory = URL(fileURLWithPath: dataDirectory)
         c.stateDirectory = URL(fileURLWithPath: stateDirectory)
+        if let shared = cluster.areas {
+            c.cacheDirectory = URL(fileURLWithPath: shared.cache)
+            c.dataDirectory = URL(fileURLWithPath: shared.data)
+            c.stateDirectory = URL(fileURLWithPath: shared.state)
+        }
         c.maxConcurrentTransfers = maxConcurrent
         c.maxConnectionsPerDownload = maxConnectionsPerDownload
         c.maxFileSize = maxFileSize

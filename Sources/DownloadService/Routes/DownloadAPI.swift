@@ -23,6 +23,8 @@ struct DownloadAPI: Sendable {
     let snapshotBodies = LatestEncodingCache<DownloadSnapshot, [UInt8]>()
     /// The answer of `GET /healthz`.
     static let healthBody = Array(#"{"status":"ok"}"#.utf8)
+    /// Cluster mode: the database (`/healthz`, `/readyz`, 503 `database_unavailable` while it is lost).
+    var cluster: ClusterDatabase? = nil
 
     func respond(to request: Request) async -> Response {
         if AdminEndpoint.isAdmin(request.path) { return admin(request) }
@@ -32,16 +34,19 @@ struct DownloadAPI: Sendable {
         guard endpoint.allowedMethods.contains(request.method) else {
             return APIError.methodNotAllowed(request.method, allow: endpoint.allowedMethods).response
         }
-        if endpoint != .health, endpoint != .page,
+        if endpoint != .health, endpoint != .page, endpoint != .ready,
            access.callerAccess(authorization: QueryToken.authorization(for: endpoint, request)) != .allowed {
             return APIError.unauthorized.response
         }
         if let id = Self.readDownloadID(endpoint, method: request.method), !mayRead(id: id, request) {
             return unknownDownloadResponse(id)
         }
+        if let refusal = clusterRefusal(endpoint, request) { return refusal }
         switch (endpoint, request.method) {
         case (.health, _):
-            return .json(Self.healthBody)
+            return healthResponse()
+        case (.ready, _):
+            return readyResponse()
         case (.metrics, _):
             return metricsResponse()
         case (.downloads, "POST"):

@@ -1,6 +1,8 @@
 /// The API's resources, recognised from a request path. Pure, so the table test covers routing.
 enum Endpoint: Equatable {
     case health
+    /// `/readyz`: readiness (cluster mode: 503 while the database is unreachable).
+    case ready
     case metrics
     /// `/downloads`
     case downloads
@@ -32,6 +34,7 @@ enum Endpoint: Equatable {
         }
         switch segments.count {
         case 1 where segment(0, is: "healthz"): self = .health
+        case 1 where segment(0, is: "readyz"): self = .ready
         case 1 where segment(0, is: "metrics"): self = .metrics
         case 1 where segment(0, is: "downloads"): self = .downloads
         case 1 where segment(0, is: "fetch"): self = .fetch
@@ -55,7 +58,7 @@ enum Endpoint: Equatable {
     /// Methods this endpoint answers, for `405` and `Allow`.
     var allowedMethods: [String] {
         switch self {
-        case .health, .metrics, .progress: return ["GET", "HEAD"]
+        case .health, .ready, .metrics, .progress: return ["GET", "HEAD"]
         case .downloads: return ["GET", "HEAD", "POST"]
         case .download: return ["GET", "HEAD", "DELETE"]
         case .file, .fetch, .events, .page: return ["GET", "HEAD"]

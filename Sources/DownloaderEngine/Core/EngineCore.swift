@@ -80,9 +80,16 @@ final class EngineCore: @unchecked Sendable {
             hooks = .crashing(at: point)
             if case .midStateCommit(let n) = point { crashAtCommit = n }
         }
-        let opening = try SQLiteStateStore.open(directory: store.stateDirectory, crashAtCommit: crashAtCommit)
-        damagedStateKeptAt = opening.damagedKeptAt
-        stateWriter = StateWriter(store: opening.store, minInterval: Self.stateMinInterval, scheduler: scheduler)
+        let stateStore: StateStore
+        if let cluster = configuration.clusterDatabase {
+            stateStore = cluster.store
+            damagedStateKeptAt = nil
+        } else {
+            let opening = try SQLiteStateStore.open(directory: store.stateDirectory, crashAtCommit: crashAtCommit)
+            damagedStateKeptAt = opening.damagedKeptAt
+            stateStore = opening.store
+        }
+        stateWriter = StateWriter(store: stateStore, minInterval: Self.stateMinInterval, scheduler: scheduler)
         feed = Self.makeFeed(pacer: subscribers.pacer, stateWriter: stateWriter, background: workQueue)
         stateWriter.source = { [weak self] retry in
             guard let self else { return StateBatch() }

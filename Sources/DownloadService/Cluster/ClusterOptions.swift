@@ -1,0 +1,35 @@
+/// Cluster mode's settings (`--cluster-db`, `--shared-dir`, `--advertise-url`, `--lease-ttl`,
+/// `--cluster-db-pool`). Without `database` the service is the single process it always was; with
+/// it, `sharedDirectory` is required too (and the reverse), and replaces the three storage areas.
+struct ClusterOptions: Sendable, Equatable {
+    /// `postgres://user:password@host:port/database` (or a libpq `key=value` string). Never logged
+    /// whole: `ClusterDatabase` shows only `host:port/database`.
+    var database: String?
+    /// The directory every replica mounts (an RWX volume): `cache/`, `persistent/`, `partial/`.
+    var sharedDirectory: String?
+    /// The URL other replicas reach this one at (default `http://<host>:<port>`).
+    var advertiseURL: String?
+    /// Seconds a transfer lease lasts without renewal (default 10, at least 1).
+    var leaseTTL: Double = 10
+    /// Connections to the database this replica opens at most (default 8).
+    var poolSize = 8
+
+    var isEnabled: Bool { database != nil }
+
+    /// The start-up error of a half-given cluster configuration (exit 2), or nil.
+    var problem: String? {
+        switch (database, sharedDirectory) {
+        case (.some, nil): return "--cluster-db needs --shared-dir (the directory every replica shares)"
+        case (nil, .some): return "--shared-dir is for cluster mode: it needs --cluster-db"
+        default: return nil
+        }
+    }
+
+    /// `<shared>/cache`, `<shared>/persistent`, `<shared>/partial`.
+    var areas: (cache: String, data: String, state: String)? {
+        sharedDirectory.map { shared in
+            let root = shared.hasSuffix("/") ? String(shared.dropLast()) : shared
+            return (root + "/cache", root + "/persistent", root + "/partial")
+        }
+    }
+}

@@ -1,0 +1,23 @@
+import DownloaderEngine
+
+/// Cluster mode at start-up: reaches the database (for at most 10 s, then the service exits 1 with
+/// `cluster database <host:port/db> unreachable: <libpq message>`), migrates it, and keeps probing
+/// it so that `/healthz` and `/readyz` know whether it is reachable. Nothing in single-process mode.
+enum ClusterStart {
+    /// Seconds the start-up tries to reach the database.
+    static let connectWithin: Double = 10
+
+    static func connect(_ configuration: ServiceConfiguration, logger: Logger) throws(ClusterDatabaseError) -> ClusterDatabase? {
+        let options = configuration.cluster
+        guard let url = options.database else { return nil }
+        let database = try ClusterDatabase.connect(url: url, poolSize: options.poolSize, within: connectWithin)
+        database.startProbing(every: min(1, options.leaseTTL / 3))
+        logger.info("cluster database reached", [
+            "database": database.address, "sharedDir": options.sharedDirectory ?? "", "leaseTTL": options.leaseTTL,
+            "pool": options.poolSize, "advertiseURL": options.advertiseURL ?? "",
+        ])
+        logger.warning("cluster mode: transfers are not yet coordinated between replicas (leases are not wired "
+                       + "into the engine); run one replica per database", [:])
+        return database
+    }
+}

@@ -1,0 +1,46 @@
+import DownloaderEngine
+import MiniHTTPServer
+
+// Cluster mode's answers: `/healthz` names the database's reachability (and stays 200: liveness),
+// `/readyz` is 503 while the database is lost (readiness), and so is everything that needs it.
+extension DownloadAPI {
+    /// Seconds a client is told to wait while the database is unreachable.
+    static let databaseRetryAfter = "5"
+
+    /// 503 `database_unavailable` for an endpoint that needs the database while it is unreachable:
+    /// `/downloads…` and `/fetch`, except files already known complete (`/downloads/{id}/file`, and
+    /// `/fetch` of a URL whose download is completed). nil in single-process mode, while the database
+    /// answers, and for the other endpoints.
+    func clusterRefusal(_ endpoint: Endpoint, _ request: Request) -> Response? {
+        guard let cluster, !cluster.isReachable else { return nil }
+        switch endpoint {
+        case .downloads, .download, .progress: return Self.databaseUnavailable(cluster).response
+        case .fetch:
+            if case .success(let query) = FetchQuery.parse(request.query), engine.peek(url: query.request.url)?.state.phase == .completed {
+                return nil
+            }
+            return Self.databaseUnavailable(cluster).response
+        case .health, .ready, .metrics, .file: return nil
+        }
+    }
+
+    func healthResponse() -> Response {
+        guard let cluster else { return .json(Self.healthBody) }
+        var body = JSONObject()
+        body.append("status", .string("ok"))
+        body.append("database", .string(cluster.isReachable ? "reachable" : "unreachable"))
+        return .json(body.bytes)
+    }
+
+    func readyResponse() -> Response {
+        if let cluster, !cluster.isReachable { return Self.databaseUnavailable(cluster).response }
+        return .json(Self.readyBody)
+    }
+
+    static let readyBody = Array(#"{"status":"ready"}"#.utf8)
+
+    static func databaseUnavailable(_ cluster: ClusterDatabase) -> APIError {
+        APIError(status: 503, .databaseUnavailable, "the cluster database \(cluster.address) is unreachable; try again shortly",
+                 headers: ["Retry-After": databaseRetryAfter])
+    }
+}

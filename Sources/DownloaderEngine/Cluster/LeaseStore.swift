@@ -1,0 +1,86 @@
+/// The leases in the cluster database: one row per coalescing key, which survives releases so that
+/// epochs only ever grow. Expiry is the database's clock (`now()`), never a replica's. Every change a
+/// holder makes names its epoch (`WHERE epoch = $e`): once another replica took the key, the change
+/// touches no row and the holder learns it is fenced.
+struct LeaseStore: Sendable {
+    let pool: PostgresPool
+
+    /// A granted lease: its epoch, and what the previous epoch left (the partial it wrote and the
+    /// offset of it known durable), to resume from.
+    struct Grant: Sendable, Equatable {
+        var epoch: Int64
+        var partFile: String?
+        var durableOffset: Int64
+    }
+
+    /// A lease whose holder stopped renewing it while its transfer was unfinished.
+    struct Lapsed: Sendable, Equatable {
+        var key: String
+        var epoch: Int64
+        var owner: String
+    }
+
+    /// Takes `key` for `owner` when nobody holds it or its lease expired; nil while another holds it.
+    func acquire(key: String, owner: String, ownerURL: String, ttl: Double) throws(StateStoreError) -> Grant? {
+        let rows = try pool.withConnection { db throws(StateStoreError) in
+            try db.execute("""
+                INSERT INTO leases AS l (key, owner, owner_url, epoch, expires_at, active)
+                VALUES ($1, $2, $3, 1, now() + $4::float8 * interval '1 second', true)
+                ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, owner_url = EXCLUDED.owner_url,
+                    epoch = l.epoch + 1, expires_at = EXCLUDED.expires_at, active = true
+                WHERE l.expires_at <= now()
+                RETURNING epoch, part_file, durable_offset
+                """, [key, owner, ownerURL, String(ttl)])
+        }
+        guard let row = rows.rows.first, let epoch = row[0].flatMap({ Int64($0) }) else { return nil }
+        return Grant(epoch: epoch, partFile: row[1], durableOffset: row[2].flatMap { Int64($0) } ?? 0)
+    }
+
+    /// Extends the lease by `ttl` from the database's now, if `epoch` still holds it unexpired.
+    /// false: refused (fenced).
+    func renew(key: String, epoch: Int64, ttl: Double) throws(StateStoreError) -> Bool {
+        try pool.withConnection { db throws(StateStoreError) in
+            try db.execute("UPDATE leases SET expires_at = now() + $3::float8 * interval '1 second' "
+                           + "WHERE key = $1 AND epoch = $2 AND active AND expires_at > now()", [key, String(epoch), String(ttl)])
+        }.affected == 1
+    }
+
+    /// Records the partial `epoch` writes and the offset of it known durable. false: fenced.
+    func checkpoint(key: String, epoch: Int64, partFile: String, durableOffset: Int64) throws(StateStoreError) -> Bool {
+        try pool.withConnection { db throws(StateStoreError) in
+            try db.execute("UPDATE leases SET part_file = $3, durable_offset = $4 WHERE key = $1 AND epoch = $2 AND active",
+                           [key, String(epoch), partFile, String(durableOffset)])
+        }.affected == 1
+    }
+
+    /// Gives the key up (the transfer finished, paused or failed): nobody is to take it over. The row
+    /// stays, so the next epoch is higher still. false: fenced.
+    func release(key: String, epoch: Int64) throws(StateStoreError) -> Bool {
+        try pool.withConnection { db throws(StateStoreError) in
+            try db.execute("UPDATE leases SET active = false, expires_at = now() WHERE key = $1 AND epoch = $2 AND active",
+                           [key, String(epoch)])
+        }.affected == 1
+    }
+
+    /// Up to `limit` leases of unfinished transfers whose holder stopped renewing them.
+    func lapsed(limit: Int) throws(StateStoreError) -> [Lapsed] {
+        try pool.withConnection { db throws(StateStoreError) in
+            try db.execute("SELECT key, epoch, owner FROM leases WHERE active AND expires_at <= now() ORDER BY expires_at LIMIT $1",
+                           [String(limit)])
+        }.rows.compactMap { row in
+            guard let key = row[0], let epoch = row[1].flatMap({ Int64($0) }), let owner = row[2] else { return nil }
+            return Lapsed(key: key, epoch: epoch, owner: owner)
+        }
+    }
+
+    /// The holder of `key` and its advertised URL, while its lease is unexpired.
+    func holder(key: String) throws(StateStoreError) -> (owner: String, url: String, epoch: Int64)? {
+        let rows = try pool.withConnection { db throws(StateStoreError) in
+            try db.execute("SELECT owner, owner_url, epoch FROM leases WHERE key = $1 AND active AND expires_at > now()", [key])
+        }
+        guard let row = rows.rows.first, let owner = row[0], let url = row[1], let epoch = row[2].flatMap({ Int64($0) }) else {
+            return nil
+        }
+        return (owner, url, epoch)
+    }
+}

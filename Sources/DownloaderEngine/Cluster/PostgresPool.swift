@@ -1,0 +1,93 @@
+import Foundation
+
+/// At most `capacity` connections to the cluster database (`--cluster-db-pool`), opened when first
+/// needed and kept while they work; a broken one is dropped and replaced on the next borrow. A
+/// borrower waits at most `wait` seconds for a free connection. `reachable` says whether the last
+/// attempt to reach the database worked (`/healthz`, `/readyz`, the 503s while it is lost).
+final class PostgresPool: @unchecked Sendable {
+    let url: String
+    let capacity: Int
+    let connectTimeout: Double
+    private let condition = NSCondition()
+    // Guarded by `condition`.
+    private var idle: [PostgresConnection] = []
+    private var opened = 0
+    private var lastReachable = true
+
+    init(url: String, capacity: Int, connectTimeout: Double = 3) {
+        self.url = url
+        self.capacity = max(1, capacity)
+        self.connectTimeout = connectTimeout
+    }
+
+    /// Whether the last connection attempt or statement reached the database.
+    var reachable: Bool { condition.withLock { lastReachable } }
+
+    /// Connections open now (idle or borrowed).
+    var openConnections: Int { condition.withLock { opened } }
+
+    /// Runs `body` with a connection of the pool; the connection goes back to the pool afterwards
+    /// (or is dropped when it broke).
+    func withConnection<T>(wait: Double = 5, _ body: (PostgresConnection) throws(StateStoreError) -> T) throws(StateStoreError) -> T {
+        let connection = try borrow(wait: wait)
+        do throws(StateStoreError) {
+            let value = try body(connection)
+            giveBack(connection)
+            return value
+        } catch {
+            giveBack(connection)
+            throw error
+        }
+    }
+
+    /// Closes the idle connections (borrowed ones close when given back broken, or at deinit).
+    func drain() {
+        condition.withLock {
+            opened -= idle.count
+            idle.removeAll()
+        }
+    }
+
+    private func borrow(wait: Double) throws(StateStoreError) -> PostgresConnection {
+        let deadline = Date().addingTimeInterval(wait)
+        condition.lock()
+        while idle.isEmpty && opened >= capacity {
+            guard condition.wait(until: deadline) else {
+                condition.unlock()
+                throw StateStoreError(kind: .other, message: "postgres: all \(capacity) connections of the pool are busy")
+            }
+        }
+        if let connection = idle.popLast() {
+            condition.unlock()
+            return connection
+        }
+        opened += 1
+        condition.unlock()
+        do throws(StateStoreError) {
+            let connection = try PostgresConnection(url: url, timeout: connectTimeout)
+            condition.withLock { lastReachable = true }
+            return connection
+        } catch {
+            condition.withLock {
+                opened -= 1
+                lastReachable = false
+                condition.signal()
+            }
+            throw error
+        }
+    }
+
+    private func giveBack(_ connection: PostgresConnection) {
+        let broken = connection.isBroken
+        condition.withLock {
+            if broken {
+                opened -= 1
+                lastReachable = false
+            } else {
+                idle.append(connection)
+                lastReachable = true
+            }
+            condition.signal()
+        }
+    }
+}

@@ -1,0 +1,83 @@
+/// The cluster database's tables, versioned by the rows of `schema_migrations`: migration `n` takes
+/// the database from version `n` to `n + 1`. Every replica runs `migrate` at start-up, all of it in
+/// one transaction that first takes a transaction-scoped advisory lock, so replicas starting at once
+/// apply each migration exactly once (the others wait, then find nothing left to do). Append a
+/// migration for every change (never edit a released one); a database from a newer build is refused.
+/// Needs no superuser and no extension: the role only has to own its database.
+enum PostgresSchema {
+    /// `pg_advisory_xact_lock` key of migrations (an arbitrary constant: "dlsvschm").
+    static let migrationLock: Int64 = 0x646C_7376_7363_686D
+
+    static let migrations: [String] = [
+        // 1: downloads, their callers' token hashes (SHA-256, never the token), and the leases that
+        // say which replica transfers what. `seq` keeps the order downloads were first recorded.
+        // Times of downloads are the engine's (seconds since 1970); `expires_at` is the database's
+        // clock, so replicas' clocks never have to agree.
+        """
+        CREATE TABLE downloads (
+            id text PRIMARY KEY,
+            seq bigserial NOT NULL,
+            url text NOT NULL,
+            storage text NOT NULL,
+            state text NOT NULL,
+            etag text,
+            last_modified text,
+            expected_total bigint,
+            verified_offset bigint NOT NULL,
+            expected_sha256 text,
+            expected_size bigint,
+            file_name text,
+            final_path text,
+            sha256 text,
+            size bigint,
+            created_at double precision NOT NULL,
+            updated_at double precision NOT NULL,
+            last_access double precision NOT NULL,
+            error_code text,
+            error_message text,
+            error_http_status integer,
+            content_type text,
+            generation bigint NOT NULL DEFAULT 0,
+            changed_at double precision
+        );
+        CREATE INDEX downloads_seq ON downloads (seq);
+        CREATE TABLE tokens (
+            download text NOT NULL REFERENCES downloads (id) ON DELETE CASCADE,
+            hash bytea NOT NULL,
+            PRIMARY KEY (download, hash)
+        );
+        CREATE TABLE leases (
+            key text PRIMARY KEY,
+            owner text NOT NULL,
+            owner_url text NOT NULL,
+            epoch bigint NOT NULL,
+            expires_at timestamptz NOT NULL,
+            active boolean NOT NULL DEFAULT true,
+            part_file text,
+            durable_offset bigint NOT NULL DEFAULT 0
+        );
+        CREATE INDEX leases_lapsed ON leases (expires_at) WHERE active;
+        """,
+    ]
+
+    static var version: Int { migrations.count }
+
+    /// Brings the database up to the last of `migrations`; safe to run from several replicas at once.
+    /// Throws `.newerSchema` for a database from a newer build.
+    static func migrate(_ db: PostgresConnection, migrations: [String] = migrations) throws(StateStoreError) {
+        try db.transaction { () throws(StateStoreError) in
+            try db.execute("SELECT pg_advisory_xact_lock($1)", [String(migrationLock)])
+            try db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, "
+                           + "applied_at timestamptz NOT NULL DEFAULT now())")
+            let found = Int(try db.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").scalar ?? "0") ?? 0
+            guard found <= migrations.count else {
+                throw StateStoreError(kind: .newerSchema, message: "the cluster database has schema version \(found); this build "
+                                      + "knows versions up to \(migrations.count) (a newer build wrote it): refusing to start")
+            }
+            for version in found..<migrations.count {
+                try db.execute(migrations[version])
+                try db.execute("INSERT INTO schema_migrations (version) VALUES ($1)", [String(version + 1)])
+            }
+        }
+    }
+}
