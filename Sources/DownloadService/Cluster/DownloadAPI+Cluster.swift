@@ -8,7 +8,7 @@ extension DownloadAPI {
     static let databaseRetryAfter = "5"
 
     /// 503 `database_unavailable` for an endpoint that needs the database while it is unreachable:
-    /// `/downloads…` and `/fetch`, except files already known complete (`/downloads/{id}/file`, and
+    /// `/downloads…`, `/fetch` and `/admin/…` (refused in `admin(_:)`), except files already known complete (`/downloads/{id}/file`, and
     /// `/fetch` of a URL whose download is completed). nil in single-process mode, while the database
     /// answers, and for the other endpoints.
     func clusterRefusal(_ endpoint: Endpoint, _ request: Request) -> Response? {
@@ -20,7 +20,7 @@ extension DownloadAPI {
                 return nil
             }
             return Self.databaseUnavailable(cluster).response
-        case .health, .ready, .metrics, .file: return nil
+        case .health, .ready, .metrics, .file, .events, .page: return nil
         }
     }
 

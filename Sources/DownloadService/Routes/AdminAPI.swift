@@ -51,6 +51,7 @@ extension DownloadAPI {
         case .missing: return APIError.unauthorized.response
         case .wrong: return APIError(status: 403, .forbidden, "this token may not use /admin (the admin token is needed)").response
         }
+        if let cluster, !cluster.isReachable { return Self.databaseUnavailable(cluster).response }
         guard let endpoint = AdminEndpoint(path: request.path) else {
             return APIError.notFound("no resource at \(request.path)").response
         }
