@@ -75,7 +75,7 @@ final class PostgresConnection: @unchecked Sendable {
             try execute("COMMIT")
             return value
         } catch {
-            if !isBroken { try? execute("ROLLBACK") }
+            if !isBroken { _ = try? execute("ROLLBACK") }
             throw error
         }
     }

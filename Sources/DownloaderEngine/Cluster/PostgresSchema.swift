@@ -58,6 +58,14 @@ enum PostgresSchema {
         );
         CREATE INDEX leases_lapsed ON leases (expires_at) WHERE active;
         """,
+        // 2: what the single process stores since (SQLite migrations 5 and 6): a credentialed
+        // download's keyed hash of its caller's headers (hex; never the headers), and segmented
+        // fetch's connections and segments.
+        """
+        ALTER TABLE downloads ADD COLUMN credential_key text,
+            ADD COLUMN connections integer NOT NULL DEFAULT 1,
+            ADD COLUMN segments text;
+        """,
     ]
 
     static var version: Int { migrations.count }

@@ -47,6 +47,9 @@ import Testing
             entry.contentType = "application/x-tar; charset=binary"
             entry.generation = 3
             entry.changedAt = Date(timeIntervalSince1970: 1_800_000_003.25)
+            entry.credentialKey = Array(0..<32)
+            entry.connections = 4
+            entry.segments = [Segment(start: 0, end: 500, next: 200), Segment(start: 500, end: 1000, next: 720)]
             entry.tokens = [TokenHash(token: "11111111111111111111111111111111"), TokenHash(token: "22222222222222222222222222222222")]
             for child in Mirror(reflecting: entry).children {
                 let value = Mirror(reflecting: child.value)

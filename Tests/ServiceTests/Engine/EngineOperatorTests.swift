@@ -145,7 +145,7 @@ import Testing
         let state = root.appendingPathComponent("state").path
         let store = try SQLiteStateStore.open(directory: state).store
         let leftover = root.appendingPathComponent("cache/abc-left.bin").path
-        FileManager.default.createFile(atPath: leftover, contents: Data([1, 2, 3]))
+        #expect(FileManager.default.createFile(atPath: leftover, contents: Data([1, 2, 3])))
         let now = Date()
         try store.commit(StateBatch(upserts: [StoredDownload(id: "abc", url: "http://o.test/x", storage: .cache, state: .paused,
                                                              verifiedOffset: 0, createdAt: now, updatedAt: now, lastAccess: now)]))

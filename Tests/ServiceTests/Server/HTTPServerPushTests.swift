@@ -78,7 +78,7 @@ struct HTTPServerPushTests {
         let dir = try makeTempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let path = dir.appendingPathComponent("growing").path
-        let writer = try #require(FileHandle(forWritingAtPath: { FileManager.default.createFile(atPath: path, contents: nil); return path }()))
+        let writer = try #require(FileHandle(forWritingAtPath: { _ = FileManager.default.createFile(atPath: path, contents: nil); return path }()))
         let content = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 13) }
         let source = ScriptedSource()
         try await withServer(handler: { _ in Response(body: .push(PushBody(length: Int64(content.count), source: source))) }) { port in
