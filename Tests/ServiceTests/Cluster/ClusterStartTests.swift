@@ -60,30 +60,25 @@ import Testing
     /// Runs the service with `arguments` until it exits (at most `timeout` s): its status, stderr and the time it took.
     static func run(_ arguments: [String], timeout: Double = 30) async throws -> (status: Int32?, stderr: String, seconds: Double) {
         try await onThread {
-            let process = Process()
+            let process = ChildProcess()
             let root = FileManager.default.temporaryDirectory.appendingPathComponent("ds-\(UUID().uuidString)").path
             try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(atPath: root) }
-            // The shell sends stderr to a file that only the child opens: a Pipe's write end would also be
-            // inherited by any child another test starts meanwhile (so its end never came), and a FileHandle
-            // handed to Process gets its descriptor closed twice.
+            // stderr goes to a file that only the child opens.
             let errorFile = root + "/stderr"
-            process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", #"f="$1"; shift; exec "$@" 2>"$f""#, "sh", errorFile, try ServiceProcess.executable().path,
-                                 "--port", "0", "--state-dir", root + "/state", "--cache-dir", root + "/cache",
+            process.executableURL = try ServiceProcess.executable()
+            process.arguments = ["--port", "0", "--state-dir", root + "/state", "--cache-dir", root + "/cache",
                                  "--data-dir", root + "/data", "--log-format", "json"] + arguments
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            let exited = DispatchSemaphore(value: 0)
-            process.terminationHandler = { _ in exited.signal() }
+            process.standardOutput = .null
+            process.standardError = .file(errorFile)
             let started = Date()
             try process.run()
             var status: Int32?
-            if exited.wait(timeout: .now() + timeout) == .success {
+            if process.waitUntilExit(timeout: timeout) {
                 status = process.terminationStatus
             } else {
-                kill(process.processIdentifier, SIGKILL)
-                exited.wait()
+                process.signal(SIGKILL)
+                process.waitUntilExit(timeout: 10)
             }
             let seconds = Date().timeIntervalSince(started)
             let text = (try? String(contentsOfFile: errorFile, encoding: .utf8)) ?? ""

@@ -12,13 +12,8 @@ struct ServiceDiskFullTests {
         let probe = FileManager.default.temporaryDirectory.appendingPathComponent("tmpfs-probe-\(UUID().uuidString)")
         try? FileManager.default.createDirectory(at: probe, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: probe) }
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
-        p.arguments = ["-m", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs \"$0\"", probe.path]
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        guard (try? p.run()) != nil else { return false }
-        p.waitUntilExit()
+        let p = ChildProcess("/usr/bin/unshare", ["-m", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs \"$0\"", probe.path])
+        guard (try? p.run()) != nil, p.waitUntilExit(timeout: 20) else { return false }
         return p.terminationStatus == 0
     }()
 

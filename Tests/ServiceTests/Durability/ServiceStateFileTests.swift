@@ -31,16 +31,14 @@ struct ServiceStateFileTests {
         let db = try SQLiteConnection(path: state + "/state.db")
         try db.execute("PRAGMA user_version = 99")
         db.close()
-        let process = Process()
-        process.executableURL = try ServiceProcess.executable()
-        process.arguments = ["--port", "0", "--state-dir", state, "--cache-dir", root.appendingPathComponent("cache").path,
-                             "--data-dir", root.appendingPathComponent("data").path]
-        let stderr = Pipe()
-        process.standardError = stderr
-        process.standardOutput = FileHandle.nullDevice
+        let stderr = try ChildPipe()
+        let process = ChildProcess(try ServiceProcess.executable().path,
+                                   ["--port", "0", "--state-dir", state, "--cache-dir", root.appendingPathComponent("cache").path,
+                                    "--data-dir", root.appendingPathComponent("data").path],
+                                   standardOutput: .null, standardError: .pipe(stderr))
         try process.run()
-        let output = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let output = try await onThread { stderr.readText(timeout: 30) }
+        _ = try await onThread { process.waitUntilExit(timeout: 30) }
         #expect(process.terminationStatus == 1)
         #expect(output.contains("could not start") && output.contains("schema version 99"), "\(output)")
         #expect(FileManager.default.fileExists(atPath: state + "/state.db") && !FileManager.default.fileExists(atPath: state + "/state.db.damaged"))
@@ -56,15 +54,13 @@ struct ServiceStateFileTests {
         let id = try #require(created.string("id"))
         _ = try await service.waitForEnd(id: id)
         #expect(try await service.stop() == 0)
-        let shell = Process()
-        shell.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        shell.arguments = ["-readonly", root.appendingPathComponent("state/state.db").path,
-                           "SELECT id, state FROM downloads; PRAGMA integrity_check;"]
-        let out = Pipe()
-        shell.standardOutput = out
+        let out = try ChildPipe()
+        let shell = ChildProcess("/usr/bin/sqlite3", ["-readonly", root.appendingPathComponent("state/state.db").path,
+                                                      "SELECT id, state FROM downloads; PRAGMA integrity_check;"],
+                                 standardOutput: .pipe(out), standardError: .inherit)
         try shell.run()
-        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        shell.waitUntilExit()
+        let text = try await onThread { out.readText(timeout: 30) }
+        _ = try await onThread { shell.waitUntilExit(timeout: 30) }
         #expect(text == "\(id)|completed\nok\n", "\(text)")
     }
 }

@@ -261,15 +261,12 @@ struct FetchLiveTests {
 
 /// Runs a program (bounded: killed after 60 s); its exit status.
 func run(_ program: String, _ arguments: [String]) async throws -> Int32 {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: program)
-    process.arguments = arguments
-    process.standardOutput = FileHandle.nullDevice
+    let process = ChildProcess(program, arguments, standardOutput: .null, standardError: .inherit)
     try process.run()
     let deadline = Date().addingTimeInterval(60)
     while process.isRunning {
         if Date() > deadline { process.terminate() }
-        try await Task.sleep(nanoseconds: 20_000_000)  // polling a child's exit: Process has no async wait
+        try await Task.sleep(nanoseconds: 20_000_000)  // polling a child's exit: no async wait
     }
-    return process.terminationStatus
+    return process.terminationStatus ?? -1
 }

@@ -102,16 +102,15 @@ import Testing
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("ds-\(UUID().uuidString)")
         let service = try? await ServiceProcess.start(root: root, arguments: ["--ca-file", "/nonexistent/ca.pem"])
         #expect(service == nil)
-        let process = Process()
-        process.executableURL = try ServiceProcess.executable()
-        process.arguments = ["--port", "0", "--state-dir", root.path + "/s", "--cache-dir", root.path + "/c",
-                             "--data-dir", root.path + "/d", "--ca-file", "/nonexistent/ca.pem"]
-        let errors = Pipe()
-        process.standardError = errors
+        let errors = try ChildPipe()
+        let process = ChildProcess(try ServiceProcess.executable().path,
+                                   ["--port", "0", "--state-dir", root.path + "/s", "--cache-dir", root.path + "/c",
+                                    "--data-dir", root.path + "/d", "--ca-file", "/nonexistent/ca.pem"],
+                                   standardOutput: .inherit, standardError: .pipe(errors))
         try process.run()
-        let text = try await onThread { String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
-        process.waitUntilExit()
-        #expect(process.terminationStatus != 0)
+        let text = try await onThread { errors.readText(timeout: 30) }
+        let exited = try await onThread { process.waitUntilExit(timeout: 30) }
+        #expect(exited && process.terminationStatus != 0)
         #expect(text.contains("CA file /nonexistent/ca.pem cannot be read: No such file or directory"), "\(text)")
     }
 

@@ -291,15 +291,11 @@ struct ServiceLiveTests {
 
     @Test func helpAndBadFlags() async throws {
         let executable = try ServiceProcess.executable()
-        let (help, bad) = try await onThread { () -> (Int32, Int32) in
-            func run(_ args: [String]) throws -> Int32 {
-                let p = Process()
-                p.executableURL = executable
-                p.arguments = args
-                p.standardOutput = FileHandle.nullDevice
-                p.standardError = FileHandle.nullDevice
+        let (help, bad) = try await onThread { () -> (Int32?, Int32?) in
+            func run(_ args: [String]) throws -> Int32? {
+                let p = ChildProcess(executable.path, args)
                 try p.run()
-                p.waitUntilExit()
+                p.waitUntilExit(timeout: 30)
                 return p.terminationStatus
             }
             return (try run(["--help"]), try run(["--port", "banana"]))

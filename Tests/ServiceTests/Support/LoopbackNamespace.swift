@@ -25,20 +25,20 @@ enum LoopbackNamespace {
     /// child's output) unless they all ran and passed.
     static func run(suite filter: String, timeout: Double = 240) async throws {
         let output = try await onThread { () -> (Int32?, String) in
-            let process = Process()
+            let process = ChildProcess()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
             process.arguments = ["-n", "sh", "-c", #"ip link set lo up && exec "$0" "$@""#,
                                  CommandLine.arguments[0], "--testing-library", "swift-testing", "--filter", filter]
             process.environment = ProcessInfo.processInfo.environment.merging([variable: "1"]) { $1 }
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = pipe
+            let pipe = try ChildPipe()
+            process.standardOutput = .pipe(pipe)
+            process.standardError = .pipe(pipe)
             let log = LogCollector()
-            process.terminationHandler = { log.exited($0.terminationStatus) }
+            process.terminationHandler = { log.exited($0.terminationStatus ?? -1) }
             try process.run()
-            log.follow(pipe.fileHandleForReading)
+            log.follow(pipe)
             let status = log.waitForExit(timeout: timeout)
-            if status == nil { kill(process.processIdentifier, SIGKILL) }
+            if status == nil { process.signal(SIGKILL) }
             return (status, log.text)
         }
         let (status, text) = output

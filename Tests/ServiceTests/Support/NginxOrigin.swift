@@ -30,7 +30,7 @@ final class NginxOrigin: @unchecked Sendable {
 
     let prefix: URL
     let port: UInt16
-    private let process = Process()
+    private let process = ChildProcess()
 
     private let secure: Bool
 
@@ -92,8 +92,8 @@ final class NginxOrigin: @unchecked Sendable {
         try conf.write(toFile: confPath, atomically: true, encoding: .utf8)
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = ["-p", prefix.path, "-c", confPath]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
+        process.standardOutput = .null
+        process.standardError = .null
         try process.run()
         do {
             try waitUntilAnswering(seconds: 10)
@@ -112,13 +112,7 @@ final class NginxOrigin: @unchecked Sendable {
 
     /// Stops nginx (SIGTERM, SIGKILL after 5 s) and removes the prefix directory.
     func stop() {
-        if process.isRunning {
-            process.terminate()
-            let deadline = Date().addingTimeInterval(5)
-            while process.isRunning && Date() < deadline { usleep(10_000) }  // Bounded exit wait.
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            process.waitUntilExit()
-        }
+        process.stop(grace: 5)
         try? FileManager.default.removeItem(at: prefix)
     }
 
@@ -137,7 +131,7 @@ final class NginxOrigin: @unchecked Sendable {
     private func waitUntilAnswering(seconds: Double) throws {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
-            guard process.isRunning else { throw Failure(description: "nginx exited with \(process.terminationStatus)") }
+            guard process.isRunning else { throw Failure(description: "nginx exited with \(process.terminationStatus ?? -1)") }
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             var target = sockaddr_in()
             target.sin_family = sa_family_t(AF_INET)

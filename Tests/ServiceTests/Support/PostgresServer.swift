@@ -31,7 +31,7 @@ final class PostgresServer: @unchecked Sendable {
     private let bin: String
     private let account: (uid: uid_t, gid: gid_t)?
     private let lock = NSLock()
-    private var process: Process?
+    private var process: ChildProcess?
 
     /// The shared server (started at first use, stopped when the test process exits).
     static let shared: PostgresServer = {
@@ -59,9 +59,12 @@ final class PostgresServer: @unchecked Sendable {
         if let account { chown(passwordFile, account.uid, account.gid) }
         let initdb = try run(bin + "/initdb", ["-D", directory + "/data", "-U", "admin", "-A", "trust", "--auth-host=scram-sha-256",
                                                "--pwfile=" + passwordFile, "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions"])
-        initdb.waitUntilExit()
+        guard initdb.waitUntilExit(timeout: 120) else {
+            initdb.signal(SIGKILL)
+            throw Failure(description: "initdb did not finish within 120 s")
+        }
         guard initdb.terminationStatus == 0 else {
-            throw Failure(description: "initdb exited with \(initdb.terminationStatus) (run it by hand to see why)")
+            throw Failure(description: "initdb exited with \(initdb.terminationStatus ?? -1) (run it by hand to see why)")
         }
         try start()
         try psql("CREATE ROLE \(Self.role) LOGIN PASSWORD '\(Self.password)' NOSUPERUSER NOCREATEDB NOCREATEROLE")
@@ -89,22 +92,21 @@ final class PostgresServer: @unchecked Sendable {
 
     /// Stops `postgres` (fast shutdown: SIGINT; SIGKILL after 10 s); with `removing`, deletes the directory too.
     func stop(removing: Bool = true) {
-        let running = lock.withLock { () -> Process? in
+        let running = lock.withLock { () -> ChildProcess? in
             defer { process = nil }
             return process
         }
         if let running, running.isRunning {
-            kill(running.processIdentifier, SIGINT)
-            let deadline = Date().addingTimeInterval(10)
-            while running.isRunning && Date() < deadline { usleep(10_000) }  // Bounded exit wait.
-            if running.isRunning { kill(running.processIdentifier, SIGKILL) }
-            running.waitUntilExit()
+            running.signal(SIGINT)
+            if !running.waitUntilExit(timeout: 10) {
+                running.signal(SIGKILL)
+                running.waitUntilExit(timeout: 10)
+            }
         }
         if removing { try? FileManager.default.removeItem(atPath: directory) }
     }
 
-    /// At the test process's exit, without Foundation's `Process` (whose exit monitoring may already be
-    /// gone then, so a wait on it never ended): SIGQUIT (PostgreSQL's immediate shutdown), reaped with
+    /// At the test process's exit, without relying on the child's waiter thread: SIGQUIT (PostgreSQL's immediate shutdown), reaped with
     /// `waitpid` for at most 5 s, SIGKILL after that; then the directory goes.
     func stopAtExit() {
         let pid = lock.withLock { process?.processIdentifier }
@@ -143,11 +145,9 @@ final class PostgresServer: @unchecked Sendable {
         try PostgresConnection(url: adminURL, timeout: 5).execute(sql)
     }
 
-    /// Starts `binary` as the unprivileged account (when root), its output discarded: `/dev/null`, never a
-    /// `FileHandle` of a file, whose descriptor Foundation's `Process` and the handle's deinit would
-    /// both close (the second close hit whatever socket had reused the number meanwhile).
-    private func run(_ binary: String, _ arguments: [String]) throws -> Process {
-        let process = Process()
+    /// Starts `binary` as the unprivileged account (when root), its output discarded.
+    private func run(_ binary: String, _ arguments: [String]) throws -> ChildProcess {
+        let process = ChildProcess()
         if let account {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
             process.arguments = ["--reuid=\(account.uid)", "--regid=\(account.gid)", "--clear-groups", "--", binary] + arguments
@@ -157,8 +157,8 @@ final class PostgresServer: @unchecked Sendable {
         }
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         process.environment = ["PATH": "/usr/bin:/bin", "LC_ALL": "C", "TZ": "UTC"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
+        process.standardOutput = .null
+        process.standardError = .null
         try process.run()
         return process
     }

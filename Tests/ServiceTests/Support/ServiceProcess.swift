@@ -6,12 +6,12 @@ import Glibc
 /// The real `download-service` executable, started for a live test on port 0 with its own
 /// storage directories. The port comes from the first log line ("listening").
 ///
-/// Exit is observed through `terminationHandler` and stderr is read by a plain thread: Foundation's
-/// `waitUntilExit` and `readabilityHandler` can spin on Linux, so neither is used.
+/// Exit is observed through `terminationHandler` and stderr is read by a plain thread. Started with
+/// `ChildProcess` (posix_spawn), not Foundation's `Process`, whose `run()` can crash on Linux.
 final class ServiceProcess: @unchecked Sendable {
     struct Failure: Error, CustomStringConvertible { var description: String }
 
-    let process = Process()
+    let process = ChildProcess()
     let root: URL
     private(set) var port = 0
     private let log = LogCollector()
@@ -36,18 +36,18 @@ final class ServiceProcess: @unchecked Sendable {
             process.arguments = serviceArguments
         }
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let stderr = Pipe()
-        process.standardError = stderr
-        process.standardOutput = FileHandle.nullDevice
+        let stderr = try ChildPipe()
+        process.standardError = .pipe(stderr)
+        process.standardOutput = .null
         let log = self.log
-        process.terminationHandler = { finished in log.exited(finished.terminationStatus) }
+        process.terminationHandler = { finished in log.exited(finished.terminationStatus ?? -1) }
         try process.run()
-        log.follow(stderr.fileHandleForReading)
+        log.follow(stderr)
         guard let line = log.waitForLine(containing: #""msg":"listening""#, timeout: startTimeout),
               let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
               let port = object["port"] as? Int
         else {
-            kill(process.processIdentifier, SIGKILL)
+            process.signal(SIGKILL)
             throw Failure(description: "service did not report its port; log:\n\(log.text)")
         }
         self.port = port
@@ -67,16 +67,16 @@ final class ServiceProcess: @unchecked Sendable {
 
     /// A service the test did not stop is killed, never waited for.
     deinit {
-        if log.exitStatus == nil { kill(process.processIdentifier, SIGKILL) }
+        if log.exitStatus == nil { process.signal(SIGKILL) }
     }
 
     /// Sends `signal` (SIGTERM by default; SIGKILL to simulate a crash) and waits for the exit
     /// status (nil if it did not exit within `timeout`).
     @discardableResult
     func stop(signal: Int32 = SIGTERM, timeout: Double = 20) async throws -> Int32? {
-        let (pid, log) = (process.processIdentifier, log)
+        let (process, log) = (process, log)
         return try await onThread {
-            if log.exitStatus == nil { kill(pid, signal) }
+            if log.exitStatus == nil { process.signal(signal) }
             return log.waitForExit(timeout: timeout)
         }
     }
@@ -109,12 +109,12 @@ final class LogCollector: @unchecked Sendable {
     private var ended = false
     private var status: Int32?
 
-    /// Reads `reader` to its end on a thread of its own, appending as it goes, then `finish()`es.
-    func follow(_ reader: FileHandle) {
+    /// Reads `pipe` to its end on a thread of its own, appending as it goes, then `finish()`es.
+    func follow(_ pipe: ChildPipe) {
         Thread.detachNewThread { [self] in
             var chunk = [UInt8](repeating: 0, count: 16 * 1024)
             while true {
-                let n = chunk.withUnsafeMutableBytes { read(reader.fileDescriptor, $0.baseAddress, $0.count) }
+                let n = chunk.withUnsafeMutableBytes { read(pipe.readEnd, $0.baseAddress, $0.count) }
                 if n < 0 && errno == EINTR { continue }
                 if n <= 0 { break }
                 append(Data(chunk[..<n]))

@@ -15,7 +15,7 @@ final class SquidProxy: @unchecked Sendable {
     let port: UInt16
     /// The TLS port, when started with a certificate.
     let httpsPort: UInt16?
-    private let process = Process()
+    private let process = ChildProcess()
 
     /// `http://127.0.0.1:<port>`.
     var url: String { "http://127.0.0.1:\(port)" }
@@ -56,8 +56,8 @@ final class SquidProxy: @unchecked Sendable {
         try conf.write(toFile: confPath, atomically: true, encoding: .utf8)
         process.executableURL = URL(fileURLWithPath: Self.binary)
         process.arguments = ["-N", "-f", confPath]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
+        process.standardOutput = .null
+        process.standardError = .null
         try process.run()
         do {
             try waitUntilListening(port, seconds: 20)
@@ -95,26 +95,16 @@ final class SquidProxy: @unchecked Sendable {
 
     /// SIGTERM (quick with `shutdown_lifetime 0`), SIGKILL after 1 s; removes the directory.
     func stop() {
-        if process.isRunning {
-            process.terminate()
-            let deadline = Date().addingTimeInterval(1)
-            while process.isRunning && Date() < deadline { usleep(20_000) }  // Bounded exit wait.
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            process.waitUntilExit()
-        }
+        process.stop(grace: 1)
         try? FileManager.default.removeItem(at: directory)
     }
 
     private static func passwordFile(user: String, password: String, at path: String) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = ["passwd", "-apr1", password]
-        let out = Pipe()
-        process.standardOutput = out
+        let out = try ChildPipe()
+        let process = ChildProcess("/usr/bin/openssl", ["passwd", "-apr1", password], standardOutput: .pipe(out), standardError: .inherit)
         try process.run()
-        let hash = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            .trimmingCharacters(in: .whitespacesAndNewlines)
-        process.waitUntilExit()
+        let hash = out.readText(timeout: 20).trimmingCharacters(in: .whitespacesAndNewlines)
+        process.waitUntilExit(timeout: 20)
         try "\(user):\(hash)\n".write(toFile: path, atomically: true, encoding: .utf8)
         chmod(path, 0o644)
     }
@@ -128,7 +118,7 @@ final class SquidProxy: @unchecked Sendable {
     private func waitUntilListening(_ port: UInt16, seconds: Double) throws {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
-            guard process.isRunning else { throw Failure(description: "squid exited with \(process.terminationStatus)") }
+            guard process.isRunning else { throw Failure(description: "squid exited with \(process.terminationStatus ?? -1)") }
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             let connected = OriginSocket.connectToLoopback(fd, port: port)
             close(fd)

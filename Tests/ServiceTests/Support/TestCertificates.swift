@@ -64,21 +64,16 @@ final class TestCertificates: Sendable {
 
     /// Runs `openssl` with `arguments`, bounded to 20 s.
     static func openssl(_ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        let errors = Pipe()
-        process.standardError = errors
-        let done = DispatchSemaphore(value: 0)
-        process.terminationHandler = { _ in done.signal() }
+        let errors = try ChildPipe()
+        let process = ChildProcess("/usr/bin/openssl", arguments, standardOutput: .null, standardError: .pipe(errors))
         try process.run()
-        guard done.wait(timeout: .now() + 20) == .success else {
+        // Read while it runs: a full pipe would stall it.
+        let text = errors.readText(timeout: 20)
+        guard process.waitUntilExit(timeout: 1) else {
             process.terminate()
             throw Failure(description: "openssl \(arguments.first ?? "") did not finish in 20 s")
         }
         guard process.terminationStatus == 0 else {
-            let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             throw Failure(description: "openssl \(arguments.joined(separator: " ")) failed: \(text)")
         }
     }

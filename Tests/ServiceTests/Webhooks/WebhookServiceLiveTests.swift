@@ -86,18 +86,15 @@ struct WebhookServiceLiveTests {
     @Test func anUnreadableSecretFileStopsTheStart() async throws {
         let executable = try ServiceProcess.executable()
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("ds-webhook-\(UUID().uuidString)")
-        let (status, stderr) = try await onThread { () -> (Int32, String) in
-            let p = Process()
-            p.executableURL = executable
-            p.arguments = ["--port", "0", "--log-format", "json", "--state-dir", root.appendingPathComponent("state").path,
+        let (status, stderr) = try await onThread { () -> (Int32?, String) in
+            let pipe = try ChildPipe()
+            let p = ChildProcess(executable.path, ["--port", "0", "--log-format", "json", "--state-dir", root.appendingPathComponent("state").path,
                            "--cache-dir", root.appendingPathComponent("cache").path, "--data-dir", root.appendingPathComponent("data").path,
-                           "--webhook-secret-file", root.appendingPathComponent("missing-secret").path]
-            let pipe = Pipe()
-            p.standardError = pipe
-            p.standardOutput = FileHandle.nullDevice
+                           "--webhook-secret-file", root.appendingPathComponent("missing-secret").path],
+                                 standardOutput: .null, standardError: .pipe(pipe))
             try p.run()
-            let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            p.waitUntilExit()
+            let text = pipe.readText(timeout: 30)
+            p.waitUntilExit(timeout: 30)
             return (p.terminationStatus, text)
         }
         #expect(status == 1 && stderr.contains("--webhook-secret-file: cannot read") && !stderr.contains("listening"), "\(stderr)")
