@@ -105,7 +105,7 @@ struct HTTPServerIsolationTests {
         try await withServer(handler: handler) { port in
             let waiting = try await RawHTTPClient.connect(port: port)
             try await waiting.send(get("/wait"))
-            await entered.wait()
+            try #require(await entered.wait(), "the /wait handler never ran")
             let stalled = try await RawHTTPClient.connect(port: port)
             try await stalled.send(get("/big"))  // never read: its socket buffers fill up
             let other = try await RawHTTPClient.connect(port: port)

@@ -25,27 +25,34 @@ func withServer<T: Sendable>(
     }
 }
 
-/// A one-shot signal tests await (bounded by `withTimeout` around them).
+/// A one-shot signal tests await. Every wait is bounded (a step that failed must not hang the
+/// suite: a continuation nobody resumes outlives any `withTimeout`, whose group awaits it).
 final class Gate: Sendable {
-    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    private let state = Mutex<(open: Bool, next: Int, waiters: [Int: CheckedContinuation<Bool, Never>])>((false, 0, [:]))
 
     func open() {
-        let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+        let waiters = state.withLock { s -> [CheckedContinuation<Bool, Never>] in
             s.open = true
-            defer { s.waiters = [] }
-            return s.waiters
+            defer { s.waiters = [:] }
+            return Array(s.waiters.values)
         }
-        for w in waiters { w.resume() }
+        for w in waiters { w.resume(returning: true) }
     }
 
-    func wait() async {
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let resumeNow = state.withLock { s -> Bool in
-                if s.open { return true }
-                s.waiters.append(c)
-                return false
+    /// Waits until the gate opens, at most `timeout` seconds: whether it opened.
+    @discardableResult
+    func wait(timeout: Double = 30) async -> Bool {
+        await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
+            let id: Int? = state.withLock { s in
+                if s.open { return nil }
+                defer { s.next += 1 }
+                s.waiters[s.next] = c
+                return s.next
             }
-            if resumeNow { c.resume() }
+            guard let id else { return c.resume(returning: true) }
+            DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { [self] in
+                if let waiter = state.withLock({ $0.waiters.removeValue(forKey: id) }) { waiter.resume(returning: false) }
+            }
         }
     }
 }
