@@ -12,16 +12,20 @@ public struct EngineError: Error, Sendable, Equatable, CustomStringConvertible {
         case destinationForbidden = "destination_forbidden"
         case urlCredentials = "url_credentials"
         case invalidHeaders = "invalid_headers"
+        case heldElsewhere = "held_elsewhere"
     }
 
     /// Stable machine-readable code.
     public let code: Code
     /// Human-readable detail.
     public let message: String
+    /// `heldElsewhere`: the advertised URL of the replica that holds the download's lease.
+    public let ownerURL: String?
 
-    private init(_ code: Code, _ message: String) {
+    private init(_ code: Code, _ message: String, ownerURL: String? = nil) {
         self.code = code
         self.message = message
+        self.ownerURL = ownerURL
     }
 
     public var description: String { "\(code.rawValue): \(message)" }
@@ -51,6 +55,13 @@ public struct EngineError: Error, Sendable, Equatable, CustomStringConvertible {
 
     /// The caller's `headers` break a rule of `CallerHeaders` (the message never holds a value).
     public static func invalidHeaders(_ message: String) -> EngineError { EngineError(.invalidHeaders, message) }
+
+    /// Cluster mode: another replica holds the download's lease (it runs the transfer and owns the
+    /// download's state while it does); the request is for `ownerURL`, which the service forwards it
+    /// to. Answered `503` (with `Retry-After`) only when the request cannot be forwarded.
+    public static func heldElsewhere(ownerURL: String) -> EngineError {
+        EngineError(.heldElsewhere, "another replica (\(ownerURL)) holds this download; try again shortly", ownerURL: ownerURL)
+    }
 
     /// Equal when the codes are (the message is detail).
     public static func == (a: EngineError, b: EngineError) -> Bool { a.code == b.code }

@@ -159,6 +159,8 @@ extension APIError {
             self.init(status: 429, error.code, error.message, headers: ["Retry-After": "60"])
         case .shuttingDown:
             self.init(status: 503, error.code, error.message, headers: ["Retry-After": "5"])
+        case .heldElsewhere:
+            self.init(status: 503, error.code, error.message, headers: ["Retry-After": "1"])
         }
     }
 }

@@ -76,13 +76,14 @@ import Testing
         case .destinationForbidden: .destinationForbidden("x")
         case .urlCredentials: .urlCredentials("x")
         case .invalidHeaders: .invalidHeaders("x")
+        case .heldElsewhere: .heldElsewhere(ownerURL: "http://replica-b:8080")
         }
     }
 
     /// What each engine code answered while codes were strings: status and `Retry-After`.
     static let expected: [EngineError.Code: (status: Int, retryAfter: String?)] = [
         .invalidURL: (400, nil), .invalidChecksum: (400, nil), .urlCredentials: (400, nil), .invalidHeaders: (400, nil), .destinationForbidden: (403, nil),
-        .conflict: (409, nil), .tooManyCallers: (429, "60"), .shuttingDown: (503, "5"),
+        .conflict: (409, nil), .tooManyCallers: (429, "60"), .shuttingDown: (503, "5"), .heldElsewhere: (503, "1"),
     ]
 
     @Test(arguments: EngineError.Code.allCases)
