@@ -34,6 +34,7 @@ final class RunningService: Sendable {
         engineConfiguration.storyteller = { story in logger.story(story) }
         let cluster = try ClusterStart.connect(configuration, logger: logger)
         engineConfiguration.clusterDatabase = cluster
+        engineConfiguration.clusterReplica = ClusterStart.replica(configuration)
         let engine = try DownloadEngine(configuration: engineConfiguration)
         for path in engine.stateSetAside {
             logger.error("state file damaged or unreadable: renamed aside, started without the downloads it held",

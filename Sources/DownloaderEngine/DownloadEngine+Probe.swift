@@ -38,7 +38,7 @@ extension DownloadEngine {
             return nil
         }
         return core.locked {
-            core.byURL[core.coalescingKey(url: normalized, headers: nil)].map { ($0.id, $0.tailState(partialPath: core.store.partialPath(id: $0.id))) }
+            core.byURL[core.coalescingKey(url: normalized, headers: nil)].map { ($0.id, $0.tailState(partialPath: core.partialPath(of: $0))) }
         }
     }
 

@@ -48,6 +48,7 @@ public final class DownloadEngine: Sendable {
         core = try EngineCore(configuration: configuration, driver: driver, scheduler: scheduler, random: random,
                               diskPressure: thresholds, pressure: monitor)
         recovery = try core.recover()
+        core.startCluster()
         core.scheduleRetention()
         let dispatcher = try WebhookDispatcher(
             journal: WebhookJournal(path: core.store.stateDirectory + "/" + SQLiteStateStore.fileName),
@@ -129,6 +130,7 @@ public final class DownloadEngine: Sendable {
     public func shutdown() async {
         core.pressure.stop()
         await core.shutdown()
+        core.clusterShutdown()
         (core.driver as? CurlTransferDriver)?.shutdown()
     }
 }

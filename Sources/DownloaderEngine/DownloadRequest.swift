@@ -74,6 +74,8 @@ public struct EngineStatistics: Sendable, Equatable {
     public var activeTransfers: Int = 0
     /// Files purged so far, by kind and reason.
     public var purges: [PurgeCounterKey: Int64] = [:]
+    /// Cluster mode's leases, takeovers and fenced writes (nil in a single process).
+    public var cluster: ClusterStatistics?
 
     public init() {}
 }

@@ -140,6 +140,8 @@ public struct EngineConfiguration: Sendable {
     /// Cluster mode: the PostgreSQL database that holds the state instead of `state.db` (default nil:
     /// the single process, on SQLite).
     public var clusterDatabase: ClusterDatabase? = nil
+    /// Cluster mode: this replica's owner id, advertised URL and lease TTL (`ClusterReplica`).
+    public var clusterReplica = ClusterReplica()
     /// Crash tests only: where the process SIGKILLs itself (default nil; see `CrashPoint`).
     public var testCrashPoint: CrashPoint? = nil
     /// Told every step of every download's life (`DownloadStory`), in the order the engine decided

@@ -47,6 +47,13 @@ final class ServiceMetrics: Sendable {
                })
         metric("http_requests_total", "counter", "HTTP requests answered, by status.",
                http.requestsByStatus.sorted { $0.key < $1.key }.map { (#"{status=""# + String($0.key) + #""}"#, String($0.value)) })
+        if let cluster = engine.cluster {
+            metric("cluster_leases_held", "gauge", "Download leases this replica holds.", [("", String(cluster.leasesHeld))])
+            metric("cluster_takeovers_total", "counter", "Lapsed leases this replica took over.", [("", String(cluster.takeovers))])
+            metric("cluster_fenced_writes_total", "counter",
+                   "Writes refused because the lease that allowed them was lost (refused renewals included).",
+                   [("", String(cluster.fencedWrites))])
+        }
         return out
     }
 }

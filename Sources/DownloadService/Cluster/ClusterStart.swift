@@ -16,8 +16,13 @@ enum ClusterStart {
             "database": database.address, "sharedDir": options.sharedDirectory ?? "", "leaseTTL": options.leaseTTL,
             "pool": options.poolSize, "advertiseURL": options.advertiseURL ?? "",
         ])
-        logger.warning("cluster mode: transfers are not yet coordinated between replicas (leases are not wired "
-                       + "into the engine); run one replica per database", [:])
         return database
+    }
+
+    /// This replica in the cluster: a fresh owner id, `--advertise-url` (default `http://HOST:PORT`)
+    /// and `--lease-ttl`.
+    static func replica(_ configuration: ServiceConfiguration) -> ClusterReplica {
+        let advertised = configuration.cluster.advertiseURL ?? "http://\(configuration.host):\(configuration.port)"
+        return ClusterReplica(advertiseURL: advertised, leaseTTL: configuration.cluster.leaseTTL)
     }
 }

@@ -66,6 +66,12 @@ enum PostgresSchema {
             ADD COLUMN connections integer NOT NULL DEFAULT 1,
             ADD COLUMN segments text;
         """,
+        // 3: the key of the lease that fences a download's row (`CoalescingKey.leaseName`), so that a
+        // replica taking a lease over finds the download it covers.
+        """
+        ALTER TABLE downloads ADD COLUMN lease_key text;
+        CREATE INDEX downloads_lease_key ON downloads (lease_key);
+        """,
     ]
 
     static var version: Int { migrations.count }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The state in PostgreSQL (cluster mode): the same `StateStore` contract as `SQLiteStateStore`,
 /// every replica reading and writing the one database. A commit is one transaction (durable when
@@ -9,7 +10,7 @@ final class PostgresStateStore: StateStore, @unchecked Sendable {
     static let columns = ["id", "url", "storage", "state", "etag", "last_modified", "expected_total", "verified_offset",
                           "expected_sha256", "expected_size", "file_name", "final_path", "sha256", "size", "created_at",
                           "updated_at", "last_access", "error_code", "error_message", "error_http_status", "content_type",
-                          "generation", "changed_at", "credential_key", "connections", "segments"]
+                          "generation", "changed_at", "credential_key", "connections", "segments", "lease_key"]
     static let upsertSQL: String = {
         let placeholders = (1...columns.count).map { "$\($0)" }.joined(separator: ", ")
         let updates = columns.dropFirst().map { "\($0) = EXCLUDED.\($0)" }.joined(separator: ", ")
@@ -18,6 +19,8 @@ final class PostgresStateStore: StateStore, @unchecked Sendable {
     }()
 
     let pool: PostgresPool
+    /// Upserts refused because their lease's epoch no longer holds it (`fenceHolds`).
+    let fencedRows = Atomic<Int64>(0)
 
     /// Opens the store on `pool`'s database and brings its schema up to date.
     init(pool: PostgresPool) throws(StateStoreError) {
@@ -56,6 +59,10 @@ final class PostgresStateStore: StateStore, @unchecked Sendable {
                     try db.execute("DELETE FROM downloads WHERE id = ANY($1::text[])", [PostgresArray.literal(batch.deletions)])
                 }
                 for download in batch.upserts {
+                    guard try Self.fenceHolds(download.fence, db) else {
+                        fencedRows.add(1, ordering: .relaxed)
+                        continue
+                    }
                     try db.execute(Self.upsertSQL, Self.values(of: download))
                     let hashes = PostgresArray.literal(download.tokens.map { PostgresArray.hex($0.digest) })
                     try db.execute("DELETE FROM tokens WHERE download = $1 AND NOT (encode(hash, 'hex') = ANY($2::text[]))",
@@ -64,6 +71,7 @@ final class PostgresStateStore: StateStore, @unchecked Sendable {
                         try db.execute("INSERT INTO tokens (download, hash) SELECT $1, decode(h, 'hex') FROM unnest($2::text[]) AS h "
                                        + "ON CONFLICT DO NOTHING", [download.id, hashes])
                     }
+                    try Self.checkpointLease(download, db)
                 }
             }
         }
@@ -80,7 +88,7 @@ final class PostgresStateStore: StateStore, @unchecked Sendable {
          String(d.updatedAt.timeIntervalSince1970), String(d.lastAccess.timeIntervalSince1970), d.error?.journalCode,
          d.error?.message, d.error?.httpStatus.map(String.init), d.contentType, String(Int64(clamping: d.generation)),
          d.changedAt.map { String($0.timeIntervalSince1970) }, d.credentialKey.map(PostgresArray.hex), String(d.connections),
-         d.segments.map(SegmentJournal.text)]
+         d.segments.map(SegmentJournal.text), d.fence?.key]
     }
 
     /// The download a row of `columns` holds. Throws `.damaged` for values no build writes.

@@ -21,6 +21,8 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     /// What was asked for.
     var plan = ResumePlan.Request(offset: 0, discardsKeptBytes: false, headers: [])
     var sentValidator: Validator?
+    /// Cluster mode: the lease the download is held under; no byte is written once it may not write.
+    var lease: LeaseHold?
     /// Offset at which the accepted body is written (nil: no head accepted).
     var acceptedOffset: Int64?
     /// Streaming readers follow the download: every append is handed to the partial's write lane at
@@ -116,6 +118,10 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
 
     func write(_ whole: UnsafeRawBufferPointer) throws {
         guard let partial, let core else { throw SystemError(errno: EBADF, function: "write (no partial file)") }
+        if let lease, !lease.mayWrite(now: core.clock.monotonic()) {
+            core.writeFenced(lease)
+            throw SystemError(errno: EPERM, function: "write (the download's lease was lost)")
+        }
         var bytes = whole
         var atPrefixEnd = false
         if let prefixEnd {

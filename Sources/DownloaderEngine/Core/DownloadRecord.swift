@@ -36,6 +36,8 @@ final class DownloadRecord {
     var expectedTotal: Int64?
     /// The attempt the lifecycle waits on (`lifecycle.attempt`), running or draining.
     var attempt: Attempt?
+    /// Cluster mode: the lease this replica holds on the download (nil in a single process).
+    var lease: LeaseHold?
     /// Bytes shown in snapshots.
     var bytesWritten: Int64 = 0
 

@@ -13,6 +13,7 @@ extension EngineCore {
         for action in actions where !local(action) {
             apply(action, to: record)
         }
+        if cluster != nil { clusterCheck(record) }
     }
 
     /// Keeps `failedRecords` in step with `record`'s state (after its lifecycle decided, or a restore).
@@ -27,6 +28,7 @@ extension EngineCore {
     /// Applies actions decided outside `handle` (a new download's first ones).
     func handle(_ actions: [LifecycleAction], for record: DownloadRecord) {
         for action in actions { apply(action, to: record) }
+        if cluster != nil { clusterCheck(record) }
     }
 
     private func apply(_ action: LifecycleAction, to record: DownloadRecord) {
@@ -110,7 +112,7 @@ extension EngineCore {
     /// later decision's effect can open it again, and the file deleted on the work queue, so nobody
     /// waits for the file system to free a large file's blocks.
     func discardPartial(_ record: DownloadRecord) {
-        let path = store.partialPath(id: record.id)
+        let path = partialPath(of: record)
         let aside = path + ".\(makeSerial())" + FileStore.trashSuffix
         let before = hooks.beforeRemove
         effects.append { [self] in

@@ -37,6 +37,7 @@ extension EngineCore {
     /// Removes a download entirely (its tokens stop working; the state store removes it too).
     func forget(_ record: DownloadRecord) {
         save(record)
+        clusterForget(record)
         failedRecords[record.id] = nil
         byID[record.id] = nil
         if byURL[record.key] === record { byURL[record.key] = nil }

@@ -15,7 +15,7 @@ extension EngineCore {
 
     private func placementTarget(_ record: DownloadRecord) -> (from: String, to: String)? {
         guard record.state == .completed, let path = record.finalPath, let name = record.fileName else { return nil }
-        return (path, store.finalPath(id: record.id, fileName: name, storage: record.storage))
+        return (path, finalPath(id: record.id, fileName: name, storage: record.storage, epoch: record.lease?.epoch))
     }
 
     /// Under `lock`: the move the lifecycle decided, on the work queue once the lock is released.

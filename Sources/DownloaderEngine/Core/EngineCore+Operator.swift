@@ -59,13 +59,13 @@ extension EngineCore {
         if let tail = record.tail, record.state != .completed {
             effects.append { tail.update { $0.phase = .removed } }
         }
-        var paths = [store.partialPath(id: record.id)]
+        var paths = [partialPath(of: record)]
         if let path = record.finalPath { paths.append(path) }
         if let path = record.publishing?.path { paths.append(path) }
         if let name = record.fileName {
             // Where a publishing or a placement in flight may still put the file.
             for storage in [StorageClass.cache, .persistent] {
-                paths.append(store.finalPath(id: record.id, fileName: name, storage: storage))
+                paths.append(finalPath(id: record.id, fileName: name, storage: storage, epoch: record.lease?.epoch))
             }
         }
         var seen = Set<String>()

@@ -31,6 +31,7 @@ extension EngineCore {
     var statistics: EngineStatistics {
         var s = locked { stats }
         s.subscribers = subscribers.count
+        s.cluster = cluster?.statistics
         return s
     }
 

@@ -28,6 +28,9 @@ extension EngineCore {
     func recover() throws -> RecoveryReport {
         var report = RecoveryReport()
         report.damagedStateKeptAt = damagedStateKeptAt
+        // Cluster mode loads nothing: downloads come into memory when their lease is taken (a
+        // request, or a takeover of a lapsed lease); nothing is swept that another replica may hold.
+        guard cluster == nil else { return report }
         let directory = store.stateDirectory
         // The cache and data areas are listed on the work queue while the store loads.
         let listings = AreaListing.Pending([store.cacheDirectory, store.dataDirectory], on: workQueue)

@@ -38,6 +38,8 @@ extension EngineCore {
         if let size = request.size, size < 0 { throw .invalidURL("size must not be negative") }
         let headers = try CallerHeaders.validate(request.headers.map { (name: $0.key, value: $0.value) }).get()
         let key = coalescingKey(url: url, headers: headers)
+        try clusterPrepare(key)
+        defer { clusterAfterJoin(key) }
         // A stored file's stat runs before the lock is taken: a slow disk never holds the engine.
         // (Checked again below that the path is still the one stat'ed.)
         let (storedPath, reusePath): (String?, String?) = locked {
@@ -108,6 +110,7 @@ extension EngineCore {
         askConnections(record, request)
         byID[id] = record
         byURL[record.key] = record
+        clusterAttach(record)
         add(joiner, to: record)
         tellCreated(record, request, as: joiner)
         handle(actions, for: record)
@@ -124,7 +127,7 @@ extension EngineCore {
         case .reader:
             record.readers += 1
             record.attempt?.followed.store(true, ordering: .relaxed)
-            if record.tail == nil { record.tail = DownloadTail(record.tailState(partialPath: store.partialPath(id: record.id))) }
+            if record.tail == nil { record.tail = DownloadTail(record.tailState(partialPath: partialPath(of: record))) }
         }
     }
 

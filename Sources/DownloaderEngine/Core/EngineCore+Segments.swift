@@ -60,7 +60,7 @@ extension EngineCore {
         guard let plan = attempt.segmentPlan, let template = attempt.launched else { return nil }
         let facts: (validator: Validator, path: String)? = locked {
             guard let record = byID[attempt.recordID], let validator = record.validator else { return nil }
-            return (validator, store.partialPath(id: record.id))
+            return (validator, partialPath(of: record))
         }
         guard let facts, let total = plan.last?.end else { return nil }
         do throws(SystemError) {

@@ -12,6 +12,8 @@ extension EngineCore {
         var total: Int64?
         var storage: StorageClass
         var fileName: String
+        /// Cluster mode: the lease the download is held under (its file gets the epoch's name).
+        var lease: LeaseHold?
     }
 
     /// The attempt's transfer ended (transfer thread; the work queue when it never started).
@@ -27,7 +29,7 @@ extension EngineCore {
                 case .settle:
                     let context = SettleContext(id: record.id, sha256: record.expectedSHA256, size: record.expectedSize,
                                                 total: record.expectedTotal, storage: record.storage,
-                                                fileName: record.fileName ?? FileNameSanitizer.fallback)
+                                                fileName: record.fileName ?? FileNameSanitizer.fallback, lease: record.lease)
                     effects.append { [self] in workQueue.async { self.settle(attempt, result, context) } }
                 case .closeStaleAttempt:
                     closeStale(attempt)
@@ -126,7 +128,7 @@ extension EngineCore {
         }
         do {
             try partial.fullSync()
-            let target = store.finalPath(id: context.id, fileName: context.fileName, storage: context.storage)
+            let target = finalPath(id: context.id, fileName: context.fileName, storage: context.storage, epoch: context.lease?.epoch)
             let (hooks, known): (EngineHooks, Bool) = decide {
                 guard let record = byID[context.id] else { return (self.hooks, false) }
                 handle(.publishing(serial: attempt.serial), for: record) { action in
@@ -139,6 +141,10 @@ extension EngineCore {
             // Removed meanwhile: nothing is published (the partial goes with the tombstone's files).
             guard known else { return .failed(DownloadFailure(code: .unknown, message: "the download was removed"), discard: true) }
             stateWriter.flush()
+            if let lease = context.lease, !lease.mayWrite(now: clock.monotonic()) {
+                writeFenced(lease)  // Lost meanwhile: nothing is published.
+                return .failed(DownloadFailure(code: .unknown, message: "the download's lease was lost"), discard: false)
+            }
             hooks.beforePublishRename?()
             try store.publish(from: partial.path, to: target)
             hooks.afterPublishRename?()

@@ -9,13 +9,14 @@ extension EngineCore {
         let attempt = Attempt(serial: serial, recordID: record.id, core: self, checkpointBytes: checkpointBytes,
                               checkpointSeconds: configuration.checkpointInterval)
         record.attempt = attempt
+        attempt.lease = record.lease
         if record.readers > 0 { attempt.followed.store(true, ordering: .relaxed) }
         let kept = record.keptBytes
         let hasher = record.keptHasher
         record.keptHasher = nil
         attempt.keptAtStart = kept
         let validator = record.validator
-        let path = store.partialPath(id: record.id)
+        let path = partialPath(of: record)
         let write = hooks.partialWrite
         let keepTail = record.segments != nil && kept > 0 && validator != nil
         if !keepTail { record.segments = nil }

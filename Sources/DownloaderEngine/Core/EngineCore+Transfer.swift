@@ -95,7 +95,7 @@ extension EngineCore {
     /// accepted head, a lifecycle event), never half-way through applying it.
     func refreshTail(_ record: DownloadRecord) {
         guard let tail = record.tail else { return }
-        let state = record.tailState(partialPath: store.partialPath(id: record.id))
+        let state = record.tailState(partialPath: partialPath(of: record))
         effects.append { tail.update { $0 = state } }
     }
 

@@ -31,6 +31,8 @@ final class EngineCore: @unchecked Sendable {
     let effects = EffectQueue()
     /// The key of the credential hash in coalescing keys (`CredentialKey`).
     let credentialKey: CredentialKey
+    /// Cluster mode's leases and the downloads they cover (nil in a single process).
+    let cluster: EngineCluster?
 
     let lock = NSLock()
     // Everything below is guarded by `lock`.
@@ -89,6 +91,9 @@ final class EngineCore: @unchecked Sendable {
             damagedStateKeptAt = opening.damagedKeptAt
             stateStore = opening.store
         }
+        cluster = configuration.clusterDatabase.map { [scheduler] in
+            EngineCluster(database: $0, replica: configuration.clusterReplica, monotonic: { scheduler.monotonic() })
+        }
         stateWriter = StateWriter(store: stateStore, minInterval: Self.stateMinInterval, scheduler: scheduler)
         feed = Self.makeFeed(pacer: subscribers.pacer, stateWriter: stateWriter, background: workQueue)
         stateWriter.source = { [weak self] retry in
@@ -139,8 +144,8 @@ final class EngineCore: @unchecked Sendable {
         var batch = StateBatch()
         for id in unsaved.union(retry) {
             if let record = byID[id] {
-                batch.upserts.append(record.stored())
-            } else {
+                if let row = batchRow(of: record) { batch.upserts.append(row) }
+            } else if deletesRow(of: id) {
                 batch.deletions.append(id)
                 if let tombstone = tombstones[id] { batch.tombstones.append(tombstone) }
             }

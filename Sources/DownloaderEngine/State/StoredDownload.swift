@@ -42,4 +42,6 @@ struct StoredDownload: Sendable, Equatable {
     var credentialKey: [UInt8]? = nil
     /// The operator holds the download paused (table `operator_holds`).
     var held = false
+    /// Cluster mode: the lease whose epoch must still hold for this row to be written (nil: none).
+    var fence: LeaseFence? = nil
 }

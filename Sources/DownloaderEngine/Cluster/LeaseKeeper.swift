@@ -1,0 +1,93 @@
+import Foundation
+import Glibc
+import Synchronization
+
+/// Keeps this replica's leases, on a thread of its own: renews each one every TTL/3 (`LeasePolicy`),
+/// and stops it (`onStop`) when a renewal is refused or fails or its local deadline passed, so its
+/// transfer stops at once and nothing more is written under it. Also runs the search for lapsed
+/// leases (`onScan`) every TTL/3. Renewals and searches are database round trips: the engine's lock
+/// is never held across them.
+final class LeaseKeeper: @unchecked Sendable {
+    let policy: LeasePolicy
+    private let store: LeaseStore
+    private let monotonic: @Sendable () -> Double
+    private let holds = Mutex<[String: LeaseHold]>([:])
+    private let running = Atomic<Bool>(true)
+    /// Test seam: renewals and searches are skipped, as for a process paused (`SIGSTOP`, a long GC)
+    /// while its writers carry on: the local deadline still passes, and stops the leases.
+    let paused = Atomic<Bool>(false)
+    /// Told (on the keeper's thread) when a lease stops; the hold is already stopped and dropped.
+    var onStop: (@Sendable (LeaseHold, LeasePolicy.StopReason) -> Void)?
+    /// Told (on the keeper's thread) when the search for lapsed leases is due.
+    var onScan: (@Sendable () -> Void)?
+
+    init(policy: LeasePolicy, store: LeaseStore, monotonic: @escaping @Sendable () -> Double) {
+        self.policy = policy
+        self.store = store
+        self.monotonic = monotonic
+    }
+
+    /// Starts the thread (once `onStop` and `onScan` are set).
+    func start() {
+        let thread = Thread { [self] in run() }
+        thread.name = "download-engine.leases"
+        thread.start()
+    }
+
+    /// Ends the thread (at its next turn); the leases are no longer renewed.
+    func stop() { running.store(false, ordering: .releasing) }
+
+    func add(_ hold: LeaseHold) { holds.withLock { $0[hold.key] = hold } }
+
+    /// Stops renewing `hold` (released, handed over or evicted).
+    func remove(_ hold: LeaseHold) {
+        holds.withLock { if $0[hold.key] === hold { $0[hold.key] = nil } }
+    }
+
+    var count: Int { holds.withLock { $0.count } }
+
+    /// Every lease kept now.
+    var all: [LeaseHold] { holds.withLock { Array($0.values) } }
+
+    /// How long the thread sleeps between turns: a quarter of the renewal interval, within 20–250 ms.
+    var turn: Double { min(0.25, max(0.02, policy.interval / 4)) }
+
+    private func run() {
+        var lastScan: Double?
+        while running.load(ordering: .acquiring) {
+            for hold in all { keep(hold) }
+            let now = monotonic()
+            if policy.scanDue(last: lastScan, now: now), !paused.load(ordering: .acquiring) {
+                lastScan = now
+                onScan?()
+            }
+            usleep(useconds_t(turn * 1_000_000))  // The keeper's period (a dedicated thread).
+        }
+    }
+
+    private func keep(_ hold: LeaseHold) {
+        guard !hold.isStopped else { return remove(hold) }
+        switch policy.decide(hold.lease, now: monotonic()) {
+        case .wait: return
+        case .stop(let reason): stopped(hold, reason)
+        case .renew:
+            guard !paused.load(ordering: .acquiring) else { return }
+            let started = monotonic()
+            let outcome: LeasePolicy.RenewalOutcome
+            do throws(StateStoreError) {
+                outcome = try store.renew(key: hold.key, epoch: hold.epoch, ttl: policy.ttl) ? .renewed : .refused
+            } catch {
+                outcome = .failed
+            }
+            let (next, decision) = policy.renewed(hold.lease, startedAt: started, outcome: outcome, now: monotonic())
+            if case .stop(let reason) = decision { return stopped(hold, reason) }
+            hold.update(next)
+        }
+    }
+
+    private func stopped(_ hold: LeaseHold, _ reason: LeasePolicy.StopReason) {
+        remove(hold)
+        guard hold.stop() else { return }
+        onStop?(hold, reason)
+    }
+}

@@ -1,0 +1,176 @@
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+@testable import DownloaderEngine
+
+/// Leases wired into the engine, live: several engines in one process, each its own replica (owner,
+/// pool), sharing one directory and one real PostgreSQL, fetching from a throttled local origin.
+@Suite(.enabled(if: PostgresServer.isInstalled, "needs PostgreSQL (scripts/setup installs it)"), .timeLimit(.minutes(3)))
+struct ClusterLeaseLiveTests {
+    static let ttl: Double = 1
+    static var throttled: TestOrigin.Settings {
+        var settings = TestOrigin.Settings()
+        settings.bytesPerSecond = 1 << 20
+        return settings
+    }
+
+    /// A replica named `owner` (advertised at `http://<owner>.invalid`) on `database`, files under `shared`.
+    static func replica(_ owner: String, database: String, shared: URL) throws -> DownloadEngine {
+        var c = EngineConfiguration(root: shared)
+        c.allowPrivateNetworks = true
+        c.checkpointInterval = 0.1
+        c.checkpointBytes = 64 << 10
+        c.retryBaseDelay = 0.2
+        c.clusterDatabase = try ClusterDatabase.connect(url: database, poolSize: 4, within: 5)
+        c.clusterReplica = ClusterReplica(owner: owner, advertiseURL: "http://\(owner).invalid", leaseTTL: ttl)
+        return try DownloadEngine(configuration: c)
+    }
+
+    static func sharedDirectory() -> URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("ds-lease-\(UUID().uuidString)")
+    }
+
+    /// Waits (at most `timeout` seconds, polling every 20 ms) until `condition` holds.
+    static func wait(_ timeout: Double, _ condition: () throws -> Bool) rethrows -> Bool {
+        let end = Date().addingTimeInterval(timeout)
+        while Date() < end {
+            if try condition() { return true }
+            usleep(20_000)
+        }
+        return try condition()
+    }
+
+    static func shutdown(_ engines: [DownloadEngine]) {
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            for engine in engines { await engine.shutdown() }
+            done.signal()
+        }
+        _ = done.wait(timeout: .now() + 20)
+    }
+
+    /// The state in download `id`'s row.
+    static func state(of id: String, _ database: String) throws -> String? {
+        try PostgresConnection(url: database, timeout: 5).execute("SELECT state FROM downloads WHERE id = $1", [id]).scalar
+    }
+
+    /// The lease row of the only lease in `database`: its epoch, partial and durable offset.
+    static func leaseRow(_ database: String) throws -> (epoch: Int64, partFile: String?, durable: Int64)? {
+        let row = try PostgresConnection(url: database, timeout: 5)
+            .execute("SELECT epoch, part_file, durable_offset FROM leases ORDER BY epoch DESC LIMIT 1").rows.first
+        guard let row, let epoch = row[0].flatMap({ Int64($0) }) else { return nil }
+        return (epoch, row[1], row[2].flatMap { Int64($0) } ?? 0)
+    }
+
+    @Test func concurrentRequestsOnThreeReplicasMakeOneUpstreamGET() async throws {
+        try await blocking { c in
+            let database = try PostgresServer.shared.createDatabase()
+            let origin = try TestOrigin(bodySize: 1 << 20, settings: Self.throttled)
+            defer { origin.stop() }
+            let shared = Self.sharedDirectory()
+            defer { try? FileManager.default.removeItem(at: shared) }
+            let engines = try ["a", "b", "c"].map { try Self.replica($0, database: database, shared: shared) }
+            defer { Self.shutdown(engines) }
+            let answers = Mutex<[(Int, Result<Enqueued, EngineError>)]>([])
+            DispatchQueue.concurrentPerform(iterations: 12) { n in
+                let engine = n % 3
+                do throws(EngineError) {
+                    let enqueued = try engines[engine].request(DownloadRequest(url: origin.url))
+                    answers.withLock { $0.append((engine, .success(enqueued))) }
+                } catch {
+                    answers.withLock { $0.append((engine, .failure(error))) }
+                }
+            }
+            let all = answers.withLock { $0 }
+            let holders = Set(all.compactMap { answer -> Int? in if case .success = answer.1 { answer.0 } else { nil } })
+            c.expect(holders.count == 1, "one replica holds the download: \(holders)")
+            guard holders.count == 1, let holder = holders.first else { return }
+            for (engine, result) in all {
+                if case .failure(let error) = result {
+                    c.expect(error.code == .heldElsewhere && error.ownerURL == "http://\(["a", "b", "c"][holder]).invalid",
+                             "replica \(engine) names the holder: \(error)")
+                }
+            }
+            let id = try c.require(all.compactMap { try? $0.1.get().snapshot.id }.first)
+            c.expect(engines[holder].placement(ofID: id) == .here)
+            try c.expect(try Self.wait(20) { try Self.state(of: id, database) == "completed" }, "the download completes")
+            // Completed: the holder wrote the final row, evicted the download and released its lease.
+            c.expect(Self.wait(5) { engines[holder].statistics.cluster?.leasesHeld == 0 }, "the lease is released")
+            c.expect(origin.getCount() == 1, "exactly one upstream GET: \(origin.getCount())")
+            // Any replica now answers the URL from the stored file (adopting the row), without fetching again.
+            let other = (holder + 1) % 3
+            let again = try engines[other].request(DownloadRequest(url: origin.url))
+            c.expect(again.snapshot.id == id && again.snapshot.state == .completed, "\(again.snapshot.state)")
+            let file = try c.require(engines[other].completedFile(id: id))
+            try c.expect(Array(try Data(contentsOf: URL(fileURLWithPath: file.path))) == origin.expectedBody())
+            c.expect(origin.getCount() == 1)
+            c.expect(Self.wait(5) { engines[other].statistics.cluster?.leasesHeld == 0 }, "released again once answered")
+        }
+    }
+
+    @Test func aFrozenHoldersDownloadIsTakenOverFromTheDurableOffset() async throws {
+        try await blocking { c in
+            let database = try PostgresServer.shared.createDatabase()
+            let origin = try TestOrigin(bodySize: 3 << 20, settings: Self.throttled)
+            defer { origin.stop() }
+            let shared = Self.sharedDirectory()
+            defer { try? FileManager.default.removeItem(at: shared) }
+            let a = try Self.replica("a", database: database, shared: shared)
+            let b = try Self.replica("b", database: database, shared: shared)
+            defer { Self.shutdown([a, b]) }
+            let enqueued = try a.request(DownloadRequest(url: origin.url))
+            let id = enqueued.snapshot.id
+            try c.expect(try Self.wait(10) { (try Self.leaseRow(database)?.durable ?? 0) >= 256 << 10 }, "a checkpoint reached the lease row")
+            c.expect(b.placement(ofID: id) == .elsewhere(ownerURL: "http://a.invalid"))
+            c.expect(b.placement(ofToken: enqueued.token) == .elsewhere(ownerURL: "http://a.invalid"))
+            c.expect(a.placement(ofID: id) == .here)
+            let frozenAt = Date()
+            a.core.clusterAbandonForTests()
+            let durable = try c.require(Self.leaseRow(database)).durable
+            let bound = Self.ttl + Self.ttl / 3 + 1
+            c.expect(Self.wait(bound + 2) { origin.getCount() >= 2 }, "another replica resumes")
+            let took = Date().timeIntervalSince(frozenAt)
+            c.expect(took <= bound, "the ranged GET came \(took) s after the freeze (bound \(bound) s)")
+            let resumed = try c.require(origin.requests(path: "/file").filter { $0.method == "GET" }.last)
+            let range = resumed.header("Range") ?? "none"
+            let from = Int64(range.dropFirst("bytes=".count).dropLast()) ?? 0
+            c.expect(range.hasPrefix("bytes=") && range.hasSuffix("-") && from >= durable && from > 0 && from < 3 << 20,
+                     "resumes from the durable offset (\(durable) when frozen): \(range)")
+            c.expect(resumed.header("If-Range") != nil)
+            try c.expect(try Self.wait(20) { try Self.state(of: id, database) == "completed" }, "the download completes on b")
+            c.expect(b.statistics.cluster?.takeovers == 1)
+            let path = try c.require(PostgresConnection(url: database, timeout: 5).execute("SELECT final_path FROM downloads WHERE id = $1", [id]).scalar)
+            c.expect(path.contains(".2-"), "the completed file has the second epoch's name: \(path)")
+            try c.expect(Array(try Data(contentsOf: URL(fileURLWithPath: path))) == origin.expectedBody(), "byte-identical")
+            c.expect(origin.requests(path: "/file").filter { $0.method == "GET" && $0.header("Range") == nil }.count == 1,
+                     "one full GET, the rest ranged")
+        }
+    }
+
+    @Test func aHolderPastItsDeadlineWritesNothingMore() async throws {
+        try await blocking { c in
+            let database = try PostgresServer.shared.createDatabase()
+            let origin = try TestOrigin(bodySize: 4 << 20, settings: Self.throttled)
+            defer { origin.stop() }
+            let shared = Self.sharedDirectory()
+            defer { try? FileManager.default.removeItem(at: shared) }
+            let a = try Self.replica("a", database: database, shared: shared)
+            defer { Self.shutdown([a]) }
+            let id = try a.request(DownloadRequest(url: origin.url)).snapshot.id
+            c.expect(Self.wait(10) { (a.snapshot(id: id)?.bytesWritten ?? 0) > 64 << 10 }, "the transfer runs")
+            let cluster = try c.require(a.core.cluster)
+            cluster.keeper.paused.store(true, ordering: .releasing)
+            c.expect(Self.wait(Self.ttl + 2) { (a.statistics.cluster?.fencedWrites ?? 0) > 0 }, "the passed deadline stops the lease")
+            c.expect(Self.wait(2) { a.statistics.cluster?.leasesHeld == 0 && a.snapshot(id: id) == nil }, "evicted, not written")
+            let partial = a.core.store.partialDirectory + "/" + EpochFiles.partial(id: id, epoch: 1)
+            let row = try Self.leaseRow(database)
+            usleep(300_000)  // Whatever was in flight settles.
+            let size = FileStore.fileSize(partial)
+            usleep(1_000_000)
+            c.expect(FileStore.fileSize(partial) == size, "the partial does not grow")
+            try c.expect(try Self.leaseRow(database)?.durable == row?.durable, "the lease row does not change")
+            c.expect(size ?? 0 < 4 << 20)
+        }
+    }
+}
