@@ -4,13 +4,13 @@ extension DownloadEngine {
     /// it paused until `operatorResume`. Journaled before it returns (survives restarts and
     /// crashes). Idempotent; `invalidState` for a completed or failed download.
     public func operatorPause(id: String) -> OperatorOutcome {
-        core.operatorPause(id: id)
+        (try? operatorPausing(id: id)) ?? .unknown
     }
 
     /// Lifts the operator's hold: the transfer runs again if at least one caller or reader
     /// remains, else the download stays paused. Idempotent; `invalidState` for a completed or failed download.
     public func operatorResume(id: String) -> OperatorOutcome {
-        core.operatorResume(id: id)
+        (try? operatorResuming(id: id)) ?? .unknown
     }
 
     /// Removes download `id`: stops any transfer, deletes its partial or stored file (a file being
@@ -19,6 +19,6 @@ extension DownloadEngine {
     /// tombstone (committed before this returns) so it never comes back; a later request of the
     /// URL starts afresh under a new id. Returns its last snapshot, or nil for an unknown id.
     public func remove(id: String) -> DownloadSnapshot? {
-        core.remove(id: id)
+        (try? removing(id: id)) ?? nil
     }
 }

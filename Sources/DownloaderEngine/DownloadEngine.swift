@@ -96,10 +96,9 @@ public final class DownloadEngine: Sendable {
 
     /// Withdraws the caller's interest. Returns the download's snapshot (state `paused` when it was
     /// the last caller of an unfinished download), or nil for an unknown or already-used token.
+    /// Cluster mode: adopts a download nobody holds (`cancelling(token:)` throws when another holds it).
     public func cancel(token: String) -> DownloadSnapshot? {
-        guard let snapshot = core.cancel(token: token) else { return nil }
-        webhooks.drop(token: token)  // the caller's callback goes with its token
-        return snapshot
+        (try? cancelling(token: token)) ?? nil
     }
 
     public func snapshot(id: String) -> DownloadSnapshot? {

@@ -67,9 +67,10 @@ enum PostgresSchema {
             ADD COLUMN segments text;
         """,
         // 3: the key of the lease that fences a download's row (`CoalescingKey.leaseName`), so that a
-        // replica taking a lease over finds the download it covers.
+        // replica taking a lease over finds the download it covers; and the operator's hold (a
+        // download adopted by another replica stays held).
         """
-        ALTER TABLE downloads ADD COLUMN lease_key text;
+        ALTER TABLE downloads ADD COLUMN lease_key text, ADD COLUMN held boolean NOT NULL DEFAULT false;
         CREATE INDEX downloads_lease_key ON downloads (lease_key);
         """,
     ]

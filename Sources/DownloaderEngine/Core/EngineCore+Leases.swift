@@ -54,19 +54,70 @@ extension EngineCore {
         cluster.adoption.lock()
         defer { cluster.adoption.unlock() }
         if locked({ byURL[key] != nil || cluster.pending[name] != nil }) { return }
+        if let hold = try takeAndAdopt(name, cluster) {
+            locked { cluster.pending[name] = hold }  // A new download: created by the join.
+            cluster.keeper.add(hold)
+        }
+    }
+
+    /// Adoption lock held: takes lease `name` and adopts its download; returns the lease when there
+    /// is no download yet. Throws `heldElsewhere` when another replica holds it.
+    private func takeAndAdopt(_ name: String, _ cluster: EngineCluster) throws(EngineError) -> LeaseHold? {
         switch take(name, cluster) {
         case .unreachable:
             throw .shuttingDown("the cluster database could not be reached; try again shortly")
         case .heldBy(let url):
             throw .heldElsewhere(ownerURL: url)
         case .granted(let hold, let grant, let row):
-            if let row {
-                adopt(row, hold, grant, cluster)
-            } else {
-                locked { cluster.pending[name] = hold }
-                cluster.keeper.add(hold)
-            }
+            guard let row else { return hold }
+            adopt(row, hold, grant, cluster)
+            return nil
         }
+    }
+
+    /// Before an action on download `id` (a cancel, an operator action; no lock held): when nobody
+    /// holds it, this replica takes its lease and adopts it, so the ordinary engine code acts on
+    /// it; `clusterSettle(id:)` afterwards keeps it (live) or releases and evicts it. An id the
+    /// database does not know is left alone (the action answers as for an unknown id). Throws
+    /// `heldElsewhere` when another replica holds it.
+    func clusterAdopt(id: String) throws(EngineError) {
+        guard let cluster else { return }
+        cluster.adoption.lock()
+        defer { cluster.adoption.unlock() }
+        if locked({ byID[id] != nil }) { return }
+        let found: String?
+        do throws(StateStoreError) {
+            found = try cluster.store.leaseKey(ofID: id)
+        } catch {
+            throw .shuttingDown("the cluster database could not be reached; try again shortly")
+        }
+        guard let name = found, !locked({ cluster.pending[name] != nil || cluster.held[name] != nil }) else { return }
+        if let unused = try takeAndAdopt(name, cluster) {
+            cluster.keeper.remove(unused)
+            if unused.stop() { _ = try? cluster.leases.release(key: unused.key, epoch: unused.epoch) }
+        }
+    }
+
+    /// `clusterAdopt(id:)` for the download of caller token `token`; returns its id (nil: unknown).
+    func clusterAdopt(token: String) throws(EngineError) -> String? {
+        let hash = TokenHash(token: token)
+        if let id = locked({ tokens[hash] }) { return id }
+        guard let cluster else { return nil }
+        let found: String?
+        do throws(StateStoreError) {
+            found = try cluster.store.downloadID(ofToken: hash)
+        } catch {
+            throw .shuttingDown("the cluster database could not be reached; try again shortly")
+        }
+        guard let id = found else { return nil }
+        try clusterAdopt(id: id)
+        return id
+    }
+
+    /// After an action on download `id`: a download that is not live is released and evicted.
+    func clusterSettle(id: String?) {
+        guard cluster != nil, let id else { return }
+        decide { if let record = byID[id] { clusterCheck(record) } }
     }
 
     /// After a request joined `key` (no lock held): a lease granted for nothing is given back, a
@@ -219,6 +270,7 @@ extension EngineCore {
     /// Cluster queue: a lease granted for a download that was never created is given back.
     private func releaseUnused(_ hold: LeaseHold) {
         guard let cluster else { return }
+        stateWriter.flush()  // A forgotten download's deletion first.
         cluster.adoption.lock()
         defer { cluster.adoption.unlock() }
         cluster.keeper.remove(hold)

@@ -173,4 +173,46 @@ struct ClusterLeaseLiveTests {
             c.expect(size ?? 0 < 4 << 20)
         }
     }
+
+    @Test func actionsOnADownloadNobodyHoldsAdoptItAnywhere() async throws {
+        try await blocking { c in
+            let database = try PostgresServer.shared.createDatabase()
+            let origin = try TestOrigin(bodySize: 3 << 20, settings: Self.throttled)
+            defer { origin.stop() }
+            let shared = Self.sharedDirectory()
+            defer { try? FileManager.default.removeItem(at: shared) }
+            let a = try Self.replica("a", database: database, shared: shared)
+            let b = try Self.replica("b", database: database, shared: shared)
+            defer { Self.shutdown([a, b]) }
+            let first = try a.request(DownloadRequest(url: origin.url))
+            let id = first.snapshot.id
+            try c.expect(try Self.wait(10) { (try Self.leaseRow(database)?.durable ?? 0) >= 128 << 10 }, "a checkpoint reached the lease row")
+            do throws(EngineError) {
+                _ = try b.cancelling(token: first.token)
+                c.expect(false, "b cancelled a download a holds")
+            } catch {
+                c.expect(error.code == .heldElsewhere && error.ownerURL == "http://a.invalid", "\(error)")
+            }
+            c.expect(b.cancel(token: first.token) == nil, "the plain cancel answers as for an unknown token")
+            // The last caller leaves on a: paused, final row written, released, evicted.
+            c.expect(a.cancel(token: first.token)?.state == .paused)
+            c.expect(Self.wait(5) { a.statistics.cluster?.leasesHeld == 0 }, "a lets the paused download go")
+            try c.expect(try Self.state(of: id, database) == "paused")
+            // A request on b adopts it and resumes from what a made durable.
+            let second = try b.request(DownloadRequest(url: origin.url))
+            c.expect(second.snapshot.id == id)
+            c.expect(Self.wait(5) { origin.getCount() >= 2 }, "b resumes")
+            let range = origin.requests(path: "/file").filter { $0.method == "GET" }.last?.header("Range") ?? "none"
+            c.expect(range.hasPrefix("bytes=") && range != "bytes=0-", "ranged: \(range)")
+            // The operator pauses it on b, then resumes it on a (which adopts it; b's caller keeps it running).
+            guard case .done = try b.operatorPausing(id: id) else { return c.expect(false, "b pauses") }
+            c.expect(Self.wait(5) { b.statistics.cluster?.leasesHeld == 0 }, "b lets the held download go")
+            guard case .done = try a.operatorResuming(id: id) else { return c.expect(false, "a resumes") }
+            try c.expect(try Self.wait(20) { try Self.state(of: id, database) == "completed" }, "completes on a")
+            let path = try c.require(PostgresConnection(url: database, timeout: 5).execute("SELECT final_path FROM downloads WHERE id = $1", [id]).scalar)
+            try c.expect(Array(try Data(contentsOf: URL(fileURLWithPath: path))) == origin.expectedBody(), "byte-identical")
+            c.expect(origin.requests(path: "/file").filter { $0.method == "GET" && $0.header("Range") == nil }.count == 1,
+                     "one full GET, the rest ranged")
+        }
+    }
 }
