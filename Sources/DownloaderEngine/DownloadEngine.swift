@@ -59,7 +59,10 @@ public final class DownloadEngine: Sendable {
         monitor.start(interval: configuration.pressureInterval) { [weak core] in core?.checkPressure() }
     }
 
-    deinit { core.pressure.stop() }
+    deinit {
+        core.pressure.stop()
+        core.cluster?.keeper.stop()
+    }
 
     /// State files start-up found unusable and renamed aside (a damaged `state.db`, an unreadable
     /// `journal.json`): the engine started without what they held. The service logs each as an error.

@@ -56,6 +56,8 @@ final class LeaseKeeper: @unchecked Sendable {
         var lastScan: Double?
         while running.load(ordering: .acquiring) {
             for hold in all { keep(hold) }
+            // HEARTBEAT (the `reads` branch's store method, not connected here): at most once a second,
+            // write each held download's bytes and callers to its row, fenced by `hold.epoch`.
             let now = monotonic()
             if policy.scanDue(last: lastScan, now: now), !paused.load(ordering: .acquiring) {
                 lastScan = now

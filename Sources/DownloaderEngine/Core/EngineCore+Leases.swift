@@ -27,7 +27,7 @@ extension EngineCore {
 
     /// The partial the download writes: `<id>.<epoch>.part` under a lease, else `<id>.part`.
     func partialPath(of record: DownloadRecord) -> String {
-        guard let epoch = record.lease?.epoch else { return partialPath(of: record) }
+        guard let epoch = record.lease?.epoch else { return store.partialPath(id: record.id) }
         return store.partialDirectory + "/" + EpochFiles.partial(id: record.id, epoch: epoch)
     }
 
@@ -216,8 +216,6 @@ extension EngineCore {
             save(record)
         }
         cluster.keeper.add(hold)
-        // (The `reads` branch's heartbeat of bytes and callers to the row is written from the keeper's
-        // turn for every held lease: connect it in `LeaseKeeper.run`.)
     }
 
     // MARK: Letting go

@@ -32,7 +32,8 @@ import Testing
         record.segments = [Segment(start: 0, end: 500, next: 500), Segment(start: 500, end: 1000, next: 720)]
         let entry = record.stored()
 
-        for child in Mirror(reflecting: entry).children {
+        // `fence` says how a row is written in cluster mode (`PostgresFencingTests`), it is not stored data.
+        for child in Mirror(reflecting: entry).children where child.label != "fence" {
             let value = Mirror(reflecting: child.value)
             #expect(!(value.displayStyle == .optional && value.children.isEmpty), "\(child.label ?? "?") is not covered")
         }
