@@ -31,7 +31,7 @@ final class ClusterReads: Sendable {
     }
 
     func snapshot(id: String) -> DownloadSnapshot? {
-        (try? reader.download(id: id))??.snapshot(ignoring: ignoring)
+        (try? reader.row(id: id))??.snapshot(ignoring: ignoring)
     }
 
     /// `local` (the engine's own, which win) with the database's newest downloads, newest first.
@@ -45,7 +45,7 @@ final class ClusterReads: Sendable {
     /// The file of a completed download, when its row names one in a shared area that is on disk
     /// with the recorded size (never a path outside the areas, never a symlink).
     func completedFile(id: String) -> CompletedFile? {
-        guard let row = try? reader.download(id: id), row.stored.state == .completed, let path = row.stored.finalPath,
+        guard let row = (try? reader.row(id: id)) ?? nil, row.stored.state == .completed, let path = row.stored.finalPath,
               let sha = row.stored.sha256, let size = row.stored.size, isInArea(path),
               FileStore.fileSize(path) == size else { return nil }
         return CompletedFile(path: path, fileName: row.stored.fileName ?? FileNameSanitizer.fallback, size: size, sha256: sha)
@@ -71,12 +71,12 @@ final class ClusterReads: Sendable {
     }
 
     func isPrivate(id: String) -> Bool {
-        ((try? reader.download(id: id))??.stored.credentialKey) != nil
+        ((try? reader.row(id: id))??.stored.credentialKey) != nil
     }
 
     /// A subscription relayed from the row of download `id`; nil when there is none.
     func subscribe(id: String) -> DownloadSubscription? {
-        guard let row = (try? reader.download(id: id)) ?? nil else { return nil }
+        guard let row = (try? reader.row(id: id)) ?? nil else { return nil }
         return DownloadSubscription(queue: relay.subscribe(row))
     }
 }

@@ -21,7 +21,7 @@ struct ClusterReader: Sendable {
             + "LEFT JOIN leases AS l ON l.key = d.hb_lease_key AND l.epoch = d.hb_epoch AND l.active"
     }()
 
-    /// Download `id` with its token hashes; nil when there is no such row.
+    /// Download `id` with its token hashes (to adopt it), read consistently; nil when there is no such row.
     func download(id: String) throws(StateStoreError) -> ClusterRow? {
         try pool.withConnection { db throws(StateStoreError) -> ClusterRow? in
             try db.transaction { () throws(StateStoreError) -> ClusterRow? in
@@ -36,6 +36,12 @@ struct ClusterReader: Sendable {
                 return found
             }
         }
+    }
+
+    /// Download `id` in one statement, with its token count but not its token hashes (what a
+    /// snapshot needs); nil when there is no such row.
+    func row(id: String) throws(StateStoreError) -> ClusterRow? {
+        try rows(ids: [id])[id]
     }
 
     /// The download whose live caller token hashes to `hash`; nil for none.

@@ -35,3 +35,17 @@ struct Heartbeat: Sendable, Equatable {
                   connectionsGranted: s.connections?.granted ?? 1, connectionsActive: s.connections?.active ?? 0)
     }
 }
+
+extension EngineCore {
+    /// The heartbeats of the downloads this replica holds (`held`: id → the lease key and epoch it
+    /// holds the download under), from their current snapshots, under one lock; a download no
+    /// longer in memory is left out. The holder writes them with `HeartbeatStore.write` at least
+    /// once a second.
+    func heartbeats(of held: [String: (leaseKey: String, epoch: Int64)]) -> [Heartbeat] {
+        locked {
+            held.compactMap { id, lease in
+                byID[id].map { Heartbeat(leaseKey: lease.leaseKey, epoch: lease.epoch, snapshot: freshSnapshot($0)) }
+            }
+        }
+    }
+}

@@ -67,6 +67,23 @@ import Testing
         if stage == .segmented { #expect(local.connections != nil) }
     }
 
+    @Test func theHoldersHeartbeatsAreItsSnapshots() async throws {
+        let driver = FakeTransferDriver()
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
+        let r = try engine.request(DownloadRequest(url: "http://o.test/held"))
+        try await withTimeout(5) { await driver.waitForStarts(1) }
+        #expect(driver.transfer(0).respond(200, ["Content-Length": "3000"]))
+        try driver.transfer(0).send(EngineFixture.body(700))
+        let beats = engine.core.heartbeats(of: [r.snapshot.id: ("key-1", 4), "not-here": ("key-2", 1)])
+        let snapshot = try #require(engine.snapshot(id: r.snapshot.id))
+        #expect(beats.count == 1 && beats.first?.bytesWritten == 700 && beats.first?.callers == 1)
+        // The snapshot's values (the rate decays between the two snapshots: compared apart).
+        var beat = try #require(beats.first)
+        (beat.bytesPerSecond, beat.etaSeconds) = (snapshot.bytesPerSecond, snapshot.etaSeconds)
+        #expect(beat == Heartbeat(leaseKey: "key-1", epoch: 4, snapshot: snapshot))
+        await engine.shutdown()
+    }
+
     /// A download nobody runs (paused, ended) is shown from its row alone, as a restarted engine shows it.
     @Test(arguments: [Stage.paused, .completed, .failed])
     func aRowWithoutHeartbeatShowsTheSnapshotOfAnEndedDownload(stage: Stage) async throws {
