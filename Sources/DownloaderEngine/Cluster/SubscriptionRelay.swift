@@ -27,11 +27,11 @@ extension ClusterReader: RelaySource {}
 /// events never reach them: when this replica later takes the download's lease, its subscribers go
 /// on being fed from the database, which the new holder's heartbeat keeps fresh (simplest, and no
 /// event is told twice). The service's per-download subscriber cap bounds each download's queues;
-/// at most `maxDownloads` downloads are followed (a subscription beyond them gets its first event
-/// and ends, as at shutdown: the client reconnects).
+/// at most `maxDownloads` downloads are followed (a subscription beyond them ends at once, as at
+/// shutdown: an SSE client reconnects after its retry delay).
 final class SubscriptionRelay: @unchecked Sendable {
     static let interval: Double = 0.25
-    static let maxDownloads = 10_000
+    static let defaultMaxDownloads = 10_000
     /// The start sequence that marks a relayed queue.
     static let relayed = UInt64.max
 
@@ -40,6 +40,7 @@ final class SubscriptionRelay: @unchecked Sendable {
     private let scheduler: Scheduler
     private let ignoring: Set<String>
     private let interval: Double
+    private let maxDownloads: Int
     private let work = DispatchQueue(label: "download-engine.cluster-relay")
     private let lock = NSLock()
     // Guarded by `lock`.
@@ -47,19 +48,21 @@ final class SubscriptionRelay: @unchecked Sendable {
     private var timer: ScheduledTimer?
 
     init(source: RelaySource, registry: SubscriberRegistry, scheduler: Scheduler, ignoring: Set<String>,
-         interval: Double = SubscriptionRelay.interval) {
+         interval: Double = SubscriptionRelay.interval, maxDownloads: Int = SubscriptionRelay.defaultMaxDownloads) {
         self.source = source
         self.registry = registry
         self.scheduler = scheduler
         self.ignoring = ignoring
         self.interval = interval
+        self.maxDownloads = maxDownloads
     }
 
     /// Downloads followed now.
     var count: Int { lock.withLock { followed.count } }
 
     /// A relayed subscription to `row`'s download: its first element is the row's snapshot (its
-    /// `completed`/`failed` event for one that ended, after which it ends), then what the polls find.
+    /// `completed`/`failed` event for one that ended, after which it ends), then what the polls find;
+    /// ended at once when `maxDownloads` other downloads are followed already.
     func subscribe(_ row: ClusterRow) -> SubscriberQueue {
         let view = RelayDiff.View(row, ignoring: ignoring)
         let id = row.stored.id
@@ -72,12 +75,14 @@ final class SubscriptionRelay: @unchecked Sendable {
         let queue = registry.makeQueue(for: id, after: Self.relayed)
         var refused = false
         if !first.isTerminal && followed[id] == nil {
-            if followed.count >= Self.maxDownloads { refused = true } else { followed[id] = view }
+            if followed.count >= maxDownloads { refused = true } else { followed[id] = view }
         }
-        let start = !first.isTerminal && !refused && timer == nil
-        if start { timer = scheduler.schedule(after: interval) { [weak self] in self?.due() } }
+        if !first.isTerminal && !refused && timer == nil {
+            timer = scheduler.schedule(after: interval) { [weak self] in self?.due() }
+        }
+        // Under the lock: a poll that finds the queue delivers after its first element.
+        if !refused { queue.push(first) }
         lock.unlock()
-        queue.push(first)
         if refused { queue.finish() }
         return queue
     }

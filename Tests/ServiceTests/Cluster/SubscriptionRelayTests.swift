@@ -68,4 +68,22 @@ import Testing
         try await Task.sleep(nanoseconds: 50_000_000)
         #expect(rows.queries.count == 4, "no polling once nobody follows")
     }
+
+    @Test func beyondItsBoundASubscriptionEndsAtOnce() async throws {
+        let clock = ManualScheduler()
+        let rows = Rows()
+        rows.set("a", bytes: 1)
+        rows.set("b", bytes: 2)
+        let relay = SubscriptionRelay(source: rows, registry: SubscriberRegistry(scheduler: clock), scheduler: clock, ignoring: [],
+                                      maxDownloads: 1)
+        let a = DownloadSubscription(queue: relay.subscribe(rows.state.withLock { $0.rows["a"]! }))
+        let a2 = DownloadSubscription(queue: relay.subscribe(rows.state.withLock { $0.rows["a"]! }))
+        let b = DownloadSubscription(queue: relay.subscribe(rows.state.withLock { $0.rows["b"]! }))
+        #expect(relay.count == 1)
+        #expect(try await ClusterReadsTests.next(b, within: 5) { _ in true } == nil, "b was refused: its stream ended")
+        for s in [a, a2] { #expect(try await ClusterReadsTests.next(s, within: 5) { _ in true }?.snapshot.bytesWritten == 1) }
+        rows.set("a", bytes: 3)
+        clock.advance(SubscriptionRelay.interval)
+        for s in [a, a2] { #expect(try await ClusterReadsTests.next(s, within: 5) { _ in true }?.snapshot.bytesWritten == 3) }
+    }
 }
