@@ -36,12 +36,19 @@ struct ClusterReadsTests {
         return d
     }
 
+    /// Every database round trip (the first use of the shared server included: `initdb`) runs on a
+    /// thread of its own (`onThread`, `blocking`), never on the small cooperative pool.
     @Test func snapshotsListFilesAndTokensOfDownloadsHeldNowhereComeFromTheDatabase() async throws {
-        let url = try PostgresServer.shared.createDatabase()
+        let url = try await onThread { try PostgresServer.shared.createDatabase() }
         let engine = try await onThread { try Self.replica(url) }
+        try await blocking { c in try Self.readThrough(engine, url: url, c) }
+        await engine.shutdown()
+    }
+
+    static func readThrough(_ engine: DownloadEngine, url: String, _ c: BlockingChecks) throws {
         let cache = engine.configuration.cacheDirectory.path
         let outside = EngineFixture.root().path + "/c2-outside.bin"
-        let rows = try await onThread { () throws -> [StoredDownload] in
+        let rows = try { () throws -> [StoredDownload] in
             let store = try PostgresStateStore(pool: PostgresPool(url: url, capacity: 2))
             var k1 = Self.row("k1", .paused, created: 400, offset: 10)
             k1.credentialKey = [UInt8](repeating: 9, count: 32)
@@ -50,34 +57,33 @@ struct ClusterReadsTests {
                         try Self.completed(Self.row("c2", .paused, created: 300), at: outside), k1]
             try store.commit(StateBatch(upserts: rows))
             return rows
-        }
-        defer { Task { await engine.shutdown() } }
+        }()
 
-        let p1 = try #require(engine.snapshot(id: "p1"))
-        #expect(p1 == ClusterRow(stored: rows[0]).snapshot(ignoring: []))
-        #expect(p1.state == .paused && p1.bytesWritten == 500 && p1.callers == 2 && p1.resumable && p1.pausedBy == .callers)
-        #expect(engine.snapshot(id: "c1")?.path == cache + "/c1-c1.bin")
-        #expect(engine.snapshot(id: "nope") == nil)
-        #expect(engine.core.locked { engine.core.byID.isEmpty }, "nothing was loaded into the engine")
+        let p1 = try c.require(engine.snapshot(id: "p1"))
+        c.expect(p1 == ClusterRow(stored: rows[0]).snapshot(ignoring: []))
+        c.expect(p1.state == .paused && p1.bytesWritten == 500 && p1.callers == 2 && p1.resumable && p1.pausedBy == .callers)
+        c.expect(engine.snapshot(id: "c1")?.path == cache + "/c1-c1.bin")
+        c.expect(engine.snapshot(id: "nope") == nil)
+        c.expect(engine.core.locked { engine.core.byID.isEmpty }, "nothing was loaded into the engine")
 
-        #expect(engine.list().map(\.id) == ["k1", "c2", "c1", "p1"], "newest first")
+        c.expect(engine.list().map(\.id) == ["k1", "c2", "c1", "p1"], "newest first")
         let local = try engine.request(DownloadRequest(url: "http://o.test/local"))
         let listed = engine.list()
-        #expect(listed.map(\.id) == [local.snapshot.id, "k1", "c2", "c1", "p1"], "the engine's own downloads with them, once")
+        c.expect(listed.map(\.id) == [local.snapshot.id, "k1", "c2", "c1", "p1"], "the engine's own downloads with them, once")
 
-        #expect(engine.completedFile(id: "c1") == CompletedFile(path: cache + "/c1-c1.bin", fileName: "c1.bin", size: 5,
+        c.expect(engine.completedFile(id: "c1") == CompletedFile(path: cache + "/c1-c1.bin", fileName: "c1.bin", size: 5,
                                                                 sha256: rows[1].sha256!))
-        #expect(engine.completedFile(id: "c2") == nil, "a file outside the shared areas is never served")
-        #expect(engine.completedFile(id: "p1") == nil)
+        c.expect(engine.completedFile(id: "c2") == nil, "a file outside the shared areas is never served")
+        c.expect(engine.completedFile(id: "p1") == nil)
         try FileManager.default.removeItem(atPath: cache + "/c1-c1.bin")
-        #expect(engine.completedFile(id: "c1") == nil, "gone from disk")
+        c.expect(engine.completedFile(id: "c1") == nil, "gone from disk")
 
-        #expect(engine.isCaller(token: "tok-a", of: "p1") && engine.isCaller(token: "tok-b", of: "p1"))
-        #expect(!engine.isCaller(token: "tok-a", of: "c1") && !engine.isCaller(token: "tok-x", of: "p1"))
-        #expect(engine.isCaller(token: local.token, of: local.snapshot.id), "the engine's own tokens as before")
-        #expect(engine.liveTokens(among: ["tok-a", "tok-x", local.token, "tok-b"]) == ["tok-a", local.token, "tok-b"])
-        #expect(engine.isPrivate(id: "k1") && !engine.isPrivate(id: "p1") && !engine.isPrivate(id: "nope"))
-        #expect(engine.snapshot(id: "k1")?.isPrivate == true)
+        c.expect(engine.isCaller(token: "tok-a", of: "p1") && engine.isCaller(token: "tok-b", of: "p1"))
+        c.expect(!engine.isCaller(token: "tok-a", of: "c1") && !engine.isCaller(token: "tok-x", of: "p1"))
+        c.expect(engine.isCaller(token: local.token, of: local.snapshot.id), "the engine's own tokens as before")
+        c.expect(engine.liveTokens(among: ["tok-a", "tok-x", local.token, "tok-b"]) == ["tok-a", local.token, "tok-b"])
+        c.expect(engine.isPrivate(id: "k1") && !engine.isPrivate(id: "p1") && !engine.isPrivate(id: "nope"))
+        c.expect(engine.snapshot(id: "k1")?.isPrivate == true)
     }
 
     @Test func aHeartbeatCountsOnlyWhileItsEpochHoldsTheLeaseAndAStaleEpochChangesNothing() async throws {
@@ -129,7 +135,7 @@ struct ClusterReadsTests {
     }
 
     @Test func aRelayedSubscriptionFollowsTheHoldersHeartbeatWithinASecondAndEndsOnCompleted() async throws {
-        let url = try PostgresServer.shared.createDatabase()
+        let url = try await onThread { try PostgresServer.shared.createDatabase() }
         let engine = try await onThread { try Self.replica(url) }
         defer { Task { await engine.shutdown() } }
         let pool = PostgresPool(url: url, capacity: 2)
@@ -139,7 +145,7 @@ struct ClusterReadsTests {
             try store.commit(StateBatch(upserts: [download]))
             _ = try LeaseStore(pool: pool).acquire(key: "key-d2", owner: "A", ownerURL: "http://a", ttl: 30)
         }
-        let subscription = try #require(engine.subscribe(id: "d2"))
+        let subscription = try #require(try await onThread { engine.subscribe(id: "d2") })
         #expect(engine.statistics.subscribers == 1)
         let first = try await Self.next(subscription, within: 5) { _ in true }
         #expect(first == .progress(ClusterRow(stored: download).snapshot(ignoring: [])))
@@ -166,7 +172,7 @@ struct ClusterReadsTests {
     }
 
     @Test func aRemovedRowEndsTheRelayWithRemovedAndAnEndedDownloadEndsAtOnce() async throws {
-        let url = try PostgresServer.shared.createDatabase()
+        let url = try await onThread { try PostgresServer.shared.createDatabase() }
         let engine = try await onThread { try Self.replica(url) }
         defer { Task { await engine.shutdown() } }
         let store = try await onThread { try PostgresStateStore(pool: PostgresPool(url: url, capacity: 2)) }
@@ -176,17 +182,17 @@ struct ClusterReadsTests {
         let failed = failing
         try await onThread { try store.commit(StateBatch(upserts: [paused, failed])) }
 
-        let ended = try #require(engine.subscribe(id: "f1"))
+        let ended = try #require(try await onThread { engine.subscribe(id: "f1") })
         #expect(try await Self.next(ended, within: 5) { _ in true } == .failed(ClusterRow(stored: failed).snapshot(ignoring: [])))
         #expect(try await Self.next(ended, within: 5) { _ in true } == nil)
 
-        let subscription = try #require(engine.subscribe(id: "r1"))
+        let subscription = try #require(try await onThread { engine.subscribe(id: "r1") })
         #expect(try await Self.next(subscription, within: 5) { _ in true }?.snapshot.state == .paused)
         try await onThread { try store.commit(StateBatch(deletions: ["r1"])) }
         let last = try await Self.next(subscription, within: 5) { _ in true }
         #expect(last == .removed(by: .operator, ClusterRow(stored: paused).snapshot(ignoring: [])))
         #expect(try await Self.next(subscription, within: 5) { _ in true } == nil)
-        #expect(engine.subscribe(id: "r1") == nil)
+        #expect(try await onThread { engine.subscribe(id: "r1") } == nil)
         try await withTimeout(5) {
             while engine.clusterReads?.relay.count != 0 { try await Task.sleep(nanoseconds: 20_000_000) }
         }
