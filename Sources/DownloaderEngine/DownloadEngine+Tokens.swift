@@ -3,18 +3,19 @@ extension DownloadEngine {
     /// forgotten with their download, or lost at a restart). One lock for the whole batch.
     public func liveTokens(among tokens: [String]) -> Set<String> {
         let hashed = tokens.map { ($0, TokenHash(token: $0)) }
-        return core.locked { Set(hashed.filter { core.tokens[$0.1] != nil }.map(\.0)) }
+        let local = core.locked { Set(hashed.filter { core.tokens[$0.1] != nil }.map(\.0)) }
+        return local.count == tokens.count ? local : local.union(clusterReads?.liveTokens(among: hashed.filter { !local.contains($0.0) }) ?? [])
     }
 
     /// Whether `token` is a live caller token of download `id` (what a private download's snapshot,
     /// progress stream and file are served on).
     public func isCaller(token: String, of id: String) -> Bool {
         let hashed = TokenHash(token: token)
-        return core.locked { core.tokens[hashed] == id }
+        return core.locked { core.tokens[hashed].map { $0 == id } } ?? clusterReads?.isCaller(hashed, of: id) ?? false
     }
 
     /// Whether download `id` is private to its callers (made with caller headers).
     public func isPrivate(id: String) -> Bool {
-        core.locked { core.byID[id]?.isCredentialed ?? false }
+        core.locked { core.byID[id]?.isCredentialed } ?? clusterReads?.isPrivate(id: id) ?? false
     }
 }

@@ -17,6 +17,8 @@ public final class DownloadEngine: Sendable {
     let egress: EgressRules
     /// Completion webhooks: callers' callbacks and their deliveries (journaled in the state database).
     public let webhooks: WebhookDispatcher
+    /// Cluster mode: reads of downloads not held here, answered from the database (nil: single process).
+    let clusterReads: ClusterReads?
 
     /// Creates the storage areas, loads the state (importing an earlier release's journal once),
     /// carries on downloads that were running,
@@ -49,6 +51,7 @@ public final class DownloadEngine: Sendable {
                               diskPressure: thresholds, pressure: monitor)
         recovery = try core.recover()
         core.startCluster()
+        clusterReads = ClusterReads(core: core)
         core.scheduleRetention()
         let dispatcher = try WebhookDispatcher(
             journal: WebhookJournal(path: core.store.stateDirectory + "/" + SQLiteStateStore.fileName),
@@ -105,22 +108,22 @@ public final class DownloadEngine: Sendable {
     }
 
     public func snapshot(id: String) -> DownloadSnapshot? {
-        core.snapshot(id: id)
+        core.snapshot(id: id) ?? clusterSnapshot(id: id)
     }
 
     /// Every download, newest first.
     public func list() -> [DownloadSnapshot] {
-        core.list()
+        clusterList(merging: core.list())
     }
 
     /// Events for download `id`, starting with its current snapshot; nil for an unknown id.
     public func subscribe(id: String) -> DownloadSubscription? {
-        core.subscribe(id: id).map(DownloadSubscription.init)
+        core.subscribe(id: id).map(DownloadSubscription.init) ?? clusterSubscribe(id: id)
     }
 
     /// The stored file of a completed download; nil when unknown, not completed, or gone from disk.
     public func completedFile(id: String) -> CompletedFile? {
-        core.completedFile(id: id)
+        core.completedFile(id: id) ?? clusterCompletedFile(id: id)
     }
 
     public var statistics: EngineStatistics {

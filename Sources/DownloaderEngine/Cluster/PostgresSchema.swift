@@ -73,6 +73,23 @@ enum PostgresSchema {
         ALTER TABLE downloads ADD COLUMN lease_key text, ADD COLUMN held boolean NOT NULL DEFAULT false;
         CREATE INDEX downloads_lease_key ON downloads (lease_key);
         """,
+        // 4: reads on any replica (`ClusterReader`): the holder's heartbeat of what a snapshot shows
+        // beyond the row (bytes so far, callers, rate, connections), with the lease key and epoch
+        // that wrote it (it counts only while that epoch's lease is active), and the indexes of
+        // the newest-first list and of a token's lookup by its hash.
+        """
+        ALTER TABLE downloads ADD COLUMN hb_lease_key text,
+            ADD COLUMN hb_epoch bigint,
+            ADD COLUMN hb_bytes_written bigint,
+            ADD COLUMN hb_callers integer,
+            ADD COLUMN hb_bytes_per_second double precision,
+            ADD COLUMN hb_eta_seconds double precision,
+            ADD COLUMN hb_connections_granted integer,
+            ADD COLUMN hb_connections_active integer,
+            ADD COLUMN hb_at timestamptz;
+        CREATE INDEX downloads_newest ON downloads (created_at DESC, id COLLATE "C" DESC);
+        CREATE INDEX tokens_hash ON tokens (hash);
+        """,
     ]
 
     static var version: Int { migrations.count }

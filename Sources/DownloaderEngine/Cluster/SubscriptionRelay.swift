@@ -1,0 +1,126 @@
+import Foundation
+
+/// Where a relay reads the rows it follows (`ClusterReader`; tests give their own).
+protocol RelaySource: Sendable {
+    func rows(ids: [String]) throws(StateStoreError) -> [String: ClusterRow]
+}
+
+extension ClusterReader: RelaySource {}
+
+/// Cluster mode: subscriptions to downloads this replica does not hold, fed from the database. One
+/// timer per engine (on the engine's scheduler) polls the rows of every followed download every
+/// `interval` seconds in one statement (`ClusterReader.rows`), on a queue of its own (never the
+/// scheduler's), and publishes what changed (`RelayDiff`) to the download's relayed queues; a
+/// terminal event ends them as usual, a row that disappeared ends them with `removed`. The holder's
+/// heartbeat keeps the row at most a second behind, so a subscriber anywhere gets progress at least
+/// once a second. A lost database publishes nothing until it answers again (the streams stay open).
+///
+/// Polling rather than `LISTEN`/`NOTIFY`: a notification would still have to be followed by reading
+/// the row, a listening connection is one more per replica outside the pool's bound that has to be
+/// watched and re-established after every database restart (notifications sent meanwhile are lost,
+/// so a poll would be needed anyway), and heartbeats (a row write per download per second) would
+/// become a `NOTIFY` per download per second. One indexed query every quarter second for all
+/// followed downloads costs less and has no lost-wake-up case.
+///
+/// Relayed queues live in the engine's `SubscriberRegistry` (counted in its statistics, paced with
+/// the others, ended at shutdown) with the start sequence `UInt64.max`, so that the engine's own
+/// events never reach them: when this replica later takes the download's lease, its subscribers go
+/// on being fed from the database, which the new holder's heartbeat keeps fresh (simplest, and no
+/// event is told twice). The service's per-download subscriber cap bounds each download's queues;
+/// at most `maxDownloads` downloads are followed (a subscription beyond them ends at once, as at
+/// shutdown: an SSE client reconnects after its retry delay).
+final class SubscriptionRelay: @unchecked Sendable {
+    static let interval: Double = 0.25
+    static let defaultMaxDownloads = 10_000
+    /// The start sequence that marks a relayed queue.
+    static let relayed = UInt64.max
+
+    private let source: RelaySource
+    private let registry: SubscriberRegistry
+    private let scheduler: Scheduler
+    private let ignoring: Set<String>
+    private let interval: Double
+    private let maxDownloads: Int
+    private let work = DispatchQueue(label: "download-engine.cluster-relay")
+    private let lock = NSLock()
+    // Guarded by `lock`.
+    private var followed: [String: RelayDiff.View] = [:]
+    private var timer: ScheduledTimer?
+
+    init(source: RelaySource, registry: SubscriberRegistry, scheduler: Scheduler, ignoring: Set<String>,
+         interval: Double = SubscriptionRelay.interval, maxDownloads: Int = SubscriptionRelay.defaultMaxDownloads) {
+        self.source = source
+        self.registry = registry
+        self.scheduler = scheduler
+        self.ignoring = ignoring
+        self.interval = interval
+        self.maxDownloads = maxDownloads
+    }
+
+    /// Downloads followed now.
+    var count: Int { lock.withLock { followed.count } }
+
+    /// A relayed subscription to `row`'s download: its first element is the row's snapshot (its
+    /// `completed`/`failed` event for one that ended, after which it ends), then what the polls find;
+    /// ended at once when `maxDownloads` other downloads are followed already.
+    func subscribe(_ row: ClusterRow) -> SubscriberQueue {
+        let view = RelayDiff.View(row, ignoring: ignoring)
+        let id = row.stored.id
+        let first: DownloadEvent = switch view.snapshot.state {
+        case .completed: .completed(view.snapshot)
+        case .failed: .failed(view.snapshot)
+        default: .progress(view.snapshot)
+        }
+        lock.lock()
+        let queue = registry.makeQueue(for: id, after: Self.relayed)
+        var refused = false
+        if !first.isTerminal && followed[id] == nil {
+            if followed.count >= maxDownloads { refused = true } else { followed[id] = view }
+        }
+        if !first.isTerminal && !refused && timer == nil {
+            timer = scheduler.schedule(after: interval) { [weak self] in self?.due() }
+        }
+        // Under the lock: a poll that finds the queue delivers after its first element.
+        if !refused { queue.push(first) }
+        lock.unlock()
+        if refused { queue.finish() }
+        return queue
+    }
+
+    private func due() {
+        work.async { [weak self] in self?.poll() }
+    }
+
+    /// One poll: reads the followed rows, publishes what changed, forgets downloads nobody follows
+    /// any more, and schedules the next while any is followed.
+    func poll() {
+        let ids = lock.withLock { Array(followed.keys) }
+        let rows = ids.isEmpty ? nil : try? source.rows(ids: ids)
+        var deliveries: [(id: String, queues: [SubscriberQueue], events: [DownloadEvent])] = []
+        lock.lock()
+        for id in ids {
+            guard let before = followed[id] else { continue }
+            let queues = registry.queues(for: id).filter { $0.startSequence == Self.relayed }
+            guard !queues.isEmpty else {
+                followed[id] = nil
+                continue
+            }
+            guard let rows else { continue }  // The database did not answer: nothing is known.
+            let after = rows[id].map { RelayDiff.View($0, ignoring: ignoring) }
+            let events = RelayDiff.events(from: before, to: after)
+            if let after, events.last?.isTerminal != true { followed[id] = after } else { followed[id] = nil }
+            if !events.isEmpty { deliveries.append((id, queues, events)) }
+        }
+        timer = followed.isEmpty ? nil : scheduler.schedule(after: interval) { [weak self] in self?.due() }
+        lock.unlock()
+        // As `SubscriberRegistry.publish` does: a progress is recorded as the download's newest
+        // first (a paced queue is handed it when due), a lifecycle event clears it.
+        for delivery in deliveries {
+            for event in delivery.events {
+                registry.pacer.setLatestProgress(event.isProgress ? event : nil, of: delivery.id)
+                let pace = registry.pacer.pace()
+                for queue in delivery.queues { queue.push(event, pace: pace) }
+            }
+        }
+    }
+}

@@ -1,0 +1,100 @@
+import Foundation
+
+/// Cluster mode: what the engine answers from the cluster database about downloads it does not
+/// hold in memory (held by another replica, or by none): snapshots, the list, completed files in the
+/// shared areas, caller tokens, privacy, and subscriptions relayed from the rows
+/// (`SubscriptionRelay`). Asked only after the engine's own memory had no answer; a database that
+/// does not answer reads as "unknown" (the service answers 503 while it is lost).
+final class ClusterReads: Sendable {
+    let reader: ClusterReader
+    let relay: SubscriptionRelay
+    /// Query parameters shown redacted (`coalesceIgnoreQuery`).
+    let ignoring: Set<String>
+    /// The areas completed files are served from (the shared directory's `cache` and `persistent`), each ending in `/`.
+    let areas: [String]
+
+    init(reader: ClusterReader, relay: SubscriptionRelay, ignoring: Set<String>, areas: [String]) {
+        self.reader = reader
+        self.relay = relay
+        self.ignoring = ignoring
+        self.areas = areas.map { $0.hasSuffix("/") ? $0 : $0 + "/" }
+    }
+
+    /// The reads of `core`'s engine on `database`, or nil for the single process.
+    convenience init?(core: EngineCore) {
+        guard let database = core.configuration.clusterDatabase else { return nil }
+        let reader = ClusterReader(pool: database.pool)
+        let ignoring = core.configuration.coalesceIgnoreQuery
+        self.init(reader: reader,
+                  relay: SubscriptionRelay(source: reader, registry: core.subscribers, scheduler: core.scheduler, ignoring: ignoring),
+                  ignoring: ignoring, areas: [core.store.cacheDirectory, core.store.dataDirectory])
+    }
+
+    func snapshot(id: String) -> DownloadSnapshot? {
+        (try? reader.row(id: id))??.snapshot(ignoring: ignoring)
+    }
+
+    /// `local` (the engine's own, which win) with the database's newest downloads, newest first.
+    func list(merging local: [DownloadSnapshot]) -> [DownloadSnapshot] {
+        guard let rows = try? reader.newest() else { return local }
+        let known = Set(local.map(\.id))
+        return (local + rows.lazy.filter { !known.contains($0.stored.id) }.map { $0.snapshot(ignoring: self.ignoring) })
+            .sorted { $0.createdAt != $1.createdAt ? $0.createdAt > $1.createdAt : $0.id > $1.id }
+    }
+
+    /// The file of a completed download, when its row names one in a shared area that is on disk
+    /// with the recorded size (never a path outside the areas, never a symlink).
+    func completedFile(id: String) -> CompletedFile? {
+        guard let row = (try? reader.row(id: id)) ?? nil, row.stored.state == .completed, let path = row.stored.finalPath,
+              let sha = row.stored.sha256, let size = row.stored.size, isInArea(path),
+              FileStore.fileSize(path) == size else { return nil }
+        return CompletedFile(path: path, fileName: row.stored.fileName ?? FileNameSanitizer.fallback, size: size, sha256: sha)
+    }
+
+    /// `path` is a file directly inside one of the areas (no `..`, no subdirectory).
+    func isInArea(_ path: String) -> Bool {
+        areas.contains { area in
+            guard path.hasPrefix(area) else { return false }
+            let name = path.dropFirst(area.count)
+            return !name.isEmpty && !name.contains("/") && name != "." && name != ".."
+        }
+    }
+
+    func isCaller(_ hash: TokenHash, of id: String) -> Bool {
+        (try? reader.downloadID(of: hash)) == id
+    }
+
+    /// Which of `tokens` are live in the database.
+    func liveTokens(among tokens: [(String, TokenHash)]) -> Set<String> {
+        guard let live = try? reader.liveTokens(among: tokens.map(\.1)) else { return [] }
+        return Set(tokens.filter { live.contains($0.1) }.map(\.0))
+    }
+
+    func isPrivate(id: String) -> Bool {
+        ((try? reader.row(id: id))??.stored.credentialKey) != nil
+    }
+
+    /// A subscription relayed from the row of download `id`; nil when there is none.
+    func subscribe(id: String) -> DownloadSubscription? {
+        guard let row = (try? reader.row(id: id)) ?? nil else { return nil }
+        return DownloadSubscription(queue: relay.subscribe(row))
+    }
+}
+
+extension DownloadEngine {
+    /// Cluster mode's answer for `id`, when the engine does not hold it.
+    func clusterSnapshot(id: String) -> DownloadSnapshot? { clusterReads?.snapshot(id: id) }
+
+    /// The list with the database's downloads (cluster mode), or `local` as it is.
+    func clusterList(merging local: [DownloadSnapshot]) -> [DownloadSnapshot] {
+        clusterReads?.list(merging: local) ?? local
+    }
+
+    func clusterCompletedFile(id: String) -> CompletedFile? { clusterReads?.completedFile(id: id) }
+
+    /// A relayed subscription (cluster mode), unless the engine is shutting down.
+    func clusterSubscribe(id: String) -> DownloadSubscription? {
+        guard let clusterReads, !core.locked({ core.shuttingDown }) else { return nil }
+        return clusterReads.subscribe(id: id)
+    }
+}
