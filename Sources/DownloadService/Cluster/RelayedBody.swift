@@ -12,6 +12,11 @@ final class RelayedBody: PushSource {
         self.call = call
     }
 
+    /// A response dropped unsent (the client left before the handler answered) never hears `ended`.
+    deinit {
+        call.cancel()
+    }
+
     func produce(_ stream: PushStream) {
         while stream.hasRoom {
             switch call.next(for: stream) {
