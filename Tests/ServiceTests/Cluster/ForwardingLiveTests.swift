@@ -1,5 +1,7 @@
 import DownloaderEngine
 import Foundation
+import Glibc
+import MiniHTTPServer
 import Testing
 @testable import DownloadService
 
@@ -70,7 +72,8 @@ struct ForwardingLiveTests {
     }
 
     @Test func fetchOnBStreamsAsBytesAsTheyArrive() async throws {
-        let origin = try TestOrigin(bodySize: 600_000, settings: Self.throttled(300_000))
+        // About 8 s at the origin: the first bytes reach B's client long before A has them all.
+        let origin = try TestOrigin(bodySize: 1_200_000, settings: Self.throttled(150_000))
         defer { origin.stop() }
         let a = try InProcessReplica("a")
         let b = try InProcessReplica("b")
@@ -80,9 +83,9 @@ struct ForwardingLiveTests {
             defer { client.close() }
             try await client.send("GET \(Self.fetchPath(origin.url)) HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n")
             let head = try await client.readResponseHead()
-            #expect(head.status == 200 && head.header("Content-Length") == "600000")
+            #expect(head.status == 200 && head.header("Content-Length") == "1200000")
             let id = try #require(head.header("X-Download-Id"))
-            let first = try await client.readExactBody(count: 50_000)
+            let first = try await client.readExactBody(count: 20_000)
             // Relayed while A still receives it: not buffered whole.
             #expect(a.engine.snapshot(id: id).map { $0.state != .completed } == true)
             let rest = try await client.readToEnd()
@@ -117,6 +120,32 @@ struct ForwardingLiveTests {
         await a.stop()
     }
 
+    /// An engine that finds the download held elsewhere only when acting (`heldElsewhere`, the holder
+    /// changed since the placement was asked) gets the request forwarded to the holder it names.
+    @Test func heldElsewhereFromTheEngineForwardsToTheHolderItNames() async throws {
+        let origin = try TestOrigin(bodySize: 1000)
+        defer { origin.stop() }
+        let a = try InProcessReplica("a")
+        let b = try InProcessReplica("b")  // its placement says here
+        try await withTimeout(30) {
+            let created = try await a.client.ask(origin.url)
+            let id = try #require(created.string("id"))
+            let asked = Request(method: "GET", target: "/downloads/\(id)")
+            let relayed = await b.api.answer(.heldElsewhere(ownerURL: a.url), asked)
+            #expect(relayed.status == 200)
+            guard case .bytes(let body) = relayed.body else {
+                Issue.record("a buffered answer has its bytes")
+                return
+            }
+            #expect(String(decoding: body, as: UTF8.self).contains(#""id":"\#(id)""#))
+            // Any other engine error is answered as always.
+            let other = await b.api.answer(.conflict("no"), asked)
+            #expect(other.status == 409)
+        }
+        await b.stop()
+        await a.stop()
+    }
+
     @Test func aForwardedRequestIsNeverForwardedAgain() async throws {
         let origin = try TestOrigin(bodySize: 1000)
         defer { origin.stop() }
@@ -138,11 +167,13 @@ struct ForwardingLiveTests {
     }
 
     @Test func anUnreachableHolderIs503HeldElsewhere() async throws {
-        let gone = try TestOrigin(bodySize: 1)
-        let deadURL = gone.baseURL
-        gone.stop()  // nothing listens there any more
+        // A port bound but not listening (kept bound, so no other test's server gets it): connections are refused.
+        let closed = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        defer { close(closed) }
+        #expect(OriginSocket.bindToLoopback(closed, port: 0) == 0)
+        let port = try #require(OriginSocket.localPort(closed))
         let b = try InProcessReplica("b")
-        b.sendEverything(to: deadURL)
+        b.sendEverything(to: "http://127.0.0.1:\(port)")
         try await withTimeout(30) {
             let asked: [(String, String)] = [
                 ("POST", "/downloads"), ("GET", "/downloads/abc"), ("DELETE", "/downloads/tok"),
@@ -160,6 +191,23 @@ struct ForwardingLiveTests {
             #expect(try await b.client.request("GET", "/downloads").status == 200)
             #expect(try await b.client.post("/downloads", json: "{").status == 400)
             #expect(b.engine.list().isEmpty)
+        }
+        await b.stop()
+    }
+
+    /// A holder that takes no connection (its accept queue full): the connect timeout bounds the wait.
+    @Test func aHolderThatNeverAcceptsIs503AfterTheConnectTimeout() async throws {
+        let (port, descriptors) = try OriginSocket.silentListenerWithFullQueue()
+        defer { for fd in descriptors { close(fd) } }
+        var settings = PeerForwarder.Settings()
+        settings.connectTimeout = 0.5
+        let b = try InProcessReplica("b", forwarder: PeerForwarder(settings: settings))
+        b.sendEverything(to: "http://127.0.0.1:\(port)")
+        try await withTimeout(30) {
+            let started = Date()
+            let answer = try await b.client.request("GET", "/downloads/abc")
+            #expect(answer.status == 503 && Self.errorCode(answer) == "held_elsewhere" && answer.header("Retry-After") == "1")
+            #expect(Date().timeIntervalSince(started) < 10)
         }
         await b.stop()
     }
