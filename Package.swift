@@ -29,7 +29,8 @@ let package = Package(
         .target(name: "DownloaderEngine", dependencies: ["Basics", "CCurl", "CCrypto", "CTLS", "CLinux", "CSQLite", "CPQ"]),
         .executableTarget(
             name: "DownloadService",
-            dependencies: ["MiniHTTPServer", "DownloaderEngine", "CLinux"]
+            // CCurl: the client that forwards requests to the replica holding a download (`Cluster/PeerCall`).
+            dependencies: ["MiniHTTPServer", "DownloaderEngine", "CLinux", "CCurl"]
         ),
         .testTarget(
             name: "ServiceTests",

@@ -52,6 +52,8 @@ final class RunningService: Sendable {
         api.subscriberQuota = SubscriberQuota(limit: configuration.maxSubscribersPerDownload)
         api.eventSubscriberQuota = SubscriberQuota(limit: configuration.maxEventSubscribers)
         api.cluster = cluster
+        api.forwarding.forwarder = PeerForwarder(replicaURL: configuration.cluster.advertiseURL, settings: PeerForwarder.Settings(
+            stallTimeout: engineConfiguration.stallTimeout + 10))
         api.callerQuota = configuration.maxDownloadsPerClient.map { limit in
             CallerQuota(limit: limit) { [engine] tokens in engine.liveTokens(among: tokens) }
         }

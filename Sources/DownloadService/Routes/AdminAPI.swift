@@ -45,7 +45,7 @@ enum AdminEndpoint: Equatable {
 /// looked at (nothing tells which ids exist): no credentials `401` with `WWW-Authenticate`, wrong
 /// ones `403`.
 extension DownloadAPI {
-    func admin(_ request: Request) -> Response {
+    func admin(_ request: Request) async -> Response {
         switch access.adminAccess(authorization: request.headers["Authorization"]) {
         case .allowed: break
         case .missing: return APIError.unauthorized.response
@@ -58,6 +58,7 @@ extension DownloadAPI {
         guard endpoint.allowedMethods.contains(request.method) else {
             return APIError.methodNotAllowed(request.method, allow: endpoint.allowedMethods).response
         }
+        if let answer = await forwardedAnswer(endpoint, request) { return answer }
         switch endpoint {
         case .pause(let id): return operatorAnswer(engine.operatorPause(id: id), id: id, action: "paused")
         case .resume(let id): return operatorAnswer(engine.operatorResume(id: id), id: id, action: "resumed")

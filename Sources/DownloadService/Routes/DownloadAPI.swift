@@ -25,9 +25,11 @@ struct DownloadAPI: Sendable {
     static let healthBody = Array(#"{"status":"ok"}"#.utf8)
     /// Cluster mode: the database (`/healthz`, `/readyz`, 503 `database_unavailable` while it is lost).
     var cluster: ClusterDatabase? = nil
+    /// Cluster mode: requests for downloads another replica holds go to it (`DownloadAPI+Forwarding`).
+    var forwarding = Forwarding()
 
     func respond(to request: Request) async -> Response {
-        if AdminEndpoint.isAdmin(request.path) { return admin(request) }
+        if AdminEndpoint.isAdmin(request.path) { return await admin(request) }
         guard let endpoint = Endpoint(path: request.path) else {
             return APIError.notFound("no resource at \(request.path)").response
         }
@@ -42,6 +44,7 @@ struct DownloadAPI: Sendable {
             return unknownDownloadResponse(id)
         }
         if let refusal = clusterRefusal(endpoint, request) { return refusal }
+        if let answer = await forwardedAnswer(endpoint, request) { return answer }
         switch (endpoint, request.method) {
         case (.health, _):
             return healthResponse()
@@ -50,7 +53,7 @@ struct DownloadAPI: Sendable {
         case (.metrics, _):
             return metricsResponse()
         case (.downloads, "POST"):
-            return create(request)
+            return await create(request)
         case (.downloads, _):
             return list(request)
         case (.download(let token), "DELETE"):
@@ -75,7 +78,7 @@ struct DownloadAPI: Sendable {
         }
     }
 
-    private func create(_ request: Request) -> Response {
+    private func create(_ request: Request) async -> Response {
         var parsed: DownloadRequest
         switch CreateDownloadBody.parse(request.body) {
         case .success(let r): parsed = r
@@ -103,7 +106,7 @@ struct DownloadAPI: Sendable {
             return .json(status: status, body.bytes, headers: headers)
         } catch {
             callerQuota?.cancel(client)
-            return APIError(engineError: error).response
+            return await answer(error, request)
         }
     }
 

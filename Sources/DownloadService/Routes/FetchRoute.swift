@@ -25,7 +25,7 @@ extension DownloadAPI {
         do {
             reader = try engine.attachReader(asked)
         } catch {
-            return APIError(engineError: error).response
+            return await answer(error, request, streamed: true)
         }
         // A reader that joined a download not transferring right now waits for the origin's answer.
         let awaitingHeadsAbove: UInt64? = reader.state.phase == .flowing ? nil : reader.state.heads

@@ -1,0 +1,60 @@
+import DownloaderEngine
+import MiniHTTPServer
+
+/// Cluster forwarding's parts in the API: the forwarder, and where downloads live.
+struct Forwarding: Sendable {
+    var forwarder = PeerForwarder()
+    /// Where a subject's download lives; nil: the engine's `placement(…)`. Tests put their own.
+    var placement: (@Sendable (ForwardSubject) -> Placement)? = nil
+}
+
+// A request for a download another replica holds goes to that replica (auth was checked here
+// first; the same tokens hold on every replica and `Authorization` passes on). A request that came
+// forwarded is never forwarded again, and a holder that cannot be reached is `503 held_elsewhere`
+// with `Retry-After: 1` (its lease lapses and another replica takes the download over).
+extension DownloadAPI {
+    /// Before acting on `endpoint`: the holder's answer when the download is held elsewhere; nil: act here.
+    func forwardedAnswer(_ endpoint: Endpoint, _ request: Request) async -> Response? {
+        guard isForwarding, let subject = ForwardSubject.of(endpoint, request) else { return nil }
+        return await forwardedAnswer(subject, request, streamed: ForwardSubject.isStreamed(endpoint))
+    }
+
+    /// Before acting on an operator's `endpoint`: as above.
+    func forwardedAnswer(_ endpoint: AdminEndpoint, _ request: Request) async -> Response? {
+        guard isForwarding else { return nil }
+        return await forwardedAnswer(ForwardSubject.of(admin: endpoint), request, streamed: false)
+    }
+
+    /// An engine error's answer; `heldElsewhere` (the holder changed since the placement was asked)
+    /// forwards the request to the holder it names.
+    func answer(_ error: EngineError, _ request: Request, streamed: Bool = false) async -> Response {
+        guard error.code == .heldElsewhere, let owner = error.ownerURL else { return APIError(engineError: error).response }
+        return await forward(request, to: owner, streamed: streamed)
+    }
+
+    func placement(of subject: ForwardSubject) -> Placement {
+        if let placement = forwarding.placement { return placement(subject) }
+        switch subject {
+        case .request(let request): return engine.placement(of: request)
+        case .id(let id): return engine.placement(ofID: id)
+        case .token(let token): return engine.placement(ofToken: token)
+        }
+    }
+
+    /// A single process holds everything: nothing to ask.
+    private var isForwarding: Bool { cluster != nil || forwarding.placement != nil }
+
+    private func forwardedAnswer(_ subject: ForwardSubject, _ request: Request, streamed: Bool) async -> Response? {
+        guard case .elsewhere(let owner) = placement(of: subject) else { return nil }
+        return await forward(request, to: owner, streamed: streamed)
+    }
+
+    private func forward(_ request: Request, to owner: String, streamed: Bool) async -> Response {
+        let refusal = APIError(engineError: .heldElsewhere(ownerURL: owner)).response
+        if ForwardedHeaders.isForwarded(request.headers) { return refusal }  // never a second hop
+        switch await forwarding.forwarder.forward(request, to: owner, streamed: streamed) {
+        case .answered(let response): return response
+        case .unreachable: return refusal
+        }
+    }
+}
