@@ -130,7 +130,8 @@ async def call(port, method, path, body=None):
 
 
 async def gated_clients(count, port, timeout, exchange, limit=1 << 16):
-    """Opens `count` connections to `port` first, then releases them all at once: each runs
+    """Opens `count` connections to `port` (a list of ports: client i to the i-th modulo, e.g. the
+    replicas of a cluster) first, then releases them all at once: each runs
     `exchange(reader, writer, rec, started)`, `started` being the moment of the release, and fills
     its record `rec` ({"ok": False} until it says otherwise). Returns the records and how many
     clients were still running after `timeout` (cancelled)."""
@@ -146,10 +147,12 @@ async def gated_clients(count, port, timeout, exchange, limit=1 << 16):
         if connected == count:
             all_connected.set()
 
-    async def client():
+    ports = port if isinstance(port, list) else [port]
+
+    async def client(index):
         rec = {"ok": False}
         try:
-            reader, writer = await asyncio.open_connection(HOST, port, limit=limit)
+            reader, writer = await asyncio.open_connection(HOST, ports[index % len(ports)], limit=limit)
         except OSError as e:
             rec["error"] = f"connect: {e}"
             results.append(rec)
@@ -165,7 +168,7 @@ async def gated_clients(count, port, timeout, exchange, limit=1 << 16):
             writer.close()
             results.append(rec)
 
-    tasks = [asyncio.create_task(client()) for _ in range(count)]
+    tasks = [asyncio.create_task(client(i)) for i in range(count)]
     await asyncio.wait_for(all_connected.wait(), timeout)
     released["at"] = time.monotonic()
     gate.set()
@@ -214,7 +217,7 @@ async def coalesce(args):
         if rec["ok"] and args.fetch_file:
             # Like a Squid client, end with the whole file: GET /file on a new connection.
             rec["ok"] = False
-            r2, w2 = await asyncio.open_connection(HOST, args.port, limit=1 << 20)
+            r2, w2 = await asyncio.open_connection(HOST, args.port[0], limit=1 << 20)
             try:
                 w2.write(request_bytes("GET", f"/downloads/{answer['id']}/file"))
                 await w2.drain()
@@ -669,7 +672,8 @@ def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("coalesce")
-    c.add_argument("--port", type=int, required=True)
+    c.add_argument("--port", type=lambda v: [int(p) for p in v.split(",")], required=True,
+                   help="the service's port, or the ports of several replicas (comma-separated): clients spread over them")
     c.add_argument("--url", required=True)
     c.add_argument("--clients", type=int, default=1000)
     c.add_argument("--fetch-file", action="store_true", help="after completed, GET the file too")
