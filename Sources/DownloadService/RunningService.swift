@@ -32,32 +32,9 @@ final class RunningService: Sendable {
         var engineConfiguration = configuration.engineConfiguration
         // Each download's story, purges included, one line per step (`StoryLine`).
         engineConfiguration.storyteller = { story in logger.story(story) }
-        let cluster = try ClusterStart.connect(configuration, logger: logger)
-        engineConfiguration.clusterDatabase = cluster
-        engineConfiguration.clusterReplica = ClusterStart.replica(configuration)
-        let engine = try DownloadEngine(configuration: engineConfiguration)
-        for path in engine.stateSetAside {
-            logger.error("state file damaged or unreadable: renamed aside, started without the downloads it held",
-                         ["keptAt": path])
-        }
-        if let imported = engine.importedJournal {
-            logger.info("imported the journal of an earlier release", ["downloads": imported.downloads, "keptAt": imported.keptAt])
-        }
-        engine.webhooks.start(WebhookSettings(
-            render: { WebhookBody.render(event: $0, deliveryID: $1, snapshot: $2) }, secret: webhookSecret,
-            userAgent: "download-service/\(ServiceVersion.current)", report: { logger.webhook($0) }))
+        // The port is bound first (clients wait in the backlog meanwhile): cluster mode advertises it.
         let metrics = ServiceMetrics()
-        var api = DownloadAPI(engine: engine, metrics: metrics, auth: configuration.authToken.map(BearerAuth.init(token:)))
-        api.adminAuth = configuration.adminToken.map(BearerAuth.init(token:))
-        api.subscriberQuota = SubscriberQuota(limit: configuration.maxSubscribersPerDownload)
-        api.eventSubscriberQuota = SubscriberQuota(limit: configuration.maxEventSubscribers)
-        api.cluster = cluster
-        api.forwarding.forwarder = PeerForwarder(replicaURL: configuration.cluster.advertiseURL, settings: PeerForwarder.Settings(
-            stallTimeout: engineConfiguration.stallTimeout + 10))
-        api.callerQuota = configuration.maxDownloadsPerClient.map { limit in
-            CallerQuota(limit: limit) { [engine] tokens in engine.liveTokens(among: tokens) }
-        }
-        let handlerAPI = api
+        let serving = ServingAPI()
         var serverConfiguration = ServerConfiguration()
         serverConfiguration.host = configuration.host
         serverConfiguration.port = configuration.port
@@ -69,8 +46,35 @@ final class RunningService: Sendable {
                            isFile: entry.path.hasSuffix("/file") && (200..<300).contains(entry.status))
             logger.request(entry)
         }
-        let server = HTTPServer(configuration: serverConfiguration) { request in await handlerAPI.respond(to: request) }
-        let port = try server.start()
+        let server = HTTPServer(configuration: serverConfiguration) { request in await serving.api.respond(to: request) }
+        let port = try server.bind()
+        let cluster = try ClusterStart.connect(configuration, logger: logger)
+        engineConfiguration.clusterDatabase = cluster
+        engineConfiguration.clusterReplica = ClusterStart.replica(configuration, port: port)
+        let engine = try DownloadEngine(configuration: engineConfiguration)
+        for path in engine.stateSetAside {
+            logger.error("state file damaged or unreadable: renamed aside, started without the downloads it held",
+                         ["keptAt": path])
+        }
+        if let imported = engine.importedJournal {
+            logger.info("imported the journal of an earlier release", ["downloads": imported.downloads, "keptAt": imported.keptAt])
+        }
+        engine.webhooks.start(WebhookSettings(
+            render: { WebhookBody.render(event: $0, deliveryID: $1, snapshot: $2) }, secret: webhookSecret,
+            userAgent: "download-service/\(ServiceVersion.current)", report: { logger.webhook($0) }))
+        var api = DownloadAPI(engine: engine, metrics: metrics, auth: configuration.authToken.map(BearerAuth.init(token:)))
+        api.adminAuth = configuration.adminToken.map(BearerAuth.init(token:))
+        api.subscriberQuota = SubscriberQuota(limit: configuration.maxSubscribersPerDownload)
+        api.eventSubscriberQuota = SubscriberQuota(limit: configuration.maxEventSubscribers)
+        api.cluster = cluster
+        let advertised = cluster == nil ? nil : engineConfiguration.clusterReplica.advertiseURL
+        api.forwarding.forwarder = PeerForwarder(replicaURL: advertised, settings: PeerForwarder.Settings(
+            stallTimeout: engineConfiguration.stallTimeout + 10))
+        api.callerQuota = configuration.maxDownloadsPerClient.map { limit in
+            CallerQuota(limit: limit) { [engine] tokens in engine.liveTokens(among: tokens) }
+        }
+        serving.api = api
+        _ = try server.start()
         let shownHost = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
         let origins: [String: Any] = [
             "connectTimeout": configuration.connectTimeout, "headTimeout": configuration.headTimeout,
@@ -159,4 +163,10 @@ final class ShutdownSignals: Sendable {
         }
         if let pending { action(pending) }
     }
+}
+
+/// The API the server's handlers answer with: the server is bound before the engine starts (so
+/// that cluster mode knows the port it advertises), and this is set once before the server serves.
+private final class ServingAPI: @unchecked Sendable {
+    var api: DownloadAPI!
 }

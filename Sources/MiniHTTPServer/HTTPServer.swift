@@ -26,6 +26,8 @@ public final class HTTPServer: Sendable {
 
     private enum State {
         case idle
+        /// `bind()` opened the listening socket; nothing is served until `start()`.
+        case bound(fd: Int32, port: Int)
         /// One context per loop; `contexts[0]` owns the listening socket.
         case running([ServerContext])
         /// Shutting down; other callers of `shutdown()` wait here.
@@ -40,16 +42,41 @@ public final class HTTPServer: Sendable {
         self.handler = handler
     }
 
-    /// Binds, starts the event loops and returns the port actually bound (useful with port 0).
+    /// Opens the listening socket now and returns the port actually bound, without serving:
+    /// connections wait in its backlog until `start()`. For an application that must know its port
+    /// (with port 0) before it is ready to answer.
+    public func bind() throws -> Int {
+        try state.withLock { state -> Int in
+            guard case .idle = state else { throw SystemError(errno: EALREADY, function: "HTTPServer.bind") }
+            let (fd, port) = try Socket.listen(host: configuration.host, port: configuration.port, backlog: configuration.backlog)
+            state = .bound(fd: fd, port: port)
+            return port
+        }
+    }
+
+    /// Binds (unless `bind()` did), starts the event loops and returns the port actually bound
+    /// (useful with port 0).
     public func start() throws -> Int {
         signal(SIGPIPE, SIG_IGN)
         return try state.withLock { state -> Int in
-            guard case .idle = state else { throw SystemError(errno: EALREADY, function: "HTTPServer.start") }
+            let fd: Int32, port: Int
+            switch state {
+            case .idle:
+                (fd, port) = try Socket.listen(host: configuration.host, port: configuration.port, backlog: configuration.backlog)
+            case .bound(let boundFD, let boundPort):
+                (fd, port) = (boundFD, boundPort)
+            default:
+                throw SystemError(errno: EALREADY, function: "HTTPServer.start")
+            }
             let count = max(1, configuration.eventLoopCount)
             var loops: [EventLoop] = []
-            for _ in 0..<count { loops.append(try EventLoop()) }
-            let (fd, port) = try Socket.listen(host: configuration.host, port: configuration.port,
-                                               backlog: configuration.backlog)
+            do {
+                for _ in 0..<count { loops.append(try EventLoop()) }
+            } catch {
+                close(fd)
+                state = .idle
+                throw error
+            }
             let limiter = ConnectionLimiter(maxConnections: configuration.maxConnections,
                                             maxConnectionsPerIP: configuration.maxConnectionsPerIP,
                                             renderError: configuration.errorRenderer)
@@ -68,6 +95,7 @@ public final class HTTPServer: Sendable {
             }
             if let failure {
                 close(fd)
+                state = .idle
                 for loop in loops {
                     let done = DispatchSemaphore(value: 0)
                     loop.stop { done.signal() }
@@ -111,6 +139,10 @@ public final class HTTPServer: Sendable {
                 state = .stopping([])
                 return .stop(contexts)
             case .stopping: return .wait
+            case .bound(let fd, _):
+                close(fd)
+                state = .stopped
+                return .done
             case .idle, .stopped: return .done
             }
         }

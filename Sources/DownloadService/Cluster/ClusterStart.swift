@@ -19,10 +19,11 @@ enum ClusterStart {
         return database
     }
 
-    /// This replica in the cluster: a fresh owner id, `--advertise-url` (default `http://HOST:PORT`)
-    /// and `--lease-ttl`.
-    static func replica(_ configuration: ServiceConfiguration) -> ClusterReplica {
-        let advertised = configuration.cluster.advertiseURL ?? "http://\(configuration.host):\(configuration.port)"
+    /// This replica in the cluster: a fresh owner id, `--advertise-url`
+    /// (default `http://HOST:PORT`, with the port actually bound) and `--lease-ttl`.
+    static func replica(_ configuration: ServiceConfiguration, port: Int) -> ClusterReplica {
+        let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
+        let advertised = configuration.cluster.advertiseURL ?? "http://\(host):\(port)"
         return ClusterReplica(advertiseURL: advertised, leaseTTL: configuration.cluster.leaseTTL)
     }
 }

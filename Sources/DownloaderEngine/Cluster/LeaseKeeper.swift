@@ -20,6 +20,11 @@ final class LeaseKeeper: @unchecked Sendable {
     var onStop: (@Sendable (LeaseHold, LeasePolicy.StopReason) -> Void)?
     /// Told (on the keeper's thread) when the search for lapsed leases is due.
     var onScan: (@Sendable () -> Void)?
+    /// Told (on the keeper's thread) every `beatInterval` while leases are kept: the holder writes
+    /// its downloads' heartbeats (`Heartbeat`), so that every replica's snapshots agree within a second.
+    var onBeat: (@Sendable ([LeaseHold]) -> Void)?
+    /// Heartbeats are written this often: twice a second.
+    static let beatInterval = 0.5
 
     init(policy: LeasePolicy, store: LeaseStore, monotonic: @escaping @Sendable () -> Double) {
         self.policy = policy
@@ -54,11 +59,16 @@ final class LeaseKeeper: @unchecked Sendable {
 
     private func run() {
         var lastScan: Double?
+        var lastBeat = -Double.infinity
         while running.load(ordering: .acquiring) {
-            for hold in all { keep(hold) }
-            // HEARTBEAT (the `reads` branch's store method, not connected here): at most once a second,
-            // write each held download's bytes and callers to its row, fenced by `hold.epoch`.
+            let kept = all
+            for hold in kept { keep(hold) }
             let now = monotonic()
+            if !paused.load(ordering: .acquiring), now - lastBeat >= Self.beatInterval {
+                lastBeat = now
+                let writable = kept.filter { $0.mayWrite(now: now) }
+                if !writable.isEmpty { onBeat?(writable) }
+            }
             if policy.scanDue(last: lastScan, now: now), !paused.load(ordering: .acquiring) {
                 lastScan = now
                 onScan?()

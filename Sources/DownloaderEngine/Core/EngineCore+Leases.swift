@@ -22,6 +22,14 @@ extension EngineCore {
                 cluster.scanning.store(false, ordering: .releasing)
             }
         }
+        let beats = HeartbeatStore(pool: cluster.store.pool)
+        cluster.keeper.onBeat = { [weak self] holds in
+            guard let self else { return }
+            var held: [String: (leaseKey: String, epoch: Int64)] = [:]
+            self.locked { for hold in holds { if let id = hold.id { held[id] = (hold.key, hold.epoch) } } }
+            // A lost database is the renewals' business (they stop the leases); a heartbeat just waits for the next turn.
+            _ = try? beats.write(self.heartbeats(of: held))
+        }
         cluster.keeper.start()
     }
 

@@ -88,8 +88,8 @@ struct ClusterReplicasLiveTests {
         let later = gets.dropFirst()
         #expect(!later.isEmpty && later.allSatisfy { (Self.rangeStart($0) ?? 0) > 0 && $0.header("If-Range") != nil },
                 "after the owner's death: ranged GETs from the durable offset only: \(later.map { $0.header("Range") ?? "full" })")
-        let takeover = await cluster.metric("download_service_cluster_takeovers_total", on: cluster[others[0]]) ?? 0
-            + (await cluster.metric("download_service_cluster_takeovers_total", on: cluster[others[1]]) ?? 0)
+        var takeover = 0.0
+        for index in others { takeover += await cluster.metric("download_service_cluster_takeovers_total", on: cluster[index]) ?? 0 }
         #expect(takeover >= 1)
         print("takeover: completed \(Date().timeIntervalSince(killedAt)) s after the owner's SIGKILL")
         for index in others {

@@ -79,6 +79,6 @@ final class ReplicaSet: @unchecked Sendable {
             _ = try? await replica.stop(timeout: 20)
         }
         let postgres = postgres
-        await onThread { postgres.stop() }  // Blocking (≤ 10 s): off the cooperative pool.
+        _ = try? await onThread { postgres.stop() }  // Blocking (≤ 10 s): off the cooperative pool.
     }
 }
