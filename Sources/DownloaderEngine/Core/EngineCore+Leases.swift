@@ -45,6 +45,11 @@ extension EngineCore {
         return store.area(storage) + "/" + EpochFiles.completed(id: id, epoch: epoch, name: fileName)
     }
 
+    /// Connections a download may have: `maxConnectionsPerDownload`, but one in cluster mode (a
+    /// segmented fetch's extra connections write outside the lease's write check; a takeover resumes
+    /// from the contiguous durable prefix).
+    var connectionLimit: Int { cluster == nil ? configuration.maxConnectionsPerDownload : 1 }
+
     /// Whether `record` keeps its lease: queued, running, settling, moving its file, or followed.
     func isLive(_ record: DownloadRecord) -> Bool {
         record.state == .queued || record.state == .downloading || record.lifecycle.attempt != nil

@@ -10,7 +10,7 @@ extension EngineCore {
         guard let asked = request.connections, asked > record.connectionsRequested else { return }
         record.connectionsRequested = asked
         if !record.isTransferring {
-            record.connectionsGranted = SegmentPlanner.granted(requested: asked, limit: configuration.maxConnectionsPerDownload)
+            record.connectionsGranted = SegmentPlanner.granted(requested: asked, limit: connectionLimit)
         }
     }
 
@@ -23,7 +23,7 @@ extension EngineCore {
         attempt.segmentPlan = nil
         let kept = record.segments
         record.segments = nil
-        let granted = SegmentPlanner.granted(requested: record.connectionsRequested, limit: configuration.maxConnectionsPerDownload)
+        let granted = SegmentPlanner.granted(requested: record.connectionsRequested, limit: connectionLimit)
         if let kept, offset > 0, let total, kept.last?.end == total, record.validator != nil,
            let first = kept.firstIndex(where: { offset < $0.end }), kept[first].start <= offset {
             // The same version (a 206 under If-Range): every piece goes on where it stood; the

@@ -48,6 +48,10 @@ struct PostgresFencingTests {
             try c.expect(leases.release(key: "k", epoch: 2))
             let next = try c.require(leases.acquire(key: "k", owner: "C", ownerURL: "http://c", ttl: 5))
             c.expect(next == LeaseStore.Grant(epoch: 3, partFile: "x.2.part", durableOffset: 8192), "the checkpoint went with the row")
+            // A replica shutting down hands its lease over: lapsed at once, for the next search to take.
+            try c.expect(leases.handOver(key: "k", epoch: 3))
+            try c.expect(leases.lapsed(limit: 10).map(\.key) == ["k"])
+            try c.expect(!leases.handOver(key: "k", epoch: 2), "an older epoch hands nothing over")
         }
     }
 

@@ -135,6 +135,14 @@ import Testing
         #expect(text.contains("download_service_sse_subscribers 2\n"))
         #expect(text.contains("download_service_http_requests_total{status=\"200\"} 5\ndownload_service_http_requests_total{status=\"404\"} 1\n"))
         #expect(text.contains("# TYPE download_service_resumes_total counter\n"))
+        #expect(!text.contains("cluster"), "a single process shows no cluster metrics")
+        var cluster = ClusterStatistics()
+        (cluster.leasesHeld, cluster.takeovers, cluster.fencedWrites) = (4, 2, 7)
+        stats.cluster = cluster
+        let clustered = ServiceMetrics.render(states: [:], engine: stats, http: .init(requestsByStatus: [:], fileBytesServed: 0))
+        #expect(clustered.contains("# TYPE download_service_cluster_leases_held gauge\ndownload_service_cluster_leases_held 4\n"))
+        #expect(clustered.contains("# TYPE download_service_cluster_takeovers_total counter\ndownload_service_cluster_takeovers_total 2\n"))
+        #expect(clustered.contains("# TYPE download_service_cluster_fenced_writes_total counter\ndownload_service_cluster_fenced_writes_total 7\n"))
     }
 
     @Test func bearerAuthComparesWholeTokens() {

@@ -1,0 +1,59 @@
+import Foundation
+import Testing
+@testable import DownloaderEngine
+
+/// What a held lease allows its writers (pure but for the clock argument), and the seeding of a new
+/// epoch's partial from the previous one's durable prefix.
+@Suite struct LeaseHoldTests {
+    struct Case: Sendable, CustomTestStringConvertible {
+        var name: String
+        var renewedAt: Double?
+        var stopped = false
+        var now: Double
+        var mayWrite: Bool
+        var testDescription: String { name }
+    }
+
+    static let cases: [Case] = [
+        Case(name: "just acquired", now: 100, mayWrite: true),
+        Case(name: "just before the deadline", now: 102.999, mayWrite: true),
+        Case(name: "at the deadline", now: 103, mayWrite: false),
+        Case(name: "past the deadline", now: 150, mayWrite: false),
+        Case(name: "renewed: the deadline counts from the renewal's start", renewedAt: 102, now: 104.5, mayWrite: true),
+        Case(name: "renewed, then past", renewedAt: 102, now: 105, mayWrite: false),
+        Case(name: "stopped", stopped: true, now: 100, mayWrite: false),
+        Case(name: "stopped after a renewal", renewedAt: 102, stopped: true, now: 102.5, mayWrite: false),
+    ]
+
+    @Test(arguments: cases) func mayWrite(_ c: Case) {
+        let hold = LeaseHold(key: "k", epoch: 2, acquiredAt: 100, ttl: 3)
+        if let renewedAt = c.renewedAt { hold.update(HeldLease(key: "k", epoch: 2, renewedAt: renewedAt)) }
+        if c.stopped { #expect(hold.stop()) }
+        #expect(hold.mayWrite(now: c.now) == c.mayWrite)
+    }
+
+    @Test func aLeaseStopsOnceAndNamesItsEpochsPartial() {
+        let hold = LeaseHold(key: "k", epoch: 7, acquiredAt: 0, ttl: 1)
+        #expect(hold.partFile == nil)
+        hold.id = "abc"
+        #expect(hold.partFile == "abc.7.part")
+        #expect(hold.stop())
+        #expect(!hold.stop(), "the second stop is not the first")
+        #expect(hold.isStopped)
+    }
+
+    @Test func seedingCopiesTheDurablePrefixOnly() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ds-seed-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let bytes = (0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        #expect(FileManager.default.createFile(atPath: dir + "/x.1.part", contents: Data(bytes)))
+        #expect(EpochSeeding.copy(from: dir + "/x.1.part", to: dir + "/x.2.part", length: 2_500_000) == 2_500_000)
+        #expect(FileManager.default.contents(atPath: dir + "/x.2.part") == Data(bytes[..<2_500_000]))
+        // A shorter source gives what it has; a missing one nothing (and no file).
+        #expect(EpochSeeding.copy(from: dir + "/x.1.part", to: dir + "/x.3.part", length: 9_000_000) == 3_000_000)
+        #expect(EpochSeeding.copy(from: dir + "/gone.part", to: dir + "/x.4.part", length: 10) == 0)
+        #expect(!FileManager.default.fileExists(atPath: dir + "/x.4.part"))
+        #expect(EpochSeeding.copy(from: dir + "/x.1.part", to: dir + "/x.5.part", length: 0) == 0)
+    }
+}
