@@ -59,15 +59,19 @@ extension DownloadAPI {
             return APIError.methodNotAllowed(request.method, allow: endpoint.allowedMethods).response
         }
         if let answer = await forwardedAnswer(endpoint, request) { return answer }
-        switch endpoint {
-        case .pause(let id): return operatorAnswer(engine.operatorPause(id: id), id: id, action: "paused")
-        case .resume(let id): return operatorAnswer(engine.operatorResume(id: id), id: id, action: "resumed")
-        case .download(let id):
-            guard engine.remove(id: id) != nil else { return unknownDownloadResponse(id) }
-            var body = JSONObject()
-            body.append("id", .string(id))
-            body.append("state", .string("removed"))
-            return .json(body.bytes)
+        do throws(EngineError) {
+            switch endpoint {
+            case .pause(let id): return operatorAnswer(try engine.operatorPausing(id: id), id: id, action: "paused")
+            case .resume(let id): return operatorAnswer(try engine.operatorResuming(id: id), id: id, action: "resumed")
+            case .download(let id):
+                guard try engine.removing(id: id) != nil else { return unknownDownloadResponse(id) }
+                var body = JSONObject()
+                body.append("id", .string(id))
+                body.append("state", .string("removed"))
+                return .json(body.bytes)
+            }
+        } catch {
+            return await answer(error, request)  // the holder changed since the placement was asked: forwarded
         }
     }
 

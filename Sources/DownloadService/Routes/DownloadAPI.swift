@@ -57,7 +57,9 @@ struct DownloadAPI: Sendable {
         case (.downloads, _):
             return list(request)
         case (.download(let token), "DELETE"):
-            guard let snapshot = engine.cancel(token: token) else {
+            let cancelled: DownloadSnapshot?
+            do throws(EngineError) { cancelled = try engine.cancelling(token: token) } catch { return await answer(error, request) }
+            guard let snapshot = cancelled else {
                 return APIError.notFound("no caller holds token \(token) (unknown or already cancelled)").response
             }
             callerQuota?.remove(token)

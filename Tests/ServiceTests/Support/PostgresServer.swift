@@ -27,7 +27,9 @@ final class PostgresServer: @unchecked Sendable {
     static var isInstalled: Bool { binaries != nil }
 
     let directory: String
-    let port: UInt16
+    /// The server's port: free when chosen, then released until the server binds it, so another
+    /// process may take it meanwhile; `init` then chooses another (`start` fails "already in use").
+    private(set) var port: UInt16
     private let bin: String
     private let account: (uid: uid_t, gid: gid_t)?
     private let lock = NSLock()
@@ -66,7 +68,14 @@ final class PostgresServer: @unchecked Sendable {
         guard initdb.terminationStatus == 0 else {
             throw Failure(description: "initdb exited with \(initdb.terminationStatus ?? -1) (run it by hand to see why)")
         }
-        try start()
+        for attempt in 1...3 {
+            do {
+                try start()
+                break
+            } catch let failure as Failure where attempt < 3 && failure.description.contains("already in use") {
+                port = try Self.freePort()
+            }
+        }
         try psql("CREATE ROLE \(Self.role) LOGIN PASSWORD '\(Self.password)' NOSUPERUSER NOCREATEDB NOCREATEROLE")
     }
 
