@@ -159,7 +159,9 @@ struct ClusterReadsTests {
             let after = Date().timeIntervalSince(written)
             guard case .progress(let snapshot)? = seen else { Issue.record("\(String(describing: seen))"); return }
             #expect(snapshot.callers == 2 && snapshot.state == .downloading)
-            #expect(after < 1, "relayed \(after) s after the heartbeat")
+            // By design within a poll (0.25 s, checked on a manual clock in `SubscriptionRelayTests`) plus a
+            // query; the bound here leaves room for a loaded machine (five test runs on two cores took 3.4 s).
+            #expect(after < 5, "relayed \(after) s after the heartbeat")
         }
         try await onThread {
             try store.commit(StateBatch(upserts: [try Self.completed(download, at: engine.configuration.cacheDirectory.path + "/d2-d2.bin")]))
