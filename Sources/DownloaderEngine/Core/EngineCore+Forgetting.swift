@@ -18,12 +18,13 @@ extension EngineCore {
     }
 
     /// Forgets paused downloads without kept bytes that are older than `cutoff`, and the oldest
-    /// beyond `maxEmptyPausedDownloads`.
-    func boundEmptyPaused(olderThan cutoff: Date? = nil) {
-        let empty = byID.values.filter {
+    /// beyond `maxEmptyPausedDownloads`. `among`: only these can be (start-up's restored paused ones).
+    func boundEmptyPaused(olderThan cutoff: Date? = nil, among candidates: [DownloadRecord]? = nil) {
+        let isEmpty: (DownloadRecord) -> Bool = {
             $0.state == .paused && $0.attempt == nil && $0.keptBytes == 0 && $0.tokens.isEmpty && $0.readers == 0
                 && !$0.lifecycle.held  // The operator's hold is kept until the operator lifts it.
         }
+        let empty = candidates?.filter(isEmpty) ?? byID.values.filter(isEmpty)
         let limit = max(0, configuration.maxEmptyPausedDownloads)
         guard empty.count > limit || cutoff.map({ c in empty.contains { $0.updatedAt < c } }) == true else { return }
         var kept = empty.count

@@ -62,19 +62,31 @@ extension EngineCore {
 
     /// Under `lock`. Paused partials older than `pausedTTL` go with their downloads; paused downloads
     /// that keep no bytes are forgotten after the same time, and beyond `maxEmptyPausedDownloads`.
-    func expireIdle() {
+    /// `restored`: at start-up, the paused downloads just restored, the only ones it can concern
+    /// then (no pass over every download).
+    func expireIdle(restored: [DownloadRecord]? = nil) {
         let cutoff = clock.now().addingTimeInterval(-max(0, configuration.pausedTTL))
-        for record in idlePartials() where record.state == .paused && record.updatedAt < cutoff && !record.lifecycle.held {
+        // Only the expired ones are sorted (start-up: 10 000 paused, usually none expired).
+        let expired: (DownloadRecord) -> Bool = { $0.state == .paused && $0.updatedAt < cutoff && !$0.lifecycle.held }
+        let idle = restored.map { idlePartials(among: $0, where: expired) } ?? idlePartials(where: expired)
+        for record in idle {
             purgePartial(record, reason: .ttl)
             forget(record)
         }
-        boundEmptyPaused(olderThan: cutoff)
+        let forgotten = Set(idle.map(ObjectIdentifier.init))
+        boundEmptyPaused(olderThan: cutoff, among: restored?.filter { !forgotten.contains(ObjectIdentifier($0)) })
     }
 
     /// Downloads with kept bytes and nothing running: paused, or failed with a partial; oldest first.
-    private func idlePartials() -> [DownloadRecord] {
-        byID.values
-            .filter { $0.attempt == nil && ($0.state == .paused || $0.state == .failed) && $0.keptBytes > 0 }
+    /// `also`: only those it holds for.
+    private func idlePartials(where also: (DownloadRecord) -> Bool = { _ in true }) -> [DownloadRecord] {
+        idlePartials(among: byID.values, where: also)
+    }
+
+    private func idlePartials(among records: some Sequence<DownloadRecord>,
+                              where also: (DownloadRecord) -> Bool) -> [DownloadRecord] {
+        records
+            .filter { $0.attempt == nil && ($0.state == .paused || $0.state == .failed) && $0.keptBytes > 0 && also($0) }
             .sorted { $0.updatedAt != $1.updatedAt ? $0.updatedAt < $1.updatedAt : $0.id < $1.id }
     }
 

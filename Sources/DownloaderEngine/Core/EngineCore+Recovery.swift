@@ -33,20 +33,25 @@ extension EngineCore {
         guard cluster == nil else { return report }
         let directory = store.stateDirectory
         // The cache and data areas are listed on the work queue while the store loads.
-        let listings = AreaListing.Pending([store.cacheDirectory, store.dataDirectory], on: workQueue)
-        let (outcome, stored, removed) = try stateWriter.perform { state throws(StateStoreError) in
+        let (cacheDirectory, dataDirectory) = (store.cacheDirectory, store.dataDirectory)
+        let listings = Background(on: workQueue) { StoredFiles(cache: AreaListing(cacheDirectory), data: AreaListing(dataDirectory)) }
+        var (outcome, stored, removed) = try stateWriter.perform { state throws(StateStoreError) in
             (try JournalImport.run(directory: directory, into: state), try state.load(), try state.loadTombstones())
         }
-        let areas = listings.wait()
-        var (cache, data) = (areas[0], areas[1])
+        // What was read is let go on the work queue: the records share its strings, and releasing
+        // them (a million references at 100 000 downloads) need not delay the listener.
+        defer {
+            workQueue.async { [stored] in withExtendedLifetime(stored) {} }
+            stored = []
+        }
+        var files = listings.wait()
         switch outcome {
         case .none: break
         case .imported(let count, let keptAt): (report.importedFromJournal, report.importedJournalKeptAt) = (count, keptAt)
         case .unreadable(let keptAt): report.corruptJournalKeptAt = keptAt
         }
         return decide {
-            let stored = buryRemoved(removed, among: stored)
-            restore(stored, cache: &cache, data: &data, into: &report)
+            restore(buryRemoved(removed, among: stored), files: &files, into: &report)
             return report
         }
     }
@@ -54,32 +59,29 @@ extension EngineCore {
     /// What changes here is saved: downloads dropped or skipped (removed from the store), published
     /// or cut back; those restored unchanged are not written again.
     /// Completed files are checked in the listings of their areas (one directory pass per area, not
-    /// a stat per file).
-    private func restore(_ entries: [StoredDownload], cache: inout AreaListing, data: inout AreaListing,
-                         into report: inout RecoveryReport) {
+    /// a stat per file), looked up on the work queue while the records are built (`prepare`).
+    private func restore(_ entries: [StoredDownload], files: inout StoredFiles, into report: inout RecoveryReport) {
         byID.reserveCapacity(entries.count)
         byURL.reserveCapacity(entries.count)
-        func fileExists(_ path: String, of id: String) -> Bool {
-            cache.claim(path, of: id) ?? data.claim(path, of: id) ?? (FileStore.fileSize(path) != nil)
-        }
-        for entry in entries {
-            let record = DownloadRecord(stored: entry, tau: configuration.rateTimeConstant,
-                                        progressInterval: configuration.progressInterval, ignoring: configuration.coalesceIgnoreQuery)
+        let (records, checks) = prepare(entries, files: files)
+        var (misplaced, queued, paused): ([DownloadRecord], [DownloadRecord], [DownloadRecord]) = ([], [], [])
+        // The records hold what the entries hold (the entries are not copied again here).
+        for (record, check) in zip(records, checks) {
             // Inserted first (one hash lookup each); a duplicate is taken out again, the first kept.
             if let first = byID.updateValue(record, forKey: record.id) {
                 byID[record.id] = first
-                unsaved.insert(entry.id)
+                unsaved.insert(record.id)
                 continue
             }
             if let first = byURL.updateValue(record, forKey: record.key) {
                 byURL[record.key] = first
                 byID[record.id] = nil
-                unsaved.insert(entry.id)
+                unsaved.insert(record.id)
                 continue
             }
-            switch entry.state {
+            switch record.state {
             case .completed:
-                guard let path = entry.finalPath, fileExists(path, of: entry.id) else {
+                guard record.finalPath != nil, files.claim(check.presence) else {
                     report.dropped += 1
                     byID[record.id] = nil
                     byURL[record.key] = nil
@@ -87,37 +89,79 @@ extension EngineCore {
                     continue
                 }
             case .paused, .failed, .queued, .downloading:
+                let storedOffset = record.keptBytes
                 if adoptPublished(record) {
-                    _ = record.finalPath.map { fileExists($0, of: record.id) }  // Claimed: not an orphan.
+                    _ = record.finalPath.map { files.claim($0, of: record.id) }  // Claimed: not an orphan.
                     report.published += 1
                     save(record)
-                } else if restorePartial(record) != entry.verifiedOffset {
+                } else if restorePartial(record) != storedOffset {
                     save(record)
                 }
             }
             for token in record.tokens { tokens[token] = record.id }
             // Only failed ones are indexed: a restored record was never in the index (no removal
             // attempt per record, 7 % of a 100 000-download start-up).
-            if record.state == .failed { failedRecords[record.id] = record }
+            switch record.state {
+            case .failed: failedRecords[record.id] = record
+            case .completed where !(check.placed ?? isPlaced(record)): misplaced.append(record)
+            case .queued: queued.append(record)
+            case .paused: paused.append(record)
+            case .completed, .downloading: break
+            }
             report.loaded += 1
         }
+        // These forget failed and paused downloads only: `misplaced` and `queued` stay current.
         forgetOldFailures()
-        expireIdle()
+        expireIdle(restored: paused)
         removeOrphanPartials()
         // Cache files named like ours that no completed download claimed: left by a crash between
         // publishing and committing. The data area is never swept.
-        cache.removeUnclaimed()
+        files.cache.removeUnclaimed()
         // A move into the data area that a crash interrupted starts again.
-        for record in byID.values where record.state == .completed { placeFile(record) }
+        for record in misplaced { placeFile(record) }
         // Running ones carry on for their callers, oldest first; with none stored, paused (and saved so).
-        let carryOn = byID.values.filter { $0.state == .queued }.sorted { $0.createdAt < $1.createdAt }
-        for record in carryOn {
+        for record in queued.sorted(by: { $0.createdAt < $1.createdAt }) {
             // A credentialed download's headers were never stored: it waits for a caller who brings them.
             if record.waitsForCredentials { record.story.pauseReason = .credentialsRequired }
             handle(.recovered(callers: record.waitsForCredentials ? 0 : record.tokens.count), for: record)
             tellRecovered(record)
             if record.state == .paused { save(record) } else { report.resumed += 1 }
         }
+    }
+
+    /// What the work queue found of a stored completed download: where its file is, and whether
+    /// that is where its storage class keeps it (nil for the others: decided as they are restored).
+    private struct FileCheck {
+        var presence = StoredFiles.Presence.absent
+        var placed: Bool?
+    }
+
+    /// The records of `entries`, and a `FileCheck` of each: the checks are made on the work queue,
+    /// which then builds the last quarter of the records while this thread builds the rest
+    /// (start-up's independent work on both cores). Nothing is claimed yet (`restore` claims in order).
+    private func prepare(_ entries: [StoredDownload], files: StoredFiles) -> ([DownloadRecord], [FileCheck]) {
+        let (tau, interval, ignoring) = (configuration.rateTimeConstant, configuration.progressInterval, configuration.coalesceIgnoreQuery)
+        let split = entries.count - entries.count / 4
+        let store = store
+        let background = Background(on: workQueue) {
+            let checks = entries.map { entry -> FileCheck in
+                guard entry.state == .completed, let path = entry.finalPath else { return FileCheck() }
+                let placed = entry.fileName.map { store.isFinalPath(path, id: entry.id, fileName: $0, storage: entry.storage) } ?? true
+                return FileCheck(presence: files.presence(of: path, id: entry.id), placed: placed)
+            }
+            let tail = entries[split...].map { DownloadRecord(stored: $0, tau: tau, progressInterval: interval, ignoring: ignoring) }
+            return (checks, tail)
+        }
+        var records = entries[..<split].map { DownloadRecord(stored: $0, tau: tau, progressInterval: interval, ignoring: ignoring) }
+        let (checks, tail) = background.wait()
+        records += tail
+        return (records, checks)
+    }
+
+    /// Whether a completed download's file is where its storage class keeps it (no move to start).
+    private func isPlaced(_ record: DownloadRecord) -> Bool {
+        guard let path = record.finalPath, let name = record.fileName else { return true }  // Nothing to move.
+        return store.isFinalPath(path, id: record.id, fileName: name, storage: record.storage)
     }
 
     /// Tombstoned downloads never come back: a row a tombstone names is dropped (and removed from

@@ -107,8 +107,9 @@ final class SQLiteStateStatements {
         try deleteDownload.run()
     }
 
-    /// The row `select` (over `columns`) stands on. Throws `.damaged` for values no build writes.
-    func download(from select: SQLiteStatement) throws(StateStoreError) -> (Int64, StoredDownload) {
+    /// The download in the row `select` (over `columns`) stands on. Throws `.damaged` for values
+    /// no build writes.
+    func download(from select: SQLiteStatement) throws(StateStoreError) -> StoredDownload {
         let row = select.int64(0) ?? 0
         guard let id = select.text(1), let url = select.text(2),
               let storage = select.text(3).flatMap(StorageClass.init(rawValue:)),
@@ -124,7 +125,7 @@ final class SQLiteStateStatements {
         if let code = select.text(18) {
             error = DownloadFailure(journalCode: code, message: select.text(19) ?? "", httpStatus: select.int64(20).map { Int($0) })
         }
-        let download = StoredDownload(
+        return StoredDownload(
             id: id, url: url, storage: storage, state: state, validator: validator, expectedTotal: select.int64(7),
             verifiedOffset: verifiedOffset, expectedSHA256: select.text(9), expectedSize: select.int64(10),
             fileName: select.text(11), finalPath: select.text(12), sha256: select.text(13), size: select.int64(14),
@@ -134,6 +135,5 @@ final class SQLiteStateStatements {
             changedAt: select.isNull(23) ? nil : Date(timeIntervalSince1970: select.double(23)),
             connections: Int(clamping: select.int64(25) ?? 1), segments: select.text(26).flatMap(SegmentJournal.segments),
             credentialKey: select.isNull(24) ? nil : Array(select.bytes(24)))
-        return (row, download)
     }
 }

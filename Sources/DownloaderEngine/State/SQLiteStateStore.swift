@@ -91,9 +91,8 @@ final class SQLiteStateStore: StateStore, @unchecked Sendable {
         let select = statements.selectDownloads
         defer { select.reset() }
         while try select.step() {
-            let (row, download) = try statements.download(from: select)
-            order.append(row)
-            downloads.append(download)
+            order.append(select.int64(0) ?? 0)
+            downloads.append(try statements.download(from: select))  // Moved in, not copied.
         }
         let tokens = statements.selectAllTokens
         defer { tokens.reset() }

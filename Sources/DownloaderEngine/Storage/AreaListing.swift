@@ -1,4 +1,3 @@
-import Dispatch
 import Glibc
 
 /// The files of one storage area named like ours (`<16 hex id>-<name>`, see `FileStore.finalPath`),
@@ -59,61 +58,62 @@ struct AreaListing {
         return id
     }
 
-    /// Whether `path`, the file of download `id`, is a regular file, answered from the listing when
-    /// `path` lies in this directory (else nil). A file found is claimed: `removeUnclaimed` keeps it.
-    mutating func claim(_ path: String, of id: String) -> Bool? {
+    /// Where `path`, the file of download `id`, stands in this listing.
+    enum Lookup: Equatable {
+        /// `path` does not lie in this directory: the listing cannot tell.
+        case elsewhere
+        /// In this directory, but not a regular file named so.
+        case absent
+        /// The regular file at this index of the listing.
+        case listed(Int)
+    }
+
+    /// Looks `path` up without claiming it (a pure read: start-up looks files up on another
+    /// thread while the records are built, then claims them in order).
+    func lookup(_ path: String, of id: String) -> Lookup {
         var path = path
         var id = id
-        guard let bits = id.withUTF8({ Self.id(hex: $0) }) else { return path.hasPrefix(directory + "/") ? false : nil }
-        return path.withUTF8 { bytes -> Bool? in
+        guard let bits = id.withUTF8({ Self.id(hex: $0) }) else { return path.hasPrefix(directory + "/") ? .absent : .elsewhere }
+        return path.withUTF8 { bytes -> Lookup in
             let dir = directoryBytes.count
             guard bytes.count > dir + 1, bytes[dir] == UInt8(ascii: "/"),
-                  memcmp(bytes.baseAddress!, directoryBytes, dir) == 0 else { return nil }
+                  memcmp(bytes.baseAddress!, directoryBytes, dir) == 0 else { return .elsewhere }
             let name = UnsafeBufferPointer(rebasing: bytes[(dir + 1)...])
-            guard !name.contains(UInt8(ascii: "/")) else { return nil }
-            guard let first = regular[bits] else { return false }
-            if claimIfNamed(first, name) { return true }
-            for index in moreRegular[bits] ?? [] where claimIfNamed(index, name) { return true }
-            return false
+            guard !name.contains(UInt8(ascii: "/")) else { return .elsewhere }
+            guard let first = regular[bits] else { return .absent }
+            if isNamed(first, name) { return .listed(first) }
+            for index in moreRegular[bits] ?? [] where isNamed(index, name) { return .listed(index) }
+            return .absent
         }
     }
 
-    private mutating func claimIfNamed(_ index: Int, _ name: UnsafeBufferPointer<UInt8>) -> Bool {
-        let entry = entries[index]
-        guard entry.count == name.count,
-              names.withUnsafeBufferPointer({ memcmp($0.baseAddress! + entry.start, name.baseAddress!, name.count) == 0 }) else {
-            return false
+    /// Whether `path`, the file of download `id`, is a regular file, answered from the listing when
+    /// `path` lies in this directory (else nil). A file found is claimed: `removeUnclaimed` keeps it.
+    mutating func claim(_ path: String, of id: String) -> Bool? {
+        switch lookup(path, of: id) {
+        case .elsewhere: return nil
+        case .absent: return false
+        case .listed(let index):
+            claim(index)
+            return true
         }
+    }
+
+    /// Claims the file at `index` (from `lookup`).
+    mutating func claim(_ index: Int) {
         entries[index].claimed = true
-        return true
+    }
+
+    private func isNamed(_ index: Int, _ name: UnsafeBufferPointer<UInt8>) -> Bool {
+        let entry = entries[index]
+        return entry.count == name.count
+            && names.withUnsafeBufferPointer { memcmp($0.baseAddress! + entry.start, name.baseAddress!, name.count) == 0 }
     }
 
     /// Deletes every file named like ours that nothing claimed.
     func removeUnclaimed() {
         for entry in entries where !entry.claimed {
             FileStore.remove(directory + "/" + String(decoding: names[entry.start..<entry.start + entry.count], as: UTF8.self))
-        }
-    }
-}
-
-extension AreaListing {
-    /// Listings made on `queue` while the caller does something else (start-up: while the state
-    /// store loads); `wait()` returns them.
-    final class Pending: @unchecked Sendable {
-        private let done = DispatchSemaphore(value: 0)
-        // Written once on `queue` before `done` is signalled; read after waiting for it.
-        private var listings: [AreaListing] = []
-
-        init(_ directories: [String], on queue: DispatchQueue) {
-            queue.async {
-                self.listings = directories.map(AreaListing.init)
-                self.done.signal()
-            }
-        }
-
-        func wait() -> [AreaListing] {
-            done.wait()
-            return listings
         }
     }
 }

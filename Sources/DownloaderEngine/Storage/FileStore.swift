@@ -41,6 +41,25 @@ struct FileStore: Sendable {
         area(storage) + "/" + id + "-" + fileName
     }
 
+    /// Whether `path` is `finalPath(id:fileName:storage:)`, compared byte by byte in place (start-up
+    /// asks it of every completed download: no string is built).
+    func isFinalPath(_ path: String, id: String, fileName: String, storage: StorageClass) -> Bool {
+        var (path, area, id, name) = (path, area(storage), id, fileName)
+        guard path.utf8.count == area.utf8.count + id.utf8.count + name.utf8.count + 2 else { return false }
+        return path.withUTF8 { whole in
+            var rest = whole[...]
+            func take(_ piece: UnsafeBufferPointer<UInt8>) -> Bool {
+                defer { rest = rest.dropFirst(piece.count) }
+                return rest.prefix(piece.count).elementsEqual(piece)
+            }
+            func take(_ byte: Character) -> Bool {
+                defer { rest = rest.dropFirst() }
+                return rest.first == byte.asciiValue
+            }
+            return area.withUTF8(take) && take("/") && id.withUTF8(take) && take("-") && name.withUTF8(take)
+        }
+    }
+
     /// Moves `from` to `to` atomically: rename; across file systems copy + fsync + rename.
     /// The target directory is fsynced afterwards. `rename` is a seam for tests (e.g. EXDEV).
     func publish(from: String, to: String,
