@@ -34,9 +34,12 @@ struct DownloadAPI: Sendable {
         guard endpoint.allowedMethods.contains(request.method) else {
             return APIError.methodNotAllowed(request.method, allow: endpoint.allowedMethods).response
         }
-        if endpoint != .health, endpoint != .page, endpoint != .ready,
-           access.callerAccess(authorization: QueryToken.authorization(for: endpoint, request)) != .allowed {
-            return APIError.unauthorized.response
+        if endpoint != .health, endpoint != .page, endpoint != .ready {
+            switch access.callerAccess(authorization: QueryToken.authorization(for: endpoint, request)) {
+            case .allowed: break
+            case .missing: return APIError.unauthorized.response
+            case .wrong: return APIError(status: 403, .forbidden, "wrong token (neither the service's token nor the admin token)").response
+            }
         }
         if let id = Self.readDownloadID(endpoint, method: request.method), !mayRead(id: id, request) {
             return unknownDownloadResponse(id)

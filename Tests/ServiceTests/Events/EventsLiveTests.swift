@@ -101,7 +101,7 @@ import Testing
         let client = service.client
         let refused = try await client.request("GET", "/events")
         #expect(refused.status == 401 && refused.header("WWW-Authenticate") != nil)
-        #expect(try await client.request("GET", "/events?access_token=wrong").status == 401)
+        #expect(try await client.request("GET", "/events?access_token=wrong").status == 403)
         // The token in the URL is for reads of the stream and files only.
         #expect(try await client.request("GET", "/downloads?access_token=\(secret)").status == 401)
         let (one, a) = try await client.openStream("/events?access_token=\(secret)")
