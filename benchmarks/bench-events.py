@@ -2,7 +2,10 @@
 """GET /events under load (scripts/bench section 10): N downloads kept live by a trickling origin,
 W watchers on /events. Once every watcher has its snapshot, counts for WINDOW seconds the events
 the watchers get (progress per second in all, against the shared budget of 5 000 a second;
-lifecycle events) and the service's CPU. Prints one JSON object.
+lifecycle events) and the service's CPU. Also the service's CPU while the snapshots go out, how long
+its threads waited for a CPU meanwhile (run-queue wait from /proc/PID/task/*/schedstat, summed over
+threads: on a loaded machine it, not the service's work, sets the snapshot's wall time), and its
+peak RSS. Prints one JSON object.
 
 usage: bench-events.py --port P --pid PID --url URL --downloads N --watchers W --window S
 """
@@ -13,6 +16,26 @@ import os
 import time
 
 HOST = "127.0.0.1"
+
+
+def runqueue_wait_seconds(pid):
+    """Time the process's threads spent runnable but waiting for a CPU, summed (0 when unknown)."""
+    total = 0
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                    total += int(f.read().split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    except OSError:
+        return 0.0
+    return total / 1e9
+
+
+def peak_rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next((int(line.split()[1]) for line in f if line.startswith("VmHWM:")), 0)
 
 
 def cpu_seconds(pid):
@@ -120,11 +143,14 @@ async def main_async(args):
 
     counting = [False]
     watchers = [Watcher() for _ in range(args.watchers)]
+    snap_cpu0, snap_wait0 = cpu_seconds(args.pid), runqueue_wait_seconds(args.pid)
     t0 = time.monotonic()
     tasks = [asyncio.create_task(watch(args.port, w, counting)) for w in watchers]
     while time.monotonic() - t0 < 60 and any(w.snapshots < total and w.error is None for w in watchers):
         await asyncio.sleep(0.05)
     snapshot_s = time.monotonic() - t0
+    snapshot_cpu = cpu_seconds(args.pid) - snap_cpu0
+    snapshot_wait = runqueue_wait_seconds(args.pid) - snap_wait0
     cpu0, t1 = cpu_seconds(args.pid), time.monotonic()
     counting[0] = True
     await asyncio.sleep(args.window)
@@ -139,13 +165,15 @@ async def main_async(args):
     return {
         "downloads_asked": args.downloads, "accepted": accepted, "live_before": live, "live_after": live_after,
         "watchers": args.watchers, "watchers_refused": sum(1 for w in watchers if w.error),
-        "snapshot_s": round(snapshot_s, 3), "window_s": round(elapsed, 3),
+        "snapshot_s": round(snapshot_s, 3), "snapshot_cpu_s": round(snapshot_cpu, 3),
+        "snapshot_runqueue_wait_s": round(snapshot_wait, 2), "window_s": round(elapsed, 3),
         "progress_per_s": round(progress / elapsed, 1),
         "progress_per_watcher_per_s": round(progress / elapsed / max(1, args.watchers), 2),
         "distinct_downloads_per_watcher": round(sum(len(w.downloads) for w in watchers) / max(1, args.watchers), 1),
         "lifecycle": sum(w.lifecycle for w in watchers),
         "ids_increasing": all(w.ids_increasing for w in watchers),
         "cpu_s": round(cpu, 3), "cpu_percent": round(100 * cpu / elapsed, 1),
+        "peak_rss_kib": peak_rss_kib(args.pid),
     }
 
 

@@ -113,7 +113,7 @@ struct APIError: Error, Sendable, Equatable {
     /// Both ways to present the token are offered: a bearer token, or the password of Basic auth
     /// (for tools that cannot send a bearer header; wget sends Basic credentials only when challenged).
     static let unauthorized: APIError = {
-        var error = APIError(status: 401, .unauthorized, "missing or wrong token (a bearer token, or the password of Basic auth)")
+        var error = APIError(status: 401, .unauthorized, "a token is required (a bearer token, or the password of Basic auth)")
         error.challenges = [#"Bearer realm="download-service""#, #"Basic realm="download-service""#]
         return error
     }()

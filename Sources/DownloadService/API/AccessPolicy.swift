@@ -7,7 +7,7 @@ struct AccessPolicy: Sendable {
         case allowed
         /// No credentials presented: `401` with `WWW-Authenticate`.
         case missing
-        /// Credentials presented, but not the right ones: `403` on `/admin/*` (`401` elsewhere, as before).
+        /// Credentials presented, but not the right ones: `403 forbidden`.
         case wrong
     }
 

@@ -21,8 +21,8 @@ final class ServiceMetrics: Sendable {
 
     var http: HTTPCounts { counts.withLock { $0 } }
 
-    /// Prometheus text exposition format (version 0.0.4). Pure.
-    static func render(states: [DownloadState: Int], engine: EngineStatistics, http: HTTPCounts) -> String {
+    /// Prometheus text exposition format (version 0.0.4). `eventWatchers`: `GET /events` streams open. Pure.
+    static func render(states: [DownloadState: Int], engine: EngineStatistics, eventWatchers: Int, http: HTTPCounts) -> String {
         var out = ""
         func metric(_ name: String, _ type: String, _ help: String, _ samples: [(labels: String, value: String)]) {
             out += "# HELP download_service_\(name) \(help)\n# TYPE download_service_\(name) \(type)\n"
@@ -38,6 +38,7 @@ final class ServiceMetrics: Sendable {
         metric("retries_total", "counter", "Automatic retries after faults.", [("", String(engine.retries))])
         metric("active_transfers", "gauge", "Transfers running now.", [("", String(engine.activeTransfers))])
         metric("sse_subscribers", "gauge", "Open progress streams.", [("", String(engine.subscribers))])
+        metric("event_watchers", "gauge", "Open GET /events streams.", [("", String(eventWatchers))])
         metric("purged_total", "counter", "Files purged, by kind (paused_partial, cache_file) and reason (memory, disk, ttl, cache_limit).",
                PurgeKind.allCases.flatMap { kind in
                    PurgeReason.allCases.map { reason in

@@ -36,9 +36,12 @@ struct DownloadAPI: Sendable {
         guard endpoint.allowedMethods.contains(request.method) else {
             return APIError.methodNotAllowed(request.method, allow: endpoint.allowedMethods).response
         }
-        if endpoint != .health, endpoint != .page, endpoint != .ready,
-           access.callerAccess(authorization: QueryToken.authorization(for: endpoint, request)) != .allowed {
-            return APIError.unauthorized.response
+        if endpoint != .health, endpoint != .page, endpoint != .ready {
+            switch access.callerAccess(authorization: QueryToken.authorization(for: endpoint, request)) {
+            case .allowed: break
+            case .missing: return APIError.unauthorized.response
+            case .wrong: return APIError(status: 403, .forbidden, "wrong token (neither the service's token nor the admin token)").response
+            }
         }
         if let id = Self.readDownloadID(endpoint, method: request.method), !mayRead(id: id, request) {
             return unknownDownloadResponse(id)
@@ -143,7 +146,8 @@ struct DownloadAPI: Sendable {
     private func metricsResponse() -> Response {
         var states: [DownloadState: Int] = [:]
         for snapshot in engine.list() { states[snapshot.state, default: 0] += 1 }
-        let text = ServiceMetrics.render(states: states, engine: engine.statistics, http: metrics.http)
+        let text = ServiceMetrics.render(states: states, engine: engine.statistics, eventWatchers: engine.feedWatchers,
+                                         http: metrics.http)
             + WebhookMetrics.render(engine.webhooks.statistics)
         return Response(headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"], body: .bytes(Array(text.utf8)))
     }

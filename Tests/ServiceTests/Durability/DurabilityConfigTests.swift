@@ -37,7 +37,7 @@ import Testing
         var stats = EngineStatistics()
         stats.purges[PurgeCounterKey(kind: .pausedPartial, reason: .disk)] = 3
         stats.purges[PurgeCounterKey(kind: .cacheFile, reason: .cacheLimit)] = 2
-        let text = ServiceMetrics.render(states: [:], engine: stats, http: .init())
+        let text = ServiceMetrics.render(states: [:], engine: stats, eventWatchers: 0, http: .init())
         #expect(text.contains("# TYPE download_service_purged_total counter\n"))
         #expect(text.contains(#"download_service_purged_total{kind="paused_partial",reason="disk"} 3"#))
         #expect(text.contains(#"download_service_purged_total{kind="cache_file",reason="cache_limit"} 2"#))

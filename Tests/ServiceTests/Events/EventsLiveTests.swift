@@ -14,6 +14,20 @@ import Testing
 
     static func id(_ event: EventStream.Event) throws -> UInt64 { try #require(event.id.flatMap(UInt64.init)) }
 
+    /// `download_service_event_watchers` from `/metrics`, once it equals `expected` (bounded wait: a
+    /// closed stream is noticed by the server a little later); the last value read otherwise.
+    static func watchers(_ client: HTTPTestClient, auth: [String: String], expected: Int) async throws -> Int? {
+        var value: Int?
+        for _ in 0..<100 {
+            let text = try await client.request("GET", "/metrics", headers: auth).text
+            value = text.split(separator: "\n").first { $0.hasPrefix("download_service_event_watchers ") }
+                .flatMap { Int($0.split(separator: " ")[1]) }
+            if value == expected { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return value
+    }
+
     @Test func snapshotLiveEventsReplayAndIDsAcrossARestart() async throws {
         let origin = try TestOrigin(bodySize: 64 << 10)
         defer { origin.stop() }
@@ -101,12 +115,14 @@ import Testing
         let client = service.client
         let refused = try await client.request("GET", "/events")
         #expect(refused.status == 401 && refused.header("WWW-Authenticate") != nil)
-        #expect(try await client.request("GET", "/events?access_token=wrong").status == 401)
+        #expect(try await client.request("GET", "/events?access_token=wrong").status == 403)
         // The token in the URL is for reads of the stream and files only.
         #expect(try await client.request("GET", "/downloads?access_token=\(secret)").status == 401)
         let (one, a) = try await client.openStream("/events?access_token=\(secret)")
         let (two, b) = try await client.openStream("/events", headers: ["Authorization": "Bearer \(secret)"])
         #expect(one.status == 200 && two.status == 200)
+        let auth = ["Authorization": "Bearer \(secret)"]
+        #expect(try await Self.watchers(client, auth: auth, expected: 2) == 2)
         let third = try await client.request("GET", "/events?access_token=\(secret)")
         #expect(third.status == 503 && third.json["error"].flatMap { ($0 as? [String: Any])?["code"] as? String } == "too_many_subscribers")
         a.close()
@@ -120,6 +136,7 @@ import Testing
         }
         #expect(reopened == 1)
         b.close()
+        #expect(try await Self.watchers(client, auth: auth, expected: 0) == 0)
 
         // The page needs no token and carries a strict policy.
         let page = try await client.request("GET", "/")

@@ -230,8 +230,13 @@ struct ServiceLiveTests {
         #expect(try await client.request("GET", "/healthz").status == 200)
         let missing = try await client.request("GET", "/downloads")
         #expect(missing.status == 401 && missing.header("WWW-Authenticate")?.hasPrefix("Bearer") == true)
-        #expect(try await client.request("GET", "/downloads", headers: ["Authorization": "Bearer tok-12"]).status == 401)
-        #expect(try await client.request("GET", "/metrics", headers: ["Authorization": "Bearer nope"]).status == 401)
+        #expect((missing.json["error"] as? [String: Any])?["code"] as? String == "unauthorized")
+        // A wrong token is refused, not asked for again: 403 with no challenge.
+        for (path, token) in [("/downloads", "tok-12"), ("/metrics", "nope"), ("/downloads/abc", "tok-1234")] {
+            let wrong = try await client.request("GET", path, headers: ["Authorization": "Bearer \(token)"])
+            #expect(wrong.status == 403 && wrong.header("WWW-Authenticate") == nil, "\(path)")
+            #expect((wrong.json["error"] as? [String: Any])?["code"] as? String == "forbidden", "\(path)")
+        }
         #expect(try await client.request("GET", "/downloads", headers: ["Authorization": "Bearer tok-123"]).status == 200)
 
         let open = try await ServiceProcess.start()

@@ -126,13 +126,14 @@ import Testing
         var stats = EngineStatistics()
         stats.bytesFetched = 42
         stats.subscribers = 2
-        let text = ServiceMetrics.render(states: [.paused: 3], engine: stats,
+        let text = ServiceMetrics.render(states: [.paused: 3], engine: stats, eventWatchers: 4,
                                          http: .init(requestsByStatus: [404: 1, 200: 5], fileBytesServed: 9))
         #expect(text.contains("download_service_downloads{state=\"paused\"} 3\n"))
         #expect(text.contains("download_service_downloads{state=\"failed\"} 0\n"))
         #expect(text.contains("download_service_bytes_fetched_total 42\n"))
         #expect(text.contains("download_service_bytes_served_total 9\n"))
         #expect(text.contains("download_service_sse_subscribers 2\n"))
+        #expect(text.contains("# TYPE download_service_event_watchers gauge\ndownload_service_event_watchers 4\n"))
         #expect(text.contains("download_service_http_requests_total{status=\"200\"} 5\ndownload_service_http_requests_total{status=\"404\"} 1\n"))
         #expect(text.contains("# TYPE download_service_resumes_total counter\n"))
         #expect(!text.contains("cluster"), "a single process shows no cluster metrics")
