@@ -140,7 +140,7 @@ import Testing
         var cluster = ClusterStatistics()
         (cluster.leasesHeld, cluster.takeovers, cluster.fencedWrites) = (4, 2, 7)
         stats.cluster = cluster
-        let clustered = ServiceMetrics.render(states: [:], engine: stats, http: .init(requestsByStatus: [:], fileBytesServed: 0))
+        let clustered = ServiceMetrics.render(states: [:], engine: stats, eventWatchers: 0, http: .init(requestsByStatus: [:], fileBytesServed: 0))
         #expect(clustered.contains("# TYPE download_service_cluster_leases_held gauge\ndownload_service_cluster_leases_held 4\n"))
         #expect(clustered.contains("# TYPE download_service_cluster_takeovers_total counter\ndownload_service_cluster_takeovers_total 2\n"))
         #expect(clustered.contains("# TYPE download_service_cluster_fenced_writes_total counter\ndownload_service_cluster_fenced_writes_total 7\n"))
