@@ -162,7 +162,7 @@ struct ClusterLeaseLiveTests {
             let cluster = try c.require(a.core.cluster)
             cluster.keeper.paused.store(true, ordering: .releasing)
             c.expect(Self.wait(Self.ttl + 2) { (a.statistics.cluster?.fencedWrites ?? 0) > 0 }, "the passed deadline stops the lease")
-            c.expect(Self.wait(2) { a.statistics.cluster?.leasesHeld == 0 && a.snapshot(id: id) == nil }, "evicted, not written")
+            c.expect(Self.wait(2) { a.statistics.cluster?.leasesHeld == 0 && a.core.locked { a.core.byID[id] } == nil }, "evicted, not written")
             let partial = a.core.store.partialDirectory + "/" + EpochFiles.partial(id: id, epoch: 1)
             let row = try Self.leaseRow(database)
             usleep(300_000)  // Whatever was in flight settles.
