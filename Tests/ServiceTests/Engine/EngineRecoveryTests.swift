@@ -105,7 +105,11 @@ import Testing
         let target = try await withTimeout(10) { try await moved.value() }
         #expect(target.hasPrefix(root.appendingPathComponent("data").path + "/"))
         #expect(second.completedFile(id: r.snapshot.id)?.path == target)
-        #expect(!FileManager.default.fileExists(atPath: try #require(done.path)))
+        // The old name goes once the new path is committed, just after the switch the hook may have seen.
+        let old = try #require(done.path)
+        let deadline = Date().addingTimeInterval(10)
+        while FileManager.default.fileExists(atPath: old) && Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(!FileManager.default.fileExists(atPath: old))
         await second.shutdown()
     }
 
