@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+@testable import DownloadService
 @testable import DownloaderEngine
 
 /// Progress streams survive a change of holder, live: engines in one process, each its own replica,
@@ -26,25 +27,16 @@ struct StreamHandOverLiveTests {
         return (events, false)
     }
 
-    static func names(_ events: [DownloadEvent]) -> [String] {
-        events.map { event in
-            switch event {
-            case .progress: "progress"
-            case .resumed: "resumed"
-            case .paused: "paused"
-            case .completed: "completed"
-            case .failed: "failed"
-            case .removed: "removed"
-            }
-        }
-    }
+    static func names(_ events: [DownloadEvent]) -> [String] { events.map(DownloadAPI.eventName) }
 
     /// The lifecycle events in order, each progress run shown once.
     static func story(_ events: [DownloadEvent]) -> [String] {
         names(events).reduce(into: []) { out, name in if out.last != name { out.append(name) } }
     }
 
-    @Test func streamsOnTheOldAndTheNewHolderFollowAPauseAndAResumeElsewhereToCompleted() async throws {
+    /// Replicas `a` and `b` (throttled origin of 3 MiB, one database, one shared directory) for `body`, then shut down.
+    static func withReplicas(_ body: @escaping @Sendable (BlockingChecks, String, TestOrigin, DownloadEngine, DownloadEngine) throws -> Void)
+        async throws {
         try await blocking { c in
             let database = try PostgresServer.shared.createDatabase()
             let origin = try TestOrigin(bodySize: 3 << 20, settings: Live.throttled)
@@ -54,6 +46,12 @@ struct StreamHandOverLiveTests {
             let a = try Live.replica("a", database: database, shared: shared)
             let b = try Live.replica("b", database: database, shared: shared)
             defer { Live.shutdown([a, b]) }
+            try body(c, database, origin, a, b)
+        }
+    }
+
+    @Test func streamsOnTheOldAndTheNewHolderFollowAPauseAndAResumeElsewhereToCompleted() async throws {
+        try await Self.withReplicas { c, database, origin, a, b in
             let first = try a.request(DownloadRequest(url: origin.url))
             let id = first.snapshot.id
             let onA = try c.require(a.subscribe(id: id), "a holds it: its own stream")
@@ -87,15 +85,7 @@ struct StreamHandOverLiveTests {
     }
 
     @Test func aStreamOnAHolderThatLostItsLeaseFollowsTheTakeoverToCompleted() async throws {
-        try await blocking { c in
-            let database = try PostgresServer.shared.createDatabase()
-            let origin = try TestOrigin(bodySize: 3 << 20, settings: Live.throttled)
-            defer { origin.stop() }
-            let shared = Live.sharedDirectory()
-            defer { try? FileManager.default.removeItem(at: shared) }
-            let a = try Live.replica("a", database: database, shared: shared)
-            let b = try Live.replica("b", database: database, shared: shared)
-            defer { Live.shutdown([a, b]) }
+        try await Self.withReplicas { c, database, origin, a, b in
             let id = try a.request(DownloadRequest(url: origin.url)).snapshot.id
             let onA = try c.require(a.subscribe(id: id))
             try c.expect(try Live.wait(10) { (try Live.leaseRow(database)?.durable ?? 0) >= 256 << 10 }, "a checkpoint reached the lease row")
