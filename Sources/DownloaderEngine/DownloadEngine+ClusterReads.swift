@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Cluster mode: what the engine answers from the cluster database about downloads it does not
 /// hold in memory (held by another replica, or by none): snapshots, the list, completed files in the
@@ -12,6 +13,8 @@ final class ClusterReads: Sendable {
     let ignoring: Set<String>
     /// The areas completed files are served from (the shared directory's `cache` and `persistent`), each ending in `/`.
     let areas: [String]
+    /// Completed downloads seen here, served while the database is unreachable (`DownloadEngine+KnownCompletions`).
+    let known = Mutex(KnownCompletions())
 
     init(reader: ClusterReader, relay: SubscriptionRelay, ignoring: Set<String>, areas: [String]) {
         self.reader = reader
@@ -43,12 +46,48 @@ final class ClusterReads: Sendable {
     }
 
     /// The file of a completed download, when its row names one in a shared area that is on disk
-    /// with the recorded size (never a path outside the areas, never a symlink).
+    /// with the recorded size (never a path outside the areas, never a symlink). While the database
+    /// is unreachable: the file of a completed download seen here (`known`), on the same conditions.
     func completedFile(id: String) -> CompletedFile? {
-        guard let row = (try? reader.row(id: id)) ?? nil, row.stored.state == .completed, let path = row.stored.finalPath,
-              let sha = row.stored.sha256, let size = row.stored.size, isInArea(path),
-              FileStore.fileSize(path) == size else { return nil }
-        return CompletedFile(path: path, fileName: row.stored.fileName ?? FileNameSanitizer.fallback, size: size, sha256: sha)
+        let found: ClusterRow?
+        do throws(StateStoreError) {
+            guard reader.pool.reachable else { return knownFile(id: id) }
+            found = try reader.row(id: id)
+        } catch {
+            return knownFile(id: id)
+        }
+        guard let row = found, let entry = remember(row.stored) else {
+            known.withLock { $0.forget(id) }
+            return nil
+        }
+        return FileStore.fileSize(entry.file.path) == entry.file.size ? entry.file : nil
+    }
+
+    /// A completed download's row (not a private one's) is remembered, with what a reader of its
+    /// file sees; nil (nothing remembered) for any other row.
+    @discardableResult
+    func remember(_ row: StoredDownload, tail: TailState? = nil) -> KnownCompletion? {
+        guard row.state == .completed, let path = row.finalPath, let sha = row.sha256, let size = row.size, isInArea(path) else { return nil }
+        let file = CompletedFile(path: path, fileName: row.fileName ?? FileNameSanitizer.fallback, size: size, sha256: sha)
+        let record = DownloadRecord(stored: row, tau: 1, progressInterval: 0, ignoring: ignoring)
+        guard !record.isCredentialed else { return nil }
+        let entry = KnownCompletion(id: row.id, leaseKey: record.key.leaseName, file: file,
+                                    tail: tail ?? record.tailState(partialPath: ""))
+        known.withLock { $0.remember(entry) }
+        return entry
+    }
+
+    /// The remembered file of download `id`, while on disk with its size.
+    func knownFile(id: String) -> CompletedFile? {
+        guard let file = known.withLock({ $0.entry(id: id) })?.file, FileStore.fileSize(file.path) == file.size else { return nil }
+        return file
+    }
+
+    /// The engine evicted `row`'s download (`EngineCluster.evicted`): its subscribers here follow it
+    /// through the relay from now on, and a completed one's file is remembered.
+    func evicted(_ row: StoredDownload, completed tail: TailState?) {
+        relay.handOver(id: row.id, view: RelayDiff.View(ClusterRow(stored: row), ignoring: ignoring))
+        if tail != nil { remember(row, tail: tail) }
     }
 
     /// `path` is a file directly inside one of the areas (no `..`, no subdirectory).

@@ -59,6 +59,7 @@ public final class DownloadEngine: Sendable {
             lookup: { [weak core] id in core?.snapshot(id: id) })
         webhooks = dispatcher
         core.locked { core.hooks.ended = { [weak dispatcher] snapshot in dispatcher?.downloadEnded(snapshot) } }
+        if let reads = clusterReads { core.locked { core.cluster?.evicted = { [weak reads] in reads?.evicted($0, completed: $1) } } }
         monitor.start(interval: configuration.pressureInterval) { [weak core] in core?.checkPressure() }
     }
 

@@ -7,20 +7,27 @@ extension DownloadAPI {
     /// Seconds a client is told to wait while the database is unreachable.
     static let databaseRetryAfter = "5"
 
-    /// 503 `database_unavailable` for an endpoint that needs the database while it is unreachable:
-    /// `/downloads…`, `/fetch` and `/admin/…` (refused in `admin(_:)`), except files already known complete (`/downloads/{id}/file`, and
-    /// `/fetch` of a URL whose download is completed). nil in single-process mode, while the database
-    /// answers, and for the other endpoints.
+    /// The answer while the database is unreachable, to an endpoint that needs it: 503
+    /// `database_unavailable` for `/downloads…`, `/fetch` and `/admin/…` (refused in `admin(_:)`),
+    /// except files already known complete: those the engine holds, and those this replica saw
+    /// completed (`knownCompletion`, `completedFile`): `/downloads/{id}/file`, and `/fetch` of their
+    /// URL (answered here, as a completed download's `/fetch`). nil (act as usual) in
+    /// single-process mode, while the database answers, and for the other endpoints.
     func clusterRefusal(_ endpoint: Endpoint, _ request: Request) -> Response? {
         guard let cluster, !cluster.isReachable else { return nil }
         switch endpoint {
         case .downloads, .download, .progress: return Self.databaseUnavailable(cluster).response
         case .fetch:
-            if case .success(let query) = FetchQuery.parse(request.query), engine.peek(url: query.request.url)?.state.phase == .completed {
-                return nil
+            if case .success(let query) = FetchQuery.parse(request.query) {
+                if engine.peek(url: query.request.url)?.state.phase == .completed { return nil }
+                if query.request.headers.isEmpty, let (id, tail) = engine.knownCompletion(url: query.request.url) {
+                    return fetchStored(id: id, tail: tail)
+                }
             }
             return Self.databaseUnavailable(cluster).response
-        case .health, .ready, .metrics, .file, .events, .page: return nil
+        case .file(let id):
+            return engine.completedFile(id: id) == nil ? Self.databaseUnavailable(cluster).response : nil
+        case .health, .ready, .metrics, .events, .page: return nil
         }
     }
 

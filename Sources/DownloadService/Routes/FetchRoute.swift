@@ -104,7 +104,7 @@ extension DownloadAPI {
 
     /// A completed download, served as `GET /downloads/{id}/file`; an `If-Range` with the origin's
     /// validator of the stored version is honoured too.
-    private func fetchStored(id: String, tail: TailState) -> Response {
+    func fetchStored(id: String, tail: TailState) -> Response {
         var response = file(id: id, alsoMatching: [FetchPlan.etag(id: id, tail: tail)])
         for (name, value) in fetchHeaders(id: id) { response.headers[name] = value }
         if let type = tail.contentType, response.status < 300 { response.headers["Content-Type"] = type }

@@ -15,10 +15,10 @@ struct ClusterReader: Sendable {
     /// The row's columns (`PostgresStateStore.columns`), its live token count, then the heartbeat.
     static let select: String = {
         let columns = PostgresStateStore.columns.map { "d." + $0 }.joined(separator: ", ")
-        return "SELECT \(columns), (SELECT count(*) FROM tokens AS t WHERE t.download = d.id), l.key IS NOT NULL, d.hb_lease_key, "
+        return "SELECT \(columns), (SELECT count(*) FROM tokens AS t WHERE t.download = d.id), l.key IS NOT NULL, d.lease_key, "
             + "d.hb_epoch, d.hb_bytes_written, d.hb_callers, d.hb_bytes_per_second, d.hb_eta_seconds, d.hb_connections_granted, "
             + "d.hb_connections_active FROM downloads AS d "
-            + "LEFT JOIN leases AS l ON l.key = d.hb_lease_key AND l.epoch = d.hb_epoch AND l.active"
+            + "LEFT JOIN leases AS l ON l.key = d.lease_key AND l.epoch = d.hb_epoch AND l.active"
     }()
 
     /// Download `id` with its token hashes (to adopt it), read consistently; nil when there is no such row.

@@ -32,6 +32,10 @@ final class EngineCluster: @unchecked Sendable {
     /// Any other id the engine no longer knows was evicted (its row stays).
     var forgotten: Set<String> = []
     static let forgottenLimit = 10_000
+    /// Told of every download evicted while the engine runs (an effect, after the download's earlier
+    /// events), with its last row and, when completed, what a reader of its file sees: `ClusterReads`
+    /// hands its subscribers over to the relay and remembers its file. Set once, at start.
+    var evicted: (@Sendable (StoredDownload, TailState?) -> Void)?
 
     init(database: ClusterDatabase, replica: ClusterReplica, monotonic: @escaping @Sendable () -> Double) {
         self.replica = replica

@@ -1,5 +1,6 @@
 /// Writes the holder's heartbeats (`Heartbeat`) into the downloads' rows, every one fenced by its
-/// lease: a row changes only while `leases` has the heartbeat's key with its epoch, active. A
+/// lease: a row changes only while it is the row of the heartbeat's lease key (`lease_key`) and
+/// `leases` has that key with the heartbeat's epoch, active. A
 /// holder whose lease was taken over (a higher epoch) or released changes nothing.
 struct HeartbeatStore: Sendable {
     let pool: PostgresPool
@@ -8,12 +9,12 @@ struct HeartbeatStore: Sendable {
     static let batchLimit = 1_000
 
     static let updateSQL = """
-        UPDATE downloads AS d SET hb_lease_key = b.key, hb_epoch = b.epoch::bigint, hb_bytes_written = b.bytes::bigint,
+        UPDATE downloads AS d SET hb_epoch = b.epoch::bigint, hb_bytes_written = b.bytes::bigint,
             hb_callers = b.callers::integer, hb_bytes_per_second = b.rate::float8, hb_eta_seconds = NULLIF(b.eta, '')::float8,
             hb_connections_granted = b.granted::integer, hb_connections_active = b.active::integer, hb_at = now()
         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
             AS b(id, key, epoch, bytes, callers, rate, eta, granted, active)
-        WHERE d.id = b.id AND EXISTS (SELECT 1 FROM leases AS l WHERE l.key = b.key AND l.epoch = b.epoch::bigint AND l.active)
+        WHERE d.id = b.id AND d.lease_key = b.key AND EXISTS (SELECT 1 FROM leases AS l WHERE l.key = b.key AND l.epoch = b.epoch::bigint AND l.active)
         RETURNING d.id
         """
 

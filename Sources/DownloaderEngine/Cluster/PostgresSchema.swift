@@ -90,6 +90,12 @@ enum PostgresSchema {
         CREATE INDEX downloads_newest ON downloads (created_at DESC, id COLLATE "C" DESC);
         CREATE INDEX tokens_hash ON tokens (hash);
         """,
+        // 5: the heartbeat's lease key was `lease_key` again (a download's lease key never changes):
+        // heartbeats are written and read against `lease_key`, and `hb_lease_key` goes.
+        """
+        UPDATE downloads SET lease_key = hb_lease_key WHERE lease_key IS NULL AND hb_lease_key IS NOT NULL;
+        ALTER TABLE downloads DROP COLUMN hb_lease_key;
+        """,
     ]
 
     static var version: Int { migrations.count }

@@ -26,7 +26,11 @@ extension ClusterReader: RelaySource {}
 /// the others, ended at shutdown) with the start sequence `UInt64.max`, so that the engine's own
 /// events never reach them: when this replica later takes the download's lease, its subscribers go
 /// on being fed from the database, which the new holder's heartbeat keeps fresh (simplest, and no
-/// event is told twice). The service's per-download subscriber cap bounds each download's queues;
+/// event is told twice). The other way round, when the engine lets a download go (evicted: paused
+/// by its last caller, or its lease lost), its own subscribers are handed over to the relay
+/// (`handOver`), so a stream opened on the replica that held the download follows it wherever it
+/// is resumed. Either way a stream is one queue, so its event ids (the service numbers them) go on
+/// increasing. The service's per-download subscriber cap bounds each download's queues;
 /// at most `maxDownloads` downloads are followed (a subscription beyond them ends at once, as at
 /// shutdown: an SSE client reconnects after its retry delay).
 final class SubscriptionRelay: @unchecked Sendable {
@@ -113,8 +117,48 @@ final class SubscriptionRelay: @unchecked Sendable {
         }
         timer = followed.isEmpty ? nil : scheduler.schedule(after: interval) { [weak self] in self?.due() }
         lock.unlock()
-        // As `SubscriberRegistry.publish` does: a progress is recorded as the download's newest
-        // first (a paced queue is handed it when due), a lifecycle event clears it.
+        deliver(deliveries)
+    }
+
+    /// The engine evicted download `id` (its last row written is `view`): the engine's own queues
+    /// of it are fed by the relay from now on, from `view` (the engine told them everything up to
+    /// it: this runs as the engine's effect after its earlier events). Queues the relay fed already
+    /// are told first what changed between their last poll and `view`. An ended download is not
+    /// followed (its queues had their last event); beyond `maxDownloads` the handed-over queues end
+    /// (an SSE client reconnects after its retry delay).
+    func handOver(id: String, view: RelayDiff.View) {
+        lock.lock()
+        let queues = registry.queues(for: id)
+        guard !queues.isEmpty else {
+            lock.unlock()
+            return
+        }
+        let relayedBefore = queues.filter { $0.startSequence == Self.relayed }
+        let handed = queues.filter { $0.startSequence != Self.relayed }
+        let catchUp = followed[id].map { RelayDiff.events(from: $0, to: view) } ?? []
+        for queue in handed { queue.markRelayed() }
+        var refused = false
+        if view.snapshot.state == .completed || view.snapshot.state == .failed {
+            followed[id] = nil
+        } else if followed[id] != nil || followed.count < maxDownloads {
+            followed[id] = view
+        } else {
+            refused = true
+        }
+        if followed[id] != nil && timer == nil {
+            timer = scheduler.schedule(after: interval) { [weak self] in self?.due() }
+        }
+        lock.unlock()
+        if refused { for queue in handed { queue.finish() } }
+        // On the polls' queue, so that it never overtakes (nor is overtaken by) a poll's deliveries.
+        if !catchUp.isEmpty && !relayedBefore.isEmpty {
+            work.async { [self] in deliver([(id, relayedBefore, catchUp)]) }
+        }
+    }
+
+    /// As `SubscriberRegistry.publish` does: a progress is recorded as the download's newest first
+    /// (a paced queue is handed it when due), a lifecycle event clears it.
+    private func deliver(_ deliveries: [(id: String, queues: [SubscriberQueue], events: [DownloadEvent])]) {
         for delivery in deliveries {
             for event in delivery.events {
                 registry.pacer.setLatestProgress(event.isProgress ? event : nil, of: delivery.id)

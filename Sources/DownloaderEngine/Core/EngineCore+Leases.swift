@@ -302,6 +302,10 @@ extension EngineCore {
         }
         stats.activeTransfers = slots.active
         if let hold = record.lease, cluster?.held[hold.key] === record { cluster?.held[hold.key] = nil }
+        if let told = cluster?.evicted, !shuttingDown {
+            let (row, tail) = (record.stored(), record.state == .completed ? record.tailState(partialPath: "") : nil)
+            effects.append { told(row, tail) }
+        }
     }
 
     /// Under `lock`, from `forget`: the row goes too (the id is remembered so the writer deletes it),

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// One subscriber's queue of events: what is pending and what to do decides
 /// `SubscriberQueueState` (pure); this class holds the lock, the waiting consumer's continuation
@@ -27,7 +28,9 @@ final class SubscriberQueue: @unchecked Sendable {
     let downloadID: String
     /// The engine's event sequence number when the queue was made: its first element already
     /// reflects every event up to it, so those are not delivered again (`SubscriberRegistry.publish`).
-    let startSequence: UInt64
+    /// `SubscriptionRelay.relayed` once the relay feeds the queue (from the start, or handed over).
+    var startSequence: UInt64 { start.load(ordering: .acquiring) }
+    private let start: Atomic<UInt64>
     private let pacer: ProgressPacer?
     private let lock = NSLock()
     private var state: SubscriberQueueState
@@ -41,10 +44,15 @@ final class SubscriberQueue: @unchecked Sendable {
          onDetach: @escaping Detach) {
         self.id = id
         self.downloadID = downloadID
-        self.startSequence = startSequence
+        start = Atomic(startSequence)
         self.pacer = pacer
         self.onDetach = onDetach
         state = SubscriberQueueState(key: id)
+    }
+
+    /// The engine's events reach the queue no more: the relay feeds it from now on (`SubscriptionRelay.handOver`).
+    func markRelayed() {
+        start.store(SubscriptionRelay.relayed, ordering: .releasing)
     }
 
     /// Delivers `event` (nothing once the queue has finished). `pace`: the pacer's, when the caller

@@ -16,7 +16,7 @@ struct ClusterLeaseLiveTests {
     }
 
     /// A replica named `owner` (advertised at `http://<owner>.invalid`) on `database`, files under `shared`.
-    static func replica(_ owner: String, database: String, shared: URL) throws -> DownloadEngine {
+    static func replica(_ owner: String, database: String, shared: URL, ttl: Double = ClusterLeaseLiveTests.ttl) throws -> DownloadEngine {
         var c = EngineConfiguration(root: shared)
         c.allowPrivateNetworks = true
         c.checkpointInterval = 0.1

@@ -36,6 +36,13 @@ struct ClusterReadsTests {
         return d
     }
 
+    /// Row `id` is fenced by lease `key` (what a holder's fenced write records; a heartbeat counts only for its lease's row).
+    static func setLeaseKey(_ key: String, of id: String, _ pool: PostgresPool) throws {
+        _ = try pool.withConnection { db throws(StateStoreError) in
+            try db.execute("UPDATE downloads SET lease_key = $2 WHERE id = $1", [id, key])
+        }
+    }
+
     /// Every database round trip (the first use of the shared server included: `initdb`) runs on a
     /// thread of its own (`onThread`, `blocking`), never on the small cooperative pool.
     @Test func snapshotsListFilesAndTokensOfDownloadsHeldNowhereComeFromTheDatabase() async throws {
@@ -93,6 +100,7 @@ struct ClusterReadsTests {
             let (store, leases, beats, reader) = (try PostgresStateStore(pool: pool), LeaseStore(pool: pool), HeartbeatStore(pool: pool),
                                                   ClusterReader(pool: pool))
             try store.commit(StateBatch(upserts: [Self.row("d1", .downloading, created: 1, offset: 100, tokens: ["t1"])]))
+            try Self.setLeaseKey("key-d1", of: "d1", pool)
             func beat(epoch: Int64, bytes: Int64) -> Heartbeat {
                 Heartbeat(id: "d1", leaseKey: "key-d1", epoch: epoch, bytesWritten: bytes, callers: 3, bytesPerSecond: 50, etaSeconds: 6)
             }
@@ -105,6 +113,9 @@ struct ClusterReadsTests {
             try c.expect(beats.write([beat(epoch: 1, bytes: 700)]).isEmpty, "no lease: fenced")
             try c.expect(leases.acquire(key: "key-d1", owner: "A", ownerURL: "http://a", ttl: 0.5)?.epoch == 1)
             try c.expect(beats.write([beat(epoch: 1, bytes: 700)]) == ["d1"])
+            try c.expect(leases.acquire(key: "key-x", owner: "A", ownerURL: "http://a", ttl: 30)?.epoch == 1)
+            try c.expect(beats.write([Heartbeat(id: "d1", leaseKey: "key-x", epoch: 1, bytesWritten: 5, callers: 1)]).isEmpty,
+                         "another lease's heartbeat does not reach the row")
             let live = try c.require(try shown())
             c.expect(live.bytesWritten == 700 && live.callers == 3 && live.bytesPerSecond == 50 && live.etaSeconds == 6
                      && live.fraction == 0.7, "\(live)")
@@ -158,6 +169,7 @@ struct ClusterReadsTests {
         let download = Self.row("d2", .downloading, created: 5, offset: 0, tokens: ["t"])
         try await onThread {
             try store.commit(StateBatch(upserts: [download]))
+            try Self.setLeaseKey("key-d2", of: "d2", pool)
             _ = try LeaseStore(pool: pool).acquire(key: "key-d2", owner: "A", ownerURL: "http://a", ttl: 30)
         }
         let subscription = try #require(try await onThread { engine.subscribe(id: "d2") })
