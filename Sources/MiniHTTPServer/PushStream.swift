@@ -66,7 +66,11 @@ public final class PushStream: @unchecked Sendable {
     /// `finish()` or `abort()` was called, or the connection closed.
     public private(set) var isEnded = false
     /// The source is to be called again once queued output drains below the low watermark.
-    var awaitingDrain = false
+    var awaitingDrain: Bool {
+        get { drainAwaited.load(ordering: .relaxed) }
+        set { drainAwaited.store(newValue, ordering: .releasing) }
+    }
+    private let drainAwaited = Atomic<Bool>(false)
     /// `produce` is on the stack (no re-entry).
     var producing = false
     private let wakeScheduled = Atomic<Bool>(false)
@@ -89,6 +93,12 @@ public final class PushStream: @unchecked Sendable {
             self.connection?.producePush(self)
         }
     }
+
+    /// Any thread: the client is behind (queued output above the high watermark); the loop calls
+    /// `produce` by itself once it drained below the low one. A source may skip a `wake()` that
+    /// only says "more of the same" meanwhile (the next `produce` reads the newest state anyway);
+    /// a change that must be acted on at once (abort) still wakes.
+    public var isWaitingForClient: Bool { drainAwaited.load(ordering: .acquiring) }
 
     /// Any thread: runs `body` on the stream's loop (e.g. to read shared state the source keeps there).
     public func onLoop(_ body: @escaping @Sendable () -> Void) {

@@ -15,6 +15,8 @@ final class FetchStream: PushSource, @unchecked Sendable {
     private var file: ReadableFile?
     private var watching = false
     private var lastProgress: Double = 0
+    /// `TailState.available` when the patience was last checked.
+    private var lastAvailable: Int64 = -1
 
     init(reader: DownloadReader, plan: FetchPlan.Streaming, patience: Double) {
         self.reader = reader
@@ -26,7 +28,15 @@ final class FetchStream: PushSource, @unchecked Sendable {
         if !watching {
             watching = true
             lastProgress = stream.loopSeconds
-            reader.watch { [weak stream] in stream?.wake() }
+            let generation = cursor.plan.generation
+            reader.watch { [weak stream, weak reader] in
+                guard let stream, let reader else { return }
+                // A client that is behind is fed again once it drained (the loop asks by itself):
+                // new bytes of the same version need no wake meanwhile, anything else (another
+                // version: abort before a queued range could be read from the rewritten file) does.
+                if stream.isWaitingForClient, Self.onlyMoreBytes(reader.state, generation: generation) { return }
+                stream.wake()
+            }
             checkPatience(stream)
         }
         while true {
@@ -79,10 +89,21 @@ final class FetchStream: PushSource, @unchecked Sendable {
         return opened
     }
 
-    /// Every second: a response that got no new byte for `patience` seconds is aborted.
+    /// Bytes of the same version, still landing: nothing a reader behind its client must act on now.
+    static func onlyMoreBytes(_ tail: TailState, generation: UInt64) -> Bool {
+        tail.generation == generation && tail.phase == .flowing
+    }
+
+    /// Every second: a response whose download got no new byte for `patience` seconds is aborted
+    /// (bytes landing count even while the client is behind and they wait in the file).
     private func checkPatience(_ stream: PushStream) {
         stream.after(1) { [weak self, weak stream] in
             guard let self, let stream else { return }
+            let available = self.reader.state.available
+            if available != self.lastAvailable {
+                self.lastAvailable = available
+                self.lastProgress = stream.loopSeconds
+            }
             if stream.loopSeconds - self.lastProgress >= self.patience {
                 stream.abort()
             } else {

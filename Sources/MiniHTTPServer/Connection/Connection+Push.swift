@@ -18,8 +18,11 @@ extension Connection {
         if push === stream, !stream.isEnded, writes.isAboveHighWatermark { stream.awaitingDrain = true }
     }
 
-    /// Sends what a push stream queued.
+    /// Sends what a push stream queued, unless the socket is known to be full: then the bytes join
+    /// the queue and go out on the next `EPOLLOUT` (edge-triggered, always registered), which saves a
+    /// send that could only fail with `EAGAIN` on every wake of a reader slower than its source.
     func flushPush() {
+        if sendBlocked && !writes.isEmpty { return }
         flush()
     }
 

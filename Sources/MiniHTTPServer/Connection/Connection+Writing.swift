@@ -29,6 +29,7 @@ extension Connection {
             }
             switch result {
             case .wouldBlock:
+                sendBlocked = true
                 break drain
             case .processed(let n):
                 writes.advance(by: n)

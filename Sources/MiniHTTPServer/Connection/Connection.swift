@@ -32,6 +32,10 @@ final class Connection: Selectable, @unchecked Sendable {
     /// Edge-triggered epoll: the socket may hold unread bytes.
     @exclusivity(unchecked)
     var mayRead = true
+    /// The last send would have blocked and no `EPOLLOUT` came since: another send before it comes
+    /// can only fail the same way (`flushPush` skips it; the event flushes).
+    @exclusivity(unchecked)
+    var sendBlocked = false
     @exclusivity(unchecked)
     var isClosed = false
     /// Response sent and our side shut down; discarding input until the peer closes.
@@ -101,6 +105,7 @@ final class Connection: Selectable, @unchecked Sendable {
             close()
             return
         }
+        if events & EPOLLOUT.rawValue != 0 { sendBlocked = false }
         if events & EPOLLOUT.rawValue != 0, !writes.isEmpty {
             flush()
             if isClosed { return }
