@@ -40,7 +40,13 @@ extension EngineCore {
             }
             var plan = ResumePlan.request(kept: partial.length, validator: validator)
             if plan.discardsKeptBytes || partial.length == 0 {
-                if partial.length > 0 { try partial.truncateToZero() }
+                if partial.length > 0 {
+                    // A new inode, not a truncation: a `/fetch` reader of the old version may still
+                    // have ranges of it queued for `sendfile` on its descriptor (never new bytes).
+                    let aside = path + locked { ".\(makeSerial())" } + FileStore.trashSuffix
+                    try partial.replaceWithEmpty(settingAsideAt: aside)
+                    deleteInBackground(aside, before: locked { hooks.beforeRemove })
+                }
                 plan.offset = 0
             }
             attempt.partial = partial

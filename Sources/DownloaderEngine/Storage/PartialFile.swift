@@ -183,20 +183,10 @@ final class PartialFile {
         length = end
     }
 
-    /// Drops every byte: the next append starts a new version of the file at 0.
-    func truncateToZero() throws(SystemError) {
-        dropCurrent()
-        pipeline.discard()
-        try syscall("ftruncate") { ftruncate(fd, 0) }
-        try syscall("lseek") { lseek(fd, 0, SEEK_SET) }
-        pipeline.hasher.reset()
-        pipeline.written.set(0)
-        length = 0
-        durableLength = 0
-    }
-
-    /// Like `truncateToZero`, without waiting for the file system to free the old bytes: the old
-    /// file is renamed to `aside` (for the caller to delete later) and a new empty one takes its place.
+    /// Drops every byte (the next append starts a new version of the file at 0) without waiting for
+    /// the file system to free the old bytes: the old file is renamed to `aside` (for the caller to
+    /// delete later; descriptors open on it keep reading the old version) and a new empty one takes
+    /// its place.
     func replaceWithEmpty(settingAsideAt aside: String) throws(SystemError) {
         try syscall("rename") { rename(path, aside) }
         let fresh = try syscall("open") { open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644) }

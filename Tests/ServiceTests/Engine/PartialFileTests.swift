@@ -35,12 +35,18 @@ import Testing
         #expect(again.sha256Hex == SHA256Hasher.hex(body))
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data(body))
 
-        // Starting over drops the buffered and written bytes alike.
+        // Starting over drops the buffered and written bytes alike, into a new file: a descriptor
+        // opened on the old version still reads the old bytes (a streaming reader never splices).
+        let reader = open(path, O_RDONLY)
+        defer { close(reader) }
         try ([1, 2, 3] as [UInt8]).withUnsafeBytes { try again.append($0) }
-        try again.truncateToZero()
+        try again.replaceWithEmpty(settingAsideAt: path + ".aside")
         try ([9, 8] as [UInt8]).withUnsafeBytes { try again.append($0) }
         _ = again.close()
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data([9, 8]))
+        var old = [UInt8](repeating: 0, count: 4)
+        #expect(pread(reader, &old, 4, 0) == 4 && old == Array(body[0..<4]))
+        FileStore.remove(path + ".aside")
     }
 
     @Test func inProcessHasherSkipsTheReRead() throws {
