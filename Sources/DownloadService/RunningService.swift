@@ -104,7 +104,7 @@ final class RunningService: Sendable {
                               memoryTrimmer: MemoryTrimmer(interval: configuration.memoryTrimInterval))
     }
 
-    /// Stops accepting, finishes in-flight requests, pauses transfers (journaled, so they carry on
+    /// Stops accepting, finishes in-flight requests, pauses transfers (stored, so they carry on
     /// at the next start), then exits 0. Called once, for the first shutdown signal.
     func shutDownAndExit(signal: Int32) {
         logger.info("shutting down", ["signal": Int(signal)])

@@ -1,7 +1,7 @@
 extension DownloadEngine {
     /// The operator's pause: stops the transfer whatever the callers want (their tokens stay
     /// valid; their subscriptions see `paused` with `pausedBy == .operator`). Callers joining leave
-    /// it paused until `operatorResume`. Journaled before it returns (survives restarts and
+    /// it paused until `operatorResume`. Stored before it returns (survives restarts and
     /// crashes). Idempotent; `invalidState` for a completed or failed download.
     public func operatorPause(id: String) -> OperatorOutcome {
         (try? operatorPausing(id: id)) ?? .unknown

@@ -5,7 +5,7 @@ extension DownloadEngine {
     /// as a caller (in `callers` and against `maxCallersPerDownload`) for as long as the returned
     /// reader is open; closing it (or dropping it) withdraws that interest, and when it was the last
     /// the download pauses with its bytes kept, exactly as when the last caller token is cancelled.
-    /// Readers are not journaled. Throws as `request(_:)` does.
+    /// Readers are not stored. Throws as `request(_:)` does.
     public func attachReader(_ request: DownloadRequest) throws(EngineError) -> DownloadReader {
         let url = try URLNormalizer.normalize(request.url, allowCredentials: configuration.allowURLCredentials).get()
         try egress.screen(url: url)

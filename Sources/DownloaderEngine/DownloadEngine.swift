@@ -15,7 +15,7 @@ public final class DownloadEngine: Sendable {
     let recovery: EngineCore.RecoveryReport
     /// The SSRF guard's rules, checked on every request before it reaches the core.
     let egress: EgressRules
-    /// Completion webhooks: callers' callbacks and their deliveries (journaled in the state database).
+    /// Completion webhooks: callers' callbacks and their deliveries (stored in the state database).
     public let webhooks: WebhookDispatcher
     /// Cluster mode: reads of downloads not held here, answered from the database (nil: single process).
     let clusterReads: ClusterReads?

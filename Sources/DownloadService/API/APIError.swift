@@ -33,7 +33,7 @@ struct APIError: Error, Sendable, Equatable {
         case stalled = "stalled"
         /// `POST /downloads`: a `callback` that is not `{"url": http(s) URL, "events"?: [...]}`.
         case invalidCallback = "invalid_callback"
-        /// `POST /downloads`: the callback could not be journaled (the state database failed).
+        /// `POST /downloads`: the callback could not be stored (the state database failed).
         case callbackNotRecorded = "callback_not_recorded"
         /// Cluster mode: the database is unreachable (503 with `Retry-After`).
         case databaseUnavailable = "database_unavailable"

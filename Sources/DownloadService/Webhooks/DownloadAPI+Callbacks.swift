@@ -1,7 +1,7 @@
 import DownloaderEngine
 import MiniHTTPServer
 
-// `POST /downloads` with a `callback`: checked before anything is created, journaled once the
+// `POST /downloads` with a `callback`: checked before anything is created, stored once the
 // caller holds its token.
 extension DownloadAPI {
     /// The body's `callback` (nil when none), or the error answer: `400 invalid_callback`, or
@@ -22,7 +22,7 @@ extension DownloadAPI {
         }
     }
 
-    /// Journals `callback` for the caller that `enqueued` answered; when that fails the caller's
+    /// Stores `callback` for the caller that `enqueued` answered; when that fails the caller's
     /// token is given back and the error is the answer.
     func register(_ callback: CallbackRequest, for enqueued: Enqueued) -> APIError? {
         do throws(WebhookJournalError) {

@@ -56,7 +56,7 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     /// A checkpoint's fdatasync is running on the work queue (at most one per attempt; while it
     /// runs, due checkpoints are merged into the next one instead of piling up).
     let checkpointInFlight = Atomic<Bool>(false)
-    /// A checkpoint (fdatasync of the partial on the work queue, then a journal write) every
+    /// A checkpoint (fdatasync of the partial on the work queue, then a state write) every
     /// `checkpointBytes` or `checkpointSeconds` of writing (`EngineConfiguration`, default 4 MiB or
     /// 1 s): a crash loses at most that much plus what was in flight. The transfer thread only hands
     /// the buffered bytes over; once they are written, the partial file's write lane duplicates the

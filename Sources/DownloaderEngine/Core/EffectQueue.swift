@@ -1,7 +1,7 @@
 import Foundation
 
 /// Work the engine decided under its lock and carries out after unlocking, in the order it was
-/// decided: events to subscribers, journal writes, transfers started and cancelled, timers armed,
+/// decided: events to subscribers, state writes, transfers started and cancelled, timers armed,
 /// partial files set aside. Whoever finds the queue idle drains it, also of what other threads add
 /// meanwhile, so an effect never runs under the engine's lock, never runs twice, and never overtakes
 /// one decided before it (a subscriber never sees `paused` before the `resumed` decided earlier; a

@@ -32,83 +32,51 @@ extension EngineCore {
         // request, or a takeover of a lapsed lease); nothing is swept that another replica may hold.
         guard cluster == nil else { return report }
         let directory = store.stateDirectory
-        // The cache and data areas are listed on the work queue while the store loads.
+        // The cache and data areas are listed on the work queue while the store opens its rows.
         let (cacheDirectory, dataDirectory) = (store.cacheDirectory, store.dataDirectory)
         let listings = Background(on: workQueue) { StoredFiles(cache: AreaListing(cacheDirectory), data: AreaListing(dataDirectory)) }
-        var (outcome, stored, removed) = try stateWriter.perform { state throws(StateStoreError) in
-            (try JournalImport.run(directory: directory, into: state), try state.load(), try state.loadTombstones())
+        // The rows are read, and made records, on the writer thread while this one restores them.
+        let (tau, interval, ignoring) = (configuration.rateTimeConstant, configuration.progressInterval, configuration.coalesceIgnoreQuery)
+        let loading = StartupLoad(writer: stateWriter, directory: directory) { entry in
+            DownloadRecord(stored: entry, tau: tau, progressInterval: interval, ignoring: ignoring)
         }
-        // What was read is let go on the work queue: the records share its strings, and releasing
-        // them (a million references at 100 000 downloads) need not delay the listener.
-        defer {
-            workQueue.async { [stored] in withExtendedLifetime(stored) {} }
-            stored = []
+        let prologue: StartupLoad.Prologue
+        do throws(StateStoreError) {
+            prologue = try loading.waitForPrologue()
+        } catch {
+            _ = listings.wait()
+            throw error
         }
         var files = listings.wait()
-        switch outcome {
+        switch prologue.journal {
         case .none: break
         case .imported(let count, let keptAt): (report.importedFromJournal, report.importedJournalKeptAt) = (count, keptAt)
         case .unreadable(let keptAt): report.corruptJournalKeptAt = keptAt
         }
-        return decide {
-            restore(buryRemoved(removed, among: stored), files: &files, into: &report)
-            return report
+        try decide { () throws(StateStoreError) in
+            bury(prologue.tombstones)
+            try restore(loading, files: &files, into: &report)
         }
+        return report
     }
 
     /// What changes here is saved: downloads dropped or skipped (removed from the store), published
-    /// or cut back; those restored unchanged are not written again.
+    /// or cut back; those restored unchanged are not written again. The batches come in as they are
+    /// read (`StartupLoad`); the sweeps (orphan partials, unclaimed cache files) wait for the last,
+    /// and a read that fails leaves them undone (it throws: the engine does not start).
     /// Completed files are checked in the listings of their areas (one directory pass per area, not
-    /// a stat per file), looked up on the work queue while the records are built (`prepare`).
-    private func restore(_ entries: [StoredDownload], files: inout StoredFiles, into report: inout RecoveryReport) {
-        byID.reserveCapacity(entries.count)
-        byURL.reserveCapacity(entries.count)
-        let (records, checks) = prepare(entries, files: files)
+    /// a stat per file).
+    private func restore(_ loading: StartupLoad, files: inout StoredFiles, into report: inout RecoveryReport) throws(StateStoreError) {
         var (misplaced, queued, paused): ([DownloadRecord], [DownloadRecord], [DownloadRecord]) = ([], [], [])
-        // The records hold what the entries hold (the entries are not copied again here).
-        for (record, check) in zip(records, checks) {
-            // Inserted first (one hash lookup each); a duplicate is taken out again, the first kept.
-            if let first = byID.updateValue(record, forKey: record.id) {
-                byID[record.id] = first
-                unsaved.insert(record.id)
-                continue
+        while let batch = try loading.next() {
+            if byID.isEmpty {
+                byID.reserveCapacity(batch.total)
+                byURL.reserveCapacity(batch.total)
             }
-            if let first = byURL.updateValue(record, forKey: record.key) {
-                byURL[record.key] = first
-                byID[record.id] = nil
-                unsaved.insert(record.id)
-                continue
+            for id in batch.buried { unsaved.insert(id) }
+            for record in batch.records {
+                restore(record, files: &files, misplaced: &misplaced, queued: &queued, paused: &paused, into: &report)
             }
-            switch record.state {
-            case .completed:
-                guard record.finalPath != nil, files.claim(check.presence) else {
-                    report.dropped += 1
-                    byID[record.id] = nil
-                    byURL[record.key] = nil
-                    save(record)  // Not kept: removed from the store.
-                    continue
-                }
-            case .paused, .failed, .queued, .downloading:
-                let storedOffset = record.keptBytes
-                if adoptPublished(record) {
-                    _ = record.finalPath.map { files.claim($0, of: record.id) }  // Claimed: not an orphan.
-                    report.published += 1
-                    save(record)
-                } else if restorePartial(record) != storedOffset {
-                    save(record)
-                }
-            }
-            for token in record.tokens { tokens[token] = record.id }
-            // Only failed ones are indexed: a restored record was never in the index (no removal
-            // attempt per record, 7 % of a 100 000-download start-up).
-            switch record.state {
-            case .failed: failedRecords[record.id] = record
-            case .completed where !(check.placed ?? isPlaced(record)): misplaced.append(record)
-            case .queued: queued.append(record)
-            case .paused: paused.append(record)
-            case .completed, .downloading: break
-            }
-            report.loaded += 1
         }
         // These forget failed and paused downloads only: `misplaced` and `queued` stay current.
         forgetOldFailures()
@@ -129,33 +97,52 @@ extension EngineCore {
         }
     }
 
-    /// What the work queue found of a stored completed download: where its file is, and whether
-    /// that is where its storage class keeps it (nil for the others: decided as they are restored).
-    private struct FileCheck {
-        var presence = StoredFiles.Presence.absent
-        var placed: Bool?
-    }
-
-    /// The records of `entries`, and a `FileCheck` of each: the checks are made on the work queue,
-    /// which then builds the last quarter of the records while this thread builds the rest
-    /// (start-up's independent work on both cores). Nothing is claimed yet (`restore` claims in order).
-    private func prepare(_ entries: [StoredDownload], files: StoredFiles) -> ([DownloadRecord], [FileCheck]) {
-        let (tau, interval, ignoring) = (configuration.rateTimeConstant, configuration.progressInterval, configuration.coalesceIgnoreQuery)
-        let split = entries.count - entries.count / 4
-        let store = store
-        let background = Background(on: workQueue) {
-            let checks = entries.map { entry -> FileCheck in
-                guard entry.state == .completed, let path = entry.finalPath else { return FileCheck() }
-                let placed = entry.fileName.map { store.isFinalPath(path, id: entry.id, fileName: $0, storage: entry.storage) } ?? true
-                return FileCheck(presence: files.presence(of: path, id: entry.id), placed: placed)
-            }
-            let tail = entries[split...].map { DownloadRecord(stored: $0, tau: tau, progressInterval: interval, ignoring: ignoring) }
-            return (checks, tail)
+    /// One stored download back in memory, in the order they were stored (the first of a duplicate
+    /// id or coalescing key is kept).
+    private func restore(_ record: DownloadRecord, files: inout StoredFiles, misplaced: inout [DownloadRecord],
+                         queued: inout [DownloadRecord], paused: inout [DownloadRecord], into report: inout RecoveryReport) {
+        // Inserted first (one hash lookup each); a duplicate is taken out again, the first kept.
+        if let first = byID.updateValue(record, forKey: record.id) {
+            byID[record.id] = first
+            unsaved.insert(record.id)
+            return
         }
-        var records = entries[..<split].map { DownloadRecord(stored: $0, tau: tau, progressInterval: interval, ignoring: ignoring) }
-        let (checks, tail) = background.wait()
-        records += tail
-        return (records, checks)
+        if let first = byURL.updateValue(record, forKey: record.key) {
+            byURL[record.key] = first
+            byID[record.id] = nil
+            unsaved.insert(record.id)
+            return
+        }
+        switch record.state {
+        case .completed:
+            guard let path = record.finalPath, files.claim(path, of: record.id) else {
+                report.dropped += 1
+                byID[record.id] = nil
+                byURL[record.key] = nil
+                save(record)  // Not kept: removed from the store.
+                return
+            }
+        case .paused, .failed, .queued, .downloading:
+            let storedOffset = record.keptBytes
+            if adoptPublished(record) {
+                _ = record.finalPath.map { files.claim($0, of: record.id) }  // Claimed: not an orphan.
+                report.published += 1
+                save(record)
+            } else if restorePartial(record) != storedOffset {
+                save(record)
+            }
+        }
+        for token in record.tokens { tokens[token] = record.id }
+        // Only failed ones are indexed: a restored record was never in the index (no removal
+        // attempt per record, 7 % of a 100 000-download start-up).
+        switch record.state {
+        case .failed: failedRecords[record.id] = record
+        case .completed where !isPlaced(record): misplaced.append(record)
+        case .queued: queued.append(record)
+        case .paused: paused.append(record)
+        case .completed, .downloading: break
+        }
+        report.loaded += 1
     }
 
     /// Whether a completed download's file is where its storage class keeps it (no move to start).
@@ -164,18 +151,13 @@ extension EngineCore {
         return store.isFinalPath(path, id: record.id, fileName: name, storage: record.storage)
     }
 
-    /// Tombstoned downloads never come back: a row a tombstone names is dropped (and removed from
-    /// the store), and the files the tombstone lists are deleted (a crash may have come first).
-    private func buryRemoved(_ removed: [Tombstone], among stored: [StoredDownload]) -> [StoredDownload] {
-        guard !removed.isEmpty else { return stored }
+    /// Tombstoned downloads never come back: a row a tombstone names is dropped (`StartupLoad`
+    /// hands over its id; it is removed from the store), and the files the tombstone lists are
+    /// deleted (a crash may have come first).
+    private func bury(_ removed: [Tombstone]) {
         for tombstone in removed {
             tombstones.add(tombstone)
             for path in tombstone.paths { FileStore.remove(path) }
-        }
-        return stored.filter { entry in
-            guard tombstones[entry.id] != nil else { return true }
-            unsaved.insert(entry.id)
-            return false
         }
     }
 

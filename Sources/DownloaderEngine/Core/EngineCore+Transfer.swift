@@ -159,7 +159,7 @@ extension EngineCore {
 
     /// A checkpoint (from the partial's write lane or the transfer thread): on the work queue, fdatasync `descriptor` (a
     /// duplicate of the partial's, whose first `length` bytes are written), close it, then record
-    /// `length` as durable if the attempt is still writing. The journaled offset is never ahead of
+    /// `length` as durable if the attempt is still writing. The stored offset is never ahead of
     /// synced data: it changes only after the sync succeeded, and not once the attempt is settling
     /// (which may truncate the file).
     func checkpoint(_ attempt: Attempt, descriptor: Int32, length: Int64) {

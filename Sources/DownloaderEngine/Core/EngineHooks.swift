@@ -5,7 +5,7 @@ import Glibc
 struct EngineHooks: Sendable {
     /// On the work queue, before a checkpoint's fdatasync of a partial.
     var beforeCheckpointSync: (@Sendable () -> Void)?
-    /// After a checkpoint's durable offset was journaled: download id and offset.
+    /// After a checkpoint's durable offset was stored: download id and offset.
     var checkpointed: (@Sendable (String, Int64) -> Void)?
     /// On the work queue, before a completed file is placed into another storage area.
     var beforeMove: (@Sendable () -> Void)?
@@ -16,7 +16,7 @@ struct EngineHooks: Sendable {
     /// After a move ended (switched, or given up): download id and the path now served.
     var moved: (@Sendable (String, String?) -> Void)?
     /// On the work queue, right before / after a verified file is renamed into its area (after the
-    /// publishing intent is journaled).
+    /// publishing intent is stored).
     var beforePublishRename: (@Sendable () -> Void)?
     var afterPublishRename: (@Sendable () -> Void)?
     /// After a download completed or failed (its final snapshot), off the lock, in order. Set in

@@ -15,7 +15,7 @@
 /// attempt starts once the abandoned one has ended (`running(.awaitingDrain)`).
 ///
 /// The operator's hold (`operatorPaused`) pauses the download whatever its callers want: callers
-/// joining leave it `paused` until `operatorResumed` lifts the hold (journaled, so it survives a
+/// joining leave it `paused` until `operatorResumed` lifts the hold (stored, so it survives a
 /// restart). `removed` stops everything: the engine forgets the download right after.
 struct DownloadLifecycle: Equatable, Sendable {
     enum Phase: Equatable, Sendable {
@@ -39,7 +39,7 @@ struct DownloadLifecycle: Equatable, Sendable {
         case backingOff(token: UInt64)
         /// The next attempt starts when the abandoned one has ended.
         case awaitingDrain
-        /// Stopped by the engine's shutdown; journaled as downloading, so it carries on after a restart.
+        /// Stopped by the engine's shutdown; stored as downloading, so it carries on after a restart.
         case stopped
     }
 
@@ -52,7 +52,7 @@ struct DownloadLifecycle: Equatable, Sendable {
             case transferring
             /// The transfer ended; the result is being verified or the partial synced.
             case settling
-            /// The verified file is being renamed into its area (journaled as an intent).
+            /// The verified file is being renamed into its area (stored as an intent).
             case publishing
         }
 
@@ -80,7 +80,7 @@ struct DownloadLifecycle: Equatable, Sendable {
     /// Attempt serials and retry tokens, never reused within the download.
     private var serials: UInt64 = 0
 
-    /// The public state: a running download is `downloading`, a stopped one too (so it is journaled
+    /// The public state: a running download is `downloading`, a stopped one too (so it is stored
     /// as such and carries on after the restart).
     var state: DownloadState {
         switch phase {
@@ -100,8 +100,8 @@ struct DownloadLifecycle: Equatable, Sendable {
         (DownloadLifecycle(restoring: .queued), [.requestSlot])
     }
 
-    /// The journaled state of a download loaded at start-up (`recovered` decides what follows).
-    /// A download journaled as running carries on: it is queued again.
+    /// The stored state of a download loaded at start-up (`recovered` decides what follows).
+    /// A download stored as running carries on: it is queued again.
     init(restoring state: DownloadState, held: Bool = false) {
         self.held = held && state == .paused
         switch state {
@@ -137,8 +137,8 @@ struct DownloadLifecycle: Equatable, Sendable {
             return beginAttempt(context)
         case .shutdown: return shutdown()
         case .recovered(let callers):
-            // Running when the engine stopped: carries on for its journaled callers; with none (its
-            // readers are not journaled), it is paused with its bytes kept.
+            // Running when the engine stopped: carries on for its stored callers; with none (its
+            // readers are not stored), it is paused with its bytes kept.
             guard phase == .queued else { return [] }
             guard callers > 0 else {
                 phase = .paused
@@ -297,7 +297,7 @@ struct DownloadLifecycle: Equatable, Sendable {
     }
 
     /// Everything stops where it stands: the running attempt is cancelled (its partial settles and
-    /// is journaled), no retry starts, nothing is told (the streams end with the engine).
+    /// is stored), no retry starts, nothing is told (the streams end with the engine).
     private mutating func shutdown() -> [LifecycleAction] {
         var actions: [LifecycleAction] = []
         if var a = attempt, !a.abandoned {

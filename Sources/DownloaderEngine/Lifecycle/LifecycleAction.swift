@@ -1,5 +1,5 @@
 /// What `DownloadLifecycle` asks the engine to do, in order. The engine applies data and slot
-/// actions under its lock and carries out the rest (events, journal, transfers, files) after it.
+/// actions under its lock and carries out the rest (events, state writes, transfers, files) after it.
 enum LifecycleAction: Equatable, Sendable {
     // Transfer slots (the engine's FIFO, `TransferSlots`).
     /// Join the FIFO; `slotGranted` follows at once when a slot is free.
@@ -32,7 +32,7 @@ enum LifecycleAction: Equatable, Sendable {
     // The partial and the result.
     case discardPartial
     case forgetValidator
-    /// Journal the verified file's target, digest and size before the rename (a publishing intent).
+    /// Store the verified file's target, digest and size before the rename (a publishing intent).
     case recordPublishing
     case recordCompletion
     case recordFailure(DownloadFailure)
@@ -44,7 +44,7 @@ enum LifecycleAction: Equatable, Sendable {
 
     // Telling.
     case emit(LifecycleNotice)
-    /// The journaled state changed.
+    /// The stored state changed.
     case journal
     case housekeeping(Housekeeping)
 }

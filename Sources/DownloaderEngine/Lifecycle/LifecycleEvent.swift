@@ -22,7 +22,7 @@ enum LifecycleEvent: Equatable, Sendable {
     case retryDue(token: UInt64)
     /// The engine is shutting down: stop, keep everything for the restart.
     case shutdown
-    /// Loaded from the journal at start-up; `callers` journaled tokens came with it.
+    /// Loaded from the state store at start-up; `callers` stored tokens came with it.
     case recovered(callers: Int)
     /// A caller asked for a completed download whose file is gone: start over under the same id.
     case fileVanished

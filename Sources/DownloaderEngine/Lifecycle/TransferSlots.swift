@@ -36,7 +36,7 @@ struct TransferSlots: Equatable, Sendable {
         return next
     }
 
-    /// Nobody waits any more (shutdown: queued downloads are journaled as queued and carry on after the restart).
+    /// Nobody waits any more (shutdown: queued downloads are stored as queued and carry on after the restart).
     mutating func clearWaiting() {
         waiting.removeAll()
     }

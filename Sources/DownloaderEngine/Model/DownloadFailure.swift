@@ -1,7 +1,7 @@
 /// Why a download failed, as shown to callers.
 public struct DownloadFailure: Sendable, Equatable {
     /// Every way a download can fail. The raw values are the wire strings (the API's `error.code`,
-    /// the journal's `error.code`), written nowhere else; `openapi.yaml` lists them all
+    /// the state store's `error_code`), written nowhere else; `openapi.yaml` lists them all
     /// (`ErrorCodeContractTests` checks it).
     public enum Code: String, Sendable, CaseIterable {
         /// The origin answered with a final status (not 2xx, 408, 429 or 5xx); `httpStatus` says which.
@@ -50,7 +50,7 @@ public struct DownloadFailure: Sendable, Equatable {
         /// The transfer was cancelled from outside the engine (`RetryPolicy.classify`'s verdict; the
         /// engine currently retries such an attempt instead).
         case cancelled = "cancelled"
-        /// A code this build does not know, read from a journal that another (newer) build wrote.
+        /// A code this build does not know, read from a state store that another (newer) build wrote.
         /// The journal keeps the original string (see `journalCode`); callers see `unknown`.
         case unknown = "unknown"
     }

@@ -22,12 +22,10 @@ final class SQLiteOperatorStatements {
         insertTombstone = try db.prepare("INSERT OR REPLACE INTO tombstones (id, url, removed_at, removed_by, paths) VALUES (?, ?, ?, ?, ?)")
         countTombstones = try db.prepare("SELECT count(*) FROM tombstones")
         pruneTombstones = try db.prepare("DELETE FROM tombstones WHERE id IN (SELECT id FROM tombstones ORDER BY removed_at LIMIT ?)")
-        defer { selectHolds.reset() }
-        while try selectHolds.step() {
-            if let id = selectHolds.text(0) { held.insert(id) }
+        try selectHolds.forEachRow { row in
+            if let id = row.text(0) { held.insert(id) }
         }
-        defer { countTombstones.reset() }
-        tombstoneCount = try countTombstones.step() ? countTombstones.int64(0) ?? 0 : 0
+        tombstoneCount = try countTombstones.firstInt64() ?? 0
     }
 
     /// Within the caller's transaction: the holds of `upserts` and `deletions` as they are now, and
@@ -73,13 +71,11 @@ final class SQLiteOperatorStatements {
 
     func loadTombstones() throws(StateStoreError) -> [Tombstone] {
         var found: [Tombstone] = []
-        defer { selectTombstones.reset() }
-        while try selectTombstones.step() {
-            guard let id = selectTombstones.text(0), let url = selectTombstones.text(1) else { continue }
-            let by = selectTombstones.text(3).flatMap(RemovalCause.init(rawValue:)) ?? .operator
-            let paths = (selectTombstones.text(4) ?? "").split(separator: "\n").map(String.init)
-            found.append(Tombstone(id: id, url: url, removedAt: Date(timeIntervalSince1970: selectTombstones.double(2)),
-                                   by: by, paths: paths))
+        try selectTombstones.forEachRow { row in
+            guard let id = row.text(0), let url = row.text(1) else { return }
+            let by = row.text(3).flatMap(RemovalCause.init(rawValue:)) ?? .operator
+            let paths = (row.text(4) ?? "").split(separator: "\n").map(String.init)
+            found.append(Tombstone(id: id, url: url, removedAt: Date(timeIntervalSince1970: row.double(2)), by: by, paths: paths))
         }
         return found
     }

@@ -76,9 +76,8 @@ final class SQLiteStateStatements {
         var stored: Set<TokenHash> = []
         if known {
             selectTokens.bind(1, row)
-            defer { selectTokens.reset() }
-            while try selectTokens.step() {
-                if let hash = TokenHash(digest: selectTokens.bytes(0)) { stored.insert(hash) }
+            try selectTokens.forEachRow { found in
+                if let hash = TokenHash(digest: found.bytes(0)) { stored.insert(hash) }
             }
         }
         for hash in stored.subtracting(download.tokens) {
@@ -95,8 +94,7 @@ final class SQLiteStateStatements {
 
     /// How many downloads are stored.
     func countDownloads() throws(StateStoreError) -> Int64 {
-        defer { selectCount.reset() }
-        return try selectCount.step() ? selectCount.int64(0) ?? 0 : 0
+        try selectCount.firstInt64() ?? 0
     }
 
     /// Removes the download at `row` and its tokens.

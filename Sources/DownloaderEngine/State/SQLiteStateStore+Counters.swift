@@ -11,8 +11,7 @@ extension SQLiteStateStore: CounterStore {
     func counter(_ name: String) throws(StateStoreError) -> Int64? {
         let select = try db.prepare("SELECT value FROM counters WHERE name = ?1")
         select.bind(1, name)
-        defer { select.reset() }
-        return try select.step() ? select.int64(0) : nil
+        return try select.firstInt64()
     }
 
     func setCounter(_ name: String, to value: Int64) throws(StateStoreError) {

@@ -79,36 +79,56 @@ final class SQLiteStateStore: StateStore, @unchecked Sendable {
         operatorStatements = try SQLiteOperatorStatements(db)
     }
 
-    /// Reads every download, then their tokens (both in `row` order: a merge, no lookups). The id →
-    /// row map the commits need is built from what was read at the first commit, on the writer
-    /// thread, not here: start-up does not wait for it.
+    /// Every download, read in batches (`load(batchSize:_:)`) and collected.
     func load() throws(StateStoreError) -> [StoredDownload] {
-        let count = Int(try statements.countDownloads())
         var downloads: [StoredDownload] = []
-        var order: [Int64] = []
-        downloads.reserveCapacity(count)
+        try load(batchSize: 4096) { batch, _ in downloads += batch }
+        return downloads
+    }
+
+    /// Steps the downloads and their tokens together (both in `row` order: a merge, no lookups),
+    /// handing each batch on as soon as it is full. The id → row map the commits need is built
+    /// from what was read at the first commit, on the writer thread, not here: start-up does not
+    /// wait for it.
+    func load(batchSize: Int, _ body: (_ batch: [StoredDownload], _ total: Int) -> Void) throws(StateStoreError) {
+        let size = max(1, batchSize)
+        let count = Int(try statements.countDownloads())
+        let held = operatorStatements.held
+        var order: [(String, Int64)] = []
         order.reserveCapacity(count)
         let select = statements.selectDownloads
-        defer { select.reset() }
-        while try select.step() {
-            order.append(select.int64(0) ?? 0)
-            downloads.append(try statements.download(from: select))  // Moved in, not copied.
-        }
         let tokens = statements.selectAllTokens
-        defer { tokens.reset() }
-        var at = 0
-        while try tokens.step() {
-            guard let row = tokens.int64(0), let hash = TokenHash(digest: tokens.bytes(1)) else { continue }
-            while at < order.count && order[at] < row { at += 1 }
-            if at < order.count && order[at] == row { downloads[at].tokens.insert(hash) }
+        defer {
+            select.reset()
+            tokens.reset()
         }
-        let held = operatorStatements.held
-        if !held.isEmpty {
-            for i in downloads.indices where held.contains(downloads[i].id) { downloads[i].held = true }
+        // The token the merge stands on: its download's row, and the hash (nil: unreadable, skipped).
+        func nextToken() throws(StateStoreError) -> (row: Int64, hash: TokenHash?)? {
+            guard try tokens.step(), let row = tokens.int64(0) else { return nil }
+            return (row, TokenHash(digest: tokens.bytes(1)))
         }
+        var token = try nextToken()
+        var batch: [StoredDownload] = []
+        batch.reserveCapacity(min(size, count))
+        while try select.step() {
+            let row = select.int64(0) ?? 0
+            var download = try statements.download(from: select)  // Moved in, not copied.
+            while let (at, hash) = token, at <= row {
+                if at == row, let hash { download.tokens.insert(hash) }
+                token = try nextToken()
+            }
+            if !held.isEmpty && held.contains(download.id) { download.held = true }
+            order.append((download.id, row))
+            batch.append(download)
+            if batch.count == size {
+                body(batch, count)
+                batch = []
+                batch.reserveCapacity(size)
+            }
+        }
+        if !batch.isEmpty { body(batch, count) }
         rows = nil
-        loaded = zip(downloads.lazy.map(\.id), order).map { ($0, $1) }
-        return downloads
+        loaded = order
     }
 
     /// The id → row map: from the last `load`, or read from the table when there was none (a
@@ -120,9 +140,7 @@ final class SQLiteStateStore: StateStore, @unchecked Sendable {
             found.reserveCapacity(loaded.count)
             for (id, row) in loaded { found[id] = row }
         } else {
-            let select = statements.selectRows
-            defer { select.reset() }
-            while try select.step() {
+            try statements.selectRows.forEachRow { select in
                 if let row = select.int64(0), let id = select.text(1) { found[id] = row }
             }
         }

@@ -62,6 +62,20 @@ final class SQLiteStatement {
         _ = try step()
     }
 
+    /// Steps through every row, handing the statement standing on each to `body`, then resets
+    /// (also when a step or `body` throws).
+    func forEachRow(_ body: (SQLiteStatement) throws(StateStoreError) -> Void) throws(StateStoreError) {
+        defer { reset() }
+        while try step() { try body(self) }
+    }
+
+    /// The first column of the first row as an integer (nil: no row, or NULL), then resets: a
+    /// `count(*)` or a single value.
+    func firstInt64() throws(StateStoreError) -> Int64? {
+        defer { reset() }
+        return try step() ? int64(0) : nil
+    }
+
     /// Ready for the next use: bindings cleared.
     func reset() {
         sqlite3_reset(handle)

@@ -5,6 +5,11 @@ protocol StateStore: AnyObject, Sendable {
     /// Every download recorded, in the order they were first recorded.
     func load() throws(StateStoreError) -> [StoredDownload]
 
+    /// The same downloads, in the same order, handed to `body` in batches of at most `batchSize`
+    /// as they are read (start-up turns one batch into records while the next is read), with
+    /// how many there are in all (for reserving).
+    func load(batchSize: Int, _ body: (_ batch: [StoredDownload], _ total: Int) -> Void) throws(StateStoreError)
+
     /// Applies `batch` atomically and durably: once it returns, all of it survives a crash or a
     /// power loss; when it throws, none of it was applied.
     func commit(_ batch: StateBatch) throws(StateStoreError)
@@ -20,6 +25,15 @@ protocol StateStore: AnyObject, Sendable {
 extension StateStore {
     /// A store that keeps no tombstones has none to give.
     func loadTombstones() throws(StateStoreError) -> [Tombstone] { [] }
+
+    /// A store that cannot stream reads everything first, then hands it out in batches.
+    func load(batchSize: Int, _ body: (_ batch: [StoredDownload], _ total: Int) -> Void) throws(StateStoreError) {
+        let all = try load()
+        let size = max(1, batchSize)
+        for start in stride(from: 0, to: all.count, by: size) {
+            body(Array(all[start..<min(all.count, start + size)]), all.count)
+        }
+    }
 }
 
 /// Changes committed together: downloads written whole (inserted or replaced, tokens included)

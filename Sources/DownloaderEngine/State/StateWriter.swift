@@ -105,7 +105,14 @@ final class StateWriter: @unchecked Sendable {
         }
     }
 
-    /// Runs `body` with the store on the writer thread, and waits (start-up: import and load).
+    /// Runs `body` with the store on the writer thread without waiting for it (start-up: the rows
+    /// are read there while the start-up thread restores those read before).
+    func start(_ body: @escaping @Sendable (StateStore) -> Void) {
+        let store = self.store
+        thread.async { body(store) }
+    }
+
+    /// Runs `body` with the store on the writer thread, and waits.
     func perform<T, E: Error>(_ body: @escaping (StateStore) throws(E) -> T) throws(E) -> T {
         let store = self.store
         return try thread.sync { () throws(E) -> T in try body(store) }

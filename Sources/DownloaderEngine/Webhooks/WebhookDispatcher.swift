@@ -4,7 +4,7 @@ import Foundation
 /// deliveries made when a download completes or fails, sent by `CurlWebhookPoster` on a few worker
 /// threads on `WebhookSchedule`'s timetable (timers through the injected `Scheduler`).
 ///
-/// - Registrations and deliveries are journaled (`WebhookJournal`) before they are acted on: a
+/// - Registrations and deliveries are stored (`WebhookJournal`) before they are acted on: a
 ///   crash loses neither; a pending delivery carries on after a restart, with the same id and body.
 /// - One delivery per registration and event; each caller's registration is its own.
 /// - A registration goes with its caller's token (`drop(token:)`), once its download completed and
@@ -53,7 +53,7 @@ public final class WebhookDispatcher: @unchecked Sendable {
         }
     }
 
-    /// Starts delivering: pending deliveries resume (each at its journaled time, or now), and
+    /// Starts delivering: pending deliveries resume (each at its stored time, or now), and
     /// registrations whose download ended while no delivery could be made (a crash between the two)
     /// get theirs. Call once, before callers register.
     public func start(_ settings: WebhookSettings) {
@@ -151,7 +151,7 @@ public final class WebhookDispatcher: @unchecked Sendable {
         }
         lock.unlock()
         for delivery in made {
-            // Journaled before the first try: from here a crash never loses it.
+            // Stored before the first try: from here a crash never loses it.
             try? journal.save(delivery)
             arm(delivery.id, key: delivery.key, after: 0)
         }
@@ -175,7 +175,7 @@ public final class WebhookDispatcher: @unchecked Sendable {
     }
 }
 
-/// A registration could not be journaled (the state database failed): it was not made.
+/// A registration could not be stored (the state database failed): it was not made.
 public struct WebhookJournalError: Error, Sendable, CustomStringConvertible {
     public let message: String
     public var description: String { message }

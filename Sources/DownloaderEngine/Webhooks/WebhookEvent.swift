@@ -64,7 +64,7 @@ public struct WebhookStatistics: Sendable, Equatable {
 /// `User-Agent`, and where each ended delivery is reported.
 public struct WebhookSettings: Sendable {
     /// The exact body of a delivery (`{"event","deliveryId","download"}`), rendered once per
-    /// delivery and journaled, so every try sends the same bytes.
+    /// delivery and stored, so every try sends the same bytes.
     public var render: @Sendable (_ event: WebhookEvent, _ deliveryID: String, _ snapshot: DownloadSnapshot) -> [UInt8]
     /// Key of `X-Signature-256` (HMAC-SHA256 of the body); nil: deliveries are not signed.
     public var secret: [UInt8]?

@@ -1,6 +1,6 @@
 import Foundation
 
-/// One caller's callback on one download, as journaled. Tied to the caller's token (by its hash):
+/// One caller's callback on one download, as stored. Tied to the caller's token (by its hash):
 /// cancelling the token drops it.
 struct WebhookRegistration: Sendable, Equatable {
     var id: String

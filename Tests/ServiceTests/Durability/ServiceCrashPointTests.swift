@@ -8,7 +8,7 @@ import Testing
 @Suite(.timeLimit(.minutes(2)))
 struct ServiceCrashPointTests {
     /// A crash on either side of the rename that publishes a verified file: after the restart the
-    /// download is completed from the journaled intent, with the right bytes and no new request.
+    /// download is completed from the stored intent, with the right bytes and no new request.
     @Test(arguments: ["before-publish-rename", "after-publish-rename"])
     func crashAroundThePublishingRename(point: String) async throws {
         let origin = try TestOrigin(bodySize: 3 << 20, path: "/pub.bin")

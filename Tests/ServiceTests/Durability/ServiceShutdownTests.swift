@@ -3,7 +3,7 @@ import Glibc
 import Testing
 @testable import DownloaderEngine
 
-/// SIGTERM is a shutdown, not a cancel: transfers stop with their partials flushed and journaled, the
+/// SIGTERM is a shutdown, not a cancel: transfers stop with their partials flushed and stored, the
 /// process exits 0 quickly, and after the restart the downloads carry on by themselves from where
 /// they stopped, with their callers' tokens still working.
 @Suite(.timeLimit(.minutes(2)))
@@ -51,7 +51,7 @@ struct ServiceShutdownTests {
 
         origin.update { $0.bytesPerSecond = nil }
         let second = try await ServiceProcess.start(root: root, arguments: Durability.allowLoopback)
-        // t1's caller is still its caller: its token cancels (pauses) it, keeping the journaled bytes.
+        // t1's caller is still its caller: its token cancels (pauses) it, keeping the stored bytes.
         let cancelled = try await second.client.request("DELETE", "/downloads/\(tokens[1])")
         #expect(cancelled.status == 200 && cancelled.string("state") == "paused", "\(cancelled.bodyText)")
         #expect(Int64(cancelled.json["bytesWritten"] as? Int ?? 0) >= offsets[urls[1]] ?? .max)

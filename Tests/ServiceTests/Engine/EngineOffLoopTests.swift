@@ -86,7 +86,7 @@ import Testing
         #expect(try await withTimeout(5) { try await wrote.value() })
         _ = try await withTimeout(5) { try await syncStarted.value() }
         #expect(engine.snapshot(id: r.snapshot.id)?.bytesWritten == 100_000)
-        // Not yet synced: nothing beyond 0 may be journaled as durable.
+        // Not yet synced: nothing beyond 0 may be stored as durable.
         #expect(engine.core.locked { engine.core.byID[r.snapshot.id]?.durableOffset } == 0)
         #expect(try Self.stored(engine).first { $0.id == r.snapshot.id }?.verifiedOffset == 0)
 

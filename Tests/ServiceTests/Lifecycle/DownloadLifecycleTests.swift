@@ -159,7 +159,7 @@ import Testing
             actions: "keep-settled forget-validator discard-partial start#2 journal", then: "running(attempt) #2 starting"),
         Row(given: .awaitingDrainSettling, event: settled(1, .published, .empty), actions: completedActions, then: "completed"),
 
-        // Shutdown: everything stops where it stands and is journaled; nothing starts.
+        // Shutdown: everything stops where it stands and is stored; nothing starts.
         Row(given: .stopped, event: .transferEnded(serial: 1), actions: "settle#1", then: "running(stopped) #1 settling abandoned"),
         Row(given: .stopped, event: .headReceived(serial: 1, accepts: true), actions: "abort-unwanted",
             then: "running(stopped) #1 transferring abandoned"),
@@ -188,7 +188,7 @@ import Testing
         // Recovered from the journal.
         Row(given: .recoveredQueued, event: .slotGranted, actions: "start#1", then: "running(attempt) #1 starting"),
         Row(given: .recoveredPaused, event: .callerJoined, actions: "clear-failure request-slot", then: "queued"),
-        // Running when the engine stopped, with no journaled caller (readers are not journaled): paused.
+        // Running when the engine stopped, with no stored caller (readers are not stored): paused.
         Row(given: .recoveredRunning, event: .callerJoined, actions: "clear-failure request-slot", then: "queued"),
         // Recovery of a download that was moving: the move starts again.
         Row(given: .recoveredCompleted, event: .placementWanted(inPlace: false), actions: "move-file", then: "completed moving"),

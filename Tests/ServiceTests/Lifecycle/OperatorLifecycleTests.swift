@@ -75,8 +75,8 @@ import Testing
         #expect(LifecycleNotation.state(lifecycle) == row.then)
     }
 
-    /// The hold is journaled with the state: a held paused download is restored held (and stays
-    /// paused whatever callers were journaled); a hold never outlives the paused state.
+    /// The hold is stored with the state: a held paused download is restored held (and stays
+    /// paused whatever callers were stored); a hold never outlives the paused state.
     @Test func theHoldIsRestored() {
         var held = DownloadLifecycle(restoring: .paused, held: true)
         #expect(LifecycleNotation.actions(held.handle(.recovered(callers: 3), .init(maxAttempts: 3))) == "")

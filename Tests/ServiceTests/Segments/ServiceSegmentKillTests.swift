@@ -4,7 +4,7 @@ import Testing
 @testable import DownloaderEngine
 
 /// Segmented fetch through the real executable: a SIGKILL mid-download, then a restart on the same
-/// directories, resumes every segment where its journaled durable offset stood.
+/// directories, resumes every segment where its stored durable offset stood.
 @Suite(.timeLimit(.minutes(2)))
 struct ServiceSegmentKillTests {
     /// Two segments of 8 MiB (the smallest the service makes) and a little more.
