@@ -47,14 +47,8 @@ final class InProcessReplica: Sendable {
         try? FileManager.default.removeItem(at: root)
     }
 
-    /// Polls `condition` every 50 ms for at most `seconds`; true once it holds.
     static func eventually(within seconds: Double, _ condition: () -> Bool) async -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(50))
-        }
-        return condition()
+        await ServiceTests.eventually(within: seconds, condition)
     }
 }
 
