@@ -30,7 +30,8 @@ struct ClusterRemovalLiveTests {
                 c.expect(error.code == .heldElsewhere, "\(error)")
             }
             let partial = a.core.partialPath(of: try c.require(a.core.locked { a.core.byID[id] }))
-            c.expect(try a.removing(id: id)?.id == id)
+            let removed = try a.removing(id: id)
+            c.expect(removed?.id == id)
             c.expect(Live.wait(5) { a.statistics.cluster?.leasesHeld == 0 }, "a lets the removed download go")
             let store = try PostgresStateStore(pool: PostgresPool(url: database, capacity: 1))
             try c.expect(store.load(id: id) == nil && store.downloadID(ofToken: TokenHash(token: first.token)) == nil)
