@@ -45,14 +45,7 @@ final class ClusterJanitor: @unchecked Sendable {
             case .wait: return current
             case .stop: lose(current)
             case .renew:
-                let started = monotonic()
-                let outcome: LeasePolicy.RenewalOutcome
-                do throws(StateStoreError) {
-                    outcome = try leases.renew(key: Self.leaseKey, epoch: current.epoch, ttl: policy.ttl) ? .renewed : .refused
-                } catch {
-                    outcome = .failed
-                }
-                let (next, decision) = policy.renewed(current.lease, startedAt: started, outcome: outcome, now: monotonic())
+                let (next, decision) = leases.renewal(of: current, policy: policy, monotonic: monotonic)
                 if case .stop = decision {
                     lose(current)
                     return nil
@@ -79,12 +72,6 @@ final class ClusterJanitor: @unchecked Sendable {
     var isJanitor: Bool {
         guard let hold = lock.withLock({ hold }) else { return false }
         return hold.mayWrite(now: monotonic())
-    }
-
-    /// The hold, while it may still write.
-    var writableHold: LeaseHold? {
-        guard let hold = lock.withLock({ hold }), hold.mayWrite(now: monotonic()) else { return nil }
-        return hold
     }
 
     /// Whether a sweep is due at `now` (every `interval`); when it is, it counts as started.

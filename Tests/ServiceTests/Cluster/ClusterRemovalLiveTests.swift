@@ -10,7 +10,9 @@ import Testing
 struct ClusterRemovalLiveTests {
     typealias Live = ClusterLeaseLiveTests
 
-    @Test func aDownloadRemovedOnOneReplicaIsNeverResurrectedByAnother() async throws {
+    /// Replicas `a` and `b` on a fresh database and shared directory, and a throttled 3 MiB origin.
+    static func withTwoReplicas(_ body: @escaping @Sendable (BlockingChecks, String, TestOrigin, DownloadEngine, DownloadEngine) throws -> Void)
+        async throws {
         try await blocking { c in
             let database = try PostgresServer.shared.createDatabase()
             let origin = try TestOrigin(bodySize: 3 << 20, settings: Live.throttled)
@@ -20,6 +22,12 @@ struct ClusterRemovalLiveTests {
             let a = try Live.replica("a", database: database, shared: shared)
             let b = try Live.replica("b", database: database, shared: shared)
             defer { Live.shutdown([a, b]) }
+            try body(c, database, origin, a, b)
+        }
+    }
+
+    @Test func aDownloadRemovedOnOneReplicaIsNeverResurrectedByAnother() async throws {
+        try await Self.withTwoReplicas { c, database, origin, a, b in
             let first = try a.request(DownloadRequest(url: origin.url))
             let id = first.snapshot.id
             try c.expect(try Live.wait(10) { (try Live.leaseRow(database)?.durable ?? 0) >= 128 << 10 }, "a checkpoint reached the lease row")
@@ -43,6 +51,8 @@ struct ClusterRemovalLiveTests {
             c.expect(b.snapshot(id: id) == nil && b.operatorPause(id: id) == .unknown && b.remove(id: id) == nil)
             c.expect(b.cancel(token: first.token) == nil)
             let gets = origin.getCount()
+            // a releases the URL's lease just after its row and tombstone are written.
+            c.expect(Live.wait(5) { b.placement(of: DownloadRequest(url: origin.url)) == .here })
             let again = try b.request(DownloadRequest(url: origin.url))
             c.expect(again.snapshot.id != id, "a new id")
             try c.expect(try Live.wait(20) { try Live.state(of: again.snapshot.id, database) == "completed" }, "the new download completes")
@@ -54,21 +64,14 @@ struct ClusterRemovalLiveTests {
     }
 
     @Test func aHoldPlacedOnOneReplicaIsKeptOnAnother() async throws {
-        try await blocking { c in
-            let database = try PostgresServer.shared.createDatabase()
-            let origin = try TestOrigin(bodySize: 3 << 20, settings: Live.throttled)
-            defer { origin.stop() }
-            let shared = Live.sharedDirectory()
-            defer { try? FileManager.default.removeItem(at: shared) }
-            let a = try Live.replica("a", database: database, shared: shared)
-            let b = try Live.replica("b", database: database, shared: shared)
-            defer { Live.shutdown([a, b]) }
+        try await Self.withTwoReplicas { c, database, origin, a, b in
             let id = try a.request(DownloadRequest(url: origin.url)).snapshot.id
             try c.expect(try Live.wait(10) { (try Live.leaseRow(database)?.durable ?? 0) >= 128 << 10 }, "a checkpoint reached the lease row")
             guard case .done(let paused) = try a.operatorPausing(id: id) else { return c.expect(false, "a pauses") }
             c.expect(paused.state == .paused && paused.pausedBy == .operator)
             c.expect(Live.wait(5) { a.statistics.cluster?.leasesHeld == 0 }, "a lets the held download go")
             let gets = origin.getCount()
+            c.expect(Live.wait(5) { b.placement(ofID: id) == .here }, "a released the lease")
 
             // A new caller on b joins the held download: answered paused (by the operator), nothing fetched.
             let joined = try b.request(DownloadRequest(url: origin.url))
