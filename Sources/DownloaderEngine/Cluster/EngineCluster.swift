@@ -11,6 +11,8 @@ final class EngineCluster: @unchecked Sendable {
     let store: PostgresStateStore
     let leases: LeaseStore
     let keeper: LeaseKeeper
+    /// The cluster-wide purges, on the replica holding the janitor lease.
+    let janitor: ClusterJanitor
     /// One acquisition, adoption, takeover or release at a time on this replica: database round
     /// trips and the seeding of a partial happen under it, never under the engine's lock.
     let adoption = NSLock()
@@ -42,6 +44,7 @@ final class EngineCluster: @unchecked Sendable {
         store = database.store
         leases = LeaseStore(pool: database.pool)
         keeper = LeaseKeeper(policy: LeasePolicy(ttl: replica.leaseTTL), store: leases, monotonic: monotonic)
+        janitor = ClusterJanitor(leases: leases, replica: replica, monotonic: monotonic)
     }
 
     var statistics: ClusterStatistics {

@@ -84,14 +84,7 @@ final class LeaseKeeper: @unchecked Sendable {
         case .stop(let reason): stopped(hold, reason)
         case .renew:
             guard !paused.load(ordering: .acquiring) else { return }
-            let started = monotonic()
-            let outcome: LeasePolicy.RenewalOutcome
-            do throws(StateStoreError) {
-                outcome = try store.renew(key: hold.key, epoch: hold.epoch, ttl: policy.ttl) ? .renewed : .refused
-            } catch {
-                outcome = .failed
-            }
-            let (next, decision) = policy.renewed(hold.lease, startedAt: started, outcome: outcome, now: monotonic())
+            let (next, decision) = store.renewal(of: hold, policy: policy, monotonic: monotonic)
             if case .stop(let reason) = decision { return stopped(hold, reason) }
             hold.update(next)
         }

@@ -96,6 +96,22 @@ enum PostgresSchema {
         UPDATE downloads SET lease_key = hb_lease_key WHERE lease_key IS NULL AND hb_lease_key IS NOT NULL;
         ALTER TABLE downloads DROP COLUMN hb_lease_key;
         """,
+        // 6: the tombstones of removed downloads (SQLite migration 7's table), written in the
+        // transaction that deletes the row, by the holder of the download's lease (fenced): no
+        // write brings a tombstoned id back and a relayed stream says who removed it. `seq` keeps
+        // the order they were written (the newest `Tombstone.limit` are kept); `paths` one per line. (The operator's holds need no table
+        // here: the `held` column of migration 3.)
+        """
+        CREATE TABLE tombstones (
+            id text PRIMARY KEY,
+            seq bigserial NOT NULL,
+            url text NOT NULL,
+            removed_at double precision NOT NULL,
+            removed_by text NOT NULL,
+            paths text NOT NULL
+        );
+        CREATE INDEX tombstones_seq ON tombstones (seq);
+        """,
     ]
 
     static var version: Int { migrations.count }

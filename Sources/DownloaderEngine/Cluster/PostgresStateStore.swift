@@ -3,7 +3,8 @@ import Synchronization
 
 /// The state in PostgreSQL (cluster mode): the same `StateStore` contract as `SQLiteStateStore`,
 /// every replica reading and writing the one database. A commit is one transaction (durable when
-/// it returns: the server's `synchronous_commit`), tokens are stored as their SHA-256 only. Opening
+/// it returns: the server's `synchronous_commit`), tokens are stored as their SHA-256 only, the
+/// tombstones of removed downloads beside them (`PostgresStateStore+Tombstones`). Opening
 /// migrates the schema (`PostgresSchema`, safe when replicas start at once). Connections come from
 /// the replica's `PostgresPool`; a lost database throws, and the engine's `StateWriter` retries.
 final class PostgresStateStore: StateStore, @unchecked Sendable {
@@ -55,10 +56,12 @@ final class PostgresStateStore: StateStore, @unchecked Sendable {
         guard !batch.isEmpty else { return }
         try pool.withConnection { db throws(StateStoreError) in
             try db.transaction { () throws(StateStoreError) in
-                if !batch.deletions.isEmpty {
-                    try db.execute("DELETE FROM downloads WHERE id = ANY($1::text[])", [PostgresArray.literal(batch.deletions)])
+                let deletions = try Self.writeTombstones(batch, db) { fencedRows.add(1, ordering: .relaxed) }
+                if !deletions.isEmpty {
+                    try db.execute("DELETE FROM downloads WHERE id = ANY($1::text[])", [PostgresArray.literal(deletions)])
                 }
-                for download in batch.upserts {
+                let buried = try Self.tombstoned(batch.upserts.map(\.id), db)
+                for download in batch.upserts where !buried.contains(download.id) {
                     guard try Self.fenceHolds(download.fence, db) else {
                         fencedRows.add(1, ordering: .relaxed)
                         continue

@@ -1,8 +1,7 @@
 /// What a relay (`SubscriptionRelay`) publishes when a download's row changed between two polls,
 /// in the event kinds and snapshots the holder's engine publishes. Pure.
 ///
-/// - the row is gone: `removed` (the database keeps no tombstone saying who removed it: shown as
-///   the operator's) with the last snapshot;
+/// - the row is gone: `removed`, by whom its tombstone says (`removedBy`), with the last snapshot;
 /// - a new state: `completed`, `failed`, `paused` (its snapshot says by whom), `resumed` when it
 ///   runs again (from what it had kept, or `restarted` from 0 when the body's version changed), a
 ///   `progress` for `queued`;
@@ -25,8 +24,13 @@ enum RelayDiff {
         }
     }
 
-    static func events(from before: View, to after: View?) -> [DownloadEvent] {
-        guard let after else { return [.removed(by: .operator, before.snapshot)] }
+    /// Who removed a download whose row went without a tombstone: the service's own bounds (a
+    /// purged cache file, an expired paused download, a bounded failure). The operator's removal
+    /// always leaves one.
+    static let forgotten = RemovalCause.retention
+
+    static func events(from before: View, to after: View?, removedBy: RemovalCause = forgotten) -> [DownloadEvent] {
+        guard let after else { return [.removed(by: removedBy, before.snapshot)] }
         let (old, new) = (before.snapshot, after.snapshot)
         let restarted = after.generation != before.generation
         if new.state != old.state {

@@ -3,15 +3,23 @@ import Foundation
 /// Where a relay reads the rows it follows (`ClusterReader`; tests give their own).
 protocol RelaySource: Sendable {
     func rows(ids: [String]) throws(StateStoreError) -> [String: ClusterRow]
+    /// Who removed each of `ids` that has a tombstone (read after their rows were found gone).
+    func removers(of ids: [String]) throws(StateStoreError) -> [String: RemovalCause]
 }
 
-extension ClusterReader: RelaySource {}
+extension ClusterReader: RelaySource {
+    func removers(of ids: [String]) throws(StateStoreError) -> [String: RemovalCause] {
+        try pool.withConnection { db throws(StateStoreError) in try PostgresStateStore.removers(of: ids, db) }
+    }
+}
 
 /// Cluster mode: subscriptions to downloads this replica does not hold, fed from the database. One
 /// timer per engine (on the engine's scheduler) polls the rows of every followed download every
 /// `interval` seconds in one statement (`ClusterReader.rows`), on a queue of its own (never the
 /// scheduler's), and publishes what changed (`RelayDiff`) to the download's relayed queues; a
-/// terminal event ends them as usual, a row that disappeared ends them with `removed`. The holder's
+/// terminal event ends them as usual, a row that disappeared ends them with `removed`, by whom its
+/// tombstone says (written in the deletion's transaction, so read after the row was found gone it
+/// is there). The holder's
 /// heartbeat keeps the row at most a second behind, so a subscriber anywhere gets progress at least
 /// once a second. A lost database publishes nothing until it answers again (the streams stay open).
 ///
@@ -100,6 +108,8 @@ final class SubscriptionRelay: @unchecked Sendable {
     func poll() {
         let ids = lock.withLock { Array(followed.keys) }
         let rows = ids.isEmpty ? nil : try? source.rows(ids: ids)
+        let gone = rows.map { rows in ids.filter { rows[$0] == nil } } ?? []
+        let removers = gone.isEmpty ? [:] : (try? source.removers(of: gone)) ?? [:]
         var deliveries: [(id: String, queues: [SubscriberQueue], events: [DownloadEvent])] = []
         lock.lock()
         for id in ids {
@@ -111,7 +121,7 @@ final class SubscriptionRelay: @unchecked Sendable {
             }
             guard let rows else { continue }  // The database did not answer: nothing is known.
             let after = rows[id].map { RelayDiff.View($0, ignoring: ignoring) }
-            let events = RelayDiff.events(from: before, to: after)
+            let events = RelayDiff.events(from: before, to: after, removedBy: removers[id] ?? RelayDiff.forgotten)
             if let after, events.last?.isTerminal != true { followed[id] = after } else { followed[id] = nil }
             if !events.isEmpty { deliveries.append((id, queues, events)) }
         }

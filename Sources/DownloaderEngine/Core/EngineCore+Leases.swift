@@ -31,6 +31,7 @@ extension EngineCore {
             _ = try? beats.write(self.heartbeats(of: held))
         }
         cluster.keeper.start()
+        startJanitor()
     }
 
     /// The partial the download writes: `<id>.<epoch>.part` under a lease, else `<id>.part`.
@@ -370,7 +371,7 @@ extension EngineCore {
     func takeOverLapsed() {
         guard let cluster, !locked({ shuttingDown }) else { return }
         guard let lapsed = try? cluster.leases.lapsed(limit: 16) else { return }
-        for lease in lapsed {
+        for lease in lapsed where lease.key != ClusterJanitor.leaseKey {
             cluster.adoption.lock()
             defer { cluster.adoption.unlock() }
             guard !locked({ cluster.held[lease.key] != nil || cluster.pending[lease.key] != nil || shuttingDown }) else { continue }
@@ -389,6 +390,7 @@ extension EngineCore {
     /// other replicas take them over at their next search.
     func clusterShutdown() {
         guard let cluster else { return }
+        janitorShutdown()
         cluster.keeper.stop()
         for hold in cluster.keeper.all {
             cluster.keeper.remove(hold)
@@ -396,12 +398,13 @@ extension EngineCore {
         }
     }
 
-    /// Test seam: the replica loses every lease at once without releasing or handing any over (as
-    /// if it froze or died): renewals stop, transfers are cancelled, nothing more is written. Its
+    /// Test seam: the replica loses every lease at once (the janitor's too) without releasing or
+    /// handing any over (as if it froze or died): renewals stop, transfers are cancelled, nothing more is written. Its
     /// leases lapse after the TTL and other replicas take them over.
     func clusterAbandonForTests() {
         guard let cluster else { return }
         cluster.keeper.stop()
+        cluster.janitor.abandonForTests()
         let holds: [LeaseHold] = locked { Array(cluster.held.values.compactMap(\.lease)) + Array(cluster.pending.values) }
         for hold in holds where hold.stop() { leaseStopped(hold) }
     }

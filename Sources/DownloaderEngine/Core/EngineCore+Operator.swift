@@ -70,7 +70,8 @@ extension EngineCore {
         }
         var seen = Set<String>()
         let files = paths.filter { seen.insert($0).inserted }
-        tombstones.add(Tombstone(id: record.id, url: record.url, removedAt: clock.now(), by: cause, paths: files))
+        tombstones.add(Tombstone(id: record.id, url: record.url, removedAt: clock.now(), by: cause, paths: files,
+                                 fence: removalFence(of: record)))
         tell(.removed(by: cause), of: record)
         forget(record)
         let before = hooks.beforeRemove

@@ -12,6 +12,9 @@ struct Tombstone: Sendable, Equatable {
     /// Every file the download may have left: its partial, its stored file, a publishing or
     /// placement target.
     var paths: [String]
+    /// Cluster mode: the lease of the download's holder, which must still hold for the removal
+    /// (the row's deletion and this tombstone) to be written (nil: none). Not stored.
+    var fence: LeaseFence? = nil
 
     static let limit = 10_000
 }

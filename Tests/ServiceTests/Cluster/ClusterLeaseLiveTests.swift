@@ -55,10 +55,12 @@ struct ClusterLeaseLiveTests {
         try PostgresConnection(url: database, timeout: 5).execute("SELECT state FROM downloads WHERE id = $1", [id]).scalar
     }
 
-    /// The lease row of the only lease in `database`: its epoch, partial and durable offset.
+    /// The lease row of the only download's lease in `database` (not the janitor's): its epoch,
+    /// partial and durable offset.
     static func leaseRow(_ database: String) throws -> (epoch: Int64, partFile: String?, durable: Int64)? {
         let row = try PostgresConnection(url: database, timeout: 5)
-            .execute("SELECT epoch, part_file, durable_offset FROM leases ORDER BY epoch DESC LIMIT 1").rows.first
+            .execute("SELECT epoch, part_file, durable_offset FROM leases WHERE key <> $1 ORDER BY epoch DESC LIMIT 1",
+                     [ClusterJanitor.leaseKey]).rows.first
         guard let row, let epoch = row[0].flatMap({ Int64($0) }) else { return nil }
         return (epoch, row[1], row[2].flatMap { Int64($0) } ?? 0)
     }

@@ -205,23 +205,29 @@ struct ClusterReadsTests {
         let engine = try await onThread { try Self.replica(url) }
         defer { Task { await engine.shutdown() } }
         let store = try await onThread { try PostgresStateStore(pool: PostgresPool(url: url, capacity: 2)) }
-        let paused = Self.row("r1", .paused, created: 5, offset: 40)
         var failing = Self.row("f1", .failed, created: 6)
         failing.error = DownloadFailure(code: .httpError, message: "HTTP 404", httpStatus: 404)
         let failed = failing
-        try await onThread { try store.commit(StateBatch(upserts: [paused, failed])) }
+        try await onThread { try store.commit(StateBatch(upserts: [failed])) }
 
         let ended = try #require(try await onThread { engine.subscribe(id: "f1") })
         #expect(try await Self.next(ended, within: 5) { _ in true } == .failed(ClusterRow(stored: failed).snapshot(ignoring: [])))
         #expect(try await Self.next(ended, within: 5) { _ in true } == nil)
 
-        let subscription = try #require(try await onThread { engine.subscribe(id: "r1") })
-        #expect(try await Self.next(subscription, within: 5) { _ in true }?.snapshot.state == .paused)
-        try await onThread { try store.commit(StateBatch(deletions: ["r1"])) }
-        let last = try await Self.next(subscription, within: 5) { _ in true }
-        #expect(last == .removed(by: .operator, ClusterRow(stored: paused).snapshot(ignoring: [])))
-        #expect(try await Self.next(subscription, within: 5) { _ in true } == nil)
-        #expect(try await onThread { engine.subscribe(id: "r1") } == nil)
+        // The relayed `removed` says who removed the download, as its tombstone does (none: the service's own bounds).
+        let removals: [(String, RemovalCause?)] = [("r1", .operator), ("r2", .retention), ("r3", nil)]
+        for (id, by) in removals {
+            let row = Self.row(id, .paused, created: 5, offset: 40)
+            try await onThread { try store.commit(StateBatch(upserts: [row])) }
+            let subscription = try #require(try await onThread { engine.subscribe(id: id) })
+            #expect(try await Self.next(subscription, within: 5) { _ in true }?.snapshot.state == .paused)
+            let tombstones = by.map { [Tombstone(id: id, url: row.url, removedAt: Date(), by: $0, paths: [])] } ?? []
+            try await onThread { try store.commit(StateBatch(deletions: [id], tombstones: tombstones)) }
+            let last = try await Self.next(subscription, within: 5) { _ in true }
+            #expect(last == .removed(by: by ?? .retention, ClusterRow(stored: row).snapshot(ignoring: [])))
+            #expect(try await Self.next(subscription, within: 5) { _ in true } == nil)
+            #expect(try await onThread { engine.subscribe(id: id) } == nil)
+        }
         try await withTimeout(5) {
             while engine.clusterReads?.relay.count != 0 { try await Task.sleep(nanoseconds: 20_000_000) }
         }

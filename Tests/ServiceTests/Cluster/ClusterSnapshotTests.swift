@@ -127,8 +127,12 @@ import Testing
         #expect(events.allSatisfy { $0.snapshot == after.snapshot })
     }
 
-    @Test func aVanishedRowIsRemovedWithItsLastSnapshot() {
+    @Test func aVanishedRowIsRemovedWithItsLastSnapshotByWhomItsTombstoneSays() {
         let before = Self.view(.paused, bytes: 7)
-        #expect(RelayDiff.events(from: before, to: nil) == [.removed(by: .operator, before.snapshot)])
+        for by in RemovalCause.allCases {
+            #expect(RelayDiff.events(from: before, to: nil, removedBy: by) == [.removed(by: by, before.snapshot)])
+        }
+        #expect(RelayDiff.events(from: before, to: nil) == [.removed(by: .retention, before.snapshot)],
+                "no tombstone: forgotten by the service's own bounds")
     }
 }

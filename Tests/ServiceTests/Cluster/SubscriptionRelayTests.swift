@@ -17,6 +17,8 @@ import Testing
             }
         }
 
+        func removers(of ids: [String]) throws(StateStoreError) -> [String: RemovalCause] { [:] }
+
         var queries: [[String]] { state.withLock { $0.queries } }
 
         func set(_ id: String, bytes: Int64) {

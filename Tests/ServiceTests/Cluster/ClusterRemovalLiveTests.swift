@@ -1,0 +1,94 @@
+import Foundation
+import Glibc
+import Testing
+@testable import DownloaderEngine
+
+/// The operator's removals and holds across replicas (engines in one process on one real
+/// PostgreSQL, as `ClusterLeaseLiveTests`): a download removed on one replica never comes back on
+/// another (a later request starts afresh under a new id), a hold placed on one is kept on another.
+@Suite(.enabled(if: PostgresServer.isInstalled, "needs PostgreSQL (scripts/setup installs it)"), .timeLimit(.minutes(3)))
+struct ClusterRemovalLiveTests {
+    typealias Live = ClusterLeaseLiveTests
+
+    /// Replicas `a` and `b` on a fresh database and shared directory, and a throttled 3 MiB origin.
+    static func withTwoReplicas(_ body: @escaping @Sendable (BlockingChecks, String, TestOrigin, DownloadEngine, DownloadEngine) throws -> Void)
+        async throws {
+        try await blocking { c in
+            let database = try PostgresServer.shared.createDatabase()
+            let origin = try TestOrigin(bodySize: 3 << 20, settings: Live.throttled)
+            defer { origin.stop() }
+            let shared = Live.sharedDirectory()
+            defer { try? FileManager.default.removeItem(at: shared) }
+            let a = try Live.replica("a", database: database, shared: shared)
+            let b = try Live.replica("b", database: database, shared: shared)
+            defer { Live.shutdown([a, b]) }
+            try body(c, database, origin, a, b)
+        }
+    }
+
+    @Test func aDownloadRemovedOnOneReplicaIsNeverResurrectedByAnother() async throws {
+        try await Self.withTwoReplicas { c, database, origin, a, b in
+            let first = try a.request(DownloadRequest(url: origin.url))
+            let id = first.snapshot.id
+            try c.expect(try Live.wait(10) { (try Live.leaseRow(database)?.durable ?? 0) >= 128 << 10 }, "a checkpoint reached the lease row")
+            do throws(EngineError) {
+                _ = try b.removing(id: id)
+                c.expect(false, "b removed a download a holds")
+            } catch {
+                c.expect(error.code == .heldElsewhere, "\(error)")
+            }
+            let partial = a.core.partialPath(of: try c.require(a.core.locked { a.core.byID[id] }))
+            let removed = try a.removing(id: id)
+            c.expect(removed?.id == id)
+            c.expect(Live.wait(5) { a.statistics.cluster?.leasesHeld == 0 }, "a lets the removed download go")
+            let store = try PostgresStateStore(pool: PostgresPool(url: database, capacity: 1))
+            try c.expect(store.load(id: id) == nil && store.downloadID(ofToken: TokenHash(token: first.token)) == nil)
+            let tombstone = try c.require(store.loadTombstones().first)
+            c.expect(tombstone.id == id && tombstone.by == .operator && tombstone.paths.contains(partial))
+            c.expect(Live.wait(5) { FileStore.fileSize(partial) == nil }, "its partial is deleted")
+
+            // Every other replica reads it as gone, and a request starts afresh under a new id.
+            c.expect(b.snapshot(id: id) == nil && b.operatorPause(id: id) == .unknown && b.remove(id: id) == nil)
+            c.expect(b.cancel(token: first.token) == nil)
+            let gets = origin.getCount()
+            // a releases the URL's lease just after its row and tombstone are written.
+            c.expect(Live.wait(5) { b.placement(of: DownloadRequest(url: origin.url)) == .here })
+            let again = try b.request(DownloadRequest(url: origin.url))
+            c.expect(again.snapshot.id != id, "a new id")
+            try c.expect(try Live.wait(20) { try Live.state(of: again.snapshot.id, database) == "completed" }, "the new download completes")
+            c.expect(origin.requests(path: "/file").filter { $0.method == "GET" }.last?.header("Range") == nil, "from 0, nothing resumed")
+            c.expect(origin.getCount() == gets + 1)
+            try c.expect(store.load(id: id) == nil, "the removed id never came back")
+            c.expect(b.snapshot(id: id) == nil && a.snapshot(id: id) == nil)
+        }
+    }
+
+    @Test func aHoldPlacedOnOneReplicaIsKeptOnAnother() async throws {
+        try await Self.withTwoReplicas { c, database, origin, a, b in
+            let id = try a.request(DownloadRequest(url: origin.url)).snapshot.id
+            try c.expect(try Live.wait(10) { (try Live.leaseRow(database)?.durable ?? 0) >= 128 << 10 }, "a checkpoint reached the lease row")
+            guard case .done(let paused) = try a.operatorPausing(id: id) else { return c.expect(false, "a pauses") }
+            c.expect(paused.state == .paused && paused.pausedBy == .operator)
+            c.expect(Live.wait(5) { a.statistics.cluster?.leasesHeld == 0 }, "a lets the held download go")
+            let gets = origin.getCount()
+            c.expect(Live.wait(5) { b.placement(ofID: id) == .here }, "a released the lease")
+
+            // A new caller on b joins the held download: answered paused (by the operator), nothing fetched.
+            let joined = try b.request(DownloadRequest(url: origin.url))
+            c.expect(joined.snapshot.id == id && joined.snapshot.state == .paused && joined.snapshot.pausedBy == .operator,
+                     "\(joined.snapshot.state) \(String(describing: joined.snapshot.pausedBy))")
+            usleep(1_000_000)
+            c.expect(origin.getCount() == gets, "no transfer started")
+            c.expect(b.snapshot(id: id)?.state == .paused && a.snapshot(id: id)?.pausedBy == .operator)
+            let held = try PostgresConnection(url: database, timeout: 5).execute("SELECT held FROM downloads WHERE id = $1", [id]).scalar
+            c.expect(held == "t")
+
+            // Paused, b let it go again; lifted on a, it runs for b's caller and completes.
+            c.expect(Live.wait(5) { b.statistics.cluster?.leasesHeld == 0 })
+            guard case .done = try a.operatorResuming(id: id) else { return c.expect(false, "a resumes") }
+            try c.expect(try Live.wait(20) { try Live.state(of: id, database) == "completed" }, "completes")
+            c.expect(origin.requests(path: "/file").filter { $0.method == "GET" }.last?.header("Range")?.hasPrefix("bytes=") == true,
+                     "resumed from what a kept")
+        }
+    }
+}
