@@ -90,6 +90,18 @@ enum PostgresSchema {
         CREATE INDEX downloads_newest ON downloads (created_at DESC, id COLLATE "C" DESC);
         CREATE INDEX tokens_hash ON tokens (hash);
         """,
+        // 5: `--max-downloads-per-client` across replicas (`ClientTokenStore`): the client address
+        // each caller token (or a place reserved for one) was given to, and the secret replicas
+        // sign a forwarded request's client address with (created by the first replica to start).
+        """
+        CREATE TABLE client_tokens (
+            hash bytea PRIMARY KEY,
+            client text NOT NULL,
+            at timestamptz NOT NULL DEFAULT now()
+        );
+        CREATE INDEX client_tokens_client ON client_tokens (client);
+        CREATE TABLE cluster_secrets (name text PRIMARY KEY, secret bytea NOT NULL);
+        """,
     ]
 
     static var version: Int { migrations.count }
