@@ -75,7 +75,7 @@ struct ClientLimitLiveTests {
             api.forwarding.signing = ClientSigning(secret: secret)
             return api
         }
-        func post(_ replica: Int, _ n: Int, from remote: String, vouching: String? = nil) async -> RawAnswer {
+        @Sendable func post(_ replica: Int, _ n: Int, from remote: String, vouching: String? = nil) async -> RawAnswer {
             let body = #"{"url":"\#(origin.url)?n=\#(n)"}"#
             return RawAnswer(await apis[replica].respond(to: Self.request("POST", "/downloads", from: remote, body: body, vouching: vouching)))
         }
