@@ -68,11 +68,10 @@ final class RunningService: Sendable {
         api.eventSubscriberQuota = SubscriberQuota(limit: configuration.maxEventSubscribers)
         api.cluster = cluster
         let advertised = cluster == nil ? nil : engineConfiguration.clusterReplica.advertiseURL
+        api.forwarding.signing = ClusterStart.signing(cluster, logger: logger)
         api.forwarding.forwarder = PeerForwarder(replicaURL: advertised, settings: PeerForwarder.Settings(
-            stallTimeout: engineConfiguration.stallTimeout + 10))
-        api.callerQuota = configuration.maxDownloadsPerClient.map { limit in
-            CallerQuota(limit: limit) { [engine] tokens in engine.liveTokens(among: tokens) }
-        }
+            stallTimeout: engineConfiguration.stallTimeout + 10), signing: api.forwarding.signing)
+        api.callerQuota = ClusterStart.callerLimit(configuration.maxDownloadsPerClient, cluster, engine: engine)
         serving.api = api
         _ = try server.start()
         let shownHost = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host

@@ -13,6 +13,7 @@ public struct EngineError: Error, Sendable, Equatable, CustomStringConvertible {
         case urlCredentials = "url_credentials"
         case invalidHeaders = "invalid_headers"
         case heldElsewhere = "held_elsewhere"
+        case databaseUnavailable = "database_unavailable"
     }
 
     /// Stable machine-readable code.
@@ -61,6 +62,13 @@ public struct EngineError: Error, Sendable, Equatable, CustomStringConvertible {
     /// to. Answered `503` (with `Retry-After`) only when the request cannot be forwarded.
     public static func heldElsewhere(ownerURL: String) -> EngineError {
         EngineError(.heldElsewhere, "another replica (\(ownerURL)) holds this download; try again shortly", ownerURL: ownerURL)
+    }
+
+    /// Cluster mode: the database could not be reached for what the request needs (a lease, a
+    /// download's row); answered `503` with `Retry-After`, as the service answers while it is lost.
+    public static func databaseUnavailable(_ message: String = "the cluster database could not be reached; try again shortly")
+        -> EngineError {
+        EngineError(.databaseUnavailable, message)
     }
 
     /// Equal when the codes are (the message is detail).

@@ -19,6 +19,26 @@ enum ClusterStart {
         return database
     }
 
+    /// The replicas' shared secret for vouching for forwarded clients' addresses (created by the first
+    /// replica to start); nil in single-process mode, or when the database failed just now (then
+    /// forwarded requests count under the forwarding replica's address, as a warning says).
+    static func signing(_ database: ClusterDatabase?, logger: Logger) -> ClientSigning? {
+        guard let database else { return nil }
+        guard let secret = database.sharedSecret(named: ClientSigning.secretName, generate: ClientSigning.freshSecret) else {
+            logger.warning("cluster secret unreadable: forwarded requests count under the forwarding replica's address", [:])
+            return nil
+        }
+        return ClientSigning(secret: secret)
+    }
+
+    /// `--max-downloads-per-client`: across replicas in cluster mode (counted in the database), else
+    /// in this process's memory.
+    static func callerLimit(_ limit: Int?, _ database: ClusterDatabase?, engine: DownloadEngine) -> (any CallerLimit)? {
+        guard let limit else { return nil }
+        if let database { return ClusterCallerQuota(limit: limit, store: database.clientTokens()) }
+        return CallerQuota(limit: limit) { [engine] tokens in engine.liveTokens(among: tokens) }
+    }
+
     /// This replica in the cluster: a fresh owner id, `--advertise-url`
     /// (default `http://HOST:PORT`, with the port actually bound) and `--lease-ttl`.
     static func replica(_ configuration: ServiceConfiguration, port: Int) -> ClusterReplica {

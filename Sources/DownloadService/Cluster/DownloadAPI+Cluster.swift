@@ -47,7 +47,7 @@ extension DownloadAPI {
     static let readyBody = Array(#"{"status":"ready"}"#.utf8)
 
     static func databaseUnavailable(_ cluster: ClusterDatabase) -> APIError {
-        APIError(status: 503, .databaseUnavailable, "the cluster database \(cluster.address) is unreachable; try again shortly",
+        APIError(status: 503, APIError.Code.databaseUnavailable, "the cluster database \(cluster.address) is unreachable; try again shortly",
                  headers: ["Retry-After": databaseRetryAfter])
     }
 }

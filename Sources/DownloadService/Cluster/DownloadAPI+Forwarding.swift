@@ -6,6 +6,8 @@ struct Forwarding: Sendable {
     var forwarder = PeerForwarder()
     /// Where a subject's download lives; nil: the engine's `placement(…)`. Tests put their own.
     var placement: (@Sendable (ForwardSubject) -> Placement)? = nil
+    /// The client address a forwarded request counts under (nil: the connection's).
+    var signing: ClientSigning? = nil
 }
 
 // A request for a download another replica holds goes to that replica (auth was checked here
@@ -30,6 +32,12 @@ extension DownloadAPI {
     func answer(_ error: EngineError, _ request: Request, streamed: Bool = false) async -> Response {
         guard error.code == .heldElsewhere, let owner = error.ownerURL else { return APIError(engineError: error).response }
         return await forward(request, to: owner, streamed: streamed)
+    }
+
+    /// The address `request` counts under (`--max-downloads-per-client`): the one the forwarding
+    /// replica vouched for, else the connection's.
+    func clientAddress(_ request: Request) -> String {
+        forwarding.signing?.client(of: request) ?? request.remoteIP
     }
 
     func placement(of subject: ForwardSubject) -> Placement {

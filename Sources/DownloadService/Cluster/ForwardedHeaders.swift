@@ -34,11 +34,13 @@ enum ForwardedHeaders {
         headers.contains(marker)
     }
 
-    /// The fields to send to the holder, in the request's order, then the marker.
-    static func request(_ headers: HTTPHeaders, forwardedBy replica: String?) -> [(name: String, value: String)] {
+    /// The fields to send to the holder, in the request's order, then the marker (and the signed
+    /// client address, `ClientSigning`, when there is one).
+    static func request(_ headers: HTTPHeaders, forwardedBy replica: String?, client: String? = nil) -> [(name: String, value: String)] {
         let allowed = Set(passed.map { $0.lowercased() })
         var fields = headers.fields.filter { allowed.contains($0.name.lowercased()) && isSafe($0.value) }
         fields.append((name: marker, value: replica.flatMap { isSafe($0) && !$0.isEmpty ? $0 : nil } ?? "1"))
+        if let client, isSafe(client) { fields.append((name: ClientSigning.field, value: client)) }
         return fields
     }
 

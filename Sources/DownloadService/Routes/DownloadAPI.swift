@@ -14,7 +14,7 @@ struct DownloadAPI: Sendable {
     /// Progress streams per download (`--max-subscribers-per-download`); beyond it 503 `too_many_subscribers`.
     var subscriberQuota = SubscriberQuota(limit: 16_384)
     /// Live caller tokens per client address (`--max-downloads-per-client`); nil = no limit.
-    var callerQuota: CallerQuota? = nil
+    var callerQuota: (any CallerLimit)? = nil
     /// `GET /events` streams at once (`--max-event-subscribers`); beyond it 503 `too_many_subscribers`.
     var eventSubscriberQuota = SubscriberQuota(limit: 1_024)
     /// Each event's SSE data, encoded once for all the download's streams.
@@ -94,7 +94,7 @@ struct DownloadAPI: Sendable {
         case .success(let c): callback = c
         case .failure(let error): return error.response
         }
-        let client = request.remoteIP
+        let client = clientAddress(request)
         parsed.client = client
         if let quota = callerQuota, !quota.reserve(client) {
             return APIError.tooManyDownloads(limit: quota.limit).response
@@ -170,6 +170,8 @@ extension APIError {
             self.init(status: 503, error.code, error.message, headers: ["Retry-After": "5"])
         case .heldElsewhere:
             self.init(status: 503, error.code, error.message, headers: ["Retry-After": "1"])
+        case .databaseUnavailable:
+            self.init(status: 503, error.code, error.message, headers: ["Retry-After": DownloadAPI.databaseRetryAfter])
         }
     }
 }

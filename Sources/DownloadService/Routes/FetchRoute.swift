@@ -21,7 +21,7 @@ extension DownloadAPI {
         if request.method == "HEAD" { return await fetchHead(query) }
         let reader: DownloadReader
         var asked = query.request
-        asked.client = request.remoteIP
+        asked.client = clientAddress(request)
         do {
             reader = try engine.attachReader(asked)
         } catch {

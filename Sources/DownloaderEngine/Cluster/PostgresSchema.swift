@@ -99,8 +99,8 @@ enum PostgresSchema {
         // 6: the tombstones of removed downloads (SQLite migration 7's table), written in the
         // transaction that deletes the row, by the holder of the download's lease (fenced): no
         // write brings a tombstoned id back and a relayed stream says who removed it. `seq` keeps
-        // the order they were written (the newest `Tombstone.limit` are kept); `paths` one per line. (The operator's holds need no table
-        // here: the `held` column of migration 3.)
+        // the order they were written (the newest `Tombstone.limit` are kept); `paths` one per line.
+        // (The operator's holds need no table here: the `held` column of migration 3.)
         """
         CREATE TABLE tombstones (
             id text PRIMARY KEY,
@@ -111,6 +111,18 @@ enum PostgresSchema {
             paths text NOT NULL
         );
         CREATE INDEX tombstones_seq ON tombstones (seq);
+        """,
+        // 7: `--max-downloads-per-client` across replicas (`ClientTokenStore`): the client address
+        // each caller token (or a place reserved for one) was given to, and the secret replicas
+        // sign a forwarded request's client address with (created by the first replica to start).
+        """
+        CREATE TABLE client_tokens (
+            hash bytea PRIMARY KEY,
+            client text NOT NULL,
+            at timestamptz NOT NULL DEFAULT now()
+        );
+        CREATE INDEX client_tokens_client ON client_tokens (client);
+        CREATE TABLE cluster_secrets (name text PRIMARY KEY, secret bytea NOT NULL);
         """,
     ]
 

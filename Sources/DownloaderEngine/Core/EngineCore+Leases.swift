@@ -79,7 +79,7 @@ extension EngineCore {
     private func takeAndAdopt(_ name: String, _ cluster: EngineCluster) throws(EngineError) -> LeaseHold? {
         switch take(name, cluster) {
         case .unreachable:
-            throw .shuttingDown("the cluster database could not be reached; try again shortly")
+            throw .databaseUnavailable()
         case .heldBy(let url):
             throw .heldElsewhere(ownerURL: url)
         case .granted(let hold, let grant, let row):
@@ -103,7 +103,7 @@ extension EngineCore {
         do throws(StateStoreError) {
             found = try cluster.store.leaseKey(ofID: id)
         } catch {
-            throw .shuttingDown("the cluster database could not be reached; try again shortly")
+            throw .databaseUnavailable()
         }
         guard let name = found, !locked({ cluster.pending[name] != nil || cluster.held[name] != nil }) else { return }
         if let unused = try takeAndAdopt(name, cluster) {
@@ -121,7 +121,7 @@ extension EngineCore {
         do throws(StateStoreError) {
             found = try cluster.store.downloadID(ofToken: hash)
         } catch {
-            throw .shuttingDown("the cluster database could not be reached; try again shortly")
+            throw .databaseUnavailable()
         }
         guard let id = found else { return nil }
         try clusterAdopt(id: id)

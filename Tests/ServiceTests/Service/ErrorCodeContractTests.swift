@@ -77,6 +77,7 @@ import Testing
         case .urlCredentials: .urlCredentials("x")
         case .invalidHeaders: .invalidHeaders("x")
         case .heldElsewhere: .heldElsewhere(ownerURL: "http://replica-b:8080")
+        case .databaseUnavailable: .databaseUnavailable()
         }
     }
 
@@ -84,6 +85,7 @@ import Testing
     static let expected: [EngineError.Code: (status: Int, retryAfter: String?)] = [
         .invalidURL: (400, nil), .invalidChecksum: (400, nil), .urlCredentials: (400, nil), .invalidHeaders: (400, nil), .destinationForbidden: (403, nil),
         .conflict: (409, nil), .tooManyCallers: (429, "60"), .shuttingDown: (503, "5"), .heldElsewhere: (503, "1"),
+        .databaseUnavailable: (503, "5"),
     ]
 
     @Test(arguments: EngineError.Code.allCases)

@@ -1,0 +1,150 @@
+import DownloaderEngine
+import Foundation
+import MiniHTTPServer
+import Testing
+@testable import DownloadService
+
+/// `--max-downloads-per-client` across replicas: counted in the database under the client's own
+/// address, which a forwarding replica vouches for to the holder with an HMAC under the cluster's
+/// shared secret (a value that does not verify is ignored).
+@Suite(.timeLimit(.minutes(3)))
+struct ClientLimitLiveTests {
+    static let secret = Array("0123456789abcdef0123456789abcdef".utf8)
+
+    static func request(_ method: String, _ target: String, from remote: String, body: String = "",
+                        vouching: String? = nil) -> Request {
+        var headers = HTTPHeaders()
+        if !body.isEmpty { headers["Content-Type"] = "application/json" }
+        if let vouching { headers[ClientSigning.field] = vouching }
+        return Request(method: method, target: target, headers: headers, body: Array(body.utf8), remoteAddress: remote + ":40000")
+    }
+
+    @Test func aSignatureVerifiesOnlyUnderItsSecretAndForItsAddress() {
+        let value = ClientSignature.value(client: "192.0.2.7", secret: Self.secret)
+        #expect(ClientSignature.client(from: value, secret: Self.secret) == "192.0.2.7")
+        #expect(ClientSignature.client(from: value, secret: Array("another secret".utf8)) == nil)
+        let other = ClientSignature.value(client: "198.51.100.1", secret: Self.secret)
+        let swapped = "192.0.2.7 " + String(other.split(separator: " ").last ?? "")
+        #expect(ClientSignature.client(from: swapped, secret: Self.secret) == nil, "another address's HMAC")
+        #expect(ClientSignature.client(from: "192.0.2.7", secret: Self.secret) == nil)
+        #expect(ClientSignature.client(from: "192.0.2.7 00", secret: Self.secret) == nil)
+        #expect(ClientSignature.client(from: value, secret: []) == nil)
+        // The IPv6 form works as well.
+        #expect(ClientSignature.client(from: ClientSignature.value(client: "::1", secret: Self.secret), secret: Self.secret) == "::1")
+        let signing = ClientSigning(secret: Self.secret)
+        #expect(signing.client(of: Self.request("GET", "/", from: "10.0.0.9", vouching: value)) == "192.0.2.7")
+        #expect(signing.client(of: Self.request("GET", "/", from: "10.0.0.9", vouching: swapped)) == "10.0.0.9")
+        #expect(signing.client(of: Self.request("GET", "/", from: "10.0.0.9")) == "10.0.0.9")
+    }
+
+    /// The forwarding replica sends the signed address its client connected from, never a value
+    /// the client sent in that field.
+    @Test func theForwarderVouchesForItsClient() async throws {
+        let holder = try TestOrigin(bodySize: 10, path: "/downloads/abc")
+        defer { holder.stop() }
+        let b = try InProcessReplica("b", forwarder: PeerForwarder(signing: ClientSigning(secret: Self.secret)))
+        b.sendEverything(to: holder.baseURL)
+        try await withTimeout(30) {
+            _ = try await b.client.request("GET", "/downloads/abc", headers: [ClientSigning.field: "203.0.113.5 forged"])
+            let sent = try #require(holder.requests(path: "/downloads/abc").first)
+            let values = sent.headers.filter { $0.name.lowercased() == ClientSigning.field.lowercased() }.map(\.value)
+            #expect(values == [ClientSignature.value(client: "127.0.0.1", secret: Self.secret)])
+        }
+        await b.stop()
+    }
+
+    /// Two replicas on one database, each with its own API: one client's downloads on both count
+    /// against one limit; a forwarded request counts under the address its replica vouched for.
+    @Test(.enabled(if: PostgresServer.isInstalled, "needs PostgreSQL (scripts/setup installs it)"))
+    func theLimitCoversEveryReplica() async throws {
+        let database = try await onThread { try PostgresServer.shared.createDatabase() }
+        let origin = try TestOrigin(bodySize: 8 << 20, settings: ClusterLeaseLiveTests.throttled)
+        defer { origin.stop() }
+        let shared = ClusterLeaseLiveTests.sharedDirectory()
+        defer { try? FileManager.default.removeItem(at: shared) }
+        let engines = try await onThread {
+            try ["a", "b"].map { try ClusterLeaseLiveTests.replica($0, database: database, shared: shared) }
+        }
+        defer { ClusterLeaseLiveTests.shutdown(engines) }
+        let secret = try #require(engines[0].configuration.clusterDatabase?.sharedSecret(named: ClientSigning.secretName) { Self.secret })
+        #expect(engines[1].configuration.clusterDatabase?.sharedSecret(named: ClientSigning.secretName) { [1, 2, 3] } == secret,
+                "the first replica's secret is everyone's")
+        let apis = engines.map { engine in
+            var api = DownloadAPI(engine: engine, metrics: ServiceMetrics(), auth: nil)
+            api.callerQuota = ClusterCallerQuota(limit: 2, store: engine.configuration.clusterDatabase!.clientTokens(recent: 1))
+            api.forwarding.signing = ClientSigning(secret: secret)
+            return api
+        }
+        @Sendable func post(_ replica: Int, _ n: Int, from remote: String, vouching: String? = nil) async -> RawAnswer {
+            let body = #"{"url":"\#(origin.url)?n=\#(n)"}"#
+            return RawAnswer(await apis[replica].respond(to: Self.request("POST", "/downloads", from: remote, body: body, vouching: vouching)))
+        }
+        try await withTimeout(60) {
+            let first = await post(0, 1, from: "192.0.2.7")
+            #expect(first.status == 202)
+            #expect(await post(1, 2, from: "192.0.2.7").status == 202, "the second on another replica")
+            let third = await post(0, 3, from: "192.0.2.7")
+            #expect(third.status == 429 && third.code == "too_many_downloads", "the limit is the cluster's: \(third.status)")
+            #expect(await post(1, 3, from: "192.0.2.7").status == 429)
+            #expect(await post(1, 3, from: "198.51.100.1").status == 202, "another client")
+            // Forwarded from 10.0.0.9: counted under the address it vouches for, unless the HMAC is wrong.
+            let vouched = ClientSignature.value(client: "192.0.2.7", secret: secret)
+            #expect(await post(0, 4, from: "10.0.0.9", vouching: vouched).status == 429)
+            let forged = ClientSignature.value(client: "192.0.2.8", secret: Array("not the secret".utf8))
+            #expect(await post(0, 4, from: "10.0.0.9", vouching: forged).status == 202, "counted under 10.0.0.9")
+            // Withdrawing a token on its replica frees a place on every replica.
+            let token = try #require(first.string("token"))
+            let withdrawn = RawAnswer(await apis[0].respond(to: Self.request("DELETE", "/downloads/\(token)", from: "192.0.2.7")))
+            #expect(withdrawn.status == 200)
+            #expect(await post(1, 5, from: "192.0.2.7").status == 202)
+            #expect(await post(1, 6, from: "192.0.2.7").status == 429)
+        }
+    }
+
+    /// A token that ended without its place being freed here (its download removed) stops counting
+    /// once the rows' grace (`recent`) has passed.
+    @Test(.enabled(if: PostgresServer.isInstalled, "needs PostgreSQL (scripts/setup installs it)"))
+    func aDeadTokenStopsCountingAfterTheGrace() async throws {
+        let database = try await onThread { try PostgresServer.shared.createDatabase() }
+        let origin = try TestOrigin(bodySize: 8 << 20, settings: ClusterLeaseLiveTests.throttled)
+        defer { origin.stop() }
+        let shared = ClusterLeaseLiveTests.sharedDirectory()
+        defer { try? FileManager.default.removeItem(at: shared) }
+        let engine = try await onThread { try ClusterLeaseLiveTests.replica("a", database: database, shared: shared) }
+        defer { ClusterLeaseLiveTests.shutdown([engine]) }
+        let store = try #require(engine.configuration.clusterDatabase).clientTokens(recent: 1)
+        let quota = ClusterCallerQuota(limit: 1, store: store)
+        try await withTimeout(60) {
+            #expect(quota.reserve("192.0.2.7"))
+            let enqueued = try engine.request(DownloadRequest(url: origin.url))
+            quota.commit("192.0.2.7", token: enqueued.token)
+            #expect(quota.pending == 0 && store.count(client: "192.0.2.7") == 1)
+            #expect(!quota.reserve("192.0.2.7"))
+            // A reservation that is cancelled frees its place at once.
+            #expect(quota.reserve("198.51.100.1"))
+            quota.cancel("198.51.100.1")
+            #expect(store.count(client: "198.51.100.1") == 0)
+            // Removed by the operator: the token is gone from `tokens`; past the grace it no longer counts.
+            #expect(try engine.removing(id: enqueued.snapshot.id) != nil, "removed")
+            #expect(await InProcessReplica.eventually(within: 10) { quota.reserve("192.0.2.7") })
+        }
+    }
+}
+
+/// A response's status and JSON, for answers taken from the API without a connection.
+struct RawAnswer {
+    let status: Int
+    let json: [String: Any]
+
+    init(_ response: Response) {
+        status = response.status
+        if case .bytes(let body) = response.body {
+            json = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] ?? [:]
+        } else {
+            json = [:]
+        }
+    }
+
+    var code: String? { (json["error"] as? [String: Any])?["code"] as? String }
+    func string(_ key: String) -> String? { json[key] as? String }
+}
