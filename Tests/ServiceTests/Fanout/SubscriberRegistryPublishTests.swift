@@ -43,14 +43,15 @@ import Testing
         let busy = registry.makeQueue(for: "x")  // its consumer never asks
 
         // The first progress is due for all: handed at once; everyone stays awake.
-        var round = Self.nextOfAll(waiting)
+        let first = Self.nextOfAll(waiting)
         try await Self.waitUntilWaiting(waiting)
         registry.publish(Self.progress(1), to: "x")
-        #expect(try await withTimeout(10) { await round.value }.map(Self.bytes) == [1, 1, 1])
+        let got1 = try await withTimeout(10) { await first.value }
+        #expect(got1.map(Self.bytes) == [1, 1, 1])
         #expect(registry.awakeCount(of: "x") == 4)
 
         // Not due: the waiting consumers defer and drop out; the busy queue conflates and stays.
-        round = Self.nextOfAll(waiting)
+        let second = Self.nextOfAll(waiting)
         try await Self.waitUntilWaiting(waiting)
         registry.publish(Self.progress(2), to: "x")
         #expect(registry.awakeCount(of: "x") == 1)
@@ -63,18 +64,20 @@ import Testing
 
         // Their ticks hand the newest progress and take them back in.
         scheduler.advance(7)
-        #expect(try await withTimeout(10) { await round.value }.map(Self.bytes) == [3, 3, 3])
+        let got2 = try await withTimeout(10) { await second.value }
+        #expect(got2.map(Self.bytes) == [3, 3, 3])
         #expect(registry.awakeCount(of: "x") == 4)
         #expect(pacer.watchedCount == 0)
 
         // Deferred again, then a lifecycle event: handed to all at once, all awake again.
-        round = Self.nextOfAll(waiting)
+        let third = Self.nextOfAll(waiting)
         try await Self.waitUntilWaiting(waiting)
         registry.publish(Self.progress(4), to: "x")
         #expect(registry.awakeCount(of: "x") == 1)
         let s = DownloadSnapshot(id: "x", url: "u", state: .paused, storage: .cache, createdAt: Date(), updatedAt: Date())
         registry.publish(.paused(s), to: "x")
-        for event in try await withTimeout(10) { await round.value } {
+        let got3 = try await withTimeout(10) { await third.value }
+        for event in got3 {
             if case .paused? = event {} else { Issue.record("expected paused, got \(String(describing: event))") }
         }
         #expect(registry.awakeCount(of: "x") == 4)
