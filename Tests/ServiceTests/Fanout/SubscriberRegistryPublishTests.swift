@@ -60,7 +60,8 @@ import Testing
         #expect(registry.awakeCount(of: "x") == 1)
         #expect(pacer.watchedCount == 3)  // not watched again
         #expect(busy.pendingCount == 1)
-        #expect(waiting.allSatisfy(\.isConsumerWaiting))
+        let allWaiting = waiting.allSatisfy { $0.isConsumerWaiting }
+        #expect(allWaiting)
 
         // Their ticks hand the newest progress and take them back in.
         scheduler.advance(7)
