@@ -5,16 +5,8 @@ import Testing
 /// `SubscriberRegistry.publish` visits the queues a progress may change, not every subscriber:
 /// those waiting for the pacer's tick are left to it until the tick or a lifecycle event.
 @Suite struct SubscriberRegistryPublishTests {
-    private static func progress(_ bytes: Int64) -> DownloadEvent {
-        var s = DownloadSnapshot(id: "x", url: "u", state: .downloading, storage: .cache, createdAt: Date(), updatedAt: Date())
-        s.bytesWritten = bytes
-        return .progress(s)
-    }
-
-    private static func bytes(_ event: DownloadEvent?) -> Int64? {
-        if case .progress(let s)? = event { return s.bytesWritten }
-        return nil
-    }
+    private static func progress(_ bytes: Int64) -> DownloadEvent { ProgressPacingTests.progress(bytes) }
+    private static func bytes(_ event: DownloadEvent?) -> Int64? { ProgressPacingTests.bytes(event) }
 
     private static func waitUntilWaiting(_ queues: [SubscriberQueue]) async throws {
         try await withTimeout(10) {
