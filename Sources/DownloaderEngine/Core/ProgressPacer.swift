@@ -80,7 +80,8 @@ final class ProgressPacer: Sendable {
             s.count -= due.count
             return due
         }
-        for subscriberQueue in due { subscriberQueue.tick() }
+        let pace = pace()
+        for subscriberQueue in due { subscriberQueue.tick(pace: pace) }
         let again = state.withLock { s -> Bool in
             s.ticking = s.count > 0
             return s.ticking
