@@ -15,6 +15,11 @@ public struct EngineConfiguration: Sendable {
     /// default 1: off unless the operator allows more (more connections to one origin is what gets
     /// clients banned). Each extra connection counts within its download's transfer slot.
     public var maxConnectionsPerDownload: Int = 1
+    /// Seconds a segmented download runs on one connection before a second one probes whether more
+    /// connections bring more bytes per second, and seconds that probe measures (`ConnectionProbe`;
+    /// default 0.25). Every granted connection opens only when they do (an origin that caps each
+    /// connection); else the download stays on one. 0: every granted connection opens at once.
+    public var segmentProbeSeconds: Double = 0.25
     /// The smallest segment (`SegmentPlanner.minimumSegment`, 8 MiB); tests make it smaller.
     var minimumSegmentBytes: Int64 = SegmentPlanner.minimumSegment
     /// Largest file accepted, in bytes; nil means no limit (default nil).

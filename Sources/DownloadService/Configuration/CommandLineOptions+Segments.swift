@@ -1,6 +1,6 @@
 import DownloaderEngine
 
-// The option about segmented fetch (ranged connections per download).
+// The options about segmented fetch (ranged connections per download).
 extension CommandLineOptions {
     /// The most a caller may ask for; the operator's limit is at most this too.
     static let connectionsCeiling = 16
@@ -12,6 +12,10 @@ extension CommandLineOptions {
                 throw ParseError(message: "--max-connections-per-download must be 1-\(connectionsCeiling), got '\(v)'")
             }
             c.maxConnectionsPerDownload = n
+        },
+        Option(flag: "--segment-probe-seconds", metavar: "SEC",
+               help: "a segmented download runs this long on one connection, then a second one probes whether more connections bring more (default 0.25; 0: all at once)") { c, v throws(ParseError) in
+            c.segmentProbeSeconds = try seconds(v, "--segment-probe-seconds", within: 0...60)
         },
     ]
 }

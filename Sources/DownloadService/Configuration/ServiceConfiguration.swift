@@ -18,6 +18,8 @@ struct ServiceConfiguration: Sendable, Equatable {
     var maxConcurrent = 4
     /// `--max-connections-per-download` (segmented fetch; 1: off).
     var maxConnectionsPerDownload = 1
+    /// `--segment-probe-seconds` (whether more connections pay; 0: all at once).
+    var segmentProbeSeconds = 0.25
     /// Largest file accepted in bytes; nil = no limit (default).
     var maxFileSize: Int64?
     /// Bytes the cache area may hold; nil = no limit (default).
@@ -111,6 +113,7 @@ struct ServiceConfiguration: Sendable, Equatable {
         }
         c.maxConcurrentTransfers = maxConcurrent
         c.maxConnectionsPerDownload = maxConnectionsPerDownload
+        c.segmentProbeSeconds = segmentProbeSeconds
         c.maxFileSize = maxFileSize
         c.cacheMaxBytes = cacheMaxBytes
         c.cacheTTL = cacheTTL

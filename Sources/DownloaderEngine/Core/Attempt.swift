@@ -124,9 +124,12 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
         }
         var bytes = whole
         var atPrefixEnd = false
-        if let prefixEnd {
+        if var end = prefixEnd {
             if mainStopped.load(ordering: .acquiring) { throw SegmentStop() }
-            let room = Int(max(0, prefixEnd - partial.length))
+            // At its end the prefix runs on into the next piece when nobody has it.
+            while Int64(bytes.count) >= end - partial.length, let further = crew?.extendPrefix() { end = further }
+            prefixEnd = end
+            let room = Int(max(0, end - partial.length))
             if bytes.count >= room {
                 bytes = UnsafeRawBufferPointer(rebasing: whole[..<room])
                 atPrefixEnd = true
@@ -155,7 +158,7 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
                 }
             }
         }
-        let length = prefixEnd == nil ? partial.length : crew?.mainWrote(length: partial.length) ?? partial.length
+        let length = prefixEnd == nil ? partial.length : crew?.mainWrote(length: partial.length, at: now) ?? partial.length
         core.attemptWrote(self, count: Int64(bytes.count), length: length, at: now)
         if atPrefixEnd {
             reachedPrefixEnd = true

@@ -67,7 +67,8 @@ extension EngineCore {
             let crew = try SegmentCrew(attempt: attempt, core: self, driver: driver, template: template, head: head,
                                        validator: facts.validator, total: total, segments: plan,
                                        connections: attempt.segmentConnections, path: facts.path,
-                                       checkpoint: (checkpointBytes, configuration.checkpointInterval))
+                                       checkpoint: (checkpointBytes, configuration.checkpointInterval),
+                                       probeWindow: configuration.segmentProbeSeconds)
             attempt.adopt(crew)
             crew.start()
         } catch {

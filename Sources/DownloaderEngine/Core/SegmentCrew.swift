@@ -4,9 +4,11 @@ import Glibc
 
 /// The connections of one segmented attempt. The file is cut in pieces (`SegmentPlanner.pieces`),
 /// handed out in file order to at most `connections` connections at once. Piece 0 (the prefix) is
-/// the attempt's own transfer, appended to the partial and hashed as it arrives; it stops where
-/// piece 1 begins. Every other piece is a `SegmentFetch` writing in place; a connection that
-/// finished its piece takes the next one nobody has. Once the attempt's own transfer ended, the
+/// the attempt's own transfer, appended to the partial and hashed as it arrives; it runs on through
+/// the pieces after it that nobody has (`extendPrefix`) and stops where another connection's piece
+/// begins. Every other piece is a `SegmentFetch` writing in place; a connection that finished its
+/// piece takes the next one nobody has. How many connections are open is `ConnectionProbe`'s to
+/// say: one, then a probe, then all of them only when the probe brought more bytes per second. Once the attempt's own transfer ended, the
 /// pieces written after the prefix are read back and hashed in file order as the contiguous prefix
 /// grows (`absorb`), so little is left to hash after the last byte, and readers see that prefix.
 ///
@@ -59,11 +61,14 @@ final class SegmentCrew: @unchecked Sendable {
     private var lastCheckpoint: Double
     private var unsynced: Int64 = 0
     private var checkpointInFlight = false
+    /// Whether more connections pay, and the probe's piece while it measures.
+    private var probe: ConnectionProbe
+    private var probeIndex: Int?
 
     /// Opens the partial at `path` for the fetches' in-place writes.
     init(attempt: Attempt, core: EngineCore, driver: TransferStarting, template: TransferRequest, head: ResponseHead,
          validator: Validator, total: Int64, segments: [Segment], connections: Int, path: String,
-         checkpoint: (bytes: Int64, seconds: Double)) throws(SystemError) {
+         checkpoint: (bytes: Int64, seconds: Double), probeWindow: Double = 0) throws(SystemError) {
         checkpointBytes = max(1, checkpoint.bytes)
         checkpointSeconds = max(0, checkpoint.seconds)
         lastCheckpoint = core.clock.monotonic()
@@ -76,6 +81,7 @@ final class SegmentCrew: @unchecked Sendable {
         self.total = total
         self.segments = segments
         self.connections = max(1, connections)
+        probe = ConnectionProbe(window: probeWindow)
         assigned = segments.indices.map { $0 == 0 || segments[$0].isComplete }
         retries = Array(repeating: 0, count: segments.count)
         fd = try syscall("open") { open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW) }
@@ -87,7 +93,7 @@ final class SegmentCrew: @unchecked Sendable {
     var prefixEnd: Int64 { lock.withLock { segments[0].end } }
 
     /// Connections open now.
-    var active: Int { lock.withLock { (mainRunning ? 1 : 0) + running.count } }
+    var active: Int { lock.withLock { activeLocked } }
 
     /// The pieces as they stand (written, not necessarily durable).
     var table: [Segment] { lock.withLock { segments } }
@@ -95,17 +101,37 @@ final class SegmentCrew: @unchecked Sendable {
     /// The pieces were abandoned for an answer of another version.
     var abandoned: Bool { lock.withLock { abandonReason != nil } }
 
-    /// Starts a fetch for the first pieces after the prefix, one per connection beside it.
+    /// Starts a fetch for the first pieces after the prefix, one per connection beside it that the
+    /// probe allows now (none while the prefix's connection runs alone).
     func start() {
-        let indices: [Int] = lock.withLock { (1..<connections).compactMap { _ in claimLocked() } }
-        for index in indices { launch(index) }
+        for index in lock.withLock({ openLocked() }) { launch(index) }
     }
 
-    /// The prefix's transfer appended up to `length`; returns the bytes of the file written so far.
-    func mainWrote(length: Int64) -> Int64 {
-        lock.withLock {
+    /// The prefix's transfer appended up to `length` at `now`; returns the bytes of the file written
+    /// so far. Opens the connections the probe asks for.
+    func mainWrote(length: Int64, at now: Double) -> Int64 {
+        let (written, launches): (Int64, [Int]) = lock.withLock {
             segments[0].next = length
-            return writtenLocked
+            return (writtenLocked, probeStepLocked(now))
+        }
+        for index in launches { launch(index) }
+        return written
+    }
+
+    /// The prefix's transfer reached its end: when the next piece with bytes is nobody's and none
+    /// of it is written, the prefix takes it over (its transfer runs on instead of a new ranged
+    /// request, and its bytes are hashed as they arrive instead of read back) and the new end is
+    /// returned; the piece stays in the table, empty, at the new end. nil: the prefix stops here.
+    func extendPrefix() -> Int64? {
+        lock.withLock {
+            let end = segments[0].end
+            guard !stopping, let index = segments.indices.dropFirst().first(where: { segments[$0].end > end }),
+                  !assigned[index], segments[index].start == end, segments[index].next == end else { return nil }
+            let further = segments[index].end
+            assigned[index] = true
+            segments[0].end = further
+            segments[index] = Segment(start: further, end: further)
+            return further
         }
     }
 
@@ -127,7 +153,7 @@ final class SegmentCrew: @unchecked Sendable {
                 } else {
                     stop = cut
                 }
-            } else if let next = claimLocked() {
+            } else if activeLocked < probe.allowed(granted: connections), let next = claimLocked() {
                 launches.append(next)  // The prefix's connection is free: the next piece.
             }
             if partial != nil, stop == nil, !stopping {
@@ -144,17 +170,20 @@ final class SegmentCrew: @unchecked Sendable {
     func fetchWrote(_ index: Int, count: Int64, next: Int64) {
         guard let attempt, let core else { return }
         let now = core.clock.monotonic()
-        let (written, due): (Int64, [Segment]?) = lock.withLock {
+        let (written, due, launches): (Int64, [Segment]?, [Int]) = lock.withLock {
             segments[index].next = next
             unsynced += count
             if absorbing { lock.signal() }
+            if index == probeIndex { probe.probeBegan(written: writtenLocked - count, at: now) }
+            let launches = probeStepLocked(now)
             guard !checkpointInFlight, !stopping,
-                  unsynced >= checkpointBytes || now - lastCheckpoint >= checkpointSeconds else { return (writtenLocked, nil) }
+                  unsynced >= checkpointBytes || now - lastCheckpoint >= checkpointSeconds else { return (writtenLocked, nil, launches) }
             checkpointInFlight = true
             unsynced = 0
             lastCheckpoint = now
-            return (writtenLocked, segments)
+            return (writtenLocked, segments, launches)
         }
+        for index in launches { launch(index) }
         if let due {
             // Every byte of `due` is in the file (pwrite returned): a sync of it makes them durable.
             if let copy = try? syscall("fcntl", { fcntl(fd, F_DUPFD_CLOEXEC, 0) }) {
@@ -180,7 +209,12 @@ final class SegmentCrew: @unchecked Sendable {
             }
             guard !stopping else { return }
             guard let cut else {
-                again = claimLocked()  // This connection takes the next piece nobody has.
+                if fetch.index == probeIndex && probe.measuring {
+                    again = claimLastLocked()  // The probe measures on, from the end of the file.
+                    probeIndex = again
+                } else if activeLocked < probe.allowed(granted: connections) {
+                    again = claimLocked()  // This connection takes the next piece nobody has.
+                }
                 return
             }
             if Self.isTransient(cut.kind) && retries[fetch.index] < Self.retriesPerSegment {
@@ -260,6 +294,36 @@ final class SegmentCrew: @unchecked Sendable {
     }
 
     private var writtenLocked: Int64 { segments.writtenBytes }
+
+    private var activeLocked: Int { (mainRunning ? 1 : 0) + running.count }
+
+    /// Under `lock`: the last piece nobody has, now taken (the probe's).
+    private func claimLastLocked() -> Int? {
+        guard !stopping, let index = assigned.lastIndex(of: false) else { return nil }
+        assigned[index] = true
+        running[index] = Slot()
+        return index
+    }
+
+    /// Under `lock`: pieces for as many more connections as the probe allows now, taken.
+    private func openLocked() -> [Int] {
+        var indices: [Int] = []
+        while activeLocked < probe.allowed(granted: connections), let index = claimLocked() { indices.append(index) }
+        return indices
+    }
+
+    /// Under `lock`: tells the probe the bytes written by `now`; the pieces to launch that it asks for.
+    private func probeStepLocked(_ now: Double) -> [Int] {
+        switch probe.observe(written: writtenLocked, at: now) {
+        case .none:
+            return []
+        case .openProbe:
+            probeIndex = claimLastLocked()
+            return probeIndex.map { [$0] } ?? []
+        case .openAll:
+            return openLocked()
+        }
+    }
 
     /// Under `lock`: where the bytes written from the file's start without a gap end.
     private var contiguousLocked: Int64 {

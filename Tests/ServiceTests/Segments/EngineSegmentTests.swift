@@ -9,11 +9,13 @@ import Testing
     static let url = "http://o.test/big.bin"
     let body = EngineFixture.body(40_000)
 
-    static func engine(_ driver: FakeTransferDriver, limit: Int = 4, minimum: Int64 = 10_000,
+    /// `probe`: `EngineConfiguration.segmentProbeSeconds` (0 here: every connection opens at once).
+    static func engine(_ driver: FakeTransferDriver, limit: Int = 4, minimum: Int64 = 10_000, probe: Double = 0,
                        root: URL = EngineFixture.root()) throws -> DownloadEngine {
         try EngineFixture.engine(root, driver: driver) {
             $0.maxConnectionsPerDownload = limit
             $0.minimumSegmentBytes = minimum
+            $0.segmentProbeSeconds = probe
         }
     }
 

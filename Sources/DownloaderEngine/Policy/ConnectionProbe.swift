@@ -1,0 +1,105 @@
+/// Whether a segmented download's extra connections pay: pure decisions from the bytes written over
+/// all its connections and the time. More connections only help when the origin (or the path to it)
+/// caps each connection; on an origin that does not, they split the same bandwidth and CPU and cost
+/// ranged requests and a read-back of every piece after the prefix (measured on loopback: four
+/// connections at 0.6–0.8× of one). So the download starts alone, its first connection running on
+/// through the pieces nobody has; after `window` seconds one more connection (the probe) opens;
+/// when the bytes per second over both, during `window` seconds from the probe's first body byte,
+/// are at least `gain` times what the first connection did alone, every granted connection opens,
+/// else the download stays on one (the probe finishes its piece and takes no other). While it
+/// measures, the probe takes its pieces from the end of the file, so that the first connection runs
+/// on undisturbed and, when one connection is kept, only the probe's pieces are read back.
+/// A "no" is tried again after `4 * window` seconds, then twice as long each time: a rate measured
+/// over a fraction of a second on a busy machine can mislead, and a wrong "no" on an origin that
+/// caps each connection costs far more (the download at 1/N of its speed) than a wrong "yes" (the
+/// pieces' overhead) or another probe.
+/// A `window` of 0 opens every connection at once (no probe).
+struct ConnectionProbe: Equatable, Sendable {
+    /// The probe's connections together must bring this much more than one alone.
+    static let gain = 1.25
+    /// A "no" is tried again after this many windows, doubled after each further "no".
+    static let retryWindows = 4.0
+
+    enum Phase: Equatable, Sendable {
+        /// One connection; measuring from `since` (nil until the first bytes).
+        case alone(since: Double?, written: Int64)
+        /// The probe is open; its bytes have not arrived yet. `rate`: bytes/s of the first alone.
+        case opened(rate: Double)
+        /// Both run; measuring from `since`.
+        case probing(since: Double, written: Int64, rate: Double)
+        /// Decided: every granted connection (`true`) or one.
+        case decided(split: Bool)
+    }
+
+    /// What the crew does next.
+    enum Step: Equatable, Sendable {
+        case none
+        /// Open one more connection, on a piece far from the first's (the last nobody has).
+        case openProbe
+        /// Open every granted connection.
+        case openAll
+    }
+
+    let window: Double
+    private(set) var phase: Phase
+    /// "No"s so far, and when the last one is tried again.
+    private(set) var refusals = 0
+    private var retryAt = Double.infinity
+
+    init(window: Double) {
+        self.window = max(0, window)
+        phase = self.window > 0 ? .alone(since: nil, written: 0) : .decided(split: true)
+    }
+
+    /// The probe is open and its window not over.
+    var measuring: Bool {
+        switch phase {
+        case .opened, .probing: return true
+        default: return false
+        }
+    }
+
+    /// Connections the download may have open now (`granted`: the most it may ever have).
+    func allowed(granted: Int) -> Int {
+        switch phase {
+        case .alone: return 1
+        case .opened, .probing: return min(2, granted)
+        case .decided(let split): return split ? granted : 1
+        }
+    }
+
+    /// Told `written` (bytes written over all connections, from any start) at `now`.
+    mutating func observe(written: Int64, at now: Double) -> Step {
+        switch phase {
+        case .alone(let since, let start):
+            guard let since else {
+                phase = .alone(since: now, written: written)
+                return .none
+            }
+            guard now - since >= window else { return .none }
+            phase = .opened(rate: Double(written - start) / (now - since))
+            return .openProbe
+        case .probing(let since, let start, let rate):
+            guard now - since >= window else { return .none }
+            let both = Double(written - start) / (now - since)
+            let split = both >= rate * Self.gain
+            phase = .decided(split: split)
+            if !split {
+                refusals += 1
+                retryAt = now + window * Self.retryWindows * Double(1 << min(refusals - 1, 16))
+            }
+            return split ? .openAll : .none
+        case .decided(let split):
+            if !split && now >= retryAt { phase = .alone(since: now, written: written) }  // Measure again.
+            return .none
+        case .opened:
+            return .none
+        }
+    }
+
+    /// The probe's first body bytes arrived; `written` over all connections at `now`.
+    mutating func probeBegan(written: Int64, at now: Double) {
+        guard case .opened(let rate) = phase else { return }
+        phase = .probing(since: now, written: written, rate: rate)
+    }
+}

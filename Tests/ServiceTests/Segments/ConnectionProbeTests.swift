@@ -1,0 +1,81 @@
+import Testing
+@testable import DownloaderEngine
+
+/// Whether more connections pay (`ConnectionProbe`): pure decisions from bytes and times.
+@Suite struct ConnectionProbeTests {
+    static let mb: Int64 = 1_000_000
+
+    @Test func aloneForTheWindowThenOneProbe() {
+        var probe = ConnectionProbe(window: 0.25)
+        #expect(probe.allowed(granted: 4) == 1)
+        #expect(probe.observe(written: 0, at: 10) == .none)  // The first bytes start the measure.
+        #expect(probe.observe(written: 10 * Self.mb, at: 10.2) == .none)
+        #expect(probe.observe(written: 12 * Self.mb, at: 10.25) == .openProbe)  // 48 MB/s alone.
+        #expect(probe.allowed(granted: 4) == 2)
+        #expect(probe.measuring)
+        // Until the probe's first bytes nothing is measured, however long that takes.
+        #expect(probe.observe(written: 40 * Self.mb, at: 11) == .none)
+        #expect(probe.allowed(granted: 1) == 1)
+    }
+
+    /// An origin capping each connection at 50 MB/s: two bring twice as much, so all open.
+    @Test func theProbeDoublesTheRateSoEveryConnectionOpens() {
+        var probe = Self.probing(rateAlone: 50)
+        #expect(probe.observe(written: 100 * Self.mb + 15 * Self.mb, at: 20.15) == .none)
+        #expect(probe.observe(written: 100 * Self.mb + 25 * Self.mb, at: 20.25) == .openAll)  // 100 MB/s
+        #expect(probe.phase == .decided(split: true))
+        #expect(probe.allowed(granted: 4) == 4)
+        #expect(!probe.measuring)
+    }
+
+    /// An origin (or a CPU) that one connection already saturates: two bring no more, one stays.
+    @Test(arguments: [50.0, 60.0, 62.4])
+    func noGainKeepsOneConnection(_ both: Double) {
+        var probe = Self.probing(rateAlone: 50)
+        #expect(probe.observe(written: 100 * Self.mb + Int64(both * 0.25 * 1e6), at: 20.25) == .none)
+        #expect(probe.phase == .decided(split: false))
+        #expect(probe.allowed(granted: 4) == 1)
+        #expect(probe.refusals == 1)
+    }
+
+    /// A "no" is measured again after four windows (1 s), then after twice as long each time.
+    @Test func aNoIsTriedAgainLaterAndLessOften() {
+        var probe = Self.probing(rateAlone: 50)
+        #expect(probe.observe(written: 112_500_000, at: 20.25) == .none)  // 50 MB/s with both: no.
+        #expect(probe.observe(written: 150 * Self.mb, at: 21.2) == .none)
+        #expect(probe.phase == .decided(split: false))
+        #expect(probe.observe(written: 160 * Self.mb, at: 21.25) == .none)  // 1 s later: alone again.
+        #expect(probe.phase == .alone(since: 21.25, written: 160 * Self.mb))
+        #expect(probe.allowed(granted: 4) == 1)
+        #expect(probe.observe(written: 172_500_000, at: 21.5) == .openProbe)
+        probe.probeBegan(written: 175 * Self.mb, at: 21.5)
+        #expect(probe.observe(written: 187_500_000, at: 21.75) == .none)  // No again (50 MB/s).
+        #expect(probe.refusals == 2)
+        #expect(probe.observe(written: 200 * Self.mb, at: 23.5) == .none)
+        #expect(probe.phase == .decided(split: false))  // Now after 2 s.
+        #expect(probe.observe(written: 200 * Self.mb, at: 23.75) == .none)
+        #expect(probe.phase == .alone(since: 23.75, written: 200 * Self.mb))
+    }
+
+    @Test func aQuarterMoreIsEnough() {
+        var probe = Self.probing(rateAlone: 50)
+        #expect(probe.observe(written: 100 * Self.mb + Int64(62.5 * 0.25 * 1e6), at: 20.25) == .openAll)
+    }
+
+    @Test func noWindowOpensEveryConnectionAtOnce() {
+        var probe = ConnectionProbe(window: 0)
+        #expect(probe.phase == .decided(split: true))
+        #expect(probe.allowed(granted: 4) == 4)
+        #expect(probe.observe(written: 0, at: 1) == .none)
+        #expect(ConnectionProbe(window: -1).window == 0)
+    }
+
+    /// A probe measuring from `t = 20` with 100 MB written, after `rateAlone` MB/s alone.
+    static func probing(rateAlone: Double) -> ConnectionProbe {
+        var probe = ConnectionProbe(window: 0.25)
+        _ = probe.observe(written: 0, at: 10)
+        #expect(probe.observe(written: Int64(rateAlone * 0.25 * 1e6), at: 10.25) == .openProbe)
+        probe.probeBegan(written: 100 * mb, at: 20)
+        return probe
+    }
+}
