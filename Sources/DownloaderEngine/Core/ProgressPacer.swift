@@ -80,8 +80,7 @@ final class ProgressPacer: Sendable {
             s.count -= due.count
             return due
         }
-        let pace = pace()
-        for subscriberQueue in due { subscriberQueue.tick(pace: pace) }
+        for subscriberQueue in due { subscriberQueue.tick() }
         let again = state.withLock { s -> Bool in
             s.ticking = s.count > 0
             return s.ticking

@@ -15,9 +15,6 @@ final class SubscriberQueue: @unchecked Sendable {
     }
 
     typealias Detach = @Sendable (UInt64) -> Void
-    /// Runs the pacer's tick of a queue (the registry's, so that it knows when the queue stops
-    /// awaiting ticks); given the queue and the pace, it calls `tickNow(pace:)`.
-    typealias Ticker = @Sendable (SubscriberQueue, ProgressPace) -> Void
 
     /// What `poll` found.
     enum Polled: Equatable {
@@ -42,15 +39,13 @@ final class SubscriberQueue: @unchecked Sendable {
     private var handedToPoller: QueueAction.Hand?
     /// Called once when the queue stops receiving (terminal event, cancel, shutdown, deinit).
     private var onDetach: Detach?
-    private let ticker: Ticker?
 
     init(id: UInt64, downloadID: String = "", startSequence: UInt64 = 0, pacer: ProgressPacer? = nil,
-         ticker: Ticker? = nil, onDetach: @escaping Detach) {
+         onDetach: @escaping Detach) {
         self.id = id
         self.downloadID = downloadID
         start = Atomic(startSequence)
         self.pacer = pacer
-        self.ticker = ticker
         self.onDetach = onDetach
         state = SubscriberQueueState(key: id)
     }
@@ -61,39 +56,26 @@ final class SubscriberQueue: @unchecked Sendable {
     }
 
     /// Delivers `event` (nothing once the queue has finished). `pace`: the pacer's, when the caller
-    /// took it already (the registry, once per publish); read from the pacer otherwise. Returns
-    /// whether the queue now awaits the pacer's tick (`SubscriberQueueState.awaitsTick`).
-    @discardableResult
-    func push(_ event: DownloadEvent, pace: ProgressPace? = nil) -> Bool {
+    /// took it already (the registry, once per publish); read from the pacer otherwise.
+    func push(_ event: DownloadEvent, pace: ProgressPace? = nil) {
         let pace = pacer.map { pace ?? $0.pace() }
         lock.lock()
         let action = state.push(event, pace: pace)
-        let awaitsTick = state.awaitsTick
         let (consumer, detach) = take(for: action)
         lock.unlock()
         act(action, consumer, detach)
-        return awaitsTick
     }
 
-    /// Called by the pacer when this queue's deferred progress may be due (`pace`: taken once per
-    /// tick); through the registry's ticker when there is one.
-    func tick(pace: ProgressPace) {
-        if let ticker { ticker(self, pace) } else { tickNow(pace: pace) }
-    }
-
-    /// The tick itself: hands the waiting consumer the download's newest progress once due. Returns
-    /// whether the queue still awaits a tick (not due yet).
-    @discardableResult
-    func tickNow(pace: ProgressPace) -> Bool {
-        guard let pacer else { return false }
+    /// Called by the pacer when this queue's deferred progress may be due.
+    func tick() {
+        guard let pacer else { return }
+        let pace = pacer.pace()
         let newest = pacer.latestProgress(of: downloadID)
         lock.lock()
         let action = state.tick(pace: pace, newest: newest)
-        let awaitsTick = state.awaitsTick
         let (consumer, detach) = take(for: action)
         lock.unlock()
         act(action, consumer, detach)
-        return awaitsTick
     }
 
     /// Ends the stream (engine shutdown): a waiting consumer gets its deferred progress first.

@@ -33,12 +33,6 @@ struct SubscriberQueueState: Sendable, Equatable {
         pacing = SubscriberPacing(key: key)
     }
 
-    /// The consumer waits for a deferred progress that the pacer's tick hands over: a progress
-    /// pushed meanwhile changes nothing here (not due: it waits for the tick, which hands the
-    /// download's newest; due: it would be handed a tick early), so the registry skips such queues
-    /// when it publishes progress (`SubscriberRegistry.publish`) and the tick alone drives them.
-    var awaitsTick: Bool { pacing.deferred && consumerWaits && !finished }
-
     // MARK: Inputs
 
     /// An event for the subscriber; `pace` is nil for an unpaced queue.

@@ -35,13 +35,13 @@ import Testing
         #expect(pacing.spacing(subscribers: 10, queue: 1, delivery: 1) == 0)
     }
 
-    static func progress(_ bytes: Int64) -> DownloadEvent {
+    private static func progress(_ bytes: Int64) -> DownloadEvent {
         var s = DownloadSnapshot(id: "x", url: "u", state: .downloading, storage: .cache, createdAt: Date(), updatedAt: Date())
         s.bytesWritten = bytes
         return .progress(s)
     }
 
-    static func bytes(_ event: DownloadEvent?) -> Int64? {
+    private static func bytes(_ event: DownloadEvent?) -> Int64? {
         if case .progress(let s)? = event { return s.bytesWritten }
         return nil
     }

@@ -150,27 +150,6 @@ import Testing
         #expect(s == row.after)
     }
 
-    /// What `SubscriberRegistry.publish` relies on when it skips a queue that awaits the pacer's tick:
-    /// a progress pushed to it when not due changes nothing, and one pushed when due would hand what
-    /// the tick hands (the download's newest), one tick earlier. Only a waiting, deferred queue awaits it.
-    @Test(arguments: pushRows + askRows + tickRows + endRows)
-    func aQueueAwaitingTheTickIsLeftToIt(_ row: Row) {
-        for s in [row.before, row.after] {
-            #expect(s.awaitsTick == (s.pacing.deferred && s.consumerWaits && !s.finished))
-            guard s.awaitsTick else { continue }
-            var pushed = s
-            let action = pushed.push(Self.p(9), pace: Self.pace)
-            if s.pacing.isDue(Self.pace) {
-                var ticked = s
-                #expect(action == ticked.tick(pace: Self.pace, newest: Self.p(9)))
-                #expect(pushed == ticked)
-            } else {
-                #expect(action == QueueAction())
-                #expect(pushed == s)
-            }
-        }
-    }
-
     // MARK: settle: what a consumer that runs gets for what it was handed
 
     struct SettleRow: Sendable, CustomTestStringConvertible {
