@@ -49,6 +49,13 @@ extension DownloadAPI {
         }
     }
 
+    /// `answer` is the refusal of a second hop: the holder the request went to had let the download
+    /// go (it completed, or paused, and another replica took it since). Nothing was done there, so
+    /// this replica, the first hop, asks again (a few times, 50 ms apart, then the refusal stands).
+    func shouldAskAgain(_ answer: Response, _ request: Request, tries: Int) -> Bool {
+        answer.headers.contains(ForwardedHeaders.hopRefused) && !ForwardedHeaders.isForwarded(request.headers) && tries < 3
+    }
+
     /// A single process holds everything: nothing to ask.
     private var isForwarding: Bool { cluster != nil || forwarding.placement != nil }
 
@@ -59,7 +66,11 @@ extension DownloadAPI {
 
     private func forward(_ request: Request, to owner: String, streamed: Bool) async -> Response {
         let refusal = APIError(engineError: .heldElsewhere(ownerURL: owner)).response
-        if ForwardedHeaders.isForwarded(request.headers) { return refusal }  // never a second hop
+        if ForwardedHeaders.isForwarded(request.headers) {  // never a second hop
+            var refused = refusal
+            refused.headers[ForwardedHeaders.hopRefused] = "1"
+            return refused
+        }
         switch await forwarding.forwarder.forward(request, to: owner, streamed: streamed) {
         case .answered(let response): return response
         case .unreachable: return refusal

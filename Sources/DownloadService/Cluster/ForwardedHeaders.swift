@@ -13,6 +13,9 @@ import MiniHTTPServer
 enum ForwardedHeaders {
     /// Marks a forwarded request; its value names the replica that forwarded it ("1" when unknown).
     static let marker = "X-Download-Service-Forwarded"
+    /// Marks the refusal of a second hop (the replica a request was forwarded to does not hold the
+    /// download any more): the replica that forwarded it asks again where the download lives.
+    static let hopRefused = "X-Download-Service-Hop-Refused"
 
     /// Request fields passed on to the holder.
     static let passed = [

@@ -106,7 +106,9 @@ struct ForwardingBoundLiveTests {
     }
 
     @Test func aRequestWaitingLongerThanTheLongestWaitIs503() async throws {
-        let holder = try SlowHolder(delay: 3)
+        // The holder answers after 5 s: the two requests behind the first wait 0.5 s and are refused,
+        // also when a loaded machine starts them seconds apart.
+        let holder = try SlowHolder(delay: 5)
         let b = try InProcessReplica("b", forwarder: Self.forwarder(exchanges: 1, waiting: 8, maxWait: 0.5))
         b.sendEverything(to: holder.url)
         try await withTimeout(60) {

@@ -155,15 +155,34 @@ struct ForwardingLiveTests {
         a.sendEverything(to: b.url)
         b.sendEverything(to: a.url)
         try await withTimeout(30) {
-            let refused = try await b.client.ask(origin.url)
+            let refused = try await b.client.ask(origin.url)  // B asked A three times, 50 ms apart
             #expect(refused.status == 503 && Self.errorCode(refused) == "held_elsewhere")
             #expect(refused.header("Retry-After") == "1")
+            #expect(refused.header(ForwardedHeaders.hopRefused) == nil, "the replicas' own marker stays between them")
             let marked = try await b.client.request("GET", "/downloads/abc", headers: [ForwardedHeaders.marker: "http://x"])
             #expect(marked.status == 503 && Self.errorCode(marked) == "held_elsewhere" && marked.header("Retry-After") == "1")
             #expect(a.engine.list().isEmpty && b.engine.list().isEmpty && origin.requests().isEmpty)
         }
         await b.stop()
         await a.stop()
+    }
+
+    /// A holder that let the download go refuses the second hop with a marker; the first replica
+    /// asks again where the download lives (at most three tries), never for a forwarded request.
+    @Test func aRefusedSecondHopIsAskedAgainByTheFirstReplicaOnly() throws {
+        let b = try InProcessReplica("b")
+        defer { Task { await b.stop() } }
+        var refusal = APIError(engineError: .heldElsewhere(ownerURL: "http://a")).response
+        refusal.headers[ForwardedHeaders.hopRefused] = "1"
+        let direct = Request(method: "POST", target: "/downloads")
+        var forwarded = HTTPHeaders()
+        forwarded[ForwardedHeaders.marker] = "http://c"
+        let relayed = Request(method: "POST", target: "/downloads", headers: forwarded)
+        #expect(b.api.shouldAskAgain(refusal, direct, tries: 1) && b.api.shouldAskAgain(refusal, direct, tries: 2))
+        #expect(!b.api.shouldAskAgain(refusal, direct, tries: 3), "three tries in all")
+        #expect(!b.api.shouldAskAgain(refusal, relayed, tries: 1), "a forwarded request's refusal goes back to its first hop")
+        #expect(!b.api.shouldAskAgain(APIError(engineError: .heldElsewhere(ownerURL: "http://a")).response, direct, tries: 1),
+                "an unreachable holder's 503 is not asked again")
     }
 
     @Test func anUnreachableHolderIs503HeldElsewhere() async throws {
