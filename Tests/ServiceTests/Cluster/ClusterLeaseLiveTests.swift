@@ -112,15 +112,7 @@ struct ClusterLeaseLiveTests {
     }
 
     @Test func aFrozenHoldersDownloadIsTakenOverFromTheDurableOffset() async throws {
-        try await blocking { c in
-            let database = try PostgresServer.shared.createDatabase()
-            let origin = try TestOrigin(bodySize: 3 << 20, settings: Self.throttled)
-            defer { origin.stop() }
-            let shared = Self.sharedDirectory()
-            defer { try? FileManager.default.removeItem(at: shared) }
-            let a = try Self.replica("a", database: database, shared: shared)
-            let b = try Self.replica("b", database: database, shared: shared)
-            defer { Self.shutdown([a, b]) }
+        try await Self.withReplicas { c, database, origin, a, b in
             let enqueued = try a.request(DownloadRequest(url: origin.url))
             let id = enqueued.snapshot.id
             try c.expect(try Self.wait(10) { (try Self.leaseRow(database)?.durable ?? 0) >= 256 << 10 }, "a checkpoint reached the lease row")
@@ -177,15 +169,7 @@ struct ClusterLeaseLiveTests {
     }
 
     @Test func actionsOnADownloadNobodyHoldsAdoptItAnywhere() async throws {
-        try await blocking { c in
-            let database = try PostgresServer.shared.createDatabase()
-            let origin = try TestOrigin(bodySize: 3 << 20, settings: Self.throttled)
-            defer { origin.stop() }
-            let shared = Self.sharedDirectory()
-            defer { try? FileManager.default.removeItem(at: shared) }
-            let a = try Self.replica("a", database: database, shared: shared)
-            let b = try Self.replica("b", database: database, shared: shared)
-            defer { Self.shutdown([a, b]) }
+        try await Self.withReplicas { c, database, origin, a, b in
             let first = try a.request(DownloadRequest(url: origin.url))
             let id = first.snapshot.id
             try c.expect(try Self.wait(10) { (try Self.leaseRow(database)?.durable ?? 0) >= 128 << 10 }, "a checkpoint reached the lease row")

@@ -10,24 +10,8 @@ import Testing
 struct ClusterRemovalLiveTests {
     typealias Live = ClusterLeaseLiveTests
 
-    /// Replicas `a` and `b` on a fresh database and shared directory, and a throttled 3 MiB origin.
-    static func withTwoReplicas(_ body: @escaping @Sendable (BlockingChecks, String, TestOrigin, DownloadEngine, DownloadEngine) throws -> Void)
-        async throws {
-        try await blocking { c in
-            let database = try PostgresServer.shared.createDatabase()
-            let origin = try TestOrigin(bodySize: 3 << 20, settings: Live.throttled)
-            defer { origin.stop() }
-            let shared = Live.sharedDirectory()
-            defer { try? FileManager.default.removeItem(at: shared) }
-            let a = try Live.replica("a", database: database, shared: shared)
-            let b = try Live.replica("b", database: database, shared: shared)
-            defer { Live.shutdown([a, b]) }
-            try body(c, database, origin, a, b)
-        }
-    }
-
     @Test func aDownloadRemovedOnOneReplicaIsNeverResurrectedByAnother() async throws {
-        try await Self.withTwoReplicas { c, database, origin, a, b in
+        try await Live.withReplicas { c, database, origin, a, b in
             let first = try a.request(DownloadRequest(url: origin.url))
             let id = first.snapshot.id
             try c.expect(try Live.wait(10) { (try Live.leaseRow(database)?.durable ?? 0) >= 128 << 10 }, "a checkpoint reached the lease row")
@@ -64,7 +48,7 @@ struct ClusterRemovalLiveTests {
     }
 
     @Test func aHoldPlacedOnOneReplicaIsKeptOnAnother() async throws {
-        try await Self.withTwoReplicas { c, database, origin, a, b in
+        try await Live.withReplicas { c, database, origin, a, b in
             let id = try a.request(DownloadRequest(url: origin.url)).snapshot.id
             try c.expect(try Live.wait(10) { (try Live.leaseRow(database)?.durable ?? 0) >= 128 << 10 }, "a checkpoint reached the lease row")
             guard case .done(let paused) = try a.operatorPausing(id: id) else { return c.expect(false, "a pauses") }

@@ -34,27 +34,9 @@ struct StreamHandOverLiveTests {
         names(events).reduce(into: []) { out, name in if out.last != name { out.append(name) } }
     }
 
-    /// Replicas `a` and `b` (throttled origin of 3 MiB, one database, one shared directory, leases of
-    /// `ttl` seconds) for `body`, then shut down.
-    static func withReplicas(ttl: Double = Live.ttl,
-                             _ body: @escaping @Sendable (BlockingChecks, String, TestOrigin, DownloadEngine, DownloadEngine) throws -> Void)
-        async throws {
-        try await blocking { c in
-            let database = try PostgresServer.shared.createDatabase()
-            let origin = try TestOrigin(bodySize: 3 << 20, settings: Live.throttled)
-            defer { origin.stop() }
-            let shared = Live.sharedDirectory()
-            defer { try? FileManager.default.removeItem(at: shared) }
-            let a = try Live.replica("a", database: database, shared: shared, ttl: ttl)
-            let b = try Live.replica("b", database: database, shared: shared, ttl: ttl)
-            defer { Live.shutdown([a, b]) }
-            try body(c, database, origin, a, b)
-        }
-    }
-
     @Test func streamsOnTheOldAndTheNewHolderFollowAPauseAndAResumeElsewhereToCompleted() async throws {
         // Leases of 10 s: no renewal missed on a loaded machine moves the download before the pause does.
-        try await Self.withReplicas(ttl: 10) { c, database, origin, a, b in
+        try await Live.withReplicas(ttl: 10) { c, database, origin, a, b in
             let first = try a.request(DownloadRequest(url: origin.url))
             let id = first.snapshot.id
             let onA = try c.require(a.subscribe(id: id), "a holds it: its own stream")
@@ -88,7 +70,7 @@ struct StreamHandOverLiveTests {
     }
 
     @Test func aStreamOnAHolderThatLostItsLeaseFollowsTheTakeoverToCompleted() async throws {
-        try await Self.withReplicas { c, database, origin, a, b in
+        try await Live.withReplicas { c, database, origin, a, b in
             let id = try a.request(DownloadRequest(url: origin.url)).snapshot.id
             let onA = try c.require(a.subscribe(id: id))
             try c.expect(try Live.wait(10) { (try Live.leaseRow(database)?.durable ?? 0) >= 256 << 10 }, "a checkpoint reached the lease row")
