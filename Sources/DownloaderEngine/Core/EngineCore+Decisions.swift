@@ -113,7 +113,7 @@ extension EngineCore {
     /// waits for the file system to free a large file's blocks.
     func discardPartial(_ record: DownloadRecord) {
         let path = partialPath(of: record)
-        let aside = path + ".\(makeSerial())" + FileStore.trashSuffix
+        let aside = asideName(for: path)
         let before = hooks.beforeRemove
         effects.append { [self] in
             if rename(path, aside) == 0 {
@@ -127,6 +127,11 @@ extension EngineCore {
         record.keptHasher = nil
         record.segments = nil
         record.bytesWritten = 0
+    }
+
+    /// Under `lock`: a fresh name beside `path` for a file set aside until it is deleted.
+    func asideName(for path: String) -> String {
+        path + ".\(makeSerial())" + FileStore.trashSuffix
     }
 
     /// Under `lock`: deletes `path` on the work queue once the lock is released (the name must not be

@@ -40,13 +40,7 @@ extension EngineCore {
             }
             var plan = ResumePlan.request(kept: partial.length, validator: validator)
             if plan.discardsKeptBytes || partial.length == 0 {
-                if partial.length > 0 {
-                    // A new inode, not a truncation: a `/fetch` reader of the old version may still
-                    // have ranges of it queued for `sendfile` on its descriptor (never new bytes).
-                    let aside = path + locked { ".\(makeSerial())" } + FileStore.trashSuffix
-                    try partial.replaceWithEmpty(settingAsideAt: aside)
-                    deleteInBackground(aside, before: locked { hooks.beforeRemove })
-                }
+                if partial.length > 0 { try startOver(partial) }
                 plan.offset = 0
             }
             attempt.partial = partial
@@ -58,6 +52,15 @@ extension EngineCore {
             return
         }
         launch(attempt)
+    }
+
+    /// Not under `lock`: gives `partial` a new, empty file under its name and deletes the old one in
+    /// the background. A new inode, not a truncation: a `/fetch` reader of the old version may still
+    /// have ranges of it queued for `sendfile` on its descriptor, and must never read new bytes there.
+    func startOver(_ partial: PartialFile) throws(SystemError) {
+        let aside = locked { asideName(for: partial.path) }
+        try partial.replaceWithEmpty(settingAsideAt: aside)
+        deleteInBackground(aside, before: locked { hooks.beforeRemove })
     }
 
     /// Hands a prepared attempt to the driver, unless nobody wants it any more (no lock held).

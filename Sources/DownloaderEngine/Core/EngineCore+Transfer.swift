@@ -8,8 +8,8 @@ extension EngineCore {
     /// that replaces kept bytes gets a fresh file first (the old one set aside, deleted later), so
     /// that what the download then records (and its readers open) is the new version's file.
     func attemptReceivedHead(_ attempt: Attempt, _ head: ResponseHead) -> TransferFailure? {
-        guard let facts: (total: Int64?, size: Int64?, aside: String) = locked({
-            byID[attempt.recordID].map { ($0.expectedTotal, $0.expectedSize, ".\(makeSerial())" + FileStore.trashSuffix) }
+        guard let facts: (total: Int64?, size: Int64?) = locked({
+            byID[attempt.recordID].map { ($0.expectedTotal, $0.expectedSize) }
         }) else { return TransferFailure(.rejected, "the download was paused") }
         let judgement = HeadJudgement.judge(head, plan: attempt.plan, sentValidator: attempt.sentValidator,
                                             knownTotal: facts.total, maxFileSize: configuration.maxFileSize,
@@ -17,10 +17,7 @@ extension EngineCore {
         var identity: FileIdentity?
         if case .accept(let offset, _) = judgement, let partial = attempt.partial {
             do throws(SystemError) {
-                if offset == 0 && (partial.length > 0 || attempt.keptSegments) {
-                    try partial.replaceWithEmpty(settingAsideAt: partial.path + facts.aside)
-                    deleteInBackground(partial.path + facts.aside, before: locked { hooks.beforeRemove })
-                }
+                if offset == 0 && (partial.length > 0 || attempt.keptSegments) { try startOver(partial) }
                 identity = try partial.identity()
             } catch {
                 attempt.diskError = error

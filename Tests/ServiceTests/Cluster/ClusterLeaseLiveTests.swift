@@ -158,8 +158,9 @@ struct ClusterLeaseLiveTests {
             c.expect(Self.wait(Self.ttl + 2) { (a.statistics.cluster?.fencedWrites ?? 0) > 0 }, "the passed deadline stops the lease")
             c.expect(Self.wait(2) { a.statistics.cluster?.leasesHeld == 0 && a.core.locked { a.core.byID[id] } == nil }, "evicted, not written")
             let partial = a.core.store.partialDirectory + "/" + EpochFiles.partial(id: id, epoch: 1)
+            // A commit begun before the deadline may still land: the rule is that nothing starts after it.
+            usleep(300_000)
             let row = try Self.leaseRow(database)
-            usleep(300_000)  // Whatever was in flight settles.
             let size = FileStore.fileSize(partial)
             usleep(1_000_000)
             c.expect(FileStore.fileSize(partial) == size, "the partial does not grow")
