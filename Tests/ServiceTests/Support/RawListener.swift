@@ -13,51 +13,31 @@ final class RawListener: Sendable {
         case resetAfterFirstBytes
     }
 
-    let port: UInt16
-    private let listener: Int32
+    private let connections: ConnectionThreads
     private let behaviour: Behaviour
-    private let state = OriginLock<(accepted: Int, received: Int, open: Set<Int32>, stopped: Bool)>((0, 0, [], false))
-    private let threads = DispatchGroup()
+    private let received = OriginLock<Int>(0)
+
+    var port: UInt16 { connections.port }
 
     init(_ behaviour: Behaviour) throws {
-        (listener, port) = try OriginSocket.listenOnLoopback()
+        connections = try ConnectionThreads()
         self.behaviour = behaviour
-        threads.enter()
-        Thread.detachNewThread { [self] in
-            while let fd = OriginSocket.accept(listener) {
-                let admitted = state.withLock { s -> Bool in
-                    guard !s.stopped else { return false }
-                    s.accepted += 1
-                    s.open.insert(fd)
-                    return true
-                }
-                guard admitted else { close(fd); break }
-                threads.enter()
-                Thread.detachNewThread { [self] in
-                    serve(fd)
-                    state.withLock { _ = $0.open.remove(fd) }
-                    close(fd)
-                    threads.leave()
-                }
-            }
-            close(listener)
-            threads.leave()
-        }
+        connections.start { [self] fd in serve(fd) }
     }
 
     /// Connections accepted so far.
-    var connectionCount: Int { state.withLock { $0.accepted } }
+    var connectionCount: Int { connections.accepted }
     /// Bytes received from clients so far.
-    var bytesReceived: Int { state.withLock { $0.received } }
+    var bytesReceived: Int { received.withLock { $0 } }
 
     private func serve(_ fd: Int32) {
         OriginSocket.setReceiveTimeout(fd, seconds: 1)
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
-        while !state.withLock({ $0.stopped }) {
+        while !connections.isStopped {
             let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if count == 0 || (count < 0 && errno != EAGAIN && errno != EINTR) { return }
             guard count > 0 else { continue }  // The 1 s receive timeout: look at `stopped` again.
-            state.withLock { $0.received += count }
+            received.withLock { $0 += count }
             if case .resetAfterFirstBytes = behaviour {
                 OriginSocket.resetOnClose(fd)
                 return
@@ -66,14 +46,5 @@ final class RawListener: Sendable {
     }
 
     /// Closes the listener and every connection; waits up to 5 s for the threads.
-    func stop() {
-        let first = state.withLock { s -> Bool in
-            guard !s.stopped else { return false }
-            s.stopped = true
-            _ = shutdown(listener, Int32(SHUT_RDWR))
-            for fd in s.open { _ = shutdown(fd, Int32(SHUT_RDWR)) }
-            return true
-        }
-        if first { _ = threads.wait(timeout: .now() + 5) }
-    }
+    func stop() { connections.stop() }
 }

@@ -23,35 +23,16 @@ final class WebhookReceiver: Sendable {
         var json: [String: Any]? { (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] }
     }
 
-    let port: UInt16
-    private let listener: Int32
-    private let state = OriginLock<(answers: [Answer], received: [Received], open: Set<Int32>, stopped: Bool)>(([], [], [], false))
-    private let threads = DispatchGroup()
+    private let connections: ConnectionThreads
+    private let state = OriginLock<(answers: [Answer], received: [Received])>(([], []))
     private let released = DispatchSemaphore(value: 0)
 
+    var port: UInt16 { connections.port }
+
     init(answers: [Answer] = []) throws {
-        (listener, port) = try OriginSocket.listenOnLoopback()
+        connections = try ConnectionThreads()
         state.withLock { $0.answers = answers }
-        threads.enter()
-        Thread.detachNewThread { [self] in
-            while let fd = OriginSocket.accept(listener) {
-                let admitted = state.withLock { s -> Bool in
-                    guard !s.stopped else { return false }
-                    s.open.insert(fd)
-                    return true
-                }
-                guard admitted else { close(fd); break }
-                threads.enter()
-                Thread.detachNewThread { [self] in
-                    serve(fd)
-                    state.withLock { _ = $0.open.remove(fd) }
-                    close(fd)
-                    threads.leave()
-                }
-            }
-            close(listener)
-            threads.leave()
-        }
+        connections.start { [self] fd in serve(fd) }
     }
 
     /// `http://127.0.0.1:<port>` + `path`.
@@ -123,16 +104,6 @@ final class WebhookReceiver: Sendable {
     /// Lets a held answer go.
     func release() { released.signal() }
 
-    /// Closes the listener and every connection; waits up to 5 s for the threads.
-    func stop() {
-        let first = state.withLock { s -> Bool in
-            guard !s.stopped else { return false }
-            s.stopped = true
-            _ = shutdown(listener, Int32(SHUT_RDWR))
-            for fd in s.open { _ = shutdown(fd, Int32(SHUT_RDWR)) }
-            return true
-        }
-        released.signal()
-        if first { _ = threads.wait(timeout: .now() + 5) }
-    }
+    /// Closes the listener and every connection (letting held answers go); waits up to 5 s for the threads.
+    func stop() { connections.stop { released.signal() } }
 }
