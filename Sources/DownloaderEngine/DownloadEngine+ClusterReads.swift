@@ -45,6 +45,12 @@ final class ClusterReads: Sendable {
             .sorted { $0.createdAt != $1.createdAt ? $0.createdAt > $1.createdAt : $0.id > $1.id }
     }
 
+    /// `local` (the counts of the downloads `held` here) plus the database's counts of every other download.
+    func stateCounts(merging local: [DownloadState: Int], held: [String]) -> [DownloadState: Int] {
+        guard let others = try? reader.stateCounts(excluding: held) else { return local }
+        return local.merging(others, uniquingKeysWith: +)
+    }
+
     /// The file of a completed download, when its row names one in a shared area that is on disk
     /// with the recorded size (never a path outside the areas, never a symlink). While the database
     /// is unreachable: the file of a completed download seen here (`known`), on the same conditions.

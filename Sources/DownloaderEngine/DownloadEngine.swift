@@ -117,6 +117,13 @@ public final class DownloadEngine: Sendable {
         clusterList(merging: core.list())
     }
 
+    /// How many downloads are in each state (`/metrics`): all of them, also in cluster mode, where
+    /// the database counts those this replica does not hold (while it is unreachable: only those held here).
+    public func stateCounts() -> [DownloadState: Int] {
+        let local = core.stateCounts()
+        return clusterReads?.stateCounts(merging: local.counts, held: local.ids) ?? local.counts
+    }
+
     /// Events for download `id`, starting with its current snapshot; nil for an unknown id.
     public func subscribe(id: String) -> DownloadSubscription? {
         core.subscribe(id: id).map(DownloadSubscription.init) ?? clusterSubscribe(id: id)

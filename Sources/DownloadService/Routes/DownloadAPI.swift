@@ -156,9 +156,7 @@ struct DownloadAPI: Sendable {
     }
 
     private func metricsResponse() -> Response {
-        var states: [DownloadState: Int] = [:]
-        for snapshot in engine.list() { states[snapshot.state, default: 0] += 1 }
-        let text = ServiceMetrics.render(states: states, engine: engine.statistics, eventWatchers: engine.feedWatchers,
+        let text = ServiceMetrics.render(states: engine.stateCounts(), engine: engine.statistics, eventWatchers: engine.feedWatchers,
                                          http: metrics.http)
             + WebhookMetrics.render(engine.webhooks.statistics)
         return Response(headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"], body: .bytes(Array(text.utf8)))

@@ -70,6 +70,20 @@ struct ClusterReader: Sendable {
         return try rows.map { row throws(StateStoreError) in try Self.row(row) }
     }
 
+    /// How many downloads are in each state, leaving out `ids` (one statement, however many rows).
+    func stateCounts(excluding ids: [String]) throws(StateStoreError) -> [DownloadState: Int] {
+        let rows = try pool.withConnection { db throws(StateStoreError) in
+            try db.execute("SELECT state, count(*) FROM downloads WHERE NOT (id = ANY($1::text[])) GROUP BY state",
+                           [PostgresArray.literal(ids)])
+        }.rows
+        var counts: [DownloadState: Int] = [:]
+        for row in rows {
+            guard let state = row[0].flatMap(DownloadState.init(rawValue:)), let count = row[1].flatMap({ Int($0) }) else { continue }
+            counts[state, default: 0] += count
+        }
+        return counts
+    }
+
     /// The rows of `ids` that exist (one statement per `pollBatch` ids), by id.
     func rows(ids: [String]) throws(StateStoreError) -> [String: ClusterRow] {
         var found: [String: ClusterRow] = [:]

@@ -15,6 +15,15 @@ extension EngineCore {
             .sorted { $0.createdAt != $1.createdAt ? $0.createdAt > $1.createdAt : $0.id > $1.id }
     }
 
+    /// How many downloads are in each state, and which ids were counted (without building snapshots).
+    func stateCounts() -> (counts: [DownloadState: Int], ids: [String]) {
+        locked {
+            var counts: [DownloadState: Int] = [:]
+            for record in byID.values { counts[record.state, default: 0] += 1 }
+            return (counts, Array(byID.keys))
+        }
+    }
+
     func completedFile(id: String) -> CompletedFile? {
         let file: CompletedFile? = locked {
             guard let record = byID[id], record.state == .completed, let path = record.finalPath,

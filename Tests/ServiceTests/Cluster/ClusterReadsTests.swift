@@ -77,6 +77,9 @@ struct ClusterReadsTests {
         let local = try engine.request(DownloadRequest(url: "http://o.test/local"))
         let listed = engine.list()
         c.expect(listed.map(\.id) == [local.snapshot.id, "k1", "c2", "c1", "p1"], "the engine's own downloads with them, once")
+        // `/metrics`' counts: every row, the engine's own download once (whether or not its row is written yet).
+        let counts = engine.stateCounts()
+        c.expect(counts.values.reduce(0, +) == 5 && counts[.paused, default: 0] >= 2 && counts[.completed, default: 0] >= 2, "\(counts)")
 
         c.expect(engine.completedFile(id: "c1") == CompletedFile(path: cache + "/c1-c1.bin", fileName: "c1.bin", size: 5,
                                                                 sha256: rows[1].sha256!))
