@@ -37,10 +37,11 @@ final class ClusterReads: Sendable {
         (try? reader.row(id: id))??.snapshot(ignoring: ignoring)
     }
 
-    /// `local` (the engine's own, which win) with the database's newest downloads, newest first.
-    func list(merging local: [DownloadSnapshot]) -> [DownloadSnapshot] {
-        guard let rows = try? reader.newest() else { return local }
-        let known = Set(local.map(\.id))
+    /// `local` (the engine's own, which win) with the database's newest downloads (in `state` when
+    /// given), newest first. A download held here is left out of the rows whatever their state says.
+    func list(merging local: [DownloadSnapshot], state: DownloadState? = nil, held: Set<String> = []) -> [DownloadSnapshot] {
+        guard let rows = try? reader.newest(state: state) else { return local }
+        let known = held.union(local.map(\.id))
         return (local + rows.lazy.filter { !known.contains($0.stored.id) }.map { $0.snapshot(ignoring: self.ignoring) })
             .sorted { $0.createdAt != $1.createdAt ? $0.createdAt > $1.createdAt : $0.id > $1.id }
     }
@@ -130,9 +131,10 @@ extension DownloadEngine {
     /// Cluster mode's answer for `id`, when the engine does not hold it.
     func clusterSnapshot(id: String) -> DownloadSnapshot? { clusterReads?.snapshot(id: id) }
 
-    /// The list with the database's downloads (cluster mode), or `local` as it is.
-    func clusterList(merging local: [DownloadSnapshot]) -> [DownloadSnapshot] {
-        clusterReads?.list(merging: local) ?? local
+    /// The list with the database's downloads (cluster mode; in `state` when given), or `local` as it is.
+    /// `held`: every download the engine holds (those in another state than `state` among them).
+    func clusterList(merging local: [DownloadSnapshot], state: DownloadState? = nil, held: Set<String> = []) -> [DownloadSnapshot] {
+        clusterReads?.list(merging: local, state: state, held: held) ?? local
     }
 
     func clusterCompletedFile(id: String) -> CompletedFile? { clusterReads?.completedFile(id: id) }

@@ -112,9 +112,12 @@ public final class DownloadEngine: Sendable {
         core.snapshot(id: id) ?? clusterSnapshot(id: id)
     }
 
-    /// Every download, newest first.
-    public func list() -> [DownloadSnapshot] {
-        clusterList(merging: core.list())
+    /// Every download (or those in `state`), newest first. In cluster mode with those of the
+    /// database (at most `ClusterReader.listLimit` of them, the filter applied by the database).
+    public func list(state: DownloadState? = nil) -> [DownloadSnapshot] {
+        let all = core.list()
+        guard let state else { return clusterList(merging: all) }
+        return clusterList(merging: all.filter { $0.state == state }, state: state, held: Set(all.map(\.id)))
     }
 
     /// How many downloads are in each state (`/metrics`): all of them, also in cluster mode, where

@@ -128,14 +128,15 @@ struct DownloadAPI: Sendable {
     }
 
     private func list(_ request: Request) -> Response {
-        var downloads = engine.list().filter { access(isPrivate: $0.isPrivate, request, id: nil).allowsListing }
+        var state: DownloadState?
         if let filter = request.queryItems.first(where: { $0.name == "state" })?.value {
-            guard let state = DownloadState(rawValue: filter) else {
+            guard let named = DownloadState(rawValue: filter) else {
                 let names = DownloadState.allCases.map(\.rawValue).joined(separator: ", ")
                 return APIError.badRequest(.invalidState, "state must be one of \(names)").response
             }
-            downloads = downloads.filter { $0.state == state }
+            state = named
         }
+        let downloads = engine.list(state: state).filter { access(isPrivate: $0.isPrivate, request, id: nil).allowsListing }
         return .json(JSONObject(["downloads": .array(downloads.map { .object(SnapshotJSON.object($0)) })]).bytes)
     }
 

@@ -62,10 +62,11 @@ struct ClusterReader: Sendable {
         return Set(rows.compactMap { $0[0].flatMap(PostgresArray.bytes(hex:)).flatMap { TokenHash(digest: $0) } })
     }
 
-    /// The newest `limit` downloads, newest first (as `DownloadEngine.list()` orders them).
-    func newest(limit: Int = listLimit) throws(StateStoreError) -> [ClusterRow] {
+    /// The newest `limit` downloads (in `state` when given), newest first (as `DownloadEngine.list()` orders them).
+    func newest(state: DownloadState? = nil, limit: Int = listLimit) throws(StateStoreError) -> [ClusterRow] {
         let rows = try pool.withConnection { db throws(StateStoreError) in
-            try db.execute(Self.select + " ORDER BY d.created_at DESC, d.id COLLATE \"C\" DESC LIMIT $1", [String(limit)])
+            try db.execute(Self.select + " WHERE $2::text IS NULL OR d.state = $2 ORDER BY d.created_at DESC, d.id COLLATE \"C\" DESC LIMIT $1",
+                           [String(limit), state?.rawValue])
         }.rows
         return try rows.map { row throws(StateStoreError) in try Self.row(row) }
     }

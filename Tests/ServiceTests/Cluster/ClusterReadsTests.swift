@@ -77,6 +77,8 @@ struct ClusterReadsTests {
         let local = try engine.request(DownloadRequest(url: "http://o.test/local"))
         let listed = engine.list()
         c.expect(listed.map(\.id) == [local.snapshot.id, "k1", "c2", "c1", "p1"], "the engine's own downloads with them, once")
+        c.expect(engine.list(state: .completed).map(\.id) == ["c2", "c1"], "the database filters by state")
+        c.expect(engine.list(state: .paused).map(\.id).filter { $0 != local.snapshot.id } == ["k1", "p1"])
         // `/metrics`' counts: every row, the engine's own download once (whether or not its row is written yet).
         let counts = engine.stateCounts()
         c.expect(counts.values.reduce(0, +) == 5 && counts[.paused, default: 0] >= 2 && counts[.completed, default: 0] >= 2, "\(counts)")
