@@ -70,53 +70,57 @@ struct ForwardingBoundLiveTests {
         }
     }
 
-    @Test func moreRequestsThanTheBoundWaitTheirTurnAndAllSucceed() async throws {
-        let holder = try SlowHolder(delay: 0.5)
-        let b = try InProcessReplica("b", forwarder: Self.forwarder(exchanges: 4, waiting: 32, maxWait: 30))
+    /// Replica `b` forwarding everything, within `exchanges`/`waiting`/`maxWait`, to a holder answering
+    /// after `delay` seconds; `body` runs under a 60 s timeout, then both stop.
+    static func withBoundedReplica(delay: Double, exchanges: Int, waiting: Int, maxWait: Double,
+                                   _ body: @escaping @Sendable (SlowHolder, InProcessReplica) async throws -> Void) async throws {
+        let holder = try SlowHolder(delay: delay)
+        let b = try InProcessReplica("b", forwarder: Self.forwarder(exchanges: exchanges, waiting: waiting, maxWait: maxWait))
         b.sendEverything(to: holder.url)
-        try await withTimeout(60) {
+        var failure: (any Error)?
+        do { try await withTimeout(60) { try await body(holder, b) } } catch { failure = error }
+        await b.stop()
+        await holder.server.shutdown()
+        if let failure { throw failure }
+    }
+
+    /// 200s, and `held_elsewhere` refusals with `Retry-After: 1`, among `answers`.
+    static func tally(_ answers: [(status: Int, code: String?, retryAfter: String?)]) -> (succeeded: Int, refused: Int) {
+        (answers.filter { $0.status == 200 }.count,
+         answers.filter { $0.status == 503 && $0.code == "held_elsewhere" && $0.retryAfter == "1" }.count)
+    }
+
+    @Test func moreRequestsThanTheBoundWaitTheirTurnAndAllSucceed() async throws {
+        try await Self.withBoundedReplica(delay: 0.5, exchanges: 4, waiting: 32, maxWait: 30) { holder, b in
             let answers = await Self.askAtOnce(b, 20)
             #expect(answers.count == 20)
-            #expect(answers.allSatisfy { $0.status == 200 }, "\(answers.map(\.status))")
+            #expect(Self.tally(answers).succeeded == 20, "\(answers.map(\.status))")
             #expect(holder.answered == 20)
             #expect(holder.most <= 4)
             #expect(await InProcessReplica.eventually(within: 5) {
                 b.api.forwarding.forwarder.exchanges == 0 && b.api.forwarding.forwarder.waiting == 0
             })
         }
-        await b.stop()
-        await holder.server.shutdown()
     }
 
     @Test func beyondTheWaitingBoundIs503HeldElsewhere() async throws {
         // All 10 arrive while the first 2 are at the holder (3 s each): 2 run, 3 wait, 5 are refused.
-        let holder = try SlowHolder(delay: 3)
-        let b = try InProcessReplica("b", forwarder: Self.forwarder(exchanges: 2, waiting: 3, maxWait: 30))
-        b.sendEverything(to: holder.url)
-        try await withTimeout(60) {
+        try await Self.withBoundedReplica(delay: 3, exchanges: 2, waiting: 3, maxWait: 30) { holder, b in
             let answers = await Self.askAtOnce(b, 10)
             let shown = answers.map { "\($0.status) \($0.code ?? "-") \($0.retryAfter ?? "-")" }
-            let succeeded = answers.filter { $0.status == 200 }.count
-            let refused = answers.filter { $0.status == 503 && $0.code == "held_elsewhere" && $0.retryAfter == "1" }.count
+            let (succeeded, refused) = Self.tally(answers)
             #expect(succeeded == 5 && refused == 5, "\(shown)")
             #expect(holder.answered == 5 && holder.most <= 2)
         }
-        await b.stop()
-        await holder.server.shutdown()
     }
 
     @Test func aRequestWaitingLongerThanTheLongestWaitIs503() async throws {
         // The holder answers after 5 s: the two requests behind the first wait 0.5 s and are refused,
         // also when a loaded machine starts them seconds apart.
-        let holder = try SlowHolder(delay: 5)
-        let b = try InProcessReplica("b", forwarder: Self.forwarder(exchanges: 1, waiting: 8, maxWait: 0.5))
-        b.sendEverything(to: holder.url)
-        try await withTimeout(60) {
+        try await Self.withBoundedReplica(delay: 5, exchanges: 1, waiting: 8, maxWait: 0.5) { _, b in
             let answers = await Self.askAtOnce(b, 3)
-            #expect(answers.filter { $0.status == 200 }.count == 1, "\(answers.map(\.status))")
-            #expect(answers.filter { $0.status == 503 && $0.code == "held_elsewhere" && $0.retryAfter == "1" }.count == 2)
+            let (succeeded, refused) = Self.tally(answers)
+            #expect(succeeded == 1 && refused == 2, "\(answers.map(\.status))")
         }
-        await b.stop()
-        await holder.server.shutdown()
     }
 }
