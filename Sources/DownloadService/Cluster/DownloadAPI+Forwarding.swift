@@ -49,11 +49,15 @@ extension DownloadAPI {
         }
     }
 
-    /// `answer` is the refusal of a second hop: the holder the request went to had let the download
-    /// go (it completed, or paused, and another replica took it since). Nothing was done there, so
-    /// this replica, the first hop, asks again (a few times, 50 ms apart, then the refusal stands).
-    func shouldAskAgain(_ answer: Response, _ request: Request, tries: Int) -> Bool {
-        answer.headers.contains(ForwardedHeaders.hopRefused) && !ForwardedHeaders.isForwarded(request.headers) && tries < 3
+    /// How long to wait before asking again, when `answer` (after `tries` tries) is the refusal of a
+    /// second hop: the holder the request went to had let the download go (it completed, or paused,
+    /// and another replica took it since). Nothing was done there, so this replica, the first hop,
+    /// asks again where it lives: five tries in all, 50, 100, 200 and 400 ms apart (the lease table
+    /// settles within a commit or two, also on a loaded machine); then the refusal stands. nil: don't.
+    func askAgainDelay(_ answer: Response, _ request: Request, tries: Int) -> Duration? {
+        guard answer.headers.contains(ForwardedHeaders.hopRefused), !ForwardedHeaders.isForwarded(request.headers),
+              (1..<5).contains(tries) else { return nil }
+        return .milliseconds(50 << (tries - 1))
     }
 
     /// A single process holds everything: nothing to ask.

@@ -31,8 +31,8 @@ struct DownloadAPI: Sendable {
     func respond(to request: Request) async -> Response {
         var answer = await respondOnce(to: request)
         var tries = 1
-        while shouldAskAgain(answer, request, tries: tries) {
-            try? await Task.sleep(for: .milliseconds(50))
+        while let delay = askAgainDelay(answer, request, tries: tries) {
+            try? await Task.sleep(for: delay)
             tries += 1
             answer = await respondOnce(to: request)
         }
