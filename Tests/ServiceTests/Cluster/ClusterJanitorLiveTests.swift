@@ -112,10 +112,13 @@ struct ClusterJanitorLiveTests {
 
             // A clean stop releases it: another takes it at its next turn.
             let second = try c.require(Self.janitors(engines).first)
-            let stopped = Date()
             Live.shutdown([engines[second]])
+            let stopped = Date()
+            let holder = try PostgresConnection(url: database, timeout: 5)
+                .execute("SELECT owner FROM leases WHERE key = 'janitor' AND active AND expires_at > now()").scalar
+            c.expect(holder != ["a", "b", "c"][second], "released as it stopped, not left to lapse")
             c.expect(Live.wait(Live.ttl + 2) { Self.janitors(engines).contains { $0 != first && $0 != second } }, "the third takes it")
-            c.expect(Date().timeIntervalSince(stopped) < Live.ttl, "without waiting for the TTL")
+            c.expect(Date().timeIntervalSince(stopped) < Live.ttl, "at its next turn, without waiting for the TTL")
         }
     }
 
