@@ -95,14 +95,13 @@ struct TLSOriginTests {
         let nginx = try nginx(leaf, protocols: protocols, ciphers: ciphers)
         defer { nginx.stop() }
         let engine = try engine(caFile: trusted ? try certificates.get().caFile : nil)
-        let (done, seconds) = try await fetch(engine, nginx.baseURL + "/f.bin")
+        let (done, _) = try await fetch(engine, nginx.baseURL + "/f.bin")
         #expect(done.state == .failed)
         #expect(done.error?.code == code, "\(String(describing: done.error))")
         let message = done.error?.message ?? ""
         #expect(message.contains("localhost"), "\(message)")
         #expect(message.contains(reason), "\(message)")
-        #expect(engine.statistics.retries == 0)
-        #expect(seconds < 1, "failed after \(seconds) s")
+        #expect(engine.statistics.retries == 0, "at once: no retry (never a wall-clock bound, on a shared machine)")
         #expect(nginx.accessLog().isEmpty)
         await engine.shutdown()
     }

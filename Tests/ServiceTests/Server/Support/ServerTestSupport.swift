@@ -2,8 +2,10 @@ import Foundation
 import Synchronization
 @testable import MiniHTTPServer
 
-/// Starts an `HTTPServer` on 127.0.0.1 port 0, runs `body` with its port, always shuts it down.
+/// Starts an `HTTPServer` on 127.0.0.1 port 0, runs `body` with its port (at most `timeout` seconds),
+/// always shuts it down.
 func withServer<T: Sendable>(
+    timeout: Double = 30,
     configure: (inout ServerConfiguration) -> Void = { _ in },
     handler: @escaping HTTPHandler,
     _ body: @escaping @Sendable (Int) async throws -> T
@@ -16,7 +18,7 @@ func withServer<T: Sendable>(
     let server = HTTPServer(configuration: configuration, handler: handler)
     let port = try server.start()
     do {
-        let result = try await withTimeout(30) { try await body(port) }
+        let result = try await withTimeout(timeout) { try await body(port) }
         await server.shutdown()
         return result
     } catch {
