@@ -19,6 +19,8 @@ public final class DownloadEngine: Sendable {
     public let webhooks: WebhookDispatcher
     /// Cluster mode: reads of downloads not held here, answered from the database (nil: single process).
     let clusterReads: ClusterReads?
+    /// Cluster mode: `watchAll` shows every download of the cluster (nil: single process).
+    let clusterFeed: ClusterFeed?
 
     /// Creates the storage areas, loads the state (importing an earlier release's journal once),
     /// carries on downloads that were running,
@@ -52,6 +54,11 @@ public final class DownloadEngine: Sendable {
         recovery = try core.recover()
         core.startCluster()
         clusterReads = ClusterReads(core: core)
+        clusterFeed = configuration.clusterDatabase.map { [core] in
+            ClusterFeed(source: ClusterFeedStore(pool: $0.pool), feed: core.feed, scheduler: scheduler,
+                        ignoring: configuration.coalesceIgnoreQuery)
+        }
+        clusterFeed?.start()
         core.scheduleRetention()
         let dispatcher = try WebhookDispatcher(
             journal: WebhookJournal(path: core.store.stateDirectory + "/" + SQLiteStateStore.fileName),
@@ -65,6 +72,7 @@ public final class DownloadEngine: Sendable {
 
     deinit {
         core.pressure.stop()
+        clusterFeed?.stop()
         core.cluster?.keeper.stop()
     }
 
@@ -135,6 +143,7 @@ public final class DownloadEngine: Sendable {
     /// after a restart; ends every subscription. Later requests fail with `shuttingDown`.
     public func shutdown() async {
         core.pressure.stop()
+        clusterFeed?.stop()
         await core.shutdown()
         core.clusterShutdown()
         (core.driver as? CurlTransferDriver)?.shutdown()

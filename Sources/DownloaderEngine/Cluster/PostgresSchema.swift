@@ -124,6 +124,41 @@ enum PostgresSchema {
         CREATE INDEX client_tokens_client ON client_tokens (client);
         CREATE TABLE cluster_secrets (name text PRIMARY KEY, secret bytea NOT NULL);
         """,
+        // 8: the cluster-wide event feed (`ClusterFeedStore`, `GET /events` on any replica). Every
+        // change of a downloads row (a write of anything but `hb_at`) clears its `feed_seq`; a
+        // deleted row leaves a `feed_removals` entry. Replicas then stamp what is unstamped with
+        // `feed_versions`, one stamper at a time (an advisory lock), so the stamps visible to any
+        // reader are always a prefix of the sequence: reading "stamped above my cursor" never
+        // misses a change that commits late. Writers keep their statements (triggers do it).
+        """
+        CREATE SEQUENCE feed_versions;
+        ALTER TABLE downloads ADD COLUMN feed_seq bigint;
+        CREATE INDEX downloads_feed_seq ON downloads (feed_seq);
+        CREATE INDEX downloads_unstamped ON downloads (id) WHERE feed_seq IS NULL;
+        CREATE TABLE feed_removals (
+            n bigserial PRIMARY KEY,
+            id text NOT NULL,
+            feed_seq bigint,
+            removed_at timestamptz NOT NULL DEFAULT now()
+        );
+        CREATE INDEX feed_removals_seq ON feed_removals (feed_seq);
+        CREATE INDEX feed_removals_unstamped ON feed_removals (n) WHERE feed_seq IS NULL;
+        CREATE FUNCTION feed_unstamp() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.feed_seq IS NOT DISTINCT FROM OLD.feed_seq
+               AND (to_jsonb(NEW) - 'hb_at') IS DISTINCT FROM (to_jsonb(OLD) - 'hb_at') THEN
+                NEW.feed_seq := NULL;
+            END IF;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER downloads_feed_unstamp BEFORE UPDATE ON downloads FOR EACH ROW EXECUTE FUNCTION feed_unstamp();
+        CREATE FUNCTION feed_removal() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            INSERT INTO feed_removals (id) VALUES (OLD.id);
+            RETURN OLD;
+        END $$;
+        CREATE TRIGGER downloads_feed_removal AFTER DELETE ON downloads FOR EACH ROW EXECUTE FUNCTION feed_removal();
+        """,
     ]
 
     static var version: Int { migrations.count }
