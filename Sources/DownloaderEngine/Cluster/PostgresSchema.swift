@@ -125,24 +125,31 @@ enum PostgresSchema {
         CREATE TABLE cluster_secrets (name text PRIMARY KEY, secret bytea NOT NULL);
         """,
         // 8: the cluster-wide event feed (`ClusterFeedStore`, `GET /events` on any replica). Every
-        // change of a downloads row (a write of anything but `hb_at`) clears its `feed_seq`; a
-        // deleted row leaves a `feed_removals` entry. Replicas then stamp what is unstamped with
-        // `feed_versions`, one stamper at a time (an advisory lock), so the stamps visible to any
-        // reader are always a prefix of the sequence: reading "stamped above my cursor" never
-        // misses a change that commits late. Writers keep their statements (triggers do it).
+        // change of a downloads row (a write of anything but `hb_at`) clears its `feed_seq` (its
+        // progress is to be told); every lifecycle change (created, a new state or body version,
+        // deleted) appends a `feed_log` entry, which nothing overwrites. Replicas then stamp what is
+        // unstamped with `feed_versions` (log entries first), one stamper at a time (an advisory
+        // lock), so the stamps visible to any reader are always a prefix of the sequence: reading
+        // "stamped above my cursor" never misses a change that commits late. Writers keep their
+        // statements (triggers do it).
         """
         CREATE SEQUENCE feed_versions;
         ALTER TABLE downloads ADD COLUMN feed_seq bigint;
         CREATE INDEX downloads_feed_seq ON downloads (feed_seq);
         CREATE INDEX downloads_unstamped ON downloads (id) WHERE feed_seq IS NULL;
-        CREATE TABLE feed_removals (
+        CREATE TABLE feed_log (
             n bigserial PRIMARY KEY,
             id text NOT NULL,
+            kind text NOT NULL,
+            old_state text,
+            new_state text,
+            old_generation bigint,
+            new_generation bigint,
             feed_seq bigint,
-            removed_at timestamptz NOT NULL DEFAULT now()
+            at timestamptz NOT NULL DEFAULT now()
         );
-        CREATE INDEX feed_removals_seq ON feed_removals (feed_seq);
-        CREATE INDEX feed_removals_unstamped ON feed_removals (n) WHERE feed_seq IS NULL;
+        CREATE INDEX feed_log_seq ON feed_log (feed_seq);
+        CREATE INDEX feed_log_unstamped ON feed_log (n) WHERE feed_seq IS NULL;
         CREATE FUNCTION feed_unstamp() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
             IF NEW.feed_seq IS NOT DISTINCT FROM OLD.feed_seq
@@ -152,12 +159,19 @@ enum PostgresSchema {
             RETURN NEW;
         END $$;
         CREATE TRIGGER downloads_feed_unstamp BEFORE UPDATE ON downloads FOR EACH ROW EXECUTE FUNCTION feed_unstamp();
-        CREATE FUNCTION feed_removal() RETURNS trigger LANGUAGE plpgsql AS $$
+        CREATE FUNCTION feed_log_change() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
-            INSERT INTO feed_removals (id) VALUES (OLD.id);
-            RETURN OLD;
+            IF TG_OP = 'INSERT' THEN
+                INSERT INTO feed_log (id, kind, new_state, new_generation) VALUES (NEW.id, 'created', NEW.state, NEW.generation);
+            ELSIF TG_OP = 'DELETE' THEN
+                INSERT INTO feed_log (id, kind, old_state, old_generation) VALUES (OLD.id, 'removed', OLD.state, OLD.generation);
+            ELSIF NEW.state IS DISTINCT FROM OLD.state OR NEW.generation IS DISTINCT FROM OLD.generation THEN
+                INSERT INTO feed_log (id, kind, old_state, new_state, old_generation, new_generation)
+                    VALUES (NEW.id, 'changed', OLD.state, NEW.state, OLD.generation, NEW.generation);
+            END IF;
+            RETURN NULL;
         END $$;
-        CREATE TRIGGER downloads_feed_removal AFTER DELETE ON downloads FOR EACH ROW EXECUTE FUNCTION feed_removal();
+        CREATE TRIGGER downloads_feed_log AFTER INSERT OR UPDATE OR DELETE ON downloads FOR EACH ROW EXECUTE FUNCTION feed_log_change();
         """,
     ]
 
