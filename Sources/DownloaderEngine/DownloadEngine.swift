@@ -65,6 +65,11 @@ public final class DownloadEngine: Sendable {
             poster: CurlWebhookPoster(egress: egress), scheduler: scheduler, random: random, egress: egress,
             lookup: { [weak core] id in core?.snapshot(id: id) })
         webhooks = dispatcher
+        if let database = configuration.clusterDatabase {
+            let cluster = ClusterWebhooks(pool: database.pool, ignoring: configuration.coalesceIgnoreQuery, scheduler: scheduler,
+                                          owner: configuration.clusterReplica.owner + "/" + random.hex(byteCount: 6))
+            dispatcher.lock.withLock { dispatcher.cluster = cluster }
+        }
         core.locked { core.hooks.ended = { [weak dispatcher] snapshot in dispatcher?.downloadEnded(snapshot) } }
         if let reads = clusterReads { core.locked { core.cluster?.evicted = { [weak reads] in reads?.evicted($0, completed: $1) } } }
         monitor.start(interval: configuration.pressureInterval) { [weak core] in core?.checkPressure() }
@@ -73,6 +78,7 @@ public final class DownloadEngine: Sendable {
     deinit {
         core.pressure.stop()
         clusterFeed?.stop()
+        webhooks.lock.withLock { webhooks.cluster }?.stop()
         core.cluster?.keeper.stop()
     }
 
@@ -144,6 +150,7 @@ public final class DownloadEngine: Sendable {
     public func shutdown() async {
         core.pressure.stop()
         clusterFeed?.stop()
+        webhooks.lock.withLock { webhooks.cluster }?.stop()
         await core.shutdown()
         core.clusterShutdown()
         (core.driver as? CurlTransferDriver)?.shutdown()

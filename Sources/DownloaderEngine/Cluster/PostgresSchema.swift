@@ -173,6 +173,38 @@ enum PostgresSchema {
         END $$;
         CREATE TRIGGER downloads_feed_log AFTER INSERT OR UPDATE OR DELETE ON downloads FOR EACH ROW EXECUTE FUNCTION feed_log_change();
         """,
+        // 9: completion webhooks for the cluster (`ClusterWebhookStore`; SQLite migration 3's tables,
+        // with a claim): a registration made on any replica is seen by all; one delivery per
+        // registration and event (the unique key: replicas that see the same end make it once); a
+        // replica sends a delivery only under its claim (`claimed_by` until `claim_until`, the
+        // database's clock), so one replica tries it at a time and another takes it over when the
+        // claim lapses (its sender died).
+        """
+        CREATE TABLE webhook_registrations (
+            id text PRIMARY KEY,
+            download text NOT NULL,
+            token_hash bytea NOT NULL,
+            url text NOT NULL,
+            events text NOT NULL,
+            created_at timestamptz NOT NULL DEFAULT now()
+        );
+        CREATE INDEX webhook_registrations_download ON webhook_registrations (download);
+        CREATE INDEX webhook_registrations_token ON webhook_registrations (token_hash);
+        CREATE TABLE webhook_deliveries (
+            id text PRIMARY KEY,
+            registration text NOT NULL REFERENCES webhook_registrations (id) ON DELETE CASCADE,
+            event text NOT NULL,
+            body bytea NOT NULL,
+            tries integer NOT NULL DEFAULT 0,
+            next_at timestamptz NOT NULL DEFAULT now(),
+            outcome text,
+            reason text,
+            claimed_by text,
+            claim_until timestamptz,
+            UNIQUE (registration, event)
+        );
+        CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_at) WHERE outcome IS NULL;
+        """,
     ]
 
     static var version: Int { migrations.count }
