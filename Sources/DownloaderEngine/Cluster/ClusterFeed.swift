@@ -31,7 +31,9 @@ final class ClusterFeed: @unchecked Sendable {
     private let ignoring: Set<String>
     private let interval: Double
     private let work = DispatchQueue(label: "download-engine.cluster-feed")
-    /// Serializes reads and fresh watchers' snapshots (the state is what the feed was told).
+    /// One read at a time (its database round trips are made holding it, never holding `lock`).
+    private let reading = NSLock()
+    /// What the feed was told (`state`) and the fresh watchers' snapshots of it: held briefly.
     private let lock = NSLock()
     // Guarded by `lock`.
     private var state: ClusterFeedState?
@@ -50,11 +52,9 @@ final class ClusterFeed: @unchecked Sendable {
     /// Switches the feed to cluster mode and reads where it starts (tried again by each poll while
     /// the database does not answer), then polls every `interval`.
     func start() {
-        lock.withLock {
-            feed.becomeCluster(at: 0)
-            _ = load()
-            timer = scheduler.schedule(after: interval) { [weak self] in self?.due() }
-        }
+        lock.withLock { feed.becomeCluster(at: 0) }
+        reading.withLock { _ = load() }
+        lock.withLock { timer = scheduler.schedule(after: interval) { [weak self] in self?.due() } }
     }
 
     func stop() {
@@ -69,7 +69,7 @@ final class ClusterFeed: @unchecked Sendable {
     func watch(after lastEventID: UInt64?) -> FeedSubscription {
         if let lastEventID {
             if ClusterEventIDs.version(of: lastEventID) > (feed.clusterVersion ?? 0) {
-                lock.withLock { read() }  // Early: it saw a change this replica has not read yet.
+                reading.withLock { read() }  // Early: it saw a change this replica has not read yet.
             }
             if let id = feed.replaying(after: lastEventID) { return FeedSubscription(feed: feed, id: id) }
         }
@@ -84,30 +84,35 @@ final class ClusterFeed: @unchecked Sendable {
 
     /// One round: stamps, reads, and schedules the next.
     func poll() {
-        lock.lock()
-        defer { lock.unlock() }
-        guard !stopped else { return }
-        _ = try? source.stamp()
-        read()
-        timer = scheduler.schedule(after: interval) { [weak self] in self?.due() }
+        guard !lock.withLock({ stopped }) else { return }
+        reading.withLock {
+            _ = try? source.stamp()
+            read()
+        }
+        lock.withLock {
+            guard !stopped else { return }
+            timer = scheduler.schedule(after: interval) { [weak self] in self?.due() }
+        }
     }
 
-    /// Under `lock`: reads where the feed starts. A download known already is not told again;
+    /// Holding `reading`: reads where the feed starts. A download known already is not told again;
     /// one created meanwhile is told as created once its stamp is read.
     private func load() -> Bool {
         guard let start = try? source.start() else { return false }
-        state = ClusterFeedState(version: start.version, rows: start.rows, ignoring: ignoring)
-        feed.becomeCluster(at: start.version)
+        lock.withLock {
+            state = ClusterFeedState(version: start.version, rows: start.rows, ignoring: ignoring)
+            feed.becomeCluster(at: start.version)
+        }
         return true
     }
 
-    /// Under `lock`: every change stamped above the cursor, told in version order.
+    /// Holding `reading`: every change stamped above the cursor, told in version order.
     private func read() {
-        guard state != nil || load() else { return }
+        guard lock.withLock({ state != nil }) || load() else { return }
         for _ in 0..<100 {  // Bounded: 100 batches a round at most; the next round goes on.
-            guard let version = state?.version, let found = try? source.changes(after: version) else { return }
-            for change in found.changes {
-                feed.ingest(state?.apply(change), version: change.version)
+            guard let version = lock.withLock({ state?.version }), let found = try? source.changes(after: version) else { return }
+            lock.withLock {
+                for change in found.changes { feed.ingest(state?.apply(change), version: change.version) }
             }
             guard found.more else { return }
         }
