@@ -15,7 +15,8 @@ public final class DownloadEngine: Sendable {
     let recovery: EngineCore.RecoveryReport
     /// The SSRF guard's rules, checked on every request before it reaches the core.
     let egress: EgressRules
-    /// Completion webhooks: callers' callbacks and their deliveries (stored in the state database).
+    /// Completion webhooks: callers' callbacks and their deliveries (stored in the state database;
+    /// in cluster mode in the cluster database, `ClusterWebhooks`).
     public let webhooks: WebhookDispatcher
     /// Cluster mode: reads of downloads not held here, answered from the database (nil: single process).
     let clusterReads: ClusterReads?
