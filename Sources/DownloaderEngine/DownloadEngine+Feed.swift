@@ -5,8 +5,10 @@ extension DownloadEngine {
     /// lifecycle events after it, then each download's newest progress newer than it. Otherwise a
     /// `snapshot` item per download first (oldest download first), then what follows. Ids are
     /// strictly increasing, also across restarts (reserved in the state store ahead of use).
+    /// Cluster mode: every download of the cluster, ids derived from the cluster database's change
+    /// versions, so that they mean the same on every replica (`ClusterFeed`).
     public func watchAll(after lastEventID: UInt64? = nil) -> FeedSubscription {
-        core.watchAll(after: lastEventID)
+        clusterFeed?.watch(after: lastEventID) ?? core.watchAll(after: lastEventID)
     }
 
     /// Watchers of `watchAll` open now.

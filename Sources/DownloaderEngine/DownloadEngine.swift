@@ -15,10 +15,13 @@ public final class DownloadEngine: Sendable {
     let recovery: EngineCore.RecoveryReport
     /// The SSRF guard's rules, checked on every request before it reaches the core.
     let egress: EgressRules
-    /// Completion webhooks: callers' callbacks and their deliveries (stored in the state database).
+    /// Completion webhooks: callers' callbacks and their deliveries (stored in the state database;
+    /// in cluster mode in the cluster database, `ClusterWebhooks`).
     public let webhooks: WebhookDispatcher
     /// Cluster mode: reads of downloads not held here, answered from the database (nil: single process).
     let clusterReads: ClusterReads?
+    /// Cluster mode: `watchAll` shows every download of the cluster (nil: single process).
+    let clusterFeed: ClusterFeed?
 
     /// Creates the storage areas, loads the state (importing an earlier release's journal once),
     /// carries on downloads that were running,
@@ -52,12 +55,22 @@ public final class DownloadEngine: Sendable {
         recovery = try core.recover()
         core.startCluster()
         clusterReads = ClusterReads(core: core)
+        clusterFeed = configuration.clusterDatabase.map { [core] in
+            ClusterFeed(source: ClusterFeedStore(pool: $0.pool), feed: core.feed, scheduler: scheduler,
+                        ignoring: configuration.coalesceIgnoreQuery)
+        }
+        clusterFeed?.start()
         core.scheduleRetention()
         let dispatcher = try WebhookDispatcher(
             journal: WebhookJournal(path: core.store.stateDirectory + "/" + SQLiteStateStore.fileName),
             poster: CurlWebhookPoster(egress: egress), scheduler: scheduler, random: random, egress: egress,
             lookup: { [weak core] id in core?.snapshot(id: id) })
         webhooks = dispatcher
+        if let database = configuration.clusterDatabase {
+            let cluster = ClusterWebhooks(pool: database.pool, ignoring: configuration.coalesceIgnoreQuery, scheduler: scheduler,
+                                          owner: configuration.clusterReplica.owner + "/" + random.hex(byteCount: 6))
+            dispatcher.lock.withLock { dispatcher.cluster = cluster }
+        }
         core.locked { core.hooks.ended = { [weak dispatcher] snapshot in dispatcher?.downloadEnded(snapshot) } }
         if let reads = clusterReads { core.locked { core.cluster?.evicted = { [weak reads] in reads?.evicted($0, completed: $1) } } }
         monitor.start(interval: configuration.pressureInterval) { [weak core] in core?.checkPressure() }
@@ -65,6 +78,8 @@ public final class DownloadEngine: Sendable {
 
     deinit {
         core.pressure.stop()
+        clusterFeed?.stop()
+        webhooks.lock.withLock { webhooks.cluster }?.stop()
         core.cluster?.keeper.stop()
     }
 
@@ -145,6 +160,8 @@ public final class DownloadEngine: Sendable {
     /// after a restart; ends every subscription. Later requests fail with `shuttingDown`.
     public func shutdown() async {
         core.pressure.stop()
+        clusterFeed?.stop()
+        webhooks.lock.withLock { webhooks.cluster }?.stop()
         await core.shutdown()
         core.clusterShutdown()
         (core.driver as? CurlTransferDriver)?.shutdown()

@@ -124,6 +124,87 @@ enum PostgresSchema {
         CREATE INDEX client_tokens_client ON client_tokens (client);
         CREATE TABLE cluster_secrets (name text PRIMARY KEY, secret bytea NOT NULL);
         """,
+        // 8: the cluster-wide event feed (`ClusterFeedStore`, `GET /events` on any replica). Every
+        // change of a downloads row (a write of anything but `hb_at`) clears its `feed_seq` (its
+        // progress is to be told); every lifecycle change (created, a new state or body version,
+        // deleted) appends a `feed_log` entry, which nothing overwrites. Replicas then stamp what is
+        // unstamped with `feed_versions` (log entries first), one stamper at a time (an advisory
+        // lock), so the stamps visible to any reader are always a prefix of the sequence: reading
+        // "stamped above my cursor" never misses a change that commits late. Writers keep their
+        // statements (triggers do it).
+        """
+        CREATE SEQUENCE feed_versions;
+        ALTER TABLE downloads ADD COLUMN feed_seq bigint;
+        CREATE INDEX downloads_feed_seq ON downloads (feed_seq);
+        CREATE INDEX downloads_unstamped ON downloads (id) WHERE feed_seq IS NULL;
+        CREATE TABLE feed_log (
+            n bigserial PRIMARY KEY,
+            id text NOT NULL,
+            kind text NOT NULL,
+            old_state text,
+            new_state text,
+            old_generation bigint,
+            new_generation bigint,
+            feed_seq bigint,
+            at timestamptz NOT NULL DEFAULT now()
+        );
+        CREATE INDEX feed_log_seq ON feed_log (feed_seq);
+        CREATE INDEX feed_log_unstamped ON feed_log (n) WHERE feed_seq IS NULL;
+        CREATE FUNCTION feed_unstamp() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.feed_seq IS NOT DISTINCT FROM OLD.feed_seq
+               AND (to_jsonb(NEW) - 'hb_at') IS DISTINCT FROM (to_jsonb(OLD) - 'hb_at') THEN
+                NEW.feed_seq := NULL;
+            END IF;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER downloads_feed_unstamp BEFORE UPDATE ON downloads FOR EACH ROW EXECUTE FUNCTION feed_unstamp();
+        CREATE FUNCTION feed_log_change() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_OP = 'INSERT' THEN
+                INSERT INTO feed_log (id, kind, new_state, new_generation) VALUES (NEW.id, 'created', NEW.state, NEW.generation);
+            ELSIF TG_OP = 'DELETE' THEN
+                INSERT INTO feed_log (id, kind, old_state, old_generation) VALUES (OLD.id, 'removed', OLD.state, OLD.generation);
+            ELSIF NEW.state IS DISTINCT FROM OLD.state OR NEW.generation IS DISTINCT FROM OLD.generation THEN
+                INSERT INTO feed_log (id, kind, old_state, new_state, old_generation, new_generation)
+                    VALUES (NEW.id, 'changed', OLD.state, NEW.state, OLD.generation, NEW.generation);
+            END IF;
+            RETURN NULL;
+        END $$;
+        CREATE TRIGGER downloads_feed_log AFTER INSERT OR UPDATE OR DELETE ON downloads FOR EACH ROW EXECUTE FUNCTION feed_log_change();
+        """,
+        // 9: completion webhooks for the cluster (`ClusterWebhookStore`; SQLite migration 3's tables,
+        // with a claim): a registration made on any replica is seen by all; one delivery per
+        // registration and event (the unique key: replicas that see the same end make it once); a
+        // replica sends a delivery only under its claim (`claimed_by` until `claim_until`, the
+        // database's clock), so one replica tries it at a time and another takes it over when the
+        // claim lapses (its sender died).
+        """
+        CREATE TABLE webhook_registrations (
+            id text PRIMARY KEY,
+            download text NOT NULL,
+            token_hash bytea NOT NULL,
+            url text NOT NULL,
+            events text NOT NULL,
+            created_at timestamptz NOT NULL DEFAULT now()
+        );
+        CREATE INDEX webhook_registrations_download ON webhook_registrations (download);
+        CREATE INDEX webhook_registrations_token ON webhook_registrations (token_hash);
+        CREATE TABLE webhook_deliveries (
+            id text PRIMARY KEY,
+            registration text NOT NULL REFERENCES webhook_registrations (id) ON DELETE CASCADE,
+            event text NOT NULL,
+            body bytea NOT NULL,
+            tries integer NOT NULL DEFAULT 0,
+            next_at timestamptz NOT NULL DEFAULT now(),
+            outcome text,
+            reason text,
+            claimed_by text,
+            claim_until timestamptz,
+            UNIQUE (registration, event)
+        );
+        CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_at) WHERE outcome IS NULL;
+        """,
     ]
 
     static var version: Int { migrations.count }

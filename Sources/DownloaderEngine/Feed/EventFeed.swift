@@ -6,6 +6,10 @@ import Foundation
 /// counts as one subscriber per download with live progress, and gets at most its share of
 /// progress items a second (lifecycle events are never paced). Fed by the engine's effects, in the
 /// order the events were decided. One lock, never held while calling out (wakers run after it).
+///
+/// Cluster mode (`becomeCluster`): fed by `ClusterFeed` from the cluster database's changes, in their
+/// version order, with ids derived from the versions (`ClusterEventIDs`); the engine's own events
+/// are ignored (the database shows them too, and the ids must be the same on every replica).
 final class EventFeed: @unchecked Sendable {
     static let historyCapacity = 10_000
 
@@ -18,6 +22,8 @@ final class EventFeed: @unchecked Sendable {
     private let lock = NSLock()
     // Guarded by `lock`.
     private var ids: EventIDSequence
+    /// Cluster mode's ids (nil in a single process).
+    private var cluster: ClusterEventIDs?
     private var history: FeedHistory
     private var slots = ProgressSlots()
     private var watchers: [UInt64: FeedWatcherState] = [:]
@@ -45,31 +51,50 @@ final class EventFeed: @unchecked Sendable {
     // MARK: Fed by the engine (its effects, in decision order)
 
     func ingest(_ event: DownloadEvent) {
-        let download = event.snapshot.id
-        if case .progress = event {
-            let wake = locked { () -> [@Sendable () -> Void] in
-                let id = takeID()
-                if slots.set(event, of: download, id: id) { updateUnits() }
-                return takeWakers(tick: false)
-            }
-            for waker in wake { waker() }
-        } else {
-            lifecycle(.event(event), of: download)
-        }
+        ingest(.event(event), version: nil)
     }
 
     func ingestCreated(_ snapshot: DownloadSnapshot) {
-        lifecycle(.created(snapshot), of: snapshot.id)
+        ingest(.created(snapshot), version: nil)
     }
 
-    private func lifecycle(_ kind: FeedItem.Kind, of download: String) {
+    /// Cluster mode: the change stamped `version` (above every one before), and what it shows
+    /// (nil: nothing to tell; the ids still move on).
+    func ingest(_ kind: FeedItem.Kind?, version: UInt64) {
+        ingest(kind, version: Optional(version))
+    }
+
+    /// `version` nil: the engine's own event (ignored in cluster mode).
+    private func ingest(_ kind: FeedItem.Kind?, version: UInt64?) {
         let wake = locked { () -> [@Sendable () -> Void] in
+            guard (version != nil) == (cluster != nil) else { return [] }
+            if let version { cluster?.advance(to: version) }
+            guard let kind else { return [] }
+            let download = kind.snapshot.id
+            let id = version.map(ClusterEventIDs.id(version:)) ?? takeID()!
+            if case .event(let event) = kind, case .progress = event {
+                if slots.set(event, of: download, id: id) { updateUnits() }
+                return takeWakers(tick: false)
+            }
             if slots.remove(download) { updateUnits() }
-            history.append(.init(id: takeID(), download: download, kind: kind))
+            history.append(.init(id: id, download: download, kind: kind))
             return takeWakers(tick: true)
         }
         for waker in wake { waker() }
     }
+
+    /// Switches to cluster mode, its changes applied up to `version` (before any watcher).
+    func becomeCluster(at version: UInt64) {
+        locked {
+            cluster = ClusterEventIDs(version: version)
+            history = FeedHistory(capacity: history.capacity, droppedUpTo: ClusterEventIDs.id(version: version))
+            slots = ProgressSlots()
+            updateUnits()
+        }
+    }
+
+    /// Cluster mode: the newest change version applied (nil in a single process).
+    var clusterVersion: UInt64? { locked { cluster?.version } }
 
     // MARK: Watchers
 
@@ -89,8 +114,13 @@ final class EventFeed: @unchecked Sendable {
     func start(_ id: UInt64, snapshots: [DownloadSnapshot]) {
         let waker = locked { () -> (@Sendable () -> Void)? in
             guard watchers[id]?.phase == .pending else { return nil }
-            let firstID = ids.next  // the snapshot's ids are consecutive
-            for _ in snapshots { _ = takeID() }
+            let firstID: UInt64  // the snapshot's ids are consecutive
+            if let cluster {
+                firstID = cluster.snapshotFirst(count: snapshots.count)
+            } else {
+                firstID = ids.next
+                for _ in snapshots { _ = takeID() }
+            }
             watchers[id]?.start(snapshots: snapshots, firstID: firstID, nextIndex: history.appended, now: pacer.now())
             return wakeOnEvent.removeValue(forKey: id)
         }
@@ -100,7 +130,8 @@ final class EventFeed: @unchecked Sendable {
     /// A watcher that continues after `lastID`; nil when the history no longer holds what followed it.
     func replaying(after lastID: UInt64) -> UInt64? {
         locked {
-            guard !finished, let index = history.index(after: lastID, newestIssued: ids.newestIssued) else { return nil }
+            guard !finished, !(cluster != nil && ClusterEventIDs.isInsideSnapshot(lastID)),
+                  let index = history.index(after: lastID, newestIssued: cluster?.newest ?? ids.newestIssued) else { return nil }
             nextWatcher += 1
             var state = FeedWatcherState()
             state.replay(after: lastID, nextIndex: index, now: pacer.now())
@@ -186,7 +217,9 @@ final class EventFeed: @unchecked Sendable {
         return wake
     }
 
-    private func takeID() -> UInt64 {
+    /// A fresh id; nil in cluster mode when the current version has none left (`ClusterEventIDs.take`).
+    private func takeID() -> UInt64? {
+        if cluster != nil { return cluster?.take() }
         if let reserve {
             if ids.exhausted {
                 // Rare (the background reservation is half a block ahead): stored here and now.

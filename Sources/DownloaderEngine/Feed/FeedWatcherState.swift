@@ -56,9 +56,9 @@ struct FeedWatcherState {
     }
 
     /// The next thing to hand out. `rate`: progress items a second allowed (nil: no limit);
-    /// `newID` takes a fresh id (for a progress item).
+    /// `newID` takes a fresh id (for a progress item; nil: none now, try again on the next tick).
     mutating func step(history: FeedHistory, slots: ProgressSlots, rate: Double?, now: UInt64,
-                       newID: () -> UInt64) -> Step {
+                       newID: () -> UInt64?) -> Step {
         switch phase {
         case .pending: return .waitForEvents
         case .ended: return .end
@@ -89,12 +89,13 @@ struct FeedWatcherState {
             credit = min(max(1, rate * 0.1), credit + Double(now &- min(now, creditAt)) / 1e9 * rate)
             creditAt = now
             guard credit >= 1 else { return .waitForCredit }
-            credit -= 1
         }
+        guard let id = newID() else { return .waitForCredit }
+        if rate != nil { credit -= 1 }
         let slot = slots[owed]
         rotation = owed + 1
         sent[slot.download] = slot.id
-        return .item(FeedItem(id: newID(), kind: .event(slot.event)))
+        return .item(FeedItem(id: id, kind: .event(slot.event)))
     }
 
     /// The position of the next slot (round robin) whose progress is newer than what was handed out.

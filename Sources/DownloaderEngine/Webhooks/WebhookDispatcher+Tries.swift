@@ -21,17 +21,22 @@ extension WebhookDispatcher {
             return (delivery, registration, settings)
         }
         guard let (delivery, registration, settings) = found else { return }
+        let result = poster.post(url: registration.url, headers: Self.headers(of: delivery, settings), body: delivery.body,
+                                 timeout: schedule.tryTimeout)
+        record(result, of: delivery, registration: registration, settings: settings)
+    }
+
+    /// The headers of a try of `delivery` (signed when there is a secret).
+    static func headers(of delivery: WebhookDelivery, _ settings: WebhookSettings) -> [(String, String)] {
         var headers = [("Content-Type", "application/json"), ("User-Agent", settings.userAgent), ("X-Delivery-Id", delivery.id)]
         if let secret = settings.secret {
             headers.append(("X-Signature-256", "sha256=" + HMACSHA256.hex(key: secret, message: delivery.body)))
         }
-        let result = poster.post(url: registration.url, headers: headers, body: delivery.body, timeout: schedule.tryTimeout)
-        record(result, of: delivery, registration: registration, settings: settings)
+        return headers
     }
 
-    /// Decides on a try's result: delivered, forbidden, another try later, or given up.
-    private func record(_ result: WebhookTryResult, of tried: WebhookDelivery, registration: WebhookRegistration,
-                        settings: WebhookSettings) {
+    /// Decides on a try's result: delivered, forbidden, another try later (the delay), or given up.
+    func judged(_ result: WebhookTryResult, of tried: WebhookDelivery) -> (delivery: WebhookDelivery, delay: Double?) {
         var delivery = tried
         delivery.tries += 1
         var retryAfter: Double?
@@ -57,6 +62,13 @@ extension WebhookDispatcher {
                 delivery.reason = "no 2xx in \(delivery.tries) tries; last: \(delivery.reason ?? "?")"
             }
         }
+        return (delivery, delay)
+    }
+
+    /// Records a try's result: delivered, forbidden, another try later, or given up.
+    private func record(_ result: WebhookTryResult, of tried: WebhookDelivery, registration: WebhookRegistration,
+                        settings: WebhookSettings) {
+        let (delivery, delay) = judged(result, of: tried)
         let current = lock.withLock { () -> Bool in
             stats.tries += 1
             guard deliveries[delivery.key]?.id == delivery.id else { return false }  // dropped meanwhile
@@ -73,8 +85,11 @@ extension WebhookDispatcher {
         guard let outcome = delivery.outcome else { return }
         // A completed download's registration has nothing left to do once its delivery ended.
         if delivery.event == .completed { remove([registration.id]) }
-        settings.report(WebhookReport(deliveryID: delivery.id, downloadID: registration.downloadID, event: delivery.event,
-                                      shownURL: CallbackRequest.shown(registration.url), outcome: outcome,
-                                      tries: delivery.tries, reason: outcome == .delivered ? nil : delivery.reason))
+        settings.report(Self.report(delivery, outcome: outcome, downloadID: registration.downloadID, url: registration.url))
+    }
+
+    static func report(_ delivery: WebhookDelivery, outcome: WebhookOutcome, downloadID: String, url: String) -> WebhookReport {
+        WebhookReport(deliveryID: delivery.id, downloadID: downloadID, event: delivery.event, shownURL: CallbackRequest.shown(url),
+                      outcome: outcome, tries: delivery.tries, reason: outcome == .delivered ? nil : delivery.reason)
     }
 }

@@ -35,6 +35,8 @@ public final class WebhookDispatcher: @unchecked Sendable {
     var deliveries: [DeliveryKey: WebhookDelivery] = [:]
     var timers: [String: ScheduledTimer] = [:]
     var stats = WebhookStatistics()
+    /// Cluster mode: registrations and deliveries in the cluster database instead (set once, before `start`).
+    var cluster: ClusterWebhooks?
 
     init(journal: WebhookJournal, poster: WebhookPosting, scheduler: Scheduler, random: RandomSource,
          egress: EgressRules, schedule: WebhookSchedule = WebhookSchedule(),
@@ -57,6 +59,13 @@ public final class WebhookDispatcher: @unchecked Sendable {
     /// registrations whose download ended while no delivery could be made (a crash between the two)
     /// get theirs. Call once, before callers register.
     public func start(_ settings: WebhookSettings) {
+        if let cluster = lock.withLock({ () -> ClusterWebhooks? in
+            self.settings = settings
+            return self.cluster
+        }) {
+            cluster.start(self)
+            return
+        }
         let (pending, all) = lock.withLock {
             self.settings = settings
             return (deliveries.values.filter { $0.outcome == nil }, Array(registrations.values))
@@ -90,7 +99,10 @@ public final class WebhookDispatcher: @unchecked Sendable {
         let registration = WebhookRegistration(id: "wh_" + random.hex(byteCount: 12), downloadID: snapshot.id,
                                                tokenHash: TokenHash(token: token), url: callback.url,
                                                events: callback.events, createdAt: scheduler.now())
+        let cluster = lock.withLock { self.cluster }
         do throws(StateStoreError) {
+            // Cluster mode: a round of any replica makes its delivery when the download has ended.
+            if let cluster { return try cluster.store.insert(registration) }
             try journal.insert(registration)
         } catch {
             throw WebhookJournalError(message: error.message)
@@ -103,6 +115,10 @@ public final class WebhookDispatcher: @unchecked Sendable {
     /// The caller withdrew (`DELETE /downloads/{token}`): its callbacks and their pending deliveries go.
     public func drop(token: String) {
         let hash = TokenHash(token: token)
+        if let cluster = lock.withLock({ self.cluster }) {
+            try? cluster.store.drop(tokenHash: hash)
+            return
+        }
         let ids = lock.withLock { registrations.values.filter { $0.tokenHash == hash }.map(\.id) }
         remove(ids)
     }
@@ -117,6 +133,7 @@ public final class WebhookDispatcher: @unchecked Sendable {
 
     /// From the engine (a download completed or failed), on whatever thread it acts on: handled on `intake`.
     func downloadEnded(_ snapshot: DownloadSnapshot) {
+        guard lock.withLock({ cluster }) == nil else { return }  // The cluster's rounds read the rows.
         intake.async { self.settle(snapshot, registrationIDs: nil) }
     }
 

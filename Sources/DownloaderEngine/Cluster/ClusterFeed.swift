@@ -1,0 +1,120 @@
+import Foundation
+
+/// Where the cluster feed reads (`ClusterFeedStore`; tests give their own).
+protocol ClusterFeedSource: Sendable {
+    func stamp() throws(StateStoreError) -> Int
+    func start() throws(StateStoreError) -> (version: UInt64, rows: [ClusterRow])
+    func changes(after version: UInt64) throws(StateStoreError) -> (changes: [ClusterFeedStore.Change], more: Bool)
+}
+
+extension ClusterFeedStore: ClusterFeedSource {}
+
+/// Cluster mode's `GET /events`: the engine's `EventFeed`, fed from the cluster database instead
+/// of the engine's own events, so that every replica shows every download of the cluster under the
+/// same ids. Every `interval` seconds (on a queue of its own, timed by the engine's scheduler) it
+/// stamps what changed (`ClusterFeedStore.stamp`), reads the changes stamped above its cursor, and
+/// ingests what each tells (`ClusterFeedState`) with ids derived from their versions
+/// (`ClusterEventIDs`). The holder's heartbeat changes a running download's row twice a second, so
+/// progress reaches every replica at least once a second; the feed paces it to its watchers within
+/// the shared progress budget, as in a single process.
+///
+/// A watcher that reconnects with a `Last-Event-ID` newer than this replica has applied (it came
+/// from a replica that read a little later) waits for one read first, so it is never answered with
+/// a fresh snapshot for being early. A lost database tells nothing until it answers again (the
+/// streams stay open), then everything that was stamped meanwhile.
+final class ClusterFeed: @unchecked Sendable {
+    static let interval: Double = 0.25
+
+    private let source: ClusterFeedSource
+    private let feed: EventFeed
+    private let scheduler: Scheduler
+    private let ignoring: Set<String>
+    private let interval: Double
+    private let work = DispatchQueue(label: "download-engine.cluster-feed")
+    /// One read at a time (its database round trips are made holding it, never holding `lock`).
+    private let reading = NSLock()
+    /// What the feed was told (`state`) and the fresh watchers' snapshots of it: held briefly.
+    private let lock = NSLock()
+    // Guarded by `lock`.
+    private var state: ClusterFeedState?
+    private var timer: ScheduledTimer?
+    private var stopped = false
+
+    init(source: ClusterFeedSource, feed: EventFeed, scheduler: Scheduler, ignoring: Set<String>,
+         interval: Double = ClusterFeed.interval) {
+        self.source = source
+        self.feed = feed
+        self.scheduler = scheduler
+        self.ignoring = ignoring
+        self.interval = interval
+    }
+
+    /// Switches the feed to cluster mode and reads where it starts (tried again by each poll while
+    /// the database does not answer), then polls every `interval`.
+    func start() {
+        lock.withLock { feed.becomeCluster(at: 0) }
+        reading.withLock { _ = load() }
+        lock.withLock { timer = scheduler.schedule(after: interval) { [weak self] in self?.due() } }
+    }
+
+    func stop() {
+        lock.withLock {
+            stopped = true
+            timer?.cancel()
+            timer = nil
+        }
+    }
+
+    /// A watcher of every download in the cluster (`DownloadEngine.watchAll`).
+    func watch(after lastEventID: UInt64?) -> FeedSubscription {
+        if let lastEventID {
+            if ClusterEventIDs.version(of: lastEventID) > (feed.clusterVersion ?? 0) {
+                reading.withLock { read() }  // Early: it saw a change this replica has not read yet.
+            }
+            if let id = feed.replaying(after: lastEventID) { return FeedSubscription(feed: feed, id: id) }
+        }
+        let id = feed.makeWatcher()
+        lock.withLock { feed.start(id, snapshots: state?.snapshots() ?? []) }
+        return FeedSubscription(feed: feed, id: id)
+    }
+
+    private func due() {
+        work.async { [weak self] in self?.poll() }
+    }
+
+    /// One round: stamps, reads, and schedules the next.
+    func poll() {
+        guard !lock.withLock({ stopped }) else { return }
+        reading.withLock {
+            _ = try? source.stamp()
+            read()
+        }
+        lock.withLock {
+            guard !stopped else { return }
+            timer = scheduler.schedule(after: interval) { [weak self] in self?.due() }
+        }
+    }
+
+    /// Holding `reading`: reads where the feed starts. A download known already is not told again;
+    /// one created meanwhile is told as created once its stamp is read.
+    private func load() -> Bool {
+        guard let start = try? source.start() else { return false }
+        lock.withLock {
+            state = ClusterFeedState(version: start.version, rows: start.rows, ignoring: ignoring)
+            feed.becomeCluster(at: start.version)
+        }
+        return true
+    }
+
+    /// Holding `reading`: every change stamped above the cursor, told in version order.
+    private func read() {
+        guard lock.withLock({ state != nil }) || load() else { return }
+        for _ in 0..<100 {  // Bounded: 100 batches a round at most; the next round goes on.
+            guard let version = lock.withLock({ state?.version }), let found = try? source.changes(after: version) else { return }
+            lock.withLock {
+                for change in found.changes { feed.ingest(state?.apply(change), version: change.version) }
+            }
+            guard found.more else { return }
+        }
+    }
+}
