@@ -3,9 +3,9 @@
 /// place reserved for one, with the client address it was given to. A row counts while its token
 /// is a live caller token (in `tokens`) or for `recent` seconds after it was written (a place
 /// reserved and not committed yet, or a token its holder has not committed yet: they are committed
-/// within a fraction of a second); older rows of dead tokens are deleted when their client reserves
-/// again and by `sweep()`. Reserving counts and inserts under a per-client advisory lock, so two
-/// replicas cannot both take a client's last place.
+/// within a fraction of a second); older rows of dead tokens are deleted when their client reaches
+/// its limit (`ClientReservation`) and by `sweep()`. Reserving counts and inserts under a
+/// per-client advisory lock, so two replicas cannot both take a client's last place.
 public final class ClientTokenStore: Sendable {
     public enum Reservation: Sendable, Equatable {
         case reserved
@@ -33,10 +33,16 @@ public final class ClientTokenStore: Sendable {
         let reserved = try? pool.withConnection { db throws(StateStoreError) in
             try db.transaction { () throws(StateStoreError) -> Bool in
                 try db.execute("SELECT pg_advisory_xact_lock($1::integer, hashtext($2))", [String(Self.lockSpace), client])
-                try db.execute("DELETE FROM client_tokens c WHERE c.client = $1 AND c.at < now() - make_interval(secs => $2::double precision) "
-                               + "AND NOT EXISTS (SELECT 1 FROM tokens t WHERE t.hash = c.hash)", [client, window])
-                let held = Int(try db.execute("SELECT count(*) FROM client_tokens WHERE client = $1", [client]).scalar ?? "0") ?? 0
-                guard held < limit else { return false }
+                func held() throws(StateStoreError) -> Int {
+                    Int(try db.execute("SELECT count(*) FROM client_tokens WHERE client = $1", [client]).scalar ?? "0") ?? 0
+                }
+                var step = ClientReservation.step(rows: try held(), limit: limit, pruned: false)
+                if step == .prune {
+                    try db.execute("DELETE FROM client_tokens c WHERE c.client = $1 AND c.at < now() - make_interval(secs => $2::double precision) "
+                                   + "AND NOT EXISTS (SELECT 1 FROM tokens t WHERE t.hash = c.hash)", [client, window])
+                    step = ClientReservation.step(rows: try held(), limit: limit, pruned: true)
+                }
+                guard step == .insert else { return false }
                 try db.execute("INSERT INTO client_tokens (hash, client) VALUES (decode($1, 'hex'), $2)", [PostgresArray.hex(place), client])
                 return true
             }
