@@ -16,14 +16,10 @@ struct ClusterOrphanLiveTests {
             let database = try PostgresServer.shared.createDatabase()
             let shared = Live.sharedDirectory()
             defer { try? FileManager.default.removeItem(at: shared) }
-            var configuration = EngineConfiguration(root: shared)
-            configuration.minFreeDiskBytes = 0
-            configuration.orphanSweepInterval = 0.2
-            configuration.orphanMinimumAge = Self.age
-            configuration.clusterDatabase = try ClusterDatabase.connect(url: database, poolSize: 4, within: 5)
-            configuration.clusterReplica = ClusterReplica(owner: "a", advertiseURL: "http://a.invalid", leaseTTL: Live.ttl)
-            let engine = try DownloadEngine(configuration: configuration, driver: FakeTransferDriver(), scheduler: SystemScheduler(),
-                                            diskPressure: .disabled)
+            let engine = try ClusterJanitorLiveTests.replica("a", database: database, shared: shared) {
+                $0.orphanSweepInterval = 0.2
+                $0.orphanMinimumAge = Self.age
+            }
             defer { Live.shutdown([engine]) }
             let store = try PostgresStateStore(pool: PostgresPool(url: database, capacity: 2))
             let (partials, cache, data) = (engine.core.store.partialDirectory, engine.core.store.cacheDirectory, engine.core.store.dataDirectory)
