@@ -147,6 +147,12 @@ public struct EngineConfiguration: Sendable {
     public var clusterDatabase: ClusterDatabase? = nil
     /// Cluster mode: this replica's owner id, advertised URL and lease TTL (`ClusterReplica`).
     public var clusterReplica = ClusterReplica()
+    /// Cluster mode: the janitor sweeps the shared partial and cache areas for files no row names
+    /// every this many seconds (default 60; `OrphanSweep`) and deletes those whose status changed
+    /// at least `orphanMinimumAge` seconds ago (default 1 h: far longer than any replica takes to
+    /// record a file it made), and the files of tombstoned downloads at once.
+    public var orphanSweepInterval: Double = 60
+    public var orphanMinimumAge: Double = 3_600
     /// Crash tests only: where the process SIGKILLs itself (default nil; see `CrashPoint`).
     public var testCrashPoint: CrashPoint? = nil
     /// Told every step of every download's life (`DownloadStory`), in the order the engine decided

@@ -54,6 +54,8 @@ final class ServiceMetrics: Sendable {
             metric("cluster_fenced_writes_total", "counter",
                    "Writes refused because the lease that allowed them was lost (refused renewals included).",
                    [("", String(cluster.fencedWrites))])
+            metric("cluster_janitor", "gauge", "1 on the replica holding the janitor lease (it runs the purges), else 0.",
+                   [("", cluster.janitor ? "1" : "0")])
         }
         return out
     }

@@ -1,11 +1,14 @@
 import DownloaderEngine
+import Foundation
 import Synchronization
 
 /// Cluster mode's `--max-downloads-per-client`: counted in the database (`ClientTokenStore`), so a
 /// client's live caller tokens on every replica count, under the address the request came from
 /// (for a forwarded request, the one the forwarding replica vouched for: `ClientSigning`). Places
 /// reserved here wait in memory for their commit or cancel (a client's places are interchangeable:
-/// any one is taken). While the database fails, a reservation is let through: the engine answers
+/// any one is taken). A reservation far from the limit claims a block of places, and the spare
+/// ones serve the client's next requests here without a database round trip (`ClientAllowance`).
+/// While the database fails, a reservation is let through: the engine answers
 /// `database_unavailable` for the request itself.
 final class ClusterCallerQuota: CallerLimit {
     let limit: Int
@@ -13,25 +16,55 @@ final class ClusterCallerQuota: CallerLimit {
     /// Commits between two sweeps of rows that no longer count.
     let sweepEvery: Int
     private let random: @Sendable () -> [UInt8]
-    private let state = Mutex((places: [String: [[UInt8]]](), commits: 0))
+    private let monotonic: @Sendable () -> Double
+    /// Places claimed and not given yet, by client, with when their claim started.
+    private struct Spare {
+        var places: [[UInt8]]
+        var claimedAt: Double
+    }
+    private let state = Mutex((places: [String: [[UInt8]]](), commits: 0, spare: [String: Spare]()))
 
     init(limit: Int, store: ClientTokenStore, sweepEvery: Int = 1_000,
-         random: @escaping @Sendable () -> [UInt8] = ClientSigning.freshSecret) {
+         random: @escaping @Sendable () -> [UInt8] = ClientSigning.freshSecret,
+         monotonic: @escaping @Sendable () -> Double = { ProcessInfo.processInfo.systemUptime }) {
         self.limit = limit
         self.store = store
         self.sweepEvery = max(1, sweepEvery)
         self.random = random
+        self.monotonic = monotonic
     }
 
     func reserve(_ client: String) -> Bool {
-        let place = random()
-        switch store.reserve(client: client, limit: limit, place: place) {
-        case .reserved:
-            state.withLock { $0.places[client, default: []].append(place) }
+        let (recent, now) = (store.recent, monotonic())
+        let given: Bool = state.withLock { state in
+            guard var spare = state.spare[client] else { return false }
+            guard ClientAllowance.usable(claimedAt: spare.claimedAt, now: now, recent: recent), let place = spare.places.popLast() else {
+                state.spare[client] = nil
+                return false
+            }
+            state.spare[client] = spare.places.isEmpty ? nil : spare
+            state.places[client, default: []].append(place)
             return true
-        case .atLimit:
+        }
+        if given { return true }
+        let limit = self.limit
+        let places = (0..<ClientAllowance.block(held: 0, limit: limit)).map { _ in random() }
+        switch store.reserve(client: client, limit: limit, places: places, block: { ClientAllowance.block(held: $0, limit: limit) }) {
+        case 0?:
             return false
-        case .unavailable:
+        case let taken?:
+            state.withLock { state in
+                state.places[client, default: []].append(places[0])
+                guard taken > 1 else { return }
+                if state.spare.count >= ClientAllowance.maximumClients {
+                    state.spare = state.spare.filter { ClientAllowance.usable(claimedAt: $0.value.claimedAt, now: now, recent: recent) }
+                }
+                if state.spare.count < ClientAllowance.maximumClients || state.spare[client] != nil {
+                    state.spare[client] = Spare(places: Array(places[1..<taken]), claimedAt: now)
+                }
+            }
+            return true
+        case nil:
             return true
         }
     }

@@ -3,9 +3,9 @@
 /// place reserved for one, with the client address it was given to. A row counts while its token
 /// is a live caller token (in `tokens`) or for `recent` seconds after it was written (a place
 /// reserved and not committed yet, or a token its holder has not committed yet: they are committed
-/// within a fraction of a second); older rows of dead tokens are deleted when their client reserves
-/// again and by `sweep()`. Reserving counts and inserts under a per-client advisory lock, so two
-/// replicas cannot both take a client's last place.
+/// within a fraction of a second); older rows of dead tokens are deleted when their client reaches
+/// its limit (`ClientReservation`) and by `sweep()`. Reserving counts and inserts under a
+/// per-client advisory lock, so two replicas cannot both take a client's last place.
 public final class ClientTokenStore: Sendable {
     public enum Reservation: Sendable, Equatable {
         case reserved
@@ -29,22 +29,40 @@ public final class ClientTokenStore: Sendable {
     /// Reserves place `place` (random bytes: an id nobody else has) for `client` unless it holds
     /// `limit` places already.
     public func reserve(client: String, limit: Int, place: [UInt8]) -> Reservation {
-        let window = String(recent)
-        let reserved = try? pool.withConnection { db throws(StateStoreError) in
-            try db.transaction { () throws(StateStoreError) -> Bool in
-                try db.execute("SELECT pg_advisory_xact_lock($1::integer, hashtext($2))", [String(Self.lockSpace), client])
-                try db.execute("DELETE FROM client_tokens c WHERE c.client = $1 AND c.at < now() - make_interval(secs => $2::double precision) "
-                               + "AND NOT EXISTS (SELECT 1 FROM tokens t WHERE t.hash = c.hash)", [client, window])
-                let held = Int(try db.execute("SELECT count(*) FROM client_tokens WHERE client = $1", [client]).scalar ?? "0") ?? 0
-                guard held < limit else { return false }
-                try db.execute("INSERT INTO client_tokens (hash, client) VALUES (decode($1, 'hex'), $2)", [PostgresArray.hex(place), client])
-                return true
-            }
-        }
-        switch reserved {
-        case true?: return .reserved
-        case false?: return .atLimit
+        switch reserve(client: client, limit: limit, places: [place]) {
+        case 0?: return .atLimit
         case nil: return .unavailable
+        default: return .reserved
+        }
+    }
+
+    /// Reserves the first of `places` for `client` unless it holds `limit` places already, and as
+    /// many more of them (in order) as `block` says for the places it held before (each place is
+    /// one the limit counts). Returns how many were reserved (0: at the limit); nil when the
+    /// database failed.
+    public func reserve(client: String, limit: Int, places: [[UInt8]], block: @escaping (Int) -> Int = { _ in 1 }) -> Int? {
+        let window = String(recent)
+        return try? pool.withConnection { db throws(StateStoreError) in
+            try db.transaction { () throws(StateStoreError) -> Int in
+                try db.execute("SELECT pg_advisory_xact_lock($1::integer, hashtext($2))", [String(Self.lockSpace), client])
+                func held() throws(StateStoreError) -> Int {
+                    Int(try db.execute("SELECT count(*) FROM client_tokens WHERE client = $1", [client]).scalar ?? "0") ?? 0
+                }
+                var rows = try held()
+                var step = ClientReservation.step(rows: rows, limit: limit, pruned: false)
+                if step == .prune {
+                    try db.execute("DELETE FROM client_tokens c WHERE c.client = $1 AND c.at < now() - make_interval(secs => $2::double precision) "
+                                   + "AND NOT EXISTS (SELECT 1 FROM tokens t WHERE t.hash = c.hash)", [client, window])
+                    rows = try held()
+                    step = ClientReservation.step(rows: rows, limit: limit, pruned: true)
+                }
+                guard step == .insert, !places.isEmpty else { return 0 }
+                // `rows` is at least what the client holds: `limit - rows` places are free for certain.
+                let taken = Array(places.prefix(max(1, min(block(rows), limit - rows))))
+                try db.execute("INSERT INTO client_tokens (hash, client) SELECT decode(h, 'hex'), $2 FROM unnest($1::text[]) AS h",
+                               [PostgresArray.literal(taken.map(PostgresArray.hex)), client])
+                return taken.count
+            }
         }
     }
 

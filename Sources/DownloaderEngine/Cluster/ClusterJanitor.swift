@@ -22,6 +22,7 @@ final class ClusterJanitor: @unchecked Sendable {
     // Guarded by `lock`.
     private var hold: LeaseHold?
     private var lastSweep: Double?
+    private var lastOrphanSweep: Double?
     private var stopped = false
 
     init(leases: LeaseStore, replica: ClusterReplica, monotonic: @escaping @Sendable () -> Double) {
@@ -77,11 +78,19 @@ final class ClusterJanitor: @unchecked Sendable {
     /// Whether a sweep is due at `now` (every `interval`); when it is, it counts as started.
     func sweepDue(interval: Double) -> Bool {
         let now = monotonic()
-        return lock.withLock {
-            if let lastSweep, now - lastSweep < interval { return false }
-            lastSweep = now
-            return true
-        }
+        return lock.withLock { Self.due(&lastSweep, now: now, interval: interval) }
+    }
+
+    /// Whether a sweep of orphan files (`OrphanSweep`) is due (every `interval`; the first at once).
+    func orphanSweepDue(interval: Double) -> Bool {
+        let now = monotonic()
+        return lock.withLock { Self.due(&lastOrphanSweep, now: now, interval: interval) }
+    }
+
+    private static func due(_ last: inout Double?, now: Double, interval: Double) -> Bool {
+        if let last, now - last < interval { return false }
+        last = now
+        return true
     }
 
     /// The engine stops: no more turns, and the lease is released so another replica takes it at once.

@@ -17,13 +17,15 @@ public struct ClusterReplica: Sendable, Equatable {
     }
 }
 
-/// Cluster mode's counters for `/metrics`: leases held now, takeovers of lapsed leases, and writes
+/// Cluster mode's counters for `/metrics`: leases held now, takeovers of lapsed leases, writes
 /// refused because the lease that allowed them was lost (rows dropped or refused by the database,
-/// file writes refused, refused or failed renewals, passed local deadlines).
+/// file writes refused, refused or failed renewals, passed local deadlines), and whether this
+/// replica is the janitor (holds the `janitor` lease within its local deadline).
 public struct ClusterStatistics: Sendable, Equatable {
     public var leasesHeld = 0
     public var takeovers: Int64 = 0
     public var fencedWrites: Int64 = 0
+    public var janitor = false
 
     public init() {}
 }

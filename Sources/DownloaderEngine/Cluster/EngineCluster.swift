@@ -1,6 +1,4 @@
-import Basics
 import Foundation
-import Glibc
 import Synchronization
 
 /// Cluster mode's part of the engine (nil in a single process): who this replica is, the leases it
@@ -52,41 +50,7 @@ final class EngineCluster: @unchecked Sendable {
         s.leasesHeld = keeper.count
         s.takeovers = takeovers.load(ordering: .relaxed)
         s.fencedWrites = fenced.load(ordering: .relaxed) + store.fencedRows.load(ordering: .relaxed)
+        s.janitor = janitor.isJanitor
         return s
-    }
-}
-
-/// Seeds a new epoch's partial from the previous epoch's (`EpochFiles.Seed`).
-enum EpochSeeding {
-    /// Copies the first `length` bytes of `from` into `to` (replaced), fsynced. Returns the bytes
-    /// copied: fewer when `from` is shorter, 0 when it is missing or unreadable (`to` then removed).
-    static func copy(from: String, to: String, length: Int64) -> Int64 {
-        unlink(to)
-        guard length > 0, let source = try? Basics.syscall("open \(from)", { open(from, O_RDONLY | O_CLOEXEC) }) else { return 0 }
-        defer { close(source) }
-        guard let target = try? Basics.syscall("open \(to)", { open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }) else { return 0 }
-        var copied: Int64 = 0
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        var ok = true
-        while copied < length {
-            let want = Int(min(Int64(buffer.count), length - copied))
-            let got = (try? buffer.withUnsafeMutableBytes { b in try Basics.syscall("read") { read(source, b.baseAddress, want) } }) ?? -1
-            guard got > 0 else { ok = got == 0; break }
-            var written = 0
-            while written < got {
-                let n = (try? buffer.withUnsafeBytes { b in try Basics.syscall("write") { write(target, b.baseAddress! + written, got - written) } }) ?? -1
-                guard n > 0 else { ok = false; break }
-                written += n
-            }
-            guard ok else { break }
-            copied += Int64(got)
-        }
-        if ok { ok = (try? Basics.syscall("fsync") { fsync(target) }) != nil }
-        close(target)
-        guard ok else {
-            unlink(to)
-            return 0
-        }
-        return copied
     }
 }

@@ -19,17 +19,55 @@ enum EpochFiles {
         return epoch
     }
 
-    /// How a new epoch's partial starts: from nothing, or with the first `length` bytes of the
-    /// previous epoch's file (the durable offset the database recorded; bytes past it may never have
-    /// reached stable storage, or may belong to a writer that was fenced).
+    /// How a new epoch's partial starts: from nothing, or with the durable byte ranges of the
+    /// previous epoch's file, copied to the same offsets (bytes past them may never have reached
+    /// stable storage, or may belong to a writer that was fenced).
     enum Seed: Sendable, Equatable {
         case empty
-        case copy(from: String, length: Int64)
+        case copy(from: String, ranges: [Range<Int64>])
     }
 
-    /// The seed of a new epoch, given what the lease row recorded.
-    static func seed(previousPartial: String?, durableOffset: Int64) -> Seed {
+    /// The seed of a new epoch, given what the lease row recorded (the prefix's durable offset) and
+    /// the download's row (a segmented download's segments, each with its durable `next`).
+    static func seed(previousPartial: String?, durableOffset: Int64, segments: [Segment]? = nil) -> Seed {
         guard let previousPartial, durableOffset > 0 else { return .empty }
-        return .copy(from: previousPartial, length: durableOffset)
+        return .copy(from: previousPartial, ranges: durableRanges(durableOffset: durableOffset, segments: segments))
+    }
+
+    /// The durable bytes of a partial: the prefix up to `durableOffset` and every segment after the
+    /// first up to its durable `next`, in file order, merged where they touch or overlap. Nothing
+    /// without a durable prefix (segments resume only behind one, as in the single process).
+    static func durableRanges(durableOffset: Int64, segments: [Segment]?) -> [Range<Int64>] {
+        guard durableOffset > 0 else { return [] }
+        var pieces: [Range<Int64>] = [0..<durableOffset]
+        for segment in (segments ?? []).dropFirst() where segment.next > segment.start {
+            pieces.append(segment.start..<segment.next)
+        }
+        pieces.sort { $0.lowerBound < $1.lowerBound }
+        var merged: [Range<Int64>] = []
+        for piece in pieces {
+            if let last = merged.last, piece.lowerBound <= last.upperBound {
+                merged[merged.count - 1] = last.lowerBound..<max(last.upperBound, piece.upperBound)
+            } else {
+                merged.append(piece)
+            }
+        }
+        return merged
+    }
+
+    /// What a new epoch resumes from once `copied` (the ranges the seeding actually copied, maybe
+    /// fewer or shorter than asked when the previous file was short or missing) are in its partial:
+    /// the prefix's kept bytes (at most `durableOffset`) and the segments with each `next` cut back
+    /// to what was copied (nil when there are none to resume: no segments, or no prefix kept).
+    static func seeded(durableOffset: Int64, segments: [Segment]?, copied: [Range<Int64>]) -> (kept: Int64, segments: [Segment]?) {
+        let kept = min(durableOffset, copied.first { $0.lowerBound == 0 }?.upperBound ?? 0)
+        guard var table = segments, table.count >= 2, kept > 0 else { return (kept, nil) }
+        for index in table.indices.dropFirst() {
+            let segment = table[index]
+            let held = copied.first { $0.lowerBound <= segment.start && segment.start < $0.upperBound }
+            table[index].next = held.map { min(segment.next, $0.upperBound) } ?? segment.start
+        }
+        table[0].next = min(table[0].end, max(table[0].start, kept))
+        return (kept, table)
     }
 }

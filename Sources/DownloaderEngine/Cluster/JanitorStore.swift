@@ -48,6 +48,29 @@ struct JanitorStore: Sendable {
         }
     }
 
+    /// What the orphan sweep needs (`OrphanSweep`): every download's completed file in the cache
+    /// area (by name) and its lease's epoch and partial, by id; and the tombstoned ids.
+    func fileOwners(cacheDirectory: String) throws(StateStoreError) -> (rows: [String: OrphanSweep.Row], tombstoned: Set<String>) {
+        try pool.withConnection { db throws(StateStoreError) in
+            try db.transaction { () throws(StateStoreError) in
+                try db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                var rows: [String: OrphanSweep.Row] = [:]
+                for r in try db.execute("SELECT d.id, d.final_path, l.epoch, l.part_file FROM downloads AS d "
+                                        + "LEFT JOIN leases AS l ON l.key = d.lease_key").rows {
+                    guard let id = r[0] else { continue }
+                    let file = r[1].flatMap { path -> String? in
+                        guard path.hasPrefix(cacheDirectory + "/") else { return nil }
+                        let name = path.dropFirst(cacheDirectory.count + 1)
+                        return name.contains("/") ? nil : String(name)
+                    }
+                    rows[id] = OrphanSweep.Row(cacheFile: file, leaseEpoch: r[2].flatMap { Int64($0) }, partFile: r[3])
+                }
+                let tombstoned = Set(try db.execute("SELECT id FROM tombstones").rows.compactMap { $0[0] })
+                return (rows, tombstoned)
+            }
+        }
+    }
+
     /// A row of `columns`; nil for one no build writes.
     static func row(_ r: [String?]) -> JanitorRow? {
         guard r.count == 12, let id = r[0], let url = r[2], let state = r[3].flatMap(DownloadState.init(rawValue:)),

@@ -118,10 +118,7 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
 
     func write(_ whole: UnsafeRawBufferPointer) throws {
         guard let partial, let core else { throw SystemError(errno: EBADF, function: "write (no partial file)") }
-        if let lease, !lease.mayWrite(now: core.clock.monotonic()) {
-            core.writeFenced(lease)
-            throw SystemError(errno: EPERM, function: "write (the download's lease was lost)")
-        }
+        try core.checkWrite(under: lease)
         var bytes = whole
         var atPrefixEnd = false
         if var end = prefixEnd {

@@ -40,7 +40,10 @@ extension EngineCore {
         guard let cluster, !locked({ shuttingDown }) else { return }
         let janitor = cluster.janitor
         let interval = janitorSweepInterval
-        if janitor.keep() != nil, janitor.sweepDue(interval: interval) { sweepCluster() }
+        if janitor.keep() != nil {
+            if janitor.sweepDue(interval: interval) { sweepCluster() }
+            if janitor.orphanSweepDue(interval: configuration.orphanSweepInterval) { sweepOrphans() }
+        }
         scheduleJanitorTurn(after: janitor.turn(sweepInterval: interval))
     }
 

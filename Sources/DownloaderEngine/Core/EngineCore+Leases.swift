@@ -1,4 +1,6 @@
+import Basics
 import Foundation
+import Glibc
 
 // Cluster mode: a replica holds a download's lease (by coalescing key) while the download is live in
 // its engine (queued, transferring, settling, moving its file, or followed by `/fetch` readers).
@@ -46,10 +48,9 @@ extension EngineCore {
         return store.area(storage) + "/" + EpochFiles.completed(id: id, epoch: epoch, name: fileName)
     }
 
-    /// Connections a download may have: `maxConnectionsPerDownload`, but one in cluster mode (a
-    /// segmented fetch's extra connections write outside the lease's write check; a takeover resumes
-    /// from the contiguous durable prefix).
-    var connectionLimit: Int { cluster == nil ? configuration.maxConnectionsPerDownload : 1 }
+    /// Connections a download may have (in cluster mode too: every segment's write checks the
+    /// lease, and a takeover resumes every segment from its durable offset).
+    var connectionLimit: Int { configuration.maxConnectionsPerDownload }
 
     /// Whether `record` keeps its lease: queued, running, settling, moving its file, or followed.
     func isLive(_ record: DownloadRecord) -> Bool {
@@ -186,18 +187,22 @@ extension EngineCore {
     }
 
     /// Adoption lock held, no engine lock: takes `row` into memory under `hold`, its partial seeded
-    /// for this epoch from what the previous epoch made durable (the lease row's `part_file` up to
-    /// its `durable_offset`). A download that was running carries on for its stored callers.
+    /// for this epoch from what the previous epoch made durable (the lease row's `part_file`: its
+    /// prefix up to the lease's `durable_offset` and, for a segmented download, every segment up to
+    /// the durable offset the row records for it), so that the prefix and every segment resume
+    /// where they stood. A download that was running carries on for its stored callers.
     private func adopt(_ row: StoredDownload, _ hold: LeaseHold, _ grant: LeaseStore.Grant, _ cluster: EngineCluster) {
         let target = store.partialDirectory + "/" + EpochFiles.partial(id: row.id, epoch: hold.epoch)
-        var kept: Int64 = 0
+        var copied: [Range<Int64>] = []
         if row.state != .completed, row.validator != nil,
-           case .copy(let from, let length) = EpochFiles.seed(previousPartial: grant.partFile, durableOffset: grant.durableOffset),
+           case .copy(let from, let ranges) = EpochFiles.seed(previousPartial: grant.partFile, durableOffset: grant.durableOffset,
+                                                              segments: row.segments),
            !from.contains("/") {
-            kept = EpochSeeding.copy(from: store.partialDirectory + "/" + from, to: target, length: length)
+            copied = EpochSeeding.copy(from: store.partialDirectory + "/" + from, to: target, ranges: ranges)
         } else {
             FileStore.remove(target)
         }
+        let (kept, segments) = EpochFiles.seeded(durableOffset: grant.durableOffset, segments: row.segments, copied: copied)
         // The previous epoch's partial is done with (a fenced writer can only add to its unlinked file).
         if let previous = grant.partFile, !previous.contains("/"), previous != EpochFiles.partial(id: row.id, epoch: hold.epoch) {
             FileStore.remove(store.partialDirectory + "/" + previous)
@@ -207,12 +212,13 @@ extension EngineCore {
                                         progressInterval: configuration.progressInterval, ignoring: configuration.coalesceIgnoreQuery)
             hold.id = record.id
             record.lease = hold
-            record.segments = nil  // Resumed on one connection from the contiguous durable prefix.
+            record.segments = nil
             if record.state != .completed {
                 (record.finalPath, record.sha256, record.size) = (nil, nil, nil)
+                record.segments = segments
                 record.keptBytes = kept
                 record.durableOffset = kept
-                record.bytesWritten = kept
+                record.bytesWritten = max(kept, segments?.writtenBytes ?? 0)
                 record.flushedBytes = kept
             }
             cluster.forgotten.remove(record.id)
@@ -336,6 +342,15 @@ extension EngineCore {
             if let tail = record.tail { effects.append { tail.update { $0.phase = .removed } } }
             evict(record)
         }
+    }
+
+    /// Before a body write under `lease` (transfer thread; the prefix's and every segment's): once
+    /// the lease may no longer write (its local deadline passed, or it stopped) the write is refused
+    /// and the lease stops (a fenced write, counted once).
+    func checkWrite(under lease: LeaseHold?) throws(SystemError) {
+        guard let lease, !lease.mayWrite(now: clock.monotonic()) else { return }
+        writeFenced(lease)
+        throw SystemError(errno: EPERM, function: "write (the download's lease was lost)")
     }
 
     /// A body write was refused because `hold` may no longer write (transfer thread).

@@ -35,6 +35,8 @@ final class SegmentCrew: @unchecked Sendable {
     private let head: ResponseHead
     private let fd: Int32
     private let connections: Int
+    /// Cluster mode: the lease the download is held under (every fetch's write checks it).
+    private let lease: LeaseHold?
     private let absorbQueue = DispatchQueue(label: "segments.absorb")
 
     private let lock = NSCondition()
@@ -74,6 +76,7 @@ final class SegmentCrew: @unchecked Sendable {
         lastCheckpoint = core.clock.monotonic()
         self.attempt = attempt
         self.core = core
+        lease = attempt.lease
         self.driver = driver
         self.template = template
         self.head = head
@@ -164,6 +167,12 @@ final class SegmentCrew: @unchecked Sendable {
         if let stop { stopAll(stop) }
         for index in launches { launch(index) }
         finishIfDone()
+    }
+
+    /// Before a fetch's write (transfer thread): refused, and the lease stopped, once the lease may
+    /// no longer write (`EngineCore.checkWrite`), exactly as the prefix's writes.
+    func checkWrite() throws(SystemError) {
+        try core?.checkWrite(under: lease)
     }
 
     /// A fetch wrote up to `next` (transfer thread): progress over all pieces, and a checkpoint when due.

@@ -52,6 +52,7 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
 
     func write(_ bytes: UnsafeRawBufferPointer) throws {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+        try crew?.checkWrite()
         guard next + Int64(bytes.count) <= last + 1 else {
             throw SystemError(errno: EINVAL, function: "pwrite (past the segment's end)")
         }

@@ -131,6 +131,28 @@ struct ClientLimitLiveTests {
     }
 }
 
+extension ClientLimitLiveTests {
+    /// Far from the limit a reservation claims a block and the spare places serve the client's next
+    /// requests without the database; never more places than the limit, whatever the blocks.
+    @Test(.enabled(if: PostgresServer.isInstalled, "needs PostgreSQL (scripts/setup installs it)"))
+    func blocksOfPlacesNeverGoBeyondTheLimit() async throws {
+        let database = try await onThread { try PostgresServer.shared.createDatabase() }
+        let store = try await onThread { try ClusterDatabase.connect(url: database, poolSize: 2, within: 5).clientTokens(recent: 10) }
+        try await onThread {
+            let quota = ClusterCallerQuota(limit: 1000, store: store)
+            #expect(quota.reserve("192.0.2.7"))
+            #expect(store.count(client: "192.0.2.7") == 32, "one block claimed")
+            for _ in 0..<31 { #expect(quota.reserve("192.0.2.7")) }
+            #expect(store.count(client: "192.0.2.7") == 32, "the spares were given without claiming more")
+            #expect(quota.reserve("192.0.2.7"))
+            #expect(store.count(client: "192.0.2.7") == 64, "the next block")
+            let near = ClusterCallerQuota(limit: 40, store: store)
+            let granted = (0..<60).filter { _ in near.reserve("198.51.100.1") }.count
+            #expect(granted == 40 && store.count(client: "198.51.100.1") == 40, "exactly the limit: \(granted)")
+        }
+    }
+}
+
 /// A response's status and JSON, for answers taken from the API without a connection.
 struct RawAnswer {
     let status: Int

@@ -16,7 +16,8 @@ struct ClusterLeaseLiveTests {
     }
 
     /// A replica named `owner` (advertised at `http://<owner>.invalid`) on `database`, files under `shared`.
-    static func replica(_ owner: String, database: String, shared: URL, ttl: Double = ClusterLeaseLiveTests.ttl) throws -> DownloadEngine {
+    static func replica(_ owner: String, database: String, shared: URL, ttl: Double = ClusterLeaseLiveTests.ttl,
+                        configure: (inout EngineConfiguration) -> Void = { _ in }) throws -> DownloadEngine {
         var c = EngineConfiguration(root: shared)
         c.allowPrivateNetworks = true
         c.checkpointInterval = 0.1
@@ -24,6 +25,7 @@ struct ClusterLeaseLiveTests {
         c.retryBaseDelay = 0.2
         c.clusterDatabase = try ClusterDatabase.connect(url: database, poolSize: 4, within: 5)
         c.clusterReplica = ClusterReplica(owner: owner, advertiseURL: "http://\(owner).invalid", leaseTTL: ttl)
+        configure(&c)
         return try DownloadEngine(configuration: c)
     }
 

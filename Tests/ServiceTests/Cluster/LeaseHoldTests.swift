@@ -56,4 +56,23 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: dir + "/x.4.part"))
         #expect(EpochSeeding.copy(from: dir + "/x.1.part", to: dir + "/x.5.part", length: 0) == 0)
     }
+
+    @Test func seedingCopiesEachDurableRangeInPlace() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ds-seed-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let bytes = (0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
+        #expect(FileManager.default.createFile(atPath: dir + "/x.1.part", contents: Data(bytes)))
+        let ranges: [Range<Int64>] = [0..<1_500_000, 2_000_000..<2_100_000, 2_900_000..<3_200_000]
+        let copied = EpochSeeding.copy(from: dir + "/x.1.part", to: dir + "/x.2.part", ranges: ranges)
+        #expect(copied == [0..<1_500_000, 2_000_000..<2_100_000, 2_900_000..<3_000_000], "cut where the source ends")
+        let seeded = try #require(FileManager.default.contents(atPath: dir + "/x.2.part"))
+        #expect(seeded.count == 3_000_000)
+        for range in copied {
+            #expect(seeded[Int(range.lowerBound)..<Int(range.upperBound)] == Data(bytes[Int(range.lowerBound)..<Int(range.upperBound)]))
+        }
+        #expect(seeded[1_500_000..<2_000_000].allSatisfy { $0 == 0 }, "a gap stays a hole")
+        #expect(EpochSeeding.copy(from: dir + "/gone.part", to: dir + "/x.3.part", ranges: ranges) == [])
+        #expect(!FileManager.default.fileExists(atPath: dir + "/x.3.part"))
+    }
 }

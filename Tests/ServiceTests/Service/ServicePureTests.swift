@@ -144,6 +144,10 @@ import Testing
         #expect(clustered.contains("# TYPE download_service_cluster_leases_held gauge\ndownload_service_cluster_leases_held 4\n"))
         #expect(clustered.contains("# TYPE download_service_cluster_takeovers_total counter\ndownload_service_cluster_takeovers_total 2\n"))
         #expect(clustered.contains("# TYPE download_service_cluster_fenced_writes_total counter\ndownload_service_cluster_fenced_writes_total 7\n"))
+        #expect(clustered.contains("# TYPE download_service_cluster_janitor gauge\ndownload_service_cluster_janitor 0\n"))
+        stats.cluster?.janitor = true
+        let janitor = ServiceMetrics.render(states: [:], engine: stats, eventWatchers: 0, http: .init(requestsByStatus: [:], fileBytesServed: 0))
+        #expect(janitor.contains("download_service_cluster_janitor 1\n"))
     }
 
     @Test func bearerAuthComparesWholeTokens() {

@@ -1,0 +1,65 @@
+import Basics
+import Foundation
+import Glibc
+
+/// Seeds a new epoch's partial from the previous epoch's (`EpochFiles.Seed`): the durable byte
+/// ranges are copied to the same offsets (a segmented download's gaps stay holes, written later by
+/// the segments that resume there), then the file is fsynced.
+enum EpochSeeding {
+    /// Copies the first `length` bytes of `from` into `to` (replaced), fsynced. Returns the bytes
+    /// copied: fewer when `from` is shorter, 0 when it is missing or unreadable (`to` then removed).
+    static func copy(from: String, to: String, length: Int64) -> Int64 {
+        guard length > 0 else {
+            unlink(to)
+            return 0
+        }
+        return copy(from: from, to: to, ranges: [0..<length]).first?.upperBound ?? 0
+    }
+
+    /// Copies `ranges` (in file order, disjoint) of `from` into `to` (replaced) at the same offsets,
+    /// fsynced. Returns the ranges copied: a range is cut where `from` ends (and those after it
+    /// dropped); none when `from` is missing or a read or write failed (`to` then removed).
+    static func copy(from: String, to: String, ranges: [Range<Int64>]) -> [Range<Int64>] {
+        unlink(to)
+        guard !ranges.isEmpty, let source = try? syscall("open \(from)", { open(from, O_RDONLY | O_CLOEXEC) }) else { return [] }
+        defer { close(source) }
+        guard let target = try? syscall("open \(to)", { open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }) else { return [] }
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var copied: [Range<Int64>] = []
+        var ok = true
+        for range in ranges where range.lowerBound < range.upperBound {
+            let (done, failed) = copyRange(range, source, target, &buffer)
+            ok = !failed
+            if done > range.lowerBound { copied.append(range.lowerBound..<done) }
+            guard ok, done == range.upperBound else { break }  // A failure, or the source ended.
+        }
+        if ok { ok = (try? syscall("fsync") { fsync(target) }) != nil }
+        close(target)
+        guard ok, !copied.isEmpty else {
+            unlink(to)
+            return []
+        }
+        return copied
+    }
+
+    /// Copies `range` from `source` to `target` at the same offsets; returns where it stopped (the
+    /// range's end, or earlier when the source ended) and whether a read or write failed.
+    private static func copyRange(_ range: Range<Int64>, _ source: Int32, _ target: Int32, _ buffer: inout [UInt8]) -> (Int64, Bool) {
+        var at = range.lowerBound
+        while at < range.upperBound {
+            let want = Int(min(Int64(buffer.count), range.upperBound - at))
+            let got = (try? buffer.withUnsafeMutableBytes { b in try syscall("pread") { pread(source, b.baseAddress, want, off_t(at)) } }) ?? -1
+            guard got > 0 else { return (at, got < 0) }
+            var written = 0
+            while written < got {
+                let n = (try? buffer.withUnsafeBytes { b in
+                    try syscall("pwrite") { pwrite(target, b.baseAddress! + written, got - written, off_t(at + Int64(written))) }
+                }) ?? -1
+                guard n > 0 else { return (at, true) }
+                written += n
+            }
+            at += Int64(got)
+        }
+        return (at, false)
+    }
+}
