@@ -99,20 +99,9 @@ import Testing
 
     // MARK: The registry
 
-    private static func progress(_ bytes: Int64) -> DownloadEvent {
-        var s = DownloadSnapshot(id: "x", url: "u", state: .downloading, storage: .cache, createdAt: Date(), updatedAt: Date())
-        s.bytesWritten = bytes
-        return .progress(s)
-    }
-
-    private static func bytes(_ event: DownloadEvent?) -> Int64? {
-        if case .progress(let s)? = event { return s.bytesWritten }
-        return nil
-    }
-
-    private static func waitUntilWaiting(_ queue: SubscriberQueue) async throws {
-        try await withTimeout(10) { while !queue.isConsumerWaiting && !Task.isCancelled { await Task.yield() } }
-    }
+    private static func progress(_ bytes: Int64) -> DownloadEvent { ProgressPacingTests.progress(bytes) }
+    private static func bytes(_ event: DownloadEvent?) -> Int64? { ProgressPacingTests.bytes(event) }
+    private static func waitUntilWaiting(_ queue: SubscriberQueue) async throws { try await ProgressPacingTests.waitUntilWaiting(queue) }
 
     /// Paced: once a waiting consumer's progress is deferred, later progress does not visit its queue;
     /// the tick still hands it the newest; then it is visited again (and parked again) until a
