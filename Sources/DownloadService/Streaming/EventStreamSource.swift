@@ -15,6 +15,8 @@ final class EventStreamSource: PushSource, @unchecked Sendable {
     // Loop thread only.
     private var cursor: EventStreamCursor
     private var started = false
+    /// Made once (a closure and a weak reference per poll showed in the fan-out profile).
+    private var waker: (@Sendable () -> Void)?
 
     init(subscription: DownloadSubscription, firstID: UInt64, eventData: EventDataCache, lease: SubscriberQuota.Lease?,
          keepAlive: (comment: [UInt8], seconds: Double)?) {
@@ -29,9 +31,11 @@ final class EventStreamSource: PushSource, @unchecked Sendable {
         if !started {
             started = true
             if let keepAlive { stream.setIdleHeartbeat(keepAlive.comment, after: keepAlive.seconds) }
+            waker = { [weak stream] in stream?.wake() }
         }
+        guard let waker else { return }
         while stream.hasRoom {
-            switch subscription.poll(waker: { [weak stream] in stream?.wake() }) {
+            switch subscription.poll(waker: waker) {
             case .wait:
                 return
             case .end:
@@ -51,6 +55,7 @@ final class EventStreamSource: PushSource, @unchecked Sendable {
     func ended(_ stream: PushStream, completed: Bool) {
         subscription.cancel()
         lease = nil
+        waker = nil
     }
 }
 

@@ -39,6 +39,9 @@ final class SubscriberQueue: @unchecked Sendable {
     private var handedToPoller: QueueAction.Hand?
     /// Called once when the queue stops receiving (terminal event, cancel, shutdown, deinit).
     private var onDetach: Detach?
+    /// The registry that keeps the queue parked while its consumer waits for the tick (set once,
+    /// before the queue is shared).
+    weak var registry: SubscriberRegistry?
 
     init(id: UInt64, downloadID: String = "", startSequence: UInt64 = 0, pacer: ProgressPacer? = nil,
          onDetach: @escaping Detach) {
@@ -56,25 +59,34 @@ final class SubscriberQueue: @unchecked Sendable {
     }
 
     /// Delivers `event` (nothing once the queue has finished). `pace`: the pacer's, when the caller
-    /// took it already (the registry, once per publish); read from the pacer otherwise.
-    func push(_ event: DownloadEvent, pace: ProgressPace? = nil) {
+    /// took it already (the registry, once per publish); read from the pacer otherwise. Returns
+    /// whether the queue is parked afterwards (`SubscriberQueueState.isParked`).
+    @discardableResult
+    func push(_ event: DownloadEvent, pace: ProgressPace? = nil) -> Bool {
         let pace = pacer.map { pace ?? $0.pace() }
         lock.lock()
         let action = state.push(event, pace: pace)
+        let parked = state.isParked
         let (consumer, detach) = take(for: action)
         lock.unlock()
         act(action, consumer, detach)
+        return parked
     }
 
-    /// Called by the pacer when this queue's deferred progress may be due.
+    /// Called by the pacer when this queue's deferred progress may be due. Decided with the
+    /// registry's lock held and the queue awake (see `SubscriberParking`).
     func tick() {
         guard let pacer else { return }
         let pace = pacer.pace()
         let newest = pacer.latestProgress(of: downloadID)
-        lock.lock()
-        let action = state.tick(pace: pace, newest: newest)
-        let (consumer, detach) = take(for: action)
-        lock.unlock()
+        let decide = { () -> ((QueueAction, Consumer?, Detach?), parked: Bool) in
+            self.lock.lock()
+            defer { self.lock.unlock() }
+            let action = self.state.tick(pace: pace, newest: newest)
+            let (consumer, detach) = self.take(for: action)
+            return ((action, consumer, detach), self.state.isParked)
+        }
+        let (action, consumer, detach) = registry.map { $0.unparking(self, decide) } ?? decide().0
         act(action, consumer, detach)
     }
 

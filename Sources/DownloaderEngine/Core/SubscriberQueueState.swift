@@ -33,6 +33,13 @@ struct SubscriberQueueState: Sendable, Equatable {
         pacing = SubscriberPacing(key: key)
     }
 
+    /// The consumer waits for the pacer's tick to hand it a deferred progress: a progress pushed
+    /// now is not copied here, and the tick hands the download's newest one when due (one pushed
+    /// after the due time but before the tick would wake the consumer a tick earlier), so the
+    /// registry need not push progress to it (`SubscriberParking`). Only the tick, a lifecycle
+    /// event, `finish` and `cancel` end this.
+    var isParked: Bool { consumerWaits && pacing.deferred && !finished }
+
     // MARK: Inputs
 
     /// An event for the subscriber; `pace` is nil for an unpaced queue.

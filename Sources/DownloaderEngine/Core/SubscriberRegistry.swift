@@ -1,13 +1,15 @@
 import Foundation
 import Synchronization
 
-/// Who listens to which download. Its own lock, never held while calling out, and never taking
-/// the engine's lock, so the engine may publish while holding its own. Progress wake-ups are paced
-/// by `pacer` once there are many subscribers (see `ProgressPacing`).
+/// Who listens to which download. Its own lock, never taking the engine's lock, so the engine may
+/// publish while holding its own; it is held while pushing progress and while the pacer's tick
+/// decides (lock order: registry, then a queue's). Progress wake-ups are paced by `pacer` once there
+/// are many subscribers (see `ProgressPacing`), and a progress visits only the queues it can change
+/// (see `SubscriberParking`).
 final class SubscriberRegistry: @unchecked Sendable {
     let pacer: ProgressPacer
     private let lock = NSLock()
-    private var byDownload: [String: [UInt64: SubscriberQueue]] = [:]
+    private var byDownload: [String: SubscriberParking<SubscriberQueue>] = [:]
     private var downloadOf: [UInt64: String] = [:]
     private var nextID: UInt64 = 0
 
@@ -29,7 +31,8 @@ final class SubscriberRegistry: @unchecked Sendable {
         let queue = SubscriberQueue(id: id, downloadID: downloadID, startSequence: sequence, pacer: pacer) { [weak self] queueID in
             self?.remove(queueID)
         }
-        byDownload[downloadID, default: [:]][id] = queue
+        queue.registry = self
+        byDownload[downloadID, default: SubscriberParking()].add(id, queue)
         downloadOf[id] = downloadID
         pacer.setSubscribers(downloadOf.count)
         lock.unlock()
@@ -41,7 +44,7 @@ final class SubscriberRegistry: @unchecked Sendable {
         defer { lock.unlock() }
         guard let download = downloadOf.removeValue(forKey: queueID) else { return }
         pacer.setSubscribers(downloadOf.count)
-        byDownload[download]?[queueID] = nil
+        byDownload[download]?.remove(queueID)
         if byDownload[download]?.isEmpty == true {
             byDownload[download] = nil
             pacer.setLatestProgress(nil, of: download)
@@ -51,13 +54,32 @@ final class SubscriberRegistry: @unchecked Sendable {
     func queues(for downloadID: String) -> [SubscriberQueue] {
         lock.lock()
         defer { lock.unlock() }
-        return byDownload[downloadID].map { Array($0.values) } ?? []
+        return byDownload[downloadID]?.all ?? []
     }
 
     func all() -> [SubscriberQueue] {
         lock.lock()
         defer { lock.unlock() }
-        return byDownload.values.flatMap { $0.values }
+        return byDownload.values.flatMap { $0.all }
+    }
+
+    /// The pacer's tick of a queue: `decide` (the queue's decision, under its lock: whether the queue
+    /// is still parked after it) runs under the registry's lock with the queue awake, so that no
+    /// progress skips a queue whose state just changed; still parked afterwards, it is parked again.
+    func unparking<T>(_ queue: SubscriberQueue, _ decide: () -> (T, parked: Bool)) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        byDownload[queue.downloadID]?.unpark(queue.id)
+        let (result, parked) = decide()
+        if parked { byDownload[queue.downloadID]?.park(queue.id) }
+        return result
+    }
+
+    /// For tests: how many of the download's queues a progress visits.
+    func awakeCount(of downloadID: String) -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return byDownload[downloadID]?.awake.count ?? 0
     }
 
     var count: Int {
@@ -70,22 +92,32 @@ final class SubscriberRegistry: @unchecked Sendable {
     /// that subscribed before it was decided.
     func publish(_ event: DownloadEvent, to downloadID: String, sequence: UInt64 = .max) {
         guard case .progress = event else {
-            let queues = queues(for: downloadID)
+            // Every queue is awake first: the event changes each one's state.
+            lock.lock()
+            byDownload[downloadID]?.unparkAll()
+            let queues = byDownload[downloadID]?.all ?? []
+            lock.unlock()
             guard !queues.isEmpty else { return }
             pacer.setLatestProgress(nil, of: downloadID)
             let pace = pacer.pace()
             for queue in queues where queue.startSequence < sequence { queue.push(event, pace: pace) }
             return
         }
-        // Progress (up to 10 a second to every subscriber): pushed under the lock, without copying
-        // the subscriber list. Safe: a progress push never detaches a queue (no re-entry), and
-        // waking a consumer only enqueues its task. Recorded first: a deferred progress is not
-        // copied into the queues, and a consumer that runs late is handed the newest progress.
+        // Progress (up to 10 a second): pushed under the lock to the awake queues only, without
+        // copying the list; a queue whose consumer now waits for the tick is parked. Safe: a
+        // progress push never detaches a queue (no re-entry), and waking a consumer only enqueues
+        // its task or calls its waker. Recorded first: a deferred progress is not copied into the
+        // queues, the tick and a consumer that runs late are handed the newest progress.
         lock.lock()
         defer { lock.unlock() }
-        guard let queues = byDownload[downloadID] else { return }
+        guard var queues = byDownload.removeValue(forKey: downloadID) else { return }
+        defer { byDownload[downloadID] = queues }
         pacer.setLatestProgress(event, of: downloadID)
         let pace = pacer.pace()
-        for queue in queues.values where queue.startSequence < sequence { queue.push(event, pace: pace) }
+        var parked: [UInt64] = []
+        for (id, queue) in queues.awake where queue.startSequence < sequence {
+            if queue.push(event, pace: pace) { parked.append(id) }
+        }
+        for id in parked { queues.park(id) }
     }
 }

@@ -35,13 +35,13 @@ import Testing
         #expect(pacing.spacing(subscribers: 10, queue: 1, delivery: 1) == 0)
     }
 
-    private static func progress(_ bytes: Int64) -> DownloadEvent {
+    static func progress(_ bytes: Int64) -> DownloadEvent {
         var s = DownloadSnapshot(id: "x", url: "u", state: .downloading, storage: .cache, createdAt: Date(), updatedAt: Date())
         s.bytesWritten = bytes
         return .progress(s)
     }
 
-    private static func bytes(_ event: DownloadEvent?) -> Int64? {
+    static func bytes(_ event: DownloadEvent?) -> Int64? {
         if case .progress(let s)? = event { return s.bytesWritten }
         return nil
     }
@@ -107,7 +107,7 @@ import Testing
         #expect(Self.bytes(try await withTimeout(10) { await next.value }) == 2)
     }
 
-    private static func waitUntilWaiting(_ queue: SubscriberQueue) async throws {
+    static func waitUntilWaiting(_ queue: SubscriberQueue) async throws {
         try await withTimeout(10) { while !queue.isConsumerWaiting && !Task.isCancelled { await Task.yield() } }
     }
 
