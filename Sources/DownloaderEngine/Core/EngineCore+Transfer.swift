@@ -56,6 +56,8 @@ extension EngineCore {
                             _ record: DownloadRecord) {
         attempt.acceptedOffset = offset
         let offered = ResumePlan.validator(of: head)
+        let newVersion = BodyVersion.isNew(offset: offset, keptAtStart: attempt.keptAtStart, generation: record.generation,
+                                           current: record.validator, offered: offered)
         if offset == 0 || offered != nil { record.validator = offered }
         record.expectedTotal = total
         // A full body starts a new file: nothing of it is durable yet.
@@ -70,7 +72,7 @@ extension EngineCore {
         }
         if offset > 0 { stats.resumes += 1 }
         if attempt.keptAtStart > 0 && offset == 0 { stats.restarts += 1 }
-        if offset == 0 || record.generation == 0 {
+        if newVersion {
             if record.generation > 0 { record.changedAt = clock.now() }
             record.generation += 1
         }
