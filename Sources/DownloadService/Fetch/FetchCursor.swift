@@ -8,21 +8,10 @@ import DownloaderEngine
 /// failure then aborts one byte short: the bytes of this version already in the file go out
 /// first (the verdict may come right after the last of them lands), never the last byte. With the
 /// size unknown, the end of the chunked body is the verdict.
-///
-/// The first send of a response is at most `firstSendLimit` bytes, then the response lets the
-/// loop serve others before it sends more (`sendThenYield`): when many readers join a flowing
-/// download at once, each one's head and first bytes go out before anyone's bulk (a fresh
-/// connection's first `sendfile` otherwise takes up to the client's whole receive buffer, ~4 MB on
-/// loopback, ahead of the next joiner's head).
 struct FetchCursor: Equatable {
-    /// The most bytes the first send of a response carries (see above).
-    static let firstSendLimit: Int64 = 64 * 1024
-
     enum Step: Equatable {
         /// Send bytes `from..<to` of the file.
         case send(from: Int64, to: Int64)
-        /// Send bytes `from..<to`, then let other responses go first: more is ready (a first send, clipped).
-        case sendThenYield(from: Int64, to: Int64)
         case finish
         case abort(String)
         /// Nothing to send yet.
@@ -32,7 +21,6 @@ struct FetchCursor: Equatable {
     let plan: FetchPlan.Streaming
     /// The next byte to send.
     private(set) var next: Int64
-    private var sentAny = false
 
     init(_ plan: FetchPlan.Streaming) {
         self.plan = plan
@@ -46,27 +34,19 @@ struct FetchCursor: Equatable {
             return .abort("the download was removed")
         case .failed(let failure, _):
             let upTo = sendable(tail)
-            if upTo > next { return send(upTo: upTo) }
+            if upTo > next { return .send(from: next, to: upTo) }
             return .abort("the download failed: \(failure.code.rawValue)")
         case .completed:
             let size = tail.total ?? tail.available
             if let end = plan.end, end >= size { return .abort("the range ends beyond the file") }
             let stop = (plan.end ?? (size - 1)) + 1
-            return next < stop ? send(upTo: stop) : .finish
+            return next < stop ? .send(from: next, to: stop) : .finish
         case .waiting, .flowing:
             let upTo = sendable(tail)
-            if upTo > next { return send(upTo: upTo) }
+            if upTo > next { return .send(from: next, to: upTo) }
             if let end = plan.end, next == end + 1, !plan.endsAtLastByte { return .finish }
             return .wait
         }
-    }
-
-    /// Bytes `next..<upTo`, the first send clipped to `firstSendLimit`.
-    private func send(upTo: Int64) -> Step {
-        if !sentAny, upTo - next > Self.firstSendLimit {
-            return .sendThenYield(from: next, to: next + Self.firstSendLimit)
-        }
-        return .send(from: next, to: upTo)
     }
 
     /// Where the bytes that may go out before the verdict end: what is in the file, within the
@@ -80,6 +60,5 @@ struct FetchCursor: Equatable {
 
     mutating func sent(upTo offset: Int64) {
         next = max(next, offset)
-        sentAny = true
     }
 }

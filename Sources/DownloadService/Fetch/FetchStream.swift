@@ -43,13 +43,13 @@ final class FetchStream: PushSource, @unchecked Sendable {
             let tail = reader.state
             switch cursor.step(tail) {
             case .send(let from, let to):
-                guard send(from: from, to: to, tail: tail, on: stream) else { return }
-            case .sendThenYield(let from, let to):
-                guard send(from: from, to: to, tail: tail, on: stream) else { return }
-                // The rest once the loop has served the others (or, when the client is already
-                // behind, once it drained: the loop asks by itself then).
-                if stream.hasRoom { stream.wake() }
-                return
+                guard let file = open(tail) else {
+                    stream.abort()
+                    return
+                }
+                stream.send(file, from: from, to: to)
+                cursor.sent(upTo: to)
+                lastProgress = stream.loopSeconds
             case .finish:
                 stream.finish()
                 return
@@ -60,18 +60,6 @@ final class FetchStream: PushSource, @unchecked Sendable {
                 return
             }
         }
-    }
-
-    /// Queues bytes `from..<to`; false when the file cannot be opened (the response is aborted).
-    private func send(from: Int64, to: Int64, tail: TailState, on stream: PushStream) -> Bool {
-        guard let file = open(tail) else {
-            stream.abort()
-            return false
-        }
-        stream.send(file, from: from, to: to)
-        cursor.sent(upTo: to)
-        lastProgress = stream.loopSeconds
-        return true
     }
 
     func ended(_ stream: PushStream, completed: Bool) {

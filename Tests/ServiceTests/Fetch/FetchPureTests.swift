@@ -171,28 +171,6 @@ import Testing
         #expect(cursor.step(Self.tail(.completed, available: 80, total: 80)) == .finish)
     }
 
-    /// A response's first send is clipped (the loop serves the other joiners' first bytes before
-    /// anyone's bulk); every send after it carries all that is ready.
-    @Test func theFirstSendIsClippedAndYieldsTheRestGoesWhole() {
-        let limit = FetchCursor.firstSendLimit
-        var cursor = FetchCursor(Self.plan(end: nil, total: nil))
-        #expect(cursor.step(Self.tail(.flowing, available: 3 * limit, total: nil)) == .sendThenYield(from: 0, to: limit))
-        cursor.sent(upTo: limit)
-        #expect(cursor.step(Self.tail(.flowing, available: 3 * limit, total: nil)) == .send(from: limit, to: 3 * limit))
-        // A range starting inside the file: clipped from its start; a completed file the same.
-        let ranged = FetchCursor(Self.plan(start: 10, end: nil, total: nil))
-        #expect(ranged.step(Self.tail(.completed, available: 4 * limit, total: 4 * limit)) == .sendThenYield(from: 10, to: 10 + limit))
-        // Exactly the limit, or less: one plain send.
-        #expect(FetchCursor(Self.plan(end: nil, total: nil)).step(Self.tail(.flowing, available: limit, total: nil))
-                == .send(from: 0, to: limit))
-        // The bytes before a failure too: clipped first, then the rest, then the abort.
-        let failure = DownloadFailure(code: .checksumMismatch, message: "x")
-        var failing = FetchCursor(Self.plan(end: nil, total: nil))
-        #expect(failing.step(Self.tail(.failed(failure, stalled: false), available: 2 * limit, total: nil)) == .sendThenYield(from: 0, to: limit))
-        failing.sent(upTo: limit)
-        #expect(failing.step(Self.tail(.failed(failure, stalled: false), available: 2 * limit, total: nil)) == .send(from: limit, to: 2 * limit))
-    }
-
     @Test func aClosedRangeBeyondTheFinishedFileAborts() {
         let cursor = FetchCursor(Self.plan(start: 50, end: 149, total: nil))
         #expect(cursor.step(Self.tail(.completed, available: 100, total: 100)) == .abort("the range ends beyond the file"))
