@@ -285,7 +285,10 @@ async def proxy_get(args):
             rec["cache"] = headers.get("x-cache", "")
 
     port = args.port or args.proxy_port
-    results, pending = await gated_clients(args.clients, port, args.timeout, exchange, limit=1 << 20)
+    if args.discard:
+        results, pending = proxy_get_discard(args)
+    else:
+        results, pending = await gated_clients(args.clients, port, args.timeout, exchange, limit=1 << 20)
     heads = [r["head_s"] for r in results if "head_s" in r]
     firsts = [r["first_s"] for r in results if "first_s" in r]
     finished = [r["done_s"] for r in results if r.get("ok")]
@@ -301,6 +304,130 @@ async def proxy_get(args):
         "first_byte_p99_ms": 1000 * percentile(firsts, 99) if firsts else None,
         "last_done_s": max(finished) if finished else None,
     }
+
+
+class Reader:
+    __slots__ = ("sock", "state", "head", "got", "length", "rec")
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.state = "connecting"
+        self.head = b""
+        self.got = 0
+        self.length = None
+        self.rec = {"ok": False}
+
+
+def proxy_get_discard(args):
+    """proxy-get with `--discard`: the same clients, requests and figures, but each body is counted
+    and dropped in the kernel (recv with MSG_TRUNC: no copy into this process, no hash), on one epoll
+    loop. For measuring what N readers cost the server (its fetch's speed), not the bodies: a client
+    on this machine that copies and hashes every byte takes the CPU the server is being measured on.
+    Content-Length bodies only (anything else is an error)."""
+    target = args.path or args.url
+    host = "127.0.0.1" if args.path else args.url.split("/")[2]
+    request = f"GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
+    port = args.port or args.proxy_port
+    ep = select.epoll()
+    readers = {}
+    sink = memoryview(bytearray(1 << 20))
+    deadline = time.monotonic() + args.timeout
+    for _ in range(args.clients):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setblocking(False)
+        try:
+            s.connect((HOST, port))
+        except BlockingIOError:
+            pass
+        r = Reader(s)
+        readers[s.fileno()] = r
+        ep.register(s.fileno(), select.EPOLLOUT)
+    connecting = len(readers)
+    while connecting and time.monotonic() < deadline:  # every connection open before the release
+        for fd, mask in ep.poll(0.5, 4096):
+            r = readers[fd]
+            if r.state == "connecting":
+                r.state = "connected" if not mask & (select.EPOLLERR | select.EPOLLHUP) else "dead"
+                if r.state == "dead":
+                    r.rec["error"] = "connect failed"
+                    ep.unregister(fd)
+                else:
+                    ep.modify(fd, 0)
+                connecting -= 1
+    started = time.monotonic()
+    for fd, r in readers.items():
+        if r.state != "connected":
+            continue
+        r.rec["t0"] = time.monotonic()
+        try:
+            r.sock.send(request)
+        except OSError as e:
+            r.state, r.rec["error"] = "dead", f"send: {e}"
+            continue
+        r.state = "head"
+        ep.modify(fd, select.EPOLLIN)
+    live = sum(1 for r in readers.values() if r.state == "head")
+
+    def end(fd, r, error=None):
+        nonlocal live
+        now = time.monotonic()
+        if error:
+            r.rec["error"] = error
+        elif r.got != args.size:
+            r.rec["error"] = f"status {r.rec.get('status')}, {r.got} of {args.size} bytes"
+        else:
+            r.rec["ok"], r.rec["done_s"] = True, now - started
+        r.state = "dead"
+        ep.unregister(fd)
+        live -= 1
+
+    while live and time.monotonic() < deadline:
+        for fd, _ in ep.poll(0.5, 4096):
+            r = readers[fd]
+            if r.state == "dead":
+                continue
+            try:
+                if r.state == "head":
+                    data = r.sock.recv(65536)
+                    n = 0
+                    if data:
+                        r.head += data
+                        k = r.head.find(b"\r\n\r\n")
+                        if k >= 0:
+                            now = time.monotonic()
+                            r.rec["head_s"] = now - r.rec["t0"]
+                            lines = r.head[:k].decode("latin-1").split("\r\n")
+                            r.rec["status"] = int(lines[0].split(" ", 2)[1])
+                            fields = dict((a.strip().lower(), b.strip()) for a, _, b in (x.partition(":") for x in lines[1:]))
+                            if r.rec["status"] != 200 or "content-length" not in fields:
+                                end(fd, r, f"status {r.rec['status']}, not a 200 with Content-Length")
+                                continue
+                            r.length = int(fields["content-length"])
+                            n = len(r.head) - k - 4
+                            r.head = b""
+                            r.state = "body"
+                    elif not data:
+                        end(fd, r, "closed before the head")
+                        continue
+                else:
+                    n = r.sock.recv_into(sink, len(sink), socket.MSG_TRUNC)
+                    if n == 0:
+                        end(fd, r, None if r.got == r.length else "closed inside the body")
+                        continue
+            except BlockingIOError:
+                continue
+            except OSError as e:
+                end(fd, r, f"recv: {e}")
+                continue
+            if n and r.got == 0:
+                r.rec["first_s"] = time.monotonic() - r.rec["t0"]
+            r.got += n
+            if r.state == "body" and r.got >= r.length:
+                end(fd, r)
+    pending = live
+    for r in readers.values():
+        r.sock.close()
+    return [r.rec for r in readers.values() if r.rec.get("ok") or "error" in r.rec], pending
 
 
 # ---------------------------------------------------------------- pause-resume
@@ -685,6 +812,8 @@ def main():
     g.add_argument("--port", type=int, help="the service's port, with --path")
     g.add_argument("--path", help="request target on --port, e.g. /fetch?url=...; else --url through --proxy-port")
     g.add_argument("--sha256", help="the expected body's SHA-256 (hex)")
+    g.add_argument("--discard", action="store_true",
+                   help="count each body and drop it in the kernel (no copy, no hash): for the server's cost of N readers")
     g.add_argument("--size", type=int, required=True)
     g.add_argument("--clients", type=int, default=1000)
     g.add_argument("--timeout", type=float, default=120)
