@@ -35,6 +35,9 @@ final class SegmentCrew: @unchecked Sendable {
     private let head: ResponseHead
     private let fd: Int32
     private let connections: Int
+    private let clock: EngineClock
+    /// How each fetch gathers its bytes before writing them.
+    private let batching: WriteBatching
     private let absorbQueue = DispatchQueue(label: "segments.absorb")
 
     private let lock = NSCondition()
@@ -68,7 +71,8 @@ final class SegmentCrew: @unchecked Sendable {
     /// Opens the partial at `path` for the fetches' in-place writes.
     init(attempt: Attempt, core: EngineCore, driver: TransferStarting, template: TransferRequest, head: ResponseHead,
          validator: Validator, total: Int64, segments: [Segment], connections: Int, path: String,
-         checkpoint: (bytes: Int64, seconds: Double), probeWindow: Double = 0) throws(SystemError) {
+         checkpoint: (bytes: Int64, seconds: Double), probeWindow: Double = 0,
+         batching: WriteBatching = WriteBatching()) throws(SystemError) {
         checkpointBytes = max(1, checkpoint.bytes)
         checkpointSeconds = max(0, checkpoint.seconds)
         lastCheckpoint = core.clock.monotonic()
@@ -81,6 +85,8 @@ final class SegmentCrew: @unchecked Sendable {
         self.total = total
         self.segments = segments
         self.connections = max(1, connections)
+        clock = core.clock
+        self.batching = batching
         probe = ConnectionProbe(window: probeWindow)
         assigned = segments.indices.map { $0 == 0 || segments[$0].isComplete }
         retries = Array(repeating: 0, count: segments.count)
@@ -279,7 +285,9 @@ final class SegmentCrew: @unchecked Sendable {
             finishIfDone()
             return
         }
-        let fetch = SegmentFetch(index: index, first: first, last: last, crew: self, fd: fd)
+        let clock = clock
+        let fetch = SegmentFetch(index: index, first: first, last: last, crew: self, fd: fd, batching: batching,
+                                 monotonic: { clock.monotonic() })
         let request = SegmentFetch.request(from: template, first: first, last: last, validator: validator)
         slot.started(driver.start(request, delegate: fetch))
     }

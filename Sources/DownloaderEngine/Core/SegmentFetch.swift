@@ -3,25 +3,41 @@ import Foundation
 import Glibc
 
 /// One ranged request of a segmented attempt: `Range: bytes=first-last` with `If-Range`, its body
-/// written in place (pwrite at the segment's next byte) on the transfer thread. Its head is judged
-/// by `SegmentPlanner.judgeSegment`; what it means for the attempt is the crew's to decide.
+/// written in place (pwrite at the segment's next byte) on the transfer thread, gathered first into
+/// a buffer of its own (`WriteBatching`: libcurl's 16 KiB pieces become 1 MiB writes) and counted
+/// by the crew once written. Whatever is gathered is written when the transfer ends, however it
+/// ends. Its head is judged by `SegmentPlanner.judgeSegment`; what it means for the attempt is the
+/// crew's to decide.
 final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
     let index: Int
     let first: Int64
     let last: Int64
     private weak var crew: SegmentCrew?
     private let fd: Int32
-    /// The next file offset to write (transfer thread).
+    private let batching: WriteBatching
+    private let monotonic: @Sendable () -> Double
+    // Transfer thread.
+    /// The next file offset to write.
     private var next: Int64
+    /// Gathered bytes (allocated at the first body byte), how many, and since when.
+    private var buffer: UnsafeMutableRawBufferPointer?
+    private var held = 0
+    private var heldSince: Double = 0
 
-    init(index: Int, first: Int64, last: Int64, crew: SegmentCrew, fd: Int32) {
+    init(index: Int, first: Int64, last: Int64, crew: SegmentCrew, fd: Int32, batching: WriteBatching,
+         monotonic: @escaping @Sendable () -> Double) {
         self.index = index
         self.first = first
         self.last = last
         self.crew = crew
         self.fd = fd
+        // Never more than the range holds.
+        self.batching = WriteBatching(capacity: Int(min(Int64(batching.capacity), last - first + 1)), maxHold: batching.maxHold)
+        self.monotonic = monotonic
         next = first
     }
+
+    deinit { buffer?.deallocate() }
 
     /// The request for this range: the attempt's own, with the range and the validator.
     static func request(from template: TransferRequest, first: Int64, last: Int64, validator: Validator) -> TransferRequest {
@@ -52,9 +68,49 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
 
     func write(_ bytes: UnsafeRawBufferPointer) throws {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
-        guard next + Int64(bytes.count) <= last + 1 else {
+        guard next + Int64(held) + Int64(bytes.count) <= last + 1 else {
             throw SystemError(errno: EINVAL, function: "pwrite (past the segment's end)")
         }
+        let now = monotonic()
+        let plan = batching.plan(held: held, incoming: bytes.count, heldFor: now - heldSince)
+        if plan.flushFirst { try flush() }
+        if plan.direct {
+            try put(UnsafeRawBufferPointer(start: base, count: bytes.count))
+            return
+        }
+        let gather = buffer ?? UnsafeMutableRawBufferPointer.allocate(byteCount: batching.capacity, alignment: 4096)
+        buffer = gather
+        if held == 0 { heldSince = now }
+        (gather.baseAddress! + held).copyMemory(from: base, byteCount: bytes.count)
+        held += bytes.count
+        if plan.flushAfter { try flush() }
+    }
+
+    func transfer(didFinishWith result: Result<TransferSummary, TransferFailure>) {
+        var result = result
+        do throws(SystemError) {
+            try flush()
+        } catch {
+            if case .success = result {
+                result = .failure(TransferFailure(.disk, "writing the body failed: \(error)", code: error.errno))
+            }
+        }
+        buffer?.deallocate()
+        buffer = nil
+        crew?.fetchEnded(self, result)
+    }
+
+    /// Writes the gathered bytes.
+    private func flush() throws(SystemError) {
+        guard let buffer, held > 0 else { return }
+        let count = held
+        held = 0  // Written or not, they are not gathered any more (a failed write ends the fetch).
+        try put(UnsafeRawBufferPointer(start: buffer.baseAddress, count: count))
+    }
+
+    /// pwrite(2) loop at `next`; then the crew counts them.
+    private func put(_ bytes: UnsafeRawBufferPointer) throws(SystemError) {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
         var done = 0
         while done < bytes.count {
             let n = try syscall("pwrite") { pwrite(fd, base + done, bytes.count - done, off_t(next + Int64(done))) }
@@ -62,9 +118,5 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
         }
         next += Int64(bytes.count)
         crew?.fetchWrote(index, count: Int64(bytes.count), next: next)
-    }
-
-    func transfer(didFinishWith result: Result<TransferSummary, TransferFailure>) {
-        crew?.fetchEnded(self, result)
     }
 }
