@@ -43,6 +43,8 @@ final class SegmentCrew: @unchecked Sendable {
     private let lock = NSCondition()
     // Guarded by `lock`.
     private var segments: [Segment]
+    /// `segments.writtenBytes`, kept as the pieces advance (`advanceLocked`).
+    private var writtenLocked: Int64
     private var assigned: [Bool]
     /// The connections after the prefix, by piece: held from the decision to fetch a piece until
     /// its fetch ended.
@@ -84,6 +86,7 @@ final class SegmentCrew: @unchecked Sendable {
         self.validator = validator
         self.total = total
         self.segments = segments
+        writtenLocked = segments.writtenBytes
         self.connections = max(1, connections)
         clock = core.clock
         self.batching = batching
@@ -117,7 +120,7 @@ final class SegmentCrew: @unchecked Sendable {
     /// so far. Opens the connections the probe asks for.
     func mainWrote(length: Int64, at now: Double) -> Int64 {
         let (written, launches): (Int64, [Int]) = lock.withLock {
-            segments[0].next = length
+            advanceLocked(0, to: length)
             return (writtenLocked, probeStepLocked(now))
         }
         for index in launches { launch(index) }
@@ -150,7 +153,7 @@ final class SegmentCrew: @unchecked Sendable {
         lock.withLock {
             mainRunning = false
             absorbed = length
-            segments[0].next = atBoundary ? segments[0].end : length
+            advanceLocked(0, to: atBoundary ? segments[0].end : length)
             if case .failure(let cut) = result, !atBoundary, !segments[0].isComplete {
                 if !stopping && Self.isTransient(cut.kind) && retries[0] < Self.retriesPerSegment {
                     retries[0] += 1
@@ -177,7 +180,7 @@ final class SegmentCrew: @unchecked Sendable {
         guard let attempt, let core else { return }
         let now = core.clock.monotonic()
         let (written, due, launches): (Int64, [Segment]?, [Int]) = lock.withLock {
-            segments[index].next = next
+            advanceLocked(index, to: next)
             unsynced += count
             if absorbing { lock.signal() }
             if index == probeIndex { probe.probeBegan(written: writtenLocked - count, at: now) }
@@ -301,7 +304,12 @@ final class SegmentCrew: @unchecked Sendable {
         return index
     }
 
-    private var writtenLocked: Int64 { segments.writtenBytes }
+    /// Under `lock`: piece `index` is written up to `next`; keeps `writtenLocked` (every write
+    /// asks for it: summed over the pieces each time, it cost more than the crew's other work).
+    private func advanceLocked(_ index: Int, to next: Int64) {
+        writtenLocked += next - segments[index].next
+        segments[index].next = next
+    }
 
     private var activeLocked: Int { (mainRunning ? 1 : 0) + running.count }
 
