@@ -69,6 +69,9 @@ final class SegmentCrew: @unchecked Sendable {
     /// Whether more connections pay, and the probe's piece while it measures.
     private var probe: ConnectionProbe
     private var probeIndex: Int?
+    /// Gathering buffers of ended fetches, for the next ones (at most one per connection): a new
+    /// fetch every 8 MiB would otherwise fault a fresh megabyte in each time.
+    private var spareBuffers: [UnsafeMutableRawBufferPointer] = []
 
     /// Opens the partial at `path` for the fetches' in-place writes.
     init(attempt: Attempt, core: EngineCore, driver: TransferStarting, template: TransferRequest, head: ResponseHead,
@@ -96,7 +99,25 @@ final class SegmentCrew: @unchecked Sendable {
         fd = try syscall("open") { open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW) }
     }
 
-    deinit { Glibc.close(fd) }
+    deinit {
+        Glibc.close(fd)
+        for buffer in spareBuffers { buffer.deallocate() }
+    }
+
+    /// A gathering buffer of `batching.capacity` bytes for a fetch (given back when it ends).
+    func takeBuffer() -> UnsafeMutableRawBufferPointer {
+        lock.withLock { spareBuffers.popLast() }
+            ?? UnsafeMutableRawBufferPointer.allocate(byteCount: batching.capacity, alignment: 4096)
+    }
+
+    func giveBack(_ buffer: UnsafeMutableRawBufferPointer) {
+        let kept = lock.withLock {
+            guard spareBuffers.count < connections else { return false }
+            spareBuffers.append(buffer)
+            return true
+        }
+        if !kept { buffer.deallocate() }
+    }
 
     /// Where the prefix's transfer stops.
     var prefixEnd: Int64 { lock.withLock { segments[0].end } }

@@ -19,7 +19,7 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
     // Transfer thread.
     /// The next file offset to write.
     private var next: Int64
-    /// Gathered bytes (allocated at the first body byte), how many, and since when.
+    /// Gathered bytes (the crew's buffer, taken at the first body byte), how many, and since when.
     private var buffer: UnsafeMutableRawBufferPointer?
     private var held = 0
     private var heldSince: Double = 0
@@ -37,7 +37,7 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
         next = first
     }
 
-    deinit { buffer?.deallocate() }
+    deinit { buffer?.deallocate() }  // The crew went first.
 
     /// The request for this range: the attempt's own, with the range and the validator.
     static func request(from template: TransferRequest, first: Int64, last: Int64, validator: Validator) -> TransferRequest {
@@ -78,7 +78,7 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
             try put(UnsafeRawBufferPointer(start: base, count: bytes.count))
             return
         }
-        let gather = buffer ?? UnsafeMutableRawBufferPointer.allocate(byteCount: batching.capacity, alignment: 4096)
+        guard let gather = buffer ?? crew?.takeBuffer() else { throw SystemError(errno: EBADF, function: "write (the attempt is gone)") }
         buffer = gather
         if held == 0 { heldSince = now }
         (gather.baseAddress! + held).copyMemory(from: base, byteCount: bytes.count)
@@ -95,7 +95,9 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
                 result = .failure(TransferFailure(.disk, "writing the body failed: \(error)", code: error.errno))
             }
         }
-        buffer?.deallocate()
+        if let buffer {
+            if let crew { crew.giveBack(buffer) } else { buffer.deallocate() }
+        }
         buffer = nil
         crew?.fetchEnded(self, result)
     }
