@@ -351,7 +351,7 @@ final class SegmentCrew: @unchecked Sendable {
 
     /// Under `lock`: tells the probe the bytes written by `now`; the pieces to launch that it asks for.
     private func probeStepLocked(_ now: Double) -> [Int] {
-        switch probe.observe(written: writtenLocked, at: now) {
+        switch probe.observe(written: writtenLocked, at: now, remaining: total - writtenLocked) {
         case .none:
             return []
         case .openProbe:
