@@ -72,18 +72,21 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
             throw SystemError(errno: EINVAL, function: "pwrite (past the segment's end)")
         }
         let now = monotonic()
-        let plan = batching.plan(held: held, incoming: bytes.count, heldFor: now - heldSince)
-        if plan.flushFirst { try flush() }
-        if plan.direct {
-            try put(UnsafeRawBufferPointer(start: base, count: bytes.count))
-            return
+        var done = 0
+        while done < bytes.count {
+            let plan = batching.plan(held: held, incoming: bytes.count - done, heldFor: now - heldSince)
+            if plan.gather > 0 {
+                guard let gather = buffer ?? crew?.takeBuffer() else {
+                    throw SystemError(errno: EBADF, function: "write (the attempt is gone)")
+                }
+                buffer = gather
+                if held == 0 { heldSince = now }
+                (gather.baseAddress! + held).copyMemory(from: base + done, byteCount: plan.gather)
+                held += plan.gather
+                done += plan.gather
+            }
+            if plan.flush { try flush() }
         }
-        guard let gather = buffer ?? crew?.takeBuffer() else { throw SystemError(errno: EBADF, function: "write (the attempt is gone)") }
-        buffer = gather
-        if held == 0 { heldSince = now }
-        (gather.baseAddress! + held).copyMemory(from: base, byteCount: bytes.count)
-        held += bytes.count
-        if plan.flushAfter { try flush() }
     }
 
     func transfer(didFinishWith result: Result<TransferSummary, TransferFailure>) {

@@ -20,36 +20,21 @@ struct WriteBatching: Equatable, Sendable {
         self.maxHold = max(0, maxHold)
     }
 
-    /// What to do with `incoming` bytes while `held` are gathered, the oldest for `heldFor` seconds.
+    /// What to do with `incoming` bytes while `held` are gathered, the oldest for `heldFor` seconds:
+    /// gather the first `gather` of them (as many as fit), then write the buffer when `flush`; the
+    /// caller asks again for the rest. So every write but a piece's last (or a slow connection's)
+    /// is exactly `capacity` bytes at a multiple of `capacity` from the piece's start: whole pages,
+    /// which the kernel takes in large folios instead of page by page, and no partial page to zero.
     /// A `maxHold` of 0 writes every piece as it comes.
     struct Plan: Equatable, Sendable {
-        /// Write the held bytes first (the incoming ones do not fit beside them).
-        var flushFirst = false
-        /// Write the incoming bytes straight from the caller's buffer (a buffer's worth or more):
-        /// no copy. Else they are gathered.
-        var direct = false
-        /// Write what is held once the incoming bytes are gathered (the buffer is full, or the
-        /// oldest byte waited long enough).
-        var flushAfter = false
+        var gather: Int
+        var flush: Bool
     }
 
     func plan(held: Int, incoming: Int, heldFor: Double) -> Plan {
-        var plan = Plan()
-        if incoming >= capacity {
-            plan.flushFirst = held > 0
-            plan.direct = true
-            return plan
-        }
-        var held = held
-        var heldFor = heldFor
-        if held + incoming > capacity {
-            plan.flushFirst = true
-            held = 0
-            heldFor = 0
-        }
-        // The oldest byte once the incoming ones are gathered: a held one, or one arriving now.
+        let gather = max(0, min(incoming, capacity - held))
+        // The oldest byte once these are gathered: a held one, or one arriving now.
         let oldest = held > 0 ? heldFor : 0
-        plan.flushAfter = held + incoming >= capacity || oldest >= maxHold
-        return plan
+        return Plan(gather: gather, flush: held + gather >= capacity || oldest >= maxHold)
     }
 }
