@@ -37,11 +37,16 @@ final class SegmentCrew: @unchecked Sendable {
     private let connections: Int
     /// Cluster mode: the lease the download is held under (every fetch's write checks it).
     private let lease: LeaseHold?
+    private let clock: EngineClock
+    /// How each fetch gathers its bytes before writing them.
+    private let batching: WriteBatching
     private let absorbQueue = DispatchQueue(label: "segments.absorb")
 
     private let lock = NSCondition()
     // Guarded by `lock`.
     private var segments: [Segment]
+    /// `segments.writtenBytes`, kept as the pieces advance (`advanceLocked`).
+    private var writtenLocked: Int64
     private var assigned: [Bool]
     /// The connections after the prefix, by piece: held from the decision to fetch a piece until
     /// its fetch ended.
@@ -66,11 +71,15 @@ final class SegmentCrew: @unchecked Sendable {
     /// Whether more connections pay, and the probe's piece while it measures.
     private var probe: ConnectionProbe
     private var probeIndex: Int?
+    /// Gathering buffers of ended fetches, for the next ones (at most one per connection): a new
+    /// fetch every 8 MiB would otherwise fault a fresh megabyte in each time.
+    private var spareBuffers: [UnsafeMutableRawBufferPointer] = []
 
     /// Opens the partial at `path` for the fetches' in-place writes.
     init(attempt: Attempt, core: EngineCore, driver: TransferStarting, template: TransferRequest, head: ResponseHead,
          validator: Validator, total: Int64, segments: [Segment], connections: Int, path: String,
-         checkpoint: (bytes: Int64, seconds: Double), probeWindow: Double = 0) throws(SystemError) {
+         checkpoint: (bytes: Int64, seconds: Double), probeWindow: Double = 0,
+         batching: WriteBatching = WriteBatching()) throws(SystemError) {
         checkpointBytes = max(1, checkpoint.bytes)
         checkpointSeconds = max(0, checkpoint.seconds)
         lastCheckpoint = core.clock.monotonic()
@@ -83,14 +92,35 @@ final class SegmentCrew: @unchecked Sendable {
         self.validator = validator
         self.total = total
         self.segments = segments
+        writtenLocked = segments.writtenBytes
         self.connections = max(1, connections)
+        clock = core.clock
+        self.batching = batching
         probe = ConnectionProbe(window: probeWindow)
         assigned = segments.indices.map { $0 == 0 || segments[$0].isComplete }
         retries = Array(repeating: 0, count: segments.count)
         fd = try syscall("open") { open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW) }
     }
 
-    deinit { Glibc.close(fd) }
+    deinit {
+        Glibc.close(fd)
+        for buffer in spareBuffers { buffer.deallocate() }
+    }
+
+    /// A gathering buffer of `batching.capacity` bytes for a fetch (given back when it ends).
+    func takeBuffer() -> UnsafeMutableRawBufferPointer {
+        lock.withLock { spareBuffers.popLast() }
+            ?? UnsafeMutableRawBufferPointer.allocate(byteCount: batching.capacity, alignment: 4096)
+    }
+
+    func giveBack(_ buffer: UnsafeMutableRawBufferPointer) {
+        let kept = lock.withLock {
+            guard spareBuffers.count < connections else { return false }
+            spareBuffers.append(buffer)
+            return true
+        }
+        if !kept { buffer.deallocate() }
+    }
 
     /// Where the prefix's transfer stops.
     var prefixEnd: Int64 { lock.withLock { segments[0].end } }
@@ -114,7 +144,7 @@ final class SegmentCrew: @unchecked Sendable {
     /// so far. Opens the connections the probe asks for.
     func mainWrote(length: Int64, at now: Double) -> Int64 {
         let (written, launches): (Int64, [Int]) = lock.withLock {
-            segments[0].next = length
+            advanceLocked(0, to: length)
             return (writtenLocked, probeStepLocked(now))
         }
         for index in launches { launch(index) }
@@ -147,7 +177,7 @@ final class SegmentCrew: @unchecked Sendable {
         lock.withLock {
             mainRunning = false
             absorbed = length
-            segments[0].next = atBoundary ? segments[0].end : length
+            advanceLocked(0, to: atBoundary ? segments[0].end : length)
             if case .failure(let cut) = result, !atBoundary, !segments[0].isComplete {
                 if !stopping && Self.isTransient(cut.kind) && retries[0] < Self.retriesPerSegment {
                     retries[0] += 1
@@ -180,7 +210,7 @@ final class SegmentCrew: @unchecked Sendable {
         guard let attempt, let core else { return }
         let now = core.clock.monotonic()
         let (written, due, launches): (Int64, [Segment]?, [Int]) = lock.withLock {
-            segments[index].next = next
+            advanceLocked(index, to: next)
             unsynced += count
             if absorbing { lock.signal() }
             if index == probeIndex { probe.probeBegan(written: writtenLocked - count, at: now) }
@@ -288,7 +318,9 @@ final class SegmentCrew: @unchecked Sendable {
             finishIfDone()
             return
         }
-        let fetch = SegmentFetch(index: index, first: first, last: last, crew: self, fd: fd)
+        let clock = clock
+        let fetch = SegmentFetch(index: index, first: first, last: last, crew: self, fd: fd, batching: batching,
+                                 monotonic: { clock.monotonic() })
         let request = SegmentFetch.request(from: template, first: first, last: last, validator: validator)
         slot.started(driver.start(request, delegate: fetch))
     }
@@ -302,7 +334,12 @@ final class SegmentCrew: @unchecked Sendable {
         return index
     }
 
-    private var writtenLocked: Int64 { segments.writtenBytes }
+    /// Under `lock`: piece `index` is written up to `next`; keeps `writtenLocked` (every write
+    /// asks for it: summed over the pieces each time, it cost more than the crew's other work).
+    private func advanceLocked(_ index: Int, to next: Int64) {
+        writtenLocked += next - segments[index].next
+        segments[index].next = next
+    }
 
     private var activeLocked: Int { (mainRunning ? 1 : 0) + running.count }
 
@@ -323,7 +360,7 @@ final class SegmentCrew: @unchecked Sendable {
 
     /// Under `lock`: tells the probe the bytes written by `now`; the pieces to launch that it asks for.
     private func probeStepLocked(_ now: Double) -> [Int] {
-        switch probe.observe(written: writtenLocked, at: now) {
+        switch probe.observe(written: writtenLocked, at: now, remaining: total - writtenLocked) {
         case .none:
             return []
         case .openProbe:

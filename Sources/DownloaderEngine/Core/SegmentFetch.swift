@@ -3,25 +3,41 @@ import Foundation
 import Glibc
 
 /// One ranged request of a segmented attempt: `Range: bytes=first-last` with `If-Range`, its body
-/// written in place (pwrite at the segment's next byte) on the transfer thread. Its head is judged
-/// by `SegmentPlanner.judgeSegment`; what it means for the attempt is the crew's to decide.
+/// written in place (pwrite at the segment's next byte) on the transfer thread, gathered first into
+/// a buffer of its own (`WriteBatching`: libcurl's 16 KiB pieces become 1 MiB writes) and counted
+/// by the crew once written. Whatever is gathered is written when the transfer ends, however it
+/// ends. Its head is judged by `SegmentPlanner.judgeSegment`; what it means for the attempt is the
+/// crew's to decide.
 final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
     let index: Int
     let first: Int64
     let last: Int64
     private weak var crew: SegmentCrew?
     private let fd: Int32
-    /// The next file offset to write (transfer thread).
+    private let batching: WriteBatching
+    private let monotonic: @Sendable () -> Double
+    // Transfer thread.
+    /// The next file offset to write.
     private var next: Int64
+    /// Gathered bytes (the crew's buffer, taken at the first body byte), how many, and since when.
+    private var buffer: UnsafeMutableRawBufferPointer?
+    private var held = 0
+    private var heldSince: Double = 0
 
-    init(index: Int, first: Int64, last: Int64, crew: SegmentCrew, fd: Int32) {
+    init(index: Int, first: Int64, last: Int64, crew: SegmentCrew, fd: Int32, batching: WriteBatching,
+         monotonic: @escaping @Sendable () -> Double) {
         self.index = index
         self.first = first
         self.last = last
         self.crew = crew
         self.fd = fd
+        // Never more than the range holds.
+        self.batching = WriteBatching(capacity: Int(min(Int64(batching.capacity), last - first + 1)), maxHold: batching.maxHold)
+        self.monotonic = monotonic
         next = first
     }
+
+    deinit { buffer?.deallocate() }  // The crew went first.
 
     /// The request for this range: the attempt's own, with the range and the validator.
     static func request(from template: TransferRequest, first: Int64, last: Int64, validator: Validator) -> TransferRequest {
@@ -52,10 +68,56 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
 
     func write(_ bytes: UnsafeRawBufferPointer) throws {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
-        try crew?.checkWrite()
-        guard next + Int64(bytes.count) <= last + 1 else {
+        guard next + Int64(held) + Int64(bytes.count) <= last + 1 else {
             throw SystemError(errno: EINVAL, function: "pwrite (past the segment's end)")
         }
+        let now = monotonic()
+        var done = 0
+        while done < bytes.count {
+            let plan = batching.plan(held: held, incoming: bytes.count - done, heldFor: now - heldSince)
+            if plan.gather > 0 {
+                guard let gather = buffer ?? crew?.takeBuffer() else {
+                    throw SystemError(errno: EBADF, function: "write (the attempt is gone)")
+                }
+                buffer = gather
+                if held == 0 { heldSince = now }
+                (gather.baseAddress! + held).copyMemory(from: base + done, byteCount: plan.gather)
+                held += plan.gather
+                done += plan.gather
+            }
+            if plan.flush { try flush() }
+        }
+    }
+
+    func transfer(didFinishWith result: Result<TransferSummary, TransferFailure>) {
+        var result = result
+        do throws(SystemError) {
+            try flush()
+        } catch {
+            if case .success = result {
+                result = .failure(TransferFailure(.disk, "writing the body failed: \(error)", code: error.errno))
+            }
+        }
+        if let buffer {
+            if let crew { crew.giveBack(buffer) } else { buffer.deallocate() }
+        }
+        buffer = nil
+        crew?.fetchEnded(self, result)
+    }
+
+    /// Writes the gathered bytes.
+    private func flush() throws(SystemError) {
+        guard let buffer, held > 0 else { return }
+        let count = held
+        held = 0  // Written or not, they are not gathered any more (a failed write ends the fetch).
+        try put(UnsafeRawBufferPointer(start: buffer.baseAddress, count: count))
+    }
+
+    /// pwrite(2) loop at `next`; then the crew counts them. Refused once the lease may no longer
+    /// write (cluster mode), also for bytes gathered before its deadline passed.
+    private func put(_ bytes: UnsafeRawBufferPointer) throws(SystemError) {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+        try crew?.checkWrite()
         var done = 0
         while done < bytes.count {
             let n = try syscall("pwrite") { pwrite(fd, base + done, bytes.count - done, off_t(next + Int64(done))) }
@@ -63,9 +125,5 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
         }
         next += Int64(bytes.count)
         crew?.fetchWrote(index, count: Int64(bytes.count), next: next)
-    }
-
-    func transfer(didFinishWith result: Result<TransferSummary, TransferFailure>) {
-        crew?.fetchEnded(self, result)
     }
 }

@@ -12,7 +12,10 @@
 /// A "no" is tried again after `4 * window` seconds, then twice as long each time: a rate measured
 /// over a fraction of a second on a busy machine can mislead, and a wrong "no" on an origin that
 /// caps each connection costs far more (the download at 1/N of its speed) than a wrong "yes" (the
-/// pieces' overhead) or another probe.
+/// pieces' overhead) or another probe. Unless the rest of the file would take less than those
+/// `4 * window` seconds at the rate one connection had alone: then more connections could no longer
+/// pay, and the probe's pieces (read back at the very end, after the first connection reached
+/// them) would only lengthen the download's tail.
 /// A `window` of 0 opens every connection at once (no probe).
 struct ConnectionProbe: Equatable, Sendable {
     /// The probe's connections together must bring this much more than one alone.
@@ -45,6 +48,8 @@ struct ConnectionProbe: Equatable, Sendable {
     /// "No"s so far, and when the last one is tried again.
     private(set) var refusals = 0
     private var retryAt = Double.infinity
+    /// Bytes per second of one connection alone, at the last "no".
+    private var rateAlone = 0.0
 
     init(window: Double) {
         self.window = max(0, window)
@@ -68,8 +73,9 @@ struct ConnectionProbe: Equatable, Sendable {
         }
     }
 
-    /// Told `written` (bytes written over all connections, from any start) at `now`.
-    mutating func observe(written: Int64, at now: Double) -> Step {
+    /// Told `written` (bytes written over all connections, from any start) at `now`; `remaining`:
+    /// the bytes the download still needs.
+    mutating func observe(written: Int64, at now: Double, remaining: Int64 = .max) -> Step {
         switch phase {
         case .alone(let since, let start):
             guard let since else {
@@ -86,11 +92,17 @@ struct ConnectionProbe: Equatable, Sendable {
             phase = .decided(split: split)
             if !split {
                 refusals += 1
+                rateAlone = rate
                 retryAt = now + window * Self.retryWindows * Double(1 << min(refusals - 1, 16))
             }
             return split ? .openAll : .none
         case .decided(let split):
-            if !split && now >= retryAt { phase = .alone(since: now, written: written) }  // Measure again.
+            guard !split, now >= retryAt else { return .none }
+            if Double(remaining) < rateAlone * window * Self.retryWindows {
+                retryAt = .infinity  // Too little left for more connections to pay: never again.
+            } else {
+                phase = .alone(since: now, written: written)  // Measure again.
+            }
             return .none
         case .opened:
             return .none

@@ -57,6 +57,21 @@ import Testing
         #expect(probe.phase == .alone(since: 23.75, written: 200 * Self.mb))
     }
 
+    /// A "no" is not tried again when what is left takes less than four windows (1 s) at the rate
+    /// one connection had alone (50 MB/s here: less than 50 MB); it is when more is left.
+    @Test(arguments: [(Int64(49_999_999), false), (Int64(50_000_000), true), (Int64.max, true)])
+    func aNoIsNotTriedAgainNearTheEnd(_ remaining: Int64, _ again: Bool) {
+        var probe = Self.probing(rateAlone: 50)
+        #expect(probe.observe(written: 112_500_000, at: 20.25) == .none)  // No.
+        #expect(probe.observe(written: 160 * Self.mb, at: 21.25, remaining: remaining) == .none)
+        #expect(probe.phase == (again ? .alone(since: 21.25, written: 160 * Self.mb) : .decided(split: false)))
+        #expect(probe.allowed(granted: 4) == 1)
+        guard !again else { return }
+        // Never later either, once too little was left.
+        #expect(probe.observe(written: 170 * Self.mb, at: 99, remaining: .max) == .none)
+        #expect(probe.phase == .decided(split: false))
+    }
+
     @Test func aQuarterMoreIsEnough() {
         var probe = Self.probing(rateAlone: 50)
         #expect(probe.observe(written: 100 * Self.mb + Int64(62.5 * 0.25 * 1e6), at: 20.25) == .openAll)
