@@ -29,6 +29,11 @@ final class PostgresConnection: @unchecked Sendable {
         PQsetNoticeProcessor(made, { _, _ in }, nil)
         connection = made
         Self.countLock.withLock { Self.openCount += 1 }
+        // A replica frozen inside a transaction (SIGSTOP, a partition) would keep its row locks (a
+        // lease row `FOR SHARE` during a fenced commit) and block every other replica's takeover of
+        // that lease until it woke: the server ends such a session after 2 s instead (our
+        // transactions take milliseconds; a commit so cut short fails and is retried).
+        _ = try? execute("SET idle_in_transaction_session_timeout = 2000")
     }
 
     deinit {
