@@ -138,8 +138,9 @@ public final class DownloadEngine: Sendable {
     /// How many downloads are in each state (`/metrics`): all of them, also in cluster mode, where
     /// the database counts those this replica does not hold (while it is unreachable: only those held here).
     public func stateCounts() -> [DownloadState: Int] {
-        let local = core.stateCounts()
-        return clusterReads?.stateCounts(merging: local.counts, held: local.ids) ?? local.counts
+        guard let clusterReads else { return core.stateCounts(withIDs: false).counts }
+        let local = core.stateCounts(withIDs: true)
+        return clusterReads.stateCounts(merging: local.counts, held: local.ids)
     }
 
     /// Events for download `id`, starting with its current snapshot; nil for an unknown id.

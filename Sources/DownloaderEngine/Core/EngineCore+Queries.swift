@@ -15,12 +15,13 @@ extension EngineCore {
             .sorted { $0.createdAt != $1.createdAt ? $0.createdAt > $1.createdAt : $0.id > $1.id }
     }
 
-    /// How many downloads are in each state, and which ids were counted (without building snapshots).
-    func stateCounts() -> (counts: [DownloadState: Int], ids: [String]) {
+    /// How many downloads are in each state (without building snapshots), and, when `withIDs`
+    /// (cluster mode), which ids were counted.
+    func stateCounts(withIDs: Bool) -> (counts: [DownloadState: Int], ids: [String]) {
         locked {
             var counts: [DownloadState: Int] = [:]
             for record in byID.values { counts[record.state, default: 0] += 1 }
-            return (counts, Array(byID.keys))
+            return (counts, withIDs ? Array(byID.keys) : [])
         }
     }
 
