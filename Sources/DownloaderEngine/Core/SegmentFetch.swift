@@ -76,7 +76,7 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
         while done < bytes.count {
             let plan = batching.plan(held: held, incoming: bytes.count - done, heldFor: now - heldSince)
             if plan.gather > 0 {
-                guard let gather = buffer ?? crew?.takeBuffer() else {
+                guard let gather = buffer ?? crew?.buffers.take() else {
                     throw SystemError(errno: EBADF, function: "write (the attempt is gone)")
                 }
                 buffer = gather
@@ -99,7 +99,7 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
             }
         }
         if let buffer {
-            if let crew { crew.giveBack(buffer) } else { buffer.deallocate() }
+            if let crew { crew.buffers.giveBack(buffer) } else { buffer.deallocate() }
         }
         buffer = nil
         crew?.fetchEnded(self, result)
