@@ -127,7 +127,8 @@ final class SegmentCrew: @unchecked Sendable {
                                   flushed: { [weak attempt, weak core] length in
                                       if let attempt, let core { core.attemptFlushed(attempt, length: length) }
                                   },
-                                  finished: { [weak attempt] outcome in attempt?.crewFinished(outcome) })
+                                  finished: { [weak attempt] outcome in attempt?.crewFinished(outcome) },
+                                  giveBack: { [buffers] in buffers.giveBack($0) })
             return (launches, nil, hashing)
         }
         started?.start()
@@ -142,15 +143,20 @@ final class SegmentCrew: @unchecked Sendable {
         try core?.checkWrite(under: lease)
     }
 
-    /// A fetch wrote up to `next` (transfer thread): progress over all pieces, and a checkpoint when due.
-    func fetchWrote(_ index: Int, count: Int64, next: Int64) {
-        guard let attempt, let core else { return }
+    /// A fetch wrote `count` bytes up to `next` (transfer thread), from `buffer`: progress over all
+    /// pieces, and a checkpoint when due. True when the hashing took `buffer` (the bytes landed where
+    /// the contiguous prefix ended: hashed from it instead of read back); the fetch takes another.
+    func fetchWrote(_ index: Int, count: Int64, next: Int64, from buffer: UnsafeMutableRawBufferPointer? = nil) -> Bool {
+        guard let attempt, let core else { return false }
         let now = core.clock.monotonic()
-        let (written, due, launches, hashing, contiguous) = lock.withLock {
+        let (written, due, launches, hashing, front, contiguous) = lock.withLock {
+            let front = self.hashing != nil && roster.pieces.contiguous == next - count
             let launches = roster.fetchWrote(index, count: count, next: next, at: now)
             let due = checkpoints.wrote(count, at: now, stopping: roster.stopping) ? roster.pieces.segments : nil
-            return (roster.pieces.written, due, launches, self.hashing, self.hashing == nil ? 0 : roster.pieces.contiguous)
+            return (roster.pieces.written, due, launches, self.hashing, front, self.hashing == nil ? 0 : roster.pieces.contiguous)
         }
+        var taken = false
+        if front, let buffer, let hashing { taken = hashing.landed(buffer, count: Int(count), at: next - count) }
         hashing?.grew(to: contiguous)
         for index in launches { launch(index) }
         if let due {
@@ -162,6 +168,7 @@ final class SegmentCrew: @unchecked Sendable {
             }
         }
         core.attemptWrote(attempt, count: count, length: written, at: now)
+        return taken
     }
 
     func fetchEnded(_ fetch: SegmentFetch, _ result: Result<TransferSummary, TransferFailure>) {
