@@ -76,7 +76,7 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
         while done < bytes.count {
             let plan = batching.plan(held: held, incoming: bytes.count - done, heldFor: now - heldSince)
             if plan.gather > 0 {
-                guard let gather = buffer ?? crew?.takeBuffer() else {
+                guard let gather = buffer ?? crew?.buffers.take() else {
                     throw SystemError(errno: EBADF, function: "write (the attempt is gone)")
                 }
                 buffer = gather
@@ -99,24 +99,29 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
             }
         }
         if let buffer {
-            if let crew { crew.giveBack(buffer) } else { buffer.deallocate() }
+            if let crew { crew.buffers.giveBack(buffer) } else { buffer.deallocate() }
         }
         buffer = nil
         crew?.fetchEnded(self, result)
     }
 
-    /// Writes the gathered bytes.
+    /// Writes the gathered bytes; when they landed where the file's hashed prefix will go on, the
+    /// crew's hashing takes the buffer (hashed from memory, not read back) and the next bytes are
+    /// gathered in another.
     private func flush() throws(SystemError) {
         guard let buffer, held > 0 else { return }
         let count = held
         held = 0  // Written or not, they are not gathered any more (a failed write ends the fetch).
-        try put(UnsafeRawBufferPointer(start: buffer.baseAddress, count: count))
+        if try put(UnsafeRawBufferPointer(start: buffer.baseAddress, count: count), from: buffer) {
+            self.buffer = nil
+        }
     }
 
-    /// pwrite(2) loop at `next`; then the crew counts them. Refused once the lease may no longer
-    /// write (cluster mode), also for bytes gathered before its deadline passed.
-    private func put(_ bytes: UnsafeRawBufferPointer) throws(SystemError) {
-        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+    /// pwrite(2) loop at `next`; then the crew counts them (and may take `buffer`: true). Refused
+    /// once the lease may no longer write (cluster mode), also for bytes gathered before its
+    /// deadline passed.
+    private func put(_ bytes: UnsafeRawBufferPointer, from buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Bool {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return false }
         try crew?.checkWrite()
         var done = 0
         while done < bytes.count {
@@ -124,6 +129,6 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
             done += n
         }
         next += Int64(bytes.count)
-        crew?.fetchWrote(index, count: Int64(bytes.count), next: next)
+        return crew?.fetchWrote(index, count: Int64(bytes.count), next: next, from: buffer) ?? false
     }
 }

@@ -183,6 +183,19 @@ final class PartialFile {
         length = end
     }
 
+    /// Segmented fetch: the next `bytes.count` bytes after `length` were written in place by another
+    /// connection from `bytes`: hashed from them (no read-back) and counted, as `absorb(upTo:)` does.
+    func absorb(_ bytes: UnsafeRawBufferPointer) throws(SystemError) {
+        try flush()
+        guard bytes.count > 0 else { return }
+        pipeline.waitIdle()
+        pipeline.hasher.update(bytes)
+        let end = length + Int64(bytes.count)
+        try syscall("lseek") { lseek(fd, off_t(end), SEEK_SET) }
+        pipeline.written.set(end)
+        length = end
+    }
+
     /// Drops every byte (the next append starts a new version of the file at 0) without waiting for
     /// the file system to free the old bytes: the old file is renamed to `aside` (for the caller to
     /// delete later; descriptors open on it keep reading the old version) and a new empty one takes
