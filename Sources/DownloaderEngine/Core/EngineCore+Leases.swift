@@ -32,7 +32,9 @@ extension EngineCore {
             // A lost database is the renewals' business (they stop the leases); a heartbeat just waits for the next turn.
             _ = try? beats.write(self.heartbeats(of: held))
         }
+        cluster.handOvers.onHandOver = { [weak cluster] in cluster?.keeper.searchSoon.store(true, ordering: .releasing) }
         cluster.keeper.start()
+        cluster.handOvers.start()
         startJanitor()
     }
 
@@ -401,12 +403,13 @@ extension EngineCore {
         }
     }
 
-    /// The engine stops: its leases lapse at once (not released: the downloads are unfinished), so
-    /// other replicas take them over at their next search.
+    /// The engine stops: its leases lapse at once (not released: the downloads are unfinished), and
+    /// the other replicas are told (`HandOverWatch`), so they take them over at once.
     func clusterShutdown() {
         guard let cluster else { return }
         janitorShutdown()
         cluster.keeper.stop()
+        cluster.handOvers.stop()
         for hold in cluster.keeper.all {
             cluster.keeper.remove(hold)
             if hold.stop() { _ = try? cluster.leases.handOver(key: hold.key, epoch: hold.epoch) }
@@ -419,6 +422,7 @@ extension EngineCore {
     func clusterAbandonForTests() {
         guard let cluster else { return }
         cluster.keeper.stop()
+        cluster.handOvers.stop()
         cluster.janitor.abandonForTests()
         let holds: [LeaseHold] = locked { Array(cluster.held.values.compactMap(\.lease)) + Array(cluster.pending.values) }
         for hold in holds where hold.stop() { leaseStopped(hold) }
