@@ -9,6 +9,8 @@ final class EngineCluster: @unchecked Sendable {
     let store: PostgresStateStore
     let leases: LeaseStore
     let keeper: LeaseKeeper
+    /// Other replicas' hand-overs, which start the search for lapsed leases at once.
+    let handOvers: HandOverWatch
     /// The cluster-wide purges, on the replica holding the janitor lease.
     let janitor: ClusterJanitor
     /// One acquisition, adoption, takeover or release at a time on this replica: database round
@@ -43,6 +45,7 @@ final class EngineCluster: @unchecked Sendable {
         leases = LeaseStore(pool: database.pool)
         keeper = LeaseKeeper(policy: LeasePolicy(ttl: replica.leaseTTL), store: leases, monotonic: monotonic)
         janitor = ClusterJanitor(leases: leases, replica: replica, monotonic: monotonic)
+        handOvers = HandOverWatch(pool: database.pool)
     }
 
     var statistics: ClusterStatistics {

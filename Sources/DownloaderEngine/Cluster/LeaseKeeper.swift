@@ -5,7 +5,8 @@ import Synchronization
 /// Keeps this replica's leases, on a thread of its own: renews each one every TTL/3 (`LeasePolicy`),
 /// and stops it (`onStop`) when a renewal is refused or fails or its local deadline passed, so its
 /// transfer stops at once and nothing more is written under it. Also runs the search for lapsed
-/// leases (`onScan`) every TTL/3. Renewals and searches are database round trips: the engine's lock
+/// leases (`onScan`) every TTL/3, and at its next turn after another replica handed leases over
+/// (`searchSoon`). Renewals and searches are database round trips: the engine's lock
 /// is never held across them.
 final class LeaseKeeper: @unchecked Sendable {
     let policy: LeasePolicy
@@ -23,6 +24,8 @@ final class LeaseKeeper: @unchecked Sendable {
     /// Told (on the keeper's thread) every `beatInterval` while leases are kept: the holder writes
     /// its downloads' heartbeats (`Heartbeat`), so that every replica's snapshots agree within a second.
     var onBeat: (@Sendable ([LeaseHold]) -> Void)?
+    /// Set when another replica handed leases over (`HandOverWatch`): the search runs at the next turn.
+    let searchSoon = Atomic<Bool>(false)
     /// Heartbeats are written this often: twice a second.
     static let beatInterval = 0.5
 
@@ -69,7 +72,8 @@ final class LeaseKeeper: @unchecked Sendable {
                 let writable = kept.filter { $0.mayWrite(now: now) }
                 if !writable.isEmpty { onBeat?(writable) }
             }
-            if policy.scanDue(last: lastScan, now: now), !paused.load(ordering: .acquiring) {
+            if policy.scanDue(last: lastScan, now: now) || searchSoon.load(ordering: .acquiring), !paused.load(ordering: .acquiring) {
+                searchSoon.store(false, ordering: .releasing)
                 lastScan = now
                 onScan?()
             }

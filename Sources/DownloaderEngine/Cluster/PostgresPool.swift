@@ -40,6 +40,20 @@ final class PostgresPool: @unchecked Sendable {
         }
     }
 
+    /// Takes a connection out of the pool for good (a listener's): it counts against `capacity`
+    /// until `retire()` gives its place back (after the caller dropped it).
+    func dedicate(wait: Double = 1) throws(StateStoreError) -> PostgresConnection {
+        try borrow(wait: wait)
+    }
+
+    /// A dedicated connection is dropped: its place in the pool is free again.
+    func retire() {
+        condition.withLock {
+            opened -= 1
+            condition.signal()
+        }
+    }
+
     /// Closes the idle connections (borrowed ones close when given back broken, or at deinit).
     func drain() {
         condition.withLock {

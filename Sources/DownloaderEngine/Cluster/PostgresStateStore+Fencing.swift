@@ -74,10 +74,14 @@ extension PostgresStateStore {
 
 extension LeaseStore {
     /// Ends the lease now without giving the transfer up (a replica shutting down): it lapses at
-    /// once, so another replica takes the download over at its next search. false: fenced.
+    /// once, and the other replicas are told (`HandOverWatch`), so one takes the download over at
+    /// once (else at its next search). false: fenced.
     func handOver(key: String, epoch: Int64) throws(StateStoreError) -> Bool {
         try pool.withConnection { db throws(StateStoreError) in
-            try db.execute("UPDATE leases SET expires_at = now() WHERE key = $1 AND epoch = $2 AND active", [key, String(epoch)])
-        }.affected == 1
+            let ended = try db.execute("UPDATE leases SET expires_at = now() WHERE key = $1 AND epoch = $2 AND active",
+                                       [key, String(epoch)]).affected == 1
+            if ended { _ = try db.execute("SELECT pg_notify($1, $2)", [HandOverWatch.channel, key]) }
+            return ended
+        }
     }
 }

@@ -144,6 +144,21 @@ struct ClusterLeaseLiveTests {
         }
     }
 
+    @Test func aStoppingHoldersHandOverIsTakenAtOnceNotAtTheNextSearch() async throws {
+        // Leases of 120 s: the timed search for lapsed leases runs every 40 s; the hand-over's
+        // NOTIFY starts it at once on the other replica.
+        try await Self.withReplicas(ttl: 120) { c, _, origin, a, b in
+            usleep(500_000)  // b's first search, at its start, is behind it.
+            let id = try a.request(DownloadRequest(url: origin.url)).snapshot.id
+            c.expect(Self.wait(10) { (a.snapshot(id: id)?.bytesWritten ?? 0) > 64 << 10 }, "a runs the transfer")
+            Self.shutdown([a])
+            let stopped = Date()
+            c.expect(Self.wait(3) { b.statistics.cluster?.leasesHeld == 1 }, "b took it over")
+            c.expect(Date().timeIntervalSince(stopped) < 3, "at once, not at b's next search (40 s)")
+            c.expect(Self.wait(20) { b.snapshot(id: id)?.state == .completed }, "and completes it")
+        }
+    }
+
     @Test func aHolderPastItsDeadlineWritesNothingMore() async throws {
         try await blocking { c in
             let database = try PostgresServer.shared.createDatabase()

@@ -31,6 +31,13 @@ final class ReplicaSet: @unchecked Sendable {
         return set
     }
 
+    /// Starts `count` more replicas on the same database and directory (one after the other).
+    func add(_ count: Int = 1, arguments: [String] = []) async throws {
+        for _ in 0..<count {
+            replicas.append(try await ServiceProcess.start(arguments: self.arguments + arguments))
+        }
+    }
+
     var arguments: [String] {
         Durability.allowLoopback + ["--cluster-db", databaseURL, "--shared-dir", shared, "--lease-ttl", String(ttl)]
     }

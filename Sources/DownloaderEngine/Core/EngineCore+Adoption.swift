@@ -1,0 +1,123 @@
+import Foundation
+
+// Cluster mode: taking a lease and adopting its download's row into memory, for a request, an
+// action, or the takeover of a lapsed lease (resumed from the durable offset under a higher epoch).
+extension EngineCore {
+    /// Adoption lock held: takes lease `name` and adopts its download; returns the lease when there
+    /// is no download yet. Throws `heldElsewhere` when another replica holds it.
+    func takeAndAdopt(_ name: String, _ cluster: EngineCluster) throws(EngineError) -> LeaseHold? {
+        switch take(name, cluster) {
+        case .unreachable:
+            throw .databaseUnavailable()
+        case .heldBy(let url):
+            throw .heldElsewhere(ownerURL: url)
+        case .granted(let hold, let grant, let row):
+            guard let row else { return hold }
+            adopt(row, hold, grant, cluster)
+            return nil
+        }
+    }
+
+    private enum Taken {
+        case granted(LeaseHold, LeaseStore.Grant, StoredDownload?)
+        case heldBy(String)
+        case unreachable
+    }
+
+    /// Adoption lock held: acquires `name` and reads its download's row.
+    private func take(_ name: String, _ cluster: EngineCluster) -> Taken {
+        let ttl = cluster.keeper.policy.ttl
+        do throws(StateStoreError) {
+            for _ in 0..<2 {
+                let started = clock.monotonic()
+                if let grant = try cluster.leases.acquire(key: name, owner: cluster.replica.owner,
+                                                          ownerURL: cluster.replica.advertiseURL, ttl: ttl) {
+                    let hold = LeaseHold(key: name, epoch: grant.epoch, acquiredAt: started, ttl: ttl)
+                    do throws(StateStoreError) {
+                        return .granted(hold, grant, try cluster.store.load(leaseKey: name))
+                    } catch {
+                        _ = try? cluster.leases.release(key: name, epoch: grant.epoch)
+                        throw error
+                    }
+                }
+                // Held: by another replica, or by this one's lease that was lost and has not expired yet.
+                if let holder = try cluster.leases.holder(key: name) { return .heldBy(holder.url) }
+            }
+            return .unreachable
+        } catch {
+            return .unreachable
+        }
+    }
+
+    /// Adoption lock held, no engine lock: takes `row` into memory under `hold`, its partial seeded
+    /// for this epoch from what the previous epoch made durable (the lease row's `part_file`: its
+    /// prefix up to the lease's `durable_offset` and, for a segmented download, every segment up to
+    /// the durable offset the row records for it), so that the prefix and every segment resume
+    /// where they stood. A download that was running carries on for its stored callers.
+    private func adopt(_ row: StoredDownload, _ hold: LeaseHold, _ grant: LeaseStore.Grant, _ cluster: EngineCluster) {
+        let target = store.partialDirectory + "/" + EpochFiles.partial(id: row.id, epoch: hold.epoch)
+        var copied: [Range<Int64>] = []
+        if row.state != .completed, row.validator != nil,
+           case .copy(let from, let ranges) = EpochFiles.seed(previousPartial: grant.partFile, durableOffset: grant.durableOffset,
+                                                              segments: row.segments),
+           !from.contains("/") {
+            copied = EpochSeeding.copy(from: store.partialDirectory + "/" + from, to: target, ranges: ranges)
+        } else {
+            FileStore.remove(target)
+        }
+        let (kept, segments) = EpochFiles.seeded(durableOffset: grant.durableOffset, segments: row.segments, copied: copied)
+        // The previous epoch's partial is done with (a fenced writer can only add to its unlinked file).
+        if let previous = grant.partFile, !previous.contains("/"), previous != EpochFiles.partial(id: row.id, epoch: hold.epoch) {
+            FileStore.remove(store.partialDirectory + "/" + previous)
+        }
+        decide {
+            let record = DownloadRecord(stored: row, tau: configuration.rateTimeConstant,
+                                        progressInterval: configuration.progressInterval, ignoring: configuration.coalesceIgnoreQuery)
+            hold.id = record.id
+            record.lease = hold
+            record.segments = nil
+            if record.state != .completed {
+                (record.finalPath, record.sha256, record.size) = (nil, nil, nil)
+                record.segments = segments
+                record.keptBytes = kept
+                record.durableOffset = kept
+                record.bytesWritten = max(kept, segments?.writtenBytes ?? 0)
+                record.flushedBytes = kept
+            }
+            cluster.forgotten.remove(record.id)
+            byID[record.id] = record
+            byURL[record.key] = record
+            for token in record.tokens { tokens[token] = record.id }
+            indexFailed(record)
+            cluster.held[hold.key] = record
+            if record.state == .queued {
+                // It was running on the replica that held it: it carries on here for its callers.
+                if record.waitsForCredentials { record.story.pauseReason = .credentialsRequired }
+                handle(.recovered(callers: record.waitsForCredentials ? 0 : record.tokens.count), for: record)
+                tellRecovered(record)
+            }
+            save(record)
+        }
+        cluster.keeper.add(hold)
+    }
+
+    /// Cluster queue: takes over leases whose holder stopped renewing them (a higher epoch), adopts
+    /// their downloads and resumes them from the durable offset (`Range`/`If-Range`).
+    func takeOverLapsed() {
+        guard let cluster, !locked({ shuttingDown }) else { return }
+        guard let lapsed = try? cluster.leases.lapsed(limit: 16) else { return }
+        for lease in lapsed where lease.key != ClusterJanitor.leaseKey {
+            cluster.adoption.lock()
+            defer { cluster.adoption.unlock() }
+            guard !locked({ cluster.held[lease.key] != nil || cluster.pending[lease.key] != nil || shuttingDown }) else { continue }
+            guard case .granted(let hold, let grant, let row) = take(lease.key, cluster) else { continue }
+            guard let row else {
+                _ = try? cluster.leases.release(key: hold.key, epoch: hold.epoch)
+                continue
+            }
+            cluster.takeovers.add(1, ordering: .relaxed)
+            adopt(row, hold, grant, cluster)
+            decide { if let record = byID[row.id] { clusterCheck(record) } }
+        }
+    }
+}

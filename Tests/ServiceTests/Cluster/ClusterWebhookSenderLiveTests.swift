@@ -1,0 +1,55 @@
+import Foundation
+import Glibc
+import Testing
+@testable import DownloaderEngine
+
+/// A completion webhook survives the SIGKILL of the replica that was sending it (real processes on
+/// one real PostgreSQL): the killed replica's claim lapses and another replica sends the same
+/// delivery again (at least once: the same `deliveryId` and body), once.
+@Suite(.enabled(if: PostgresServer.isInstalled, "needs PostgreSQL (scripts/setup installs it)"), .timeLimit(.minutes(3)))
+struct ClusterWebhookSenderLiveTests {
+    /// A claim lasts the try's bound (10 s) plus a margin (5 s) from the moment it is taken.
+    static let claimSeconds = 15.0
+
+    @Test func aDeliveryWhoseSenderIsKilledMidTryIsSentAgainByAnotherReplica() async throws {
+        let origin = try TestOrigin(bodySize: 256 << 10, path: "/hooked.bin")
+        defer { origin.stop() }
+        // The first try is never answered: its sender is killed while it waits.
+        let receiver = try WebhookReceiver(answers: [.init(status: 200, held: true)])
+        defer { receiver.stop() }
+        let cluster = try await ReplicaSet.start(count: 1)
+        let body = #"{"url":"\#(origin.url)","callback":{"url":"\#(receiver.url("/done"))"}}"#
+        let answer = try await cluster[0].client.post("/downloads", json: body)
+        #expect(answer.status == 202 || answer.status == 200, "\(answer.status) \(answer.text)")
+        let id = try #require(answer.string("id"))
+        let claimedBefore = Date()
+        let first = try await receiver.waitFor(1, timeout: 30)
+        let sent = first.first?.json
+        #expect((sent?["download"] as? [String: Any])?["id"] as? String == id && sent?["event"] as? String == "completed",
+                "\(sent ?? [:])")
+        // Only now do the others start: the claim and the try in flight are the first replica's.
+        let rows = try PostgresConnection(url: cluster.databaseURL, timeout: 5)
+            .execute("SELECT claimed_by, outcome FROM webhook_deliveries").rows
+        #expect(rows.count == 1 && rows.first?[0] != nil && rows.first?[1] == nil, "claimed, not ended: \(rows)")
+        try await cluster.add(2)
+        _ = try await cluster[0].stop(signal: SIGKILL)
+
+        let got = try await receiver.waitFor(2, timeout: 40)
+        let took = Date().timeIntervalSince(claimedBefore)
+        #expect(took <= Self.claimSeconds + 10, "sent again once the claim lapsed: \(took) s after it was taken")
+        #expect(got[1].body == got[0].body, "the same body")
+        #expect(got[1].headers["x-delivery-id"] != nil && got[1].headers["x-delivery-id"] == got[0].headers["x-delivery-id"],
+                "the same delivery: \(got.map { $0.headers["x-delivery-id"] ?? "-" })")
+        try await Task.sleep(for: .seconds(2))  // Rounds of both survivors: a third POST would come.
+        #expect(receiver.received.count == 2, "sent again once: \(receiver.received.count) POSTs")
+        var delivered = 0.0
+        for replica in cluster.replicas.dropFirst() {
+            delivered += await cluster.metric("download_service_webhook_deliveries_total", on: replica) ?? 0
+        }
+        #expect(delivered == 1, "one survivor recorded it delivered: \(delivered)")
+        let after = try PostgresConnection(url: cluster.databaseURL, timeout: 5)
+            .execute("SELECT outcome FROM webhook_deliveries").rows
+        #expect(after.isEmpty || (after.count == 1 && after[0][0] == "delivered"), "\(after)")
+        await cluster.stop()
+    }
+}
