@@ -12,7 +12,7 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     /// The lifecycle's serial of this attempt (unique within its download).
     let serial: UInt64
     let recordID: String
-    private weak var core: EngineCore?
+    private(set) weak var core: EngineCore?
 
     // Set by the engine under its lock.
     var handle: TransferHandle?
@@ -25,10 +25,16 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     var lease: LeaseHold?
     /// Offset at which the accepted body is written (nil: no head accepted).
     var acceptedOffset: Int64?
-    /// Streaming readers follow the download: every append is handed to the partial's write lane at
-    /// once (no bytes wait for a full buffer where a reader cannot see them); the transfer thread
-    /// never waits for the write. Readers are told what is in the file by the write lane.
+    /// Streaming readers follow the download: appends are handed to the partial's write lane soon
+    /// (no bytes wait for a full buffer where a reader cannot see them), paced by `handOverPacing`;
+    /// the transfer thread never waits for the write. Readers are told what is in the file by the
+    /// write lane.
     let followed = Atomic<Bool>(false)
+    let handOverPacing = HandOverPacing()
+    /// Transfer thread: when the oldest byte held back from the readers was appended (nil: none held),
+    /// and whether this attempt handed any over yet (`Attempt+HandOver`).
+    var heldSince: Double?
+    var handedOverAny = false
     /// Bytes kept before the attempt (for `restarted`).
     var keptAtStart: Int64 = 0
     /// The request as launched (segment fetches copy it) and its transfer.
@@ -41,7 +47,7 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     /// The partial keeps a segmented download's bytes after its prefix (a full answer replaces it).
     var keptSegments = false
     private let crewBox = Mutex<SegmentCrew?>(nil)
-    private var prefixEnd: Int64?
+    private(set) var prefixEnd: Int64?
     private var reachedPrefixEnd = false
     private let mainStopped = Atomic<Bool>(false)
 
@@ -134,12 +140,12 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
         }
         do {
             try partial.append(bytes)
-            if followed.load(ordering: .relaxed) { partial.handOver() }
         } catch {
             diskError = error
             throw error
         }
         let now = core.clock.monotonic()
+        if followed.load(ordering: .relaxed) { handOverIfDue(partial, at: now) }
         let unsynced = partial.length - checkpointedLength
         if unsynced >= checkpointBytes || (unsynced > 0 && now - lastCheckpointTime >= checkpointSeconds),
            checkpointInFlight.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged {

@@ -115,6 +115,9 @@ final class PartialFile {
         }
     }
 
+    /// Bytes appended and not yet handed to the pipeline (they wait in the buffer being filled).
+    var heldBack: Int { current == nil ? 0 : filled - handedOver }
+
     /// Without waiting: the bytes appended so far go to the pipeline now, not once their buffer is
     /// full (the buffer goes on being filled). For a file that others read while it is written:
     /// each append reaches the file soon, in smaller writes.

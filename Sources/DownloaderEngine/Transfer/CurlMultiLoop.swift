@@ -176,11 +176,12 @@ final class CurlMultiLoop: @unchecked Sendable {
         }
     }
 
-    /// Fails attempts whose connect, head or stall timer ran out (`AttemptDeadlines`); returns the
-    /// poll timeout in ms.
+    /// Fails attempts whose connect, head or stall timer ran out (`AttemptDeadlines`), and gives each
+    /// sink its look at held-back bytes (`BodySink.idle`); returns the poll timeout in ms.
     private func checkStalls(now: UInt64, in multi: UnsafeMutableRawPointer) -> Int32 {
         var timeout: UInt64 = 1_000_000_000
         for transfer in Array(active.values) {
+            if let due = transfer.sinkIdle() { timeout = min(timeout, UInt64(due * 1e9)) }
             guard var deadlines = transfer.deadlines else { continue }
             if transfer.sawActivity {
                 transfer.sawActivity = false

@@ -176,6 +176,10 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         return .success(TransferSummary(head: head, bodyBytes: bodyBytes))
     }
 
+    /// Loop thread, between libcurl callbacks: the sink's chance to act on held-back bytes; the
+    /// seconds until it wants to be asked again (nil: nothing waits).
+    func sinkIdle() -> Double? { sink?.idle() }
+
     /// Drops the sink and head state after the attempt ended.
     func dropSink() { sink = nil }
 

@@ -54,6 +54,14 @@ struct ResponseHead: Sendable, Equatable {
 protocol BodySink: AnyObject {
     /// Writes `bytes` fully or throws (e.g. ENOSPC); a throw fails the attempt with `.disk`.
     func write(_ bytes: UnsafeRawBufferPointer) throws
+    /// Between writes, each time the transfer loop looks (at least every second): a chance to act on
+    /// bytes held back (e.g. hand them to readers). Returns the seconds until it wants to be asked
+    /// again, nil when nothing waits.
+    func idle() -> Double?
+}
+
+extension BodySink {
+    func idle() -> Double? { nil }
 }
 
 /// An error a `BodySink` may throw to say which errno made the write fail (e.g. ENOSPC); the driver

@@ -45,4 +45,23 @@ struct FetchBehindLiveTests {
         let body = try await slow.readExactBody(count: 6 << 20)
         #expect(body == origin.expectedBody())
     }
+
+    /// The download completes while the client is far behind: what it has still to read is queued,
+    /// nothing is awaited from the download, so the stall timeout must not end the response (with
+    /// 1 000 readers of one file, readers finish long after the fetch did).
+    @Test func aClientBehindACompletedDownloadForLongerThanTheStallTimeoutStillGetsEveryByte() async throws {
+        let origin = try TestOrigin(bodySize: 12 << 20)
+        defer { origin.stop() }
+        let service = try await ServiceProcess.start(arguments: FetchLiveTests.loopback + ["--stall-timeout", "1"])
+        let slow = try await RawHTTPClient.connect(port: service.port, receiveBuffer: 16 << 10)
+        defer { slow.close() }
+        try await slow.send("GET \(FetchLiveTests.path(origin.url)) HTTP/1.1\r\nHost: t\r\n\r\n")
+        let head = try await slow.readResponseHead()
+        let id = try #require(head.header("X-Download-Id"))
+        let done = try await service.waitForEnd(id: id)
+        #expect(done["state"] as? String == "completed")
+        try await Task.sleep(for: .milliseconds(2500))
+        let body = try await slow.readExactBody(count: 12 << 20)
+        #expect(body == origin.expectedBody())
+    }
 }
