@@ -158,10 +158,12 @@ final class SubscriberQueue: @unchecked Sendable {
     private func decideAsk(waiting: Consumer, cancelled: Bool) -> QueueAction {
         let pace = pacer?.pace()
         let decide = { () -> (QueueAction, parked: Bool) in
-            let newest = self.newest()
+            // The relay pushes its progress to the queues it feeds (and records it only for the tick).
+            let recorded = self.startSequence != SubscriptionRelay.relayed
+            let newest = recorded ? self.newest() : nil
             self.lock.lock()
             defer { self.lock.unlock() }
-            let action = self.state.ask(pace: pace, cancelled: cancelled, newest: newest)
+            let action = self.state.ask(pace: pace, cancelled: cancelled, newest: newest, recorded: recorded)
             if !action.handsSomething { self.consumer = waiting }
             return (action, self.state.isParked)
         }

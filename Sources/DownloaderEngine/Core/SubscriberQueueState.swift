@@ -85,11 +85,13 @@ struct SubscriberQueueState: Sendable, Equatable {
         return action
     }
 
-    /// The consumer asks for the next event (`cancelled`: its task is cancelled); `newest` is the
-    /// download's newest recorded progress, queued first when this queue has not seen it. `hand` is
-    /// what it gets at once; `.nothing` means it waits (paced and not due yet: for the tick).
-    mutating func ask(pace: ProgressPace?, cancelled: Bool, newest: RecordedProgress? = nil) -> QueueAction {
-        if let newest, newest.version > progressSeen, !finished, !cancelled {
+    /// The consumer asks for the next event (`cancelled`: its task is cancelled). `recorded`: the
+    /// queue's progress comes from the registry's records (not pushed, as the relay does): then
+    /// `newest`, the download's newest recorded progress, is queued first when this queue has not
+    /// seen it, and a consumer that is not due yet waits for the tick at once. `hand` is what it
+    /// gets at once; `.nothing` means it waits.
+    mutating func ask(pace: ProgressPace?, cancelled: Bool, newest: RecordedProgress? = nil, recorded: Bool = true) -> QueueAction {
+        if recorded, let newest, newest.version > progressSeen, !finished, !cancelled {
             progressSeen = newest.version
             enqueue(newest.event)
         }
@@ -98,7 +100,7 @@ struct SubscriberQueueState: Sendable, Equatable {
             consumerWaits = true
             // Not due: the tick hands over the newest progress (if any) when it is, and no
             // progress needs to visit the queue before.
-            if let pace, !pacing.isDue(pace) { return QueueAction(watchUntil: deferProgress()) }
+            if recorded, let pace, !pacing.isDue(pace) { return QueueAction(watchUntil: deferProgress()) }
             return QueueAction()
         }
         if let pace, !finished, pending.count == 1, pending[0].isProgress, !pacing.isDue(pace) {

@@ -49,7 +49,7 @@ import Testing
     }
 
     enum Input: Sendable {
-        case push(DownloadEvent), offer(RecordedProgress), ask(cancelled: Bool, newest: RecordedProgress? = nil)
+        case push(DownloadEvent), offer(RecordedProgress), ask(cancelled: Bool, newest: RecordedProgress? = nil, recorded: Bool = true)
         case tick(newest: RecordedProgress?), finish(newest: RecordedProgress?), cancel
     }
 
@@ -139,6 +139,9 @@ import Testing
             after: state([p(3)], dueAt: due(after: 1), deliveries: 1, seen: 3)),
         Row(name: "a newer record replaces a pending progress", before: state([p(1)], seen: 1),
             input: .ask(cancelled: false, newest: recorded(p(3), 3)), action: hand(p(3)), after: state(dueAt: due(after: 1), deliveries: 1, seen: 3)),
+        Row(name: "fed by pushes (the relay): no record taken, and waits for a push when not due",
+            before: state(dueAt: later, deliveries: 1), input: .ask(cancelled: false, newest: recorded(p(3), 3), recorded: false),
+            action: QueueAction(), after: state(waits: true, dueAt: later, deliveries: 1)),
         Row(name: "cancelled: the record is not taken", before: state(seen: 1), input: .ask(cancelled: true, newest: recorded(p(3), 3)),
             action: hand(nil), after: state(seen: 1)),
     ]
@@ -189,7 +192,7 @@ import Testing
         switch row.input {
         case .push(let event): action = s.push(event, pace: pace)
         case .offer(let recorded): action = s.offer(recorded, pace: pace)
-        case .ask(let cancelled, let newest): action = s.ask(pace: pace, cancelled: cancelled, newest: newest)
+        case .ask(let cancelled, let newest, let recorded): action = s.ask(pace: pace, cancelled: cancelled, newest: newest, recorded: recorded)
         case .tick(let newest): action = s.tick(pace: Self.pace, newest: newest)
         case .finish(let newest): action = s.finish(newest: newest)
         case .cancel: action = s.cancel()
