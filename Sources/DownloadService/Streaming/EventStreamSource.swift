@@ -34,23 +34,39 @@ final class EventStreamSource: PushSource, @unchecked Sendable {
             waker = { [weak stream] in stream?.wake() }
         }
         guard let waker else { return }
+        // What is pending goes out in one write (one chunk, one send): a lifecycle event and the
+        // progress after it, say, for a stream that ran late.
+        var batch: [UInt8] = []
+        defer { stream.write(batch) }  // Writing nothing is a no-op.
         while stream.hasRoom {
             switch subscription.poll(waker: waker) {
             case .wait:
                 return
             case .end:
+                stream.write(batch)
+                batch = []
                 stream.finish()
                 return
             case .event(let event):
                 guard let frame = cursor.frame(for: event, eventData: eventData) else { continue }
-                stream.write(frame)
+                if batch.isEmpty { batch = frame } else { batch.append(contentsOf: frame) }
                 if cursor.ended {
+                    stream.write(batch)
+                    batch = []
                     stream.finish()
                     return
+                }
+                if batch.count >= Self.batchBytes {
+                    stream.write(batch)
+                    batch = []
                 }
             }
         }
     }
+
+    /// A batch is written once it holds this many bytes (the queue above the high watermark stops
+    /// the loop anyway, but `hasRoom` only sees what was written).
+    static let batchBytes = 16 << 10
 
     func ended(_ stream: PushStream, completed: Bool) {
         subscription.cancel()

@@ -14,9 +14,9 @@ final class ProgressPacer: Sendable {
     private let feedUnits = Atomic<Int>(0)
     /// Watched queues by the tick their progress falls due in (tick = due time / `tickNanoseconds`).
     private let state = Mutex<(buckets: [UInt64: [SubscriberQueue]], count: Int, ticking: Bool)>(([:], 0, false))
-    /// The latest progress published for each download with subscribers (nil after a lifecycle
-    /// event, until the next progress).
-    private let latest = Mutex<[String: DownloadEvent]>([:])
+    /// The latest progress published for each download with subscribers (none after a lifecycle
+    /// event, until the next progress), and the version the next record gets.
+    private let latest = Mutex<(records: [String: RecordedProgress], version: UInt64)>(([:], 0))
 
     init(pacing: ProgressPacing = ProgressPacing(), tick: Double = 0.05, scheduler: any Scheduler) {
         self.pacing = pacing
@@ -45,12 +45,28 @@ final class ProgressPacer: Sendable {
 
     var watchedCount: Int { state.withLock { $0.count } }
 
-    func setLatestProgress(_ event: DownloadEvent?, of downloadID: String) {
-        latest.withLock { $0[downloadID] = event }
+    /// Records `event` as the download's newest progress (nil: none, after a lifecycle event);
+    /// `sequence` is the engine's event sequence number of it (0 when not the engine's). Returns the record.
+    @discardableResult
+    func setLatestProgress(_ event: DownloadEvent?, of downloadID: String, sequence: UInt64 = 0) -> RecordedProgress? {
+        latest.withLock { state -> RecordedProgress? in
+            guard let event else {
+                state.records[downloadID] = nil
+                return nil
+            }
+            state.version += 1
+            let record = RecordedProgress(event: event, version: state.version, sequence: sequence)
+            state.records[downloadID] = record
+            return record
+        }
     }
 
     func latestProgress(of downloadID: String) -> DownloadEvent? {
-        latest.withLock { $0[downloadID] }
+        latestRecord(of: downloadID)?.event
+    }
+
+    func latestRecord(of downloadID: String) -> RecordedProgress? {
+        latest.withLock { $0.records[downloadID] }
     }
 
     /// Has `subscriberQueue` ticked on the first tick at or after `dueAt`.

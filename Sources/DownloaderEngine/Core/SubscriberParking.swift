@@ -2,16 +2,19 @@
 /// over the queue so that tests can use plain values); `SubscriberRegistry` keeps one per download
 /// under its lock.
 ///
-/// A queue is *parked* while its consumer waits for a paced progress that the pacer's tick will
-/// hand over when due (`SubscriberQueueState.isParked`): a progress pushed to it would change
-/// nothing (the tick reads the download's newest progress itself), so publishing a progress visits
-/// only the `awake` queues. With 10 000 paced subscribers that is the few woken since the last
-/// progress instead of all 10 000, on the transfer's thread.
+/// A queue is *parked* while a progress offered to it would change nothing
+/// (`SubscriberQueueState.isParked`): its consumer is busy (it reads the download's newest recorded
+/// progress itself when it asks), waits for the pacer's tick (which reads it too), or the queue has
+/// finished. So publishing a progress visits only the `awake` queues: those whose consumer waits for
+/// a progress that is due. With 10 000 paced subscribers that is the few whose tick found nothing
+/// new, instead of all 10 000 (or, right after a lifecycle event, all those still writing it), on
+/// the transfer's thread.
 ///
-/// The invariant that keeps it safe: a queue that is not parked is in `awake`. So a queue is parked
-/// only after its state says so (checked under the registry's lock, which the tick also holds while
-/// it changes the state), and unparked before anything else changes that state (the tick, a
-/// lifecycle event). A parked queue found awake costs one push that changes nothing.
+/// The invariant that keeps it safe: a queue whose state is not parked is in `awake`. A state
+/// becomes unparked only in a consumer's ask or the tick, both decided under the registry's lock
+/// (which a progress publish holds), and the queue is moved to match before the lock is released;
+/// a queue is parked only when its state says so under that lock. A lifecycle event never unparks a
+/// state. A queue found awake that is parked costs one offer that changes nothing.
 struct SubscriberParking<Queue> {
     private(set) var awake: [UInt64: Queue] = [:]
     private(set) var parked: [UInt64: Queue] = [:]
@@ -40,17 +43,10 @@ struct SubscriberParking<Queue> {
         parked[id] = queue
     }
 
-    /// The queue's state may change (the tick, a lifecycle event): progress visits it again.
+    /// The queue's consumer waits for a progress: progress visits it again.
     mutating func unpark(_ id: UInt64) {
         guard let queue = parked.removeValue(forKey: id) else { return }
         awake[id] = queue
-    }
-
-    /// Every queue is awake again (before a lifecycle event goes to all of them).
-    mutating func unparkAll() {
-        guard !parked.isEmpty else { return }
-        awake.merge(parked) { current, _ in current }
-        parked = [:]
     }
 
     func isParked(_ id: UInt64) -> Bool { parked[id] != nil }

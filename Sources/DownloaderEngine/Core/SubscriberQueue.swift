@@ -73,26 +73,48 @@ final class SubscriberQueue: @unchecked Sendable {
         return parked
     }
 
+    /// The registry's progress, recorded as the download's newest first (see
+    /// `SubscriberQueueState.offer`). Returns whether the queue is parked afterwards. Called with
+    /// the registry's lock held.
+    func offer(_ recorded: RecordedProgress, pace: ProgressPace) -> Bool {
+        lock.lock()
+        let action = state.offer(recorded, pace: pace)
+        let parked = state.isParked
+        let (consumer, detach) = take(for: action)
+        lock.unlock()
+        act(action, consumer, detach)
+        return parked
+    }
+
     /// Called by the pacer when this queue's deferred progress may be due. Decided with the
-    /// registry's lock held and the queue awake (see `SubscriberParking`).
+    /// registry's lock held (see `SubscriberParking`).
     func tick() {
         guard let pacer else { return }
         let pace = pacer.pace()
-        let newest = pacer.latestProgress(of: downloadID)
         let decide = { () -> ((QueueAction, Consumer?, Detach?), parked: Bool) in
+            let newest = self.newest()
             self.lock.lock()
             defer { self.lock.unlock() }
             let action = self.state.tick(pace: pace, newest: newest)
             let (consumer, detach) = self.take(for: action)
             return ((action, consumer, detach), self.state.isParked)
         }
-        let (action, consumer, detach) = registry.map { $0.unparking(self, decide) } ?? decide().0
+        let (action, consumer, detach) = registry.map { $0.deciding(self, decide) } ?? decide().0
         act(action, consumer, detach)
+    }
+
+    /// The download's newest recorded progress, unless this queue's first element already reflects
+    /// it (recorded by an engine event decided before the subscription); any record for a queue
+    /// the relay feeds.
+    private func newest() -> RecordedProgress? {
+        guard let record = pacer?.latestRecord(of: downloadID) else { return nil }
+        let start = startSequence
+        return start == SubscriptionRelay.relayed || record.sequence > start ? record : nil
     }
 
     /// Ends the stream (engine shutdown): a waiting consumer gets its deferred progress first.
     func finish() {
-        let newest = pacer?.latestProgress(of: downloadID)
+        let newest = newest()
         lock.lock()
         let action = state.finish(newest: newest)
         let (consumer, detach) = take(for: action)
@@ -126,12 +148,26 @@ final class SubscriberQueue: @unchecked Sendable {
     }
 
     private func ask(_ asking: Consumer) {
-        let pace = pacer?.pace()
-        lock.lock()
-        let action = state.ask(pace: pace, cancelled: Task.isCancelled)
-        if !action.handsSomething { consumer = asking }
-        lock.unlock()
+        let action = decideAsk(waiting: asking, cancelled: Task.isCancelled)
         act(action, action.handsSomething ? asking : nil, nil)
+    }
+
+    /// The consumer's ask, decided with the registry's lock held (when the queue has a registry):
+    /// it reads the newest recorded progress and, when it waits for a progress, becomes one that
+    /// progress visits, with no progress recorded in between (see `SubscriberParking`).
+    private func decideAsk(waiting: Consumer, cancelled: Bool) -> QueueAction {
+        let pace = pacer?.pace()
+        let decide = { () -> (QueueAction, parked: Bool) in
+            // The relay pushes its progress to the queues it feeds (and records it only for the tick).
+            let recorded = self.startSequence != SubscriptionRelay.relayed
+            let newest = recorded ? self.newest() : nil
+            self.lock.lock()
+            defer { self.lock.unlock() }
+            let action = self.state.ask(pace: pace, cancelled: cancelled, newest: newest, recorded: recorded)
+            if !action.handsSomething { self.consumer = waiting }
+            return (action, self.state.isParked)
+        }
+        return registry.map { $0.deciding(self, decide) } ?? decide().0
     }
 
     /// The next event without waiting, for a consumer driven from elsewhere (an event loop): when
@@ -143,11 +179,7 @@ final class SubscriberQueue: @unchecked Sendable {
         handedToPoller = nil
         lock.unlock()
         if hand == nil {
-            let pace = pacer?.pace()
-            lock.lock()
-            let action = state.ask(pace: pace, cancelled: false)
-            if !action.handsSomething { consumer = .poller(waker) }
-            lock.unlock()
+            let action = decideAsk(waiting: .poller(waker), cancelled: false)
             act(action, nil, nil)
             hand = action.hand
         }
@@ -166,7 +198,7 @@ final class SubscriberQueue: @unchecked Sendable {
     private func settle(_ handed: DownloadEvent?) -> DownloadEvent? {
         guard let handed else { return nil }
         let progress = handed.isProgress
-        let newest = progress ? pacer?.latestProgress(of: downloadID) : nil
+        let newest = progress ? newest() : nil
         let pace = progress ? pacer?.pace() : nil
         lock.lock()
         defer { lock.unlock() }

@@ -9,9 +9,15 @@
 /// a slow reader never slows a transfer.
 ///
 /// With pacing (many subscribers) a waiting consumer is woken for progress at most once per its
-/// spacing after the last event it was handed: a progress that is not yet due leaves the consumer
-/// waiting (`deferred`, without a copy here) and the pacer's tick hands over the download's newest
-/// progress when it is. Lifecycle events always wake the consumer at once.
+/// spacing after the last event it was handed: a consumer that asks before its due time waits for
+/// the tick at once (`deferred`), as does one a not-yet-due progress finds waiting, and the
+/// pacer's tick hands over the download's newest progress when it is due. Lifecycle events always
+/// wake the consumer at once.
+///
+/// The registry's progress (`offer`) reaches only a consumer that waits without a deferred
+/// progress; any other reads the download's newest recorded progress (`RecordedProgress`) itself
+/// when it asks, by version (`progressSeen`), so a progress visits none of the queues whose
+/// consumer is busy writing or waits for the tick (`isParked`, `SubscriberParking`).
 ///
 /// A consumer may run well after it was woken (10 000 streams on two cores): `settle` decides, when
 /// it runs, what it is actually handed.
@@ -27,18 +33,22 @@ struct SubscriberQueueState: Sendable, Equatable {
     var consumerWaits = false
     /// The consumer has been handed its first event.
     var started = false
+    /// The version of the newest recorded progress handed out or queued here; a newer record is
+    /// the consumer's to take when it asks (or the tick's to hand over).
+    var progressSeen: UInt64 = 0
     var pacing: SubscriberPacing
 
     init(key: UInt64) {
         pacing = SubscriberPacing(key: key)
     }
 
-    /// The consumer waits for the pacer's tick to hand it a deferred progress: a progress pushed
-    /// now is not copied here, and the tick hands the download's newest one when due (one pushed
-    /// after the due time but before the tick would wake the consumer a tick earlier), so the
-    /// registry need not push progress to it (`SubscriberParking`). Only the tick, a lifecycle
-    /// event, `finish` and `cancel` end this.
-    var isParked: Bool { consumerWaits && pacing.deferred && !finished }
+    /// The registry's progress need not visit the queue (`SubscriberParking`): its consumer is
+    /// busy (it reads the newest record when it asks), or waits for the pacer's tick, which hands
+    /// the newest record when due (one offered after the due time but before the tick would wake
+    /// it a tick earlier), or the queue has finished. Only a consumer that waits without a
+    /// deferred progress is offered progress; it gets there only through `ask` and `tick`, which
+    /// the registry decides under its lock.
+    var isParked: Bool { !consumerWaits || pacing.deferred || finished }
 
     // MARK: Inputs
 
@@ -65,12 +75,32 @@ struct SubscriberQueueState: Sendable, Equatable {
         return action
     }
 
-    /// The consumer asks for the next event (`cancelled`: its task is cancelled). `hand` is what it
+    /// The registry's progress (`recorded`, already the download's newest record): a consumer that
+    /// waits without a deferred progress is woken or deferred as by `push`; any other is left
+    /// alone (a busy one takes the record when it asks, a deferred one gets it from the tick).
+    mutating func offer(_ recorded: RecordedProgress, pace: ProgressPace?) -> QueueAction {
+        guard consumerWaits, !finished else { return QueueAction() }
+        let action = push(recorded.event, pace: pace)
+        if action.handsSomething { progressSeen = max(progressSeen, recorded.version) }
+        return action
+    }
+
+    /// The consumer asks for the next event (`cancelled`: its task is cancelled). `recorded`: the
+    /// queue's progress comes from the registry's records (not pushed, as the relay does): then
+    /// `newest`, the download's newest recorded progress, is queued first when this queue has not
+    /// seen it, and a consumer that is not due yet waits for the tick at once. `hand` is what it
     /// gets at once; `.nothing` means it waits.
-    mutating func ask(pace: ProgressPace?, cancelled: Bool) -> QueueAction {
+    mutating func ask(pace: ProgressPace?, cancelled: Bool, newest: RecordedProgress? = nil, recorded: Bool = true) -> QueueAction {
+        if recorded, let newest, newest.version > progressSeen, !finished, !cancelled {
+            progressSeen = newest.version
+            enqueue(newest.event)
+        }
         guard !pending.isEmpty else {
             if finished || cancelled { return QueueAction(hand: .end) }
             consumerWaits = true
+            // Not due: the tick hands over the newest progress (if any) when it is, and no
+            // progress needs to visit the queue before.
+            if recorded, let pace, !pacing.isDue(pace) { return QueueAction(watchUntil: deferProgress()) }
             return QueueAction()
         }
         if let pace, !finished, pending.count == 1, pending[0].isProgress, !pacing.isDue(pace) {
@@ -86,29 +116,34 @@ struct SubscriberQueueState: Sendable, Equatable {
     }
 
     /// The pacer's tick for a deferred progress: once due, the waiting consumer gets `newest` (the
-    /// download's latest progress) or the progress pending here; not yet due, watch again.
-    mutating func tick(pace: ProgressPace, newest: DownloadEvent?) -> QueueAction {
+    /// download's latest recorded progress) when it has not seen it, else the progress pending
+    /// here; with neither it waits on undeferred (a progress is offered to it again); not yet due,
+    /// watch again.
+    mutating func tick(pace: ProgressPace, newest: RecordedProgress?) -> QueueAction {
         guard pacing.deferred, consumerWaits else {
             pacing.deferred = false
             return QueueAction()
         }
         guard pacing.isDue(pace) else { return QueueAction(watchUntil: pacing.dueAt) }
-        guard let event = newest ?? pending.last.flatMap({ $0.isProgress ? $0 : nil }) else {
+        let fresh = newest.flatMap { $0.version > progressSeen ? $0 : nil }
+        guard let event = fresh?.event ?? pending.last.flatMap({ $0.isProgress ? $0 : nil }) else {
             pacing.deferred = false
             return QueueAction()
         }
+        if let fresh { progressSeen = fresh.version }
         wakeConsumer(pace)
         return QueueAction(hand: .event(event))
     }
 
-    /// Engine shutdown: a waiting consumer gets its deferred progress (`newest`, or the one pending
-    /// here), if any, else the end; whatever else is pending is dropped.
-    mutating func finish(newest: DownloadEvent?) -> QueueAction {
+    /// Engine shutdown: a waiting consumer gets its deferred progress (`newest` when not seen yet,
+    /// or the one pending here), if any, else the end; whatever else is pending is dropped.
+    mutating func finish(newest: RecordedProgress?) -> QueueAction {
         var action = QueueAction(detach: !finished)
         finished = true
         if consumerWaits {
             consumerWaits = false
-            let deferred = pacing.deferred ? newest ?? pending.first : nil
+            let fresh = newest.flatMap { $0.version > progressSeen ? $0.event : nil }
+            let deferred = pacing.deferred ? fresh ?? pending.first : nil
             action.hand = deferred.map { .event($0) } ?? .end
         }
         pending = []
@@ -135,7 +170,7 @@ struct SubscriberQueueState: Sendable, Equatable {
     /// `newest` (the download's latest progress) or a pending progress when only progress is
     /// pending: a consumer that runs late writes the newest snapshot (the same one as the
     /// download's other consumers), never a stale one, and never one older than a lifecycle event.
-    mutating func settle(_ handed: DownloadEvent, newest: DownloadEvent?, pace: ProgressPace?) -> DownloadEvent {
+    mutating func settle(_ handed: DownloadEvent, newest: RecordedProgress?, pace: ProgressPace?) -> DownloadEvent {
         defer { started = true }
         guard handed.isProgress else { return handed }
         if started, let index = pending.firstIndex(where: { !$0.isProgress }) {
@@ -146,7 +181,8 @@ struct SubscriberQueueState: Sendable, Equatable {
             return lifecycle
         }
         guard pending.isEmpty || (pending.count == 1 && pending[0].isProgress) else { return handed }
-        let replacement = newest ?? pending.first
+        if let newest { progressSeen = max(progressSeen, newest.version) }
+        let replacement = newest?.event ?? pending.first
         pending = []
         return replacement ?? handed
     }

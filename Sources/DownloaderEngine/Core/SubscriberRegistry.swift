@@ -63,15 +63,19 @@ final class SubscriberRegistry: @unchecked Sendable {
         return byDownload.values.flatMap { $0.all }
     }
 
-    /// The pacer's tick of a queue: `decide` (the queue's decision, under its lock: whether the queue
-    /// is still parked after it) runs under the registry's lock with the queue awake, so that no
-    /// progress skips a queue whose state just changed; still parked afterwards, it is parked again.
-    func unparking<T>(_ queue: SubscriberQueue, _ decide: () -> (T, parked: Bool)) -> T {
+    /// A consumer's ask or the pacer's tick of a queue: `decide` (the queue's decision, under its
+    /// lock: whether the queue is parked after it) runs under the registry's lock, so no progress is
+    /// recorded while it reads the newest one, and the queue is parked or awake as its state now says
+    /// before any progress looks.
+    func deciding<T>(_ queue: SubscriberQueue, _ decide: () -> (T, parked: Bool)) -> T {
         lock.lock()
         defer { lock.unlock() }
-        byDownload[queue.downloadID]?.unpark(queue.id)
         let (result, parked) = decide()
-        if parked { byDownload[queue.downloadID]?.park(queue.id) }
+        if parked {
+            byDownload[queue.downloadID]?.park(queue.id)
+        } else {
+            byDownload[queue.downloadID]?.unpark(queue.id)
+        }
         return result
     }
 
@@ -92,9 +96,10 @@ final class SubscriberRegistry: @unchecked Sendable {
     /// that subscribed before it was decided.
     func publish(_ event: DownloadEvent, to downloadID: String, sequence: UInt64 = .max) {
         guard case .progress = event else {
-            // Every queue is awake first: the event changes each one's state.
+            // Parked queues stay parked: a lifecycle event leaves no consumer waiting for progress
+            // (a waiting one is handed it, a busy one finds it pending), and only a consumer that
+            // waits is offered progress.
             lock.lock()
-            byDownload[downloadID]?.unparkAll()
             let queues = byDownload[downloadID]?.all ?? []
             lock.unlock()
             guard !queues.isEmpty else { return }
@@ -103,20 +108,21 @@ final class SubscriberRegistry: @unchecked Sendable {
             for queue in queues where queue.startSequence < sequence { queue.push(event, pace: pace) }
             return
         }
-        // Progress (up to 10 a second): pushed under the lock to the awake queues only, without
-        // copying the list; a queue whose consumer now waits for the tick is parked. Safe: a
-        // progress push never detaches a queue (no re-entry), and waking a consumer only enqueues
-        // its task or calls its waker. Recorded first: a deferred progress is not copied into the
-        // queues, the tick and a consumer that runs late are handed the newest progress.
+        // Progress (up to 10 a second): recorded as the download's newest, then offered under the
+        // lock to the awake queues only, without copying the list; a queue that turns out busy or
+        // now waits for the tick is parked. Safe: an offer never detaches a queue (no re-entry),
+        // and waking a consumer only enqueues its task or calls its waker. Not copied into the
+        // queues: a busy consumer takes the record when it asks, the tick and a consumer that runs
+        // late are handed the newest.
         lock.lock()
         defer { lock.unlock() }
         guard var queues = byDownload.removeValue(forKey: downloadID) else { return }
         defer { byDownload[downloadID] = queues }
-        pacer.setLatestProgress(event, of: downloadID)
+        guard let recorded = pacer.setLatestProgress(event, of: downloadID, sequence: sequence) else { return }
         let pace = pacer.pace()
         var parked: [UInt64] = []
         for (id, queue) in queues.awake where queue.startSequence < sequence {
-            if queue.push(event, pace: pace) { parked.append(id) }
+            if queue.offer(recorded, pace: pace) { parked.append(id) }
         }
         for id in parked { queues.park(id) }
     }

@@ -28,8 +28,9 @@ import Testing
     }
 
     static func state(_ pending: [DownloadEvent] = [], waits: Bool = false, started: Bool = true, finished: Bool = false,
-                      dueAt: UInt64 = 0, deliveries: UInt64 = 0, deferred: Bool = false) -> SubscriberQueueState {
+                      dueAt: UInt64 = 0, deliveries: UInt64 = 0, deferred: Bool = false, seen: UInt64 = 0) -> SubscriberQueueState {
         var s = SubscriberQueueState(key: key)
+        s.progressSeen = seen
         s.pending = pending
         s.consumerWaits = waits
         s.started = started
@@ -42,8 +43,14 @@ import Testing
 
     static func hand(_ event: DownloadEvent?) -> QueueAction { QueueAction(hand: event.map { .event($0) } ?? .end) }
 
+    /// The download's newest recorded progress, as version `version`.
+    static func recorded(_ event: DownloadEvent, _ version: UInt64 = 1) -> RecordedProgress {
+        RecordedProgress(event: event, version: version)
+    }
+
     enum Input: Sendable {
-        case push(DownloadEvent), ask(cancelled: Bool), tick(newest: DownloadEvent?), finish(newest: DownloadEvent?), cancel
+        case push(DownloadEvent), offer(RecordedProgress), ask(cancelled: Bool, newest: RecordedProgress? = nil, recorded: Bool = true)
+        case tick(newest: RecordedProgress?), finish(newest: RecordedProgress?), cancel
     }
 
     struct Row: Sendable, CustomTestStringConvertible {
@@ -87,6 +94,21 @@ import Testing
             action: QueueAction(hand: .event(completed), detach: true), after: state(finished: true)),
     ]
 
+    /// The registry's progress: only a consumer waiting without a deferred progress takes it.
+    static let offerRows: [Row] = [
+        Row(name: "offer, nobody waits: not copied (the consumer reads it when it asks)", before: state([resumed]),
+            input: .offer(recorded(p(1))), action: QueueAction(), after: state([resumed])),
+        Row(name: "offer, waiting, due: woken, seen", before: state(waits: true), input: .offer(recorded(p(1), 4)),
+            action: hand(p(1)), after: state(dueAt: due(after: 1), deliveries: 1, seen: 4)),
+        Row(name: "offer, waiting, not due: deferred, not seen (the tick hands it)", before: state(waits: true, dueAt: later, deliveries: 1),
+            input: .offer(recorded(p(2), 4)), action: QueueAction(watchUntil: later),
+            after: state(waits: true, dueAt: later, deliveries: 1, deferred: true)),
+        Row(name: "offer, deferred: nothing", before: state(waits: true, dueAt: later, deliveries: 1, deferred: true),
+            input: .offer(recorded(p(2), 4)), action: QueueAction(), after: state(waits: true, dueAt: later, deliveries: 1, deferred: true)),
+        Row(name: "offer, finished: nothing", before: state([completed], waits: true, finished: true), input: .offer(recorded(p(2))),
+            action: QueueAction(), after: state([completed], waits: true, finished: true)),
+    ]
+
     static let askRows: [Row] = [
         Row(name: "nothing pending: waits", before: state(), input: .ask(cancelled: false), action: QueueAction(), after: state(waits: true)),
         Row(name: "nothing pending, finished: the end", before: state(finished: true), input: .ask(cancelled: false),
@@ -102,25 +124,53 @@ import Testing
             after: state([p(1)], waits: true, dueAt: later, deliveries: 1, deferred: true)),
         Row(name: "paced: a progress before a terminal event is not held back", before: state([p(0), completed], started: false, finished: true, dueAt: later),
             input: .ask(cancelled: false), action: hand(p(0)), after: state([completed], started: false, finished: true, dueAt: due(after: 1), deliveries: 1)),
+        Row(name: "paced, nothing pending, not due: waits for the tick at once", before: state(dueAt: later, deliveries: 1),
+            input: .ask(cancelled: false), action: QueueAction(watchUntil: later),
+            after: state(waits: true, dueAt: later, deliveries: 1, deferred: true)),
+        Row(name: "a newer record: taken at once when due", before: state(seen: 2), input: .ask(cancelled: false, newest: recorded(p(3), 3)),
+            action: hand(p(3)), after: state(dueAt: due(after: 1), deliveries: 1, seen: 3)),
+        Row(name: "a newer record, not due: pending, waits for the tick", before: state(dueAt: later, deliveries: 1, seen: 2),
+            input: .ask(cancelled: false, newest: recorded(p(3), 3)), action: QueueAction(watchUntil: later),
+            after: state([p(3)], waits: true, dueAt: later, deliveries: 1, deferred: true, seen: 3)),
+        Row(name: "a record already seen: not again", before: state(seen: 3), input: .ask(cancelled: false, newest: recorded(p(3), 3)),
+            action: QueueAction(), after: state(waits: true, seen: 3)),
+        Row(name: "a newer record after a pending lifecycle event: the lifecycle event first", before: state([resumed], seen: 2),
+            input: .ask(cancelled: false, newest: recorded(p(3), 3)), action: hand(resumed),
+            after: state([p(3)], dueAt: due(after: 1), deliveries: 1, seen: 3)),
+        Row(name: "a newer record replaces a pending progress", before: state([p(1)], seen: 1),
+            input: .ask(cancelled: false, newest: recorded(p(3), 3)), action: hand(p(3)), after: state(dueAt: due(after: 1), deliveries: 1, seen: 3)),
+        Row(name: "fed by pushes (the relay): no record taken, and waits for a push when not due",
+            before: state(dueAt: later, deliveries: 1), input: .ask(cancelled: false, newest: recorded(p(3), 3), recorded: false),
+            action: QueueAction(), after: state(waits: true, dueAt: later, deliveries: 1)),
+        Row(name: "cancelled: the record is not taken", before: state(seen: 1), input: .ask(cancelled: true, newest: recorded(p(3), 3)),
+            action: hand(nil), after: state(seen: 1)),
     ]
 
     static let tickRows: [Row] = [
         Row(name: "deferred and due: the newest progress", before: state([p(1)], waits: true, dueAt: now, deliveries: 1, deferred: true),
-            input: .tick(newest: p(3)), action: hand(p(3)), after: state(dueAt: due(after: 2), deliveries: 2)),
+            input: .tick(newest: recorded(p(3))), action: hand(p(3)), after: state(dueAt: due(after: 2), deliveries: 2, seen: 1)),
         Row(name: "deferred and due, no newest: the pending progress", before: state([p(1)], waits: true, dueAt: now, deliveries: 1, deferred: true),
             input: .tick(newest: nil), action: hand(p(1)), after: state(dueAt: due(after: 2), deliveries: 2)),
         Row(name: "deferred, not due: watch again", before: state(waits: true, dueAt: later, deliveries: 1, deferred: true),
-            input: .tick(newest: p(3)), action: QueueAction(watchUntil: later), after: state(waits: true, dueAt: later, deliveries: 1, deferred: true)),
-        Row(name: "woken meanwhile: nothing", before: state(dueAt: later, deliveries: 2), input: .tick(newest: p(3)),
+            input: .tick(newest: recorded(p(3))), action: QueueAction(watchUntil: later), after: state(waits: true, dueAt: later, deliveries: 1, deferred: true)),
+        Row(name: "woken meanwhile: nothing", before: state(dueAt: later, deliveries: 2), input: .tick(newest: recorded(p(3))),
             action: QueueAction(), after: state(dueAt: later, deliveries: 2)),
         Row(name: "deferred and due, nothing to hand: stops deferring", before: state(waits: true, dueAt: now, deliveries: 1, deferred: true),
             input: .tick(newest: nil), action: QueueAction(), after: state(waits: true, dueAt: now, deliveries: 1)),
+        Row(name: "deferred and due, the record already seen: stops deferring (progress is offered again)",
+            before: state(waits: true, dueAt: now, deliveries: 1, deferred: true, seen: 3), input: .tick(newest: recorded(p(3), 3)),
+            action: QueueAction(), after: state(waits: true, dueAt: now, deliveries: 1, seen: 3)),
+        Row(name: "deferred and due, the record already seen, a progress pending: that one",
+            before: state([p(3)], waits: true, dueAt: now, deliveries: 1, deferred: true, seen: 3), input: .tick(newest: recorded(p(3), 3)),
+            action: hand(p(3)), after: state(dueAt: due(after: 2), deliveries: 2, seen: 3)),
     ]
 
     static let endRows: [Row] = [
         Row(name: "finish: a deferred progress goes out (the newest), then the end", before: state([p(1)], waits: true, dueAt: later, deferred: true),
-            input: .finish(newest: p(2)), action: QueueAction(hand: .event(p(2)), detach: true), after: state(finished: true, dueAt: later)),
-        Row(name: "finish: a waiting consumer without a deferred progress: the end", before: state(waits: true), input: .finish(newest: p(2)),
+            input: .finish(newest: recorded(p(2))), action: QueueAction(hand: .event(p(2)), detach: true), after: state(finished: true, dueAt: later)),
+        Row(name: "finish: deferred, the record already seen: the pending one", before: state([p(1)], waits: true, dueAt: later, deferred: true, seen: 1),
+            input: .finish(newest: recorded(p(1))), action: QueueAction(hand: .event(p(1)), detach: true), after: state(finished: true, dueAt: later, seen: 1)),
+        Row(name: "finish: a waiting consumer without a deferred progress: the end", before: state(waits: true), input: .finish(newest: recorded(p(2))),
             action: QueueAction(hand: .end, detach: true), after: state(finished: true)),
         Row(name: "finish: nobody waits: pending dropped", before: state([paused]), input: .finish(newest: nil),
             action: QueueAction(detach: true), after: state(finished: true)),
@@ -134,14 +184,15 @@ import Testing
             action: QueueAction(), after: state(finished: true)),
     ]
 
-    @Test(arguments: pushRows + askRows + tickRows + endRows)
+    @Test(arguments: pushRows + offerRows + askRows + tickRows + endRows)
     func decision(_ row: Row) {
         var s = row.before
         let pace = row.paced ? Self.pace : nil
         let action: QueueAction
         switch row.input {
         case .push(let event): action = s.push(event, pace: pace)
-        case .ask(let cancelled): action = s.ask(pace: pace, cancelled: cancelled)
+        case .offer(let recorded): action = s.offer(recorded, pace: pace)
+        case .ask(let cancelled, let newest, let recorded): action = s.ask(pace: pace, cancelled: cancelled, newest: newest, recorded: recorded)
         case .tick(let newest): action = s.tick(pace: Self.pace, newest: newest)
         case .finish(let newest): action = s.finish(newest: newest)
         case .cancel: action = s.cancel()
@@ -185,7 +236,7 @@ import Testing
     @Test(arguments: settleRows)
     func settle(_ row: SettleRow) {
         var s = row.before
-        #expect(s.settle(row.handed, newest: row.newest, pace: Self.pace) == row.gets)
+        #expect(s.settle(row.handed, newest: row.newest.map { Self.recorded($0, 0) }, pace: Self.pace) == row.gets)
         #expect(s == row.after)
     }
 
