@@ -86,7 +86,8 @@ public final class HTTPServer: Sendable {
             }
             if count > 1 { contexts[0].acceptTargets = contexts }
             for (index, loop) in loops.enumerated() {
-                loop.start(name: count == 1 ? "MiniHTTPServer" : "MiniHTTPServer-\(index)")
+                loop.start(name: count == 1 ? "MiniHTTPServer" : "MiniHTTPServer-\(index)",
+                           nice: configuration.loopThreadNice)
             }
             // Start the other contexts first, so the first accepted connection finds its loop ready.
             var failure: Error?
@@ -114,6 +115,15 @@ public final class HTTPServer: Sendable {
         state.withLock { state in
             guard case .running(let contexts) = state else { return [] }
             return contexts.map { $0.loop.threadID }
+        }
+    }
+
+    /// The kernel thread ids of the running event loops, in loop order (empty when not running);
+    /// for tests that check the loops' priority.
+    var eventLoopKernelThreadIDs: [Int32] {
+        state.withLock { state in
+            guard case .running(let contexts) = state else { return [] }
+            return contexts.map { $0.loop.kernelThreadID }
         }
     }
 
