@@ -5,7 +5,7 @@ import MiniHTTPServer
 extension CommandLineOptions {
     static let priorityOptions: [Option] = [
         Option(flag: "--serving-nice", metavar: "N",
-               help: "nice value (0-19) of the HTTP event-loop threads (SSE, file and /fetch bodies, the API); transfers, hashing and writing keep the process's priority; 0 = off (default 10)") { c, v throws(ParseError) in
+               help: "nice value (0-19) of the HTTP event-loop threads (SSE, file and /fetch bodies, the API); transfers, hashing and writing keep the process's priority (default 0: off)") { c, v throws(ParseError) in
             c.servingNice = try servingNice(v)
         },
     ]

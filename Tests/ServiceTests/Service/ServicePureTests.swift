@@ -185,10 +185,10 @@ import Testing
         #expect(message.contains("--serving-nice must be 0-19"))
     }
 
-    @Test func defaultsToTenAndFollowsTheEnvironment() {
+    @Test func offByDefaultAndFollowsTheEnvironment() {
         guard case .run(let d) = CommandLineOptions.parse(arguments: [], environment: ["HOME": "/h"]),
-              case .run(let e) = CommandLineOptions.parse(arguments: [], environment: ["HOME": "/h", "DOWNLOAD_SERVICE_SERVING_NICE": "0"])
+              case .run(let e) = CommandLineOptions.parse(arguments: [], environment: ["HOME": "/h", "DOWNLOAD_SERVICE_SERVING_NICE": "10"])
         else { Issue.record("expected run"); return }
-        #expect(d.servingNice == 10 && e.servingNice == 0)
+        #expect(d.servingNice == 0 && e.servingNice == 10)
     }
 }
