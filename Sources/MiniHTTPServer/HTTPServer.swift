@@ -10,7 +10,8 @@ import Synchronization
 ///
 /// Layout: `Posix/` (sockets, over the `Basics` module's syscall wrapper and `SystemError`),
 /// `EventLoop/` (epoll `Selector` + eventfd wake-up, `EventLoop` thread with a timer heap, a
-/// cross-thread queue and the `TaskExecutor` conformance; registration ids guard against fd reuse),
+/// cross-thread queue and the `TaskExecutor` conformance; registration ids guard against fd reuse;
+/// `ThreadNice` lowers the loop threads' CPU priority when `loopThreadNice` asks),
 /// `HTTP/` (pure parsers and encoders: request head, chunked bodies, `Range`, conditionals; dates
 /// come from `Basics.HTTPDate`), `Connection/` (the pure `ConnectionStateMachine`, `PendingWrites`
 /// with watermarks, and the `Connection` glue: edge-triggered reads, `HandlerWorkers` running the
