@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 // The write end of the pipe the signal handler reports to. A signal handler can reach no other
@@ -30,4 +31,8 @@ int clinux_catch_signals(const int *signals, int count) {
         if (sigaction(signals[i], &action, NULL) != 0) return -1;
     }
     return fds[0];
+}
+
+int clinux_gettid(void) {
+    return (int)syscall(SYS_gettid);
 }

@@ -40,6 +40,7 @@ final class RunningService: Sendable {
         serverConfiguration.port = configuration.port
         serverConfiguration.maxConnections = configuration.maxConnections
         serverConfiguration.maxConnectionsPerIP = configuration.maxConnectionsPerIP
+        serverConfiguration.loopThreadNice = configuration.servingNice
         serverConfiguration.errorRenderer = ServerErrorJSON.response
         serverConfiguration.accessLog = { entry in
             metrics.record(status: entry.status, bytes: entry.bytes,

@@ -10,7 +10,8 @@ import Synchronization
 ///
 /// Layout: `Posix/` (sockets, over the `Basics` module's syscall wrapper and `SystemError`),
 /// `EventLoop/` (epoll `Selector` + eventfd wake-up, `EventLoop` thread with a timer heap, a
-/// cross-thread queue and the `TaskExecutor` conformance; registration ids guard against fd reuse),
+/// cross-thread queue and the `TaskExecutor` conformance; registration ids guard against fd reuse;
+/// `ThreadNice` lowers the loop threads' CPU priority when `loopThreadNice` asks),
 /// `HTTP/` (pure parsers and encoders: request head, chunked bodies, `Range`, conditionals; dates
 /// come from `Basics.HTTPDate`), `Connection/` (the pure `ConnectionStateMachine`, `PendingWrites`
 /// with watermarks, and the `Connection` glue: edge-triggered reads, `HandlerWorkers` running the
@@ -86,7 +87,8 @@ public final class HTTPServer: Sendable {
             }
             if count > 1 { contexts[0].acceptTargets = contexts }
             for (index, loop) in loops.enumerated() {
-                loop.start(name: count == 1 ? "MiniHTTPServer" : "MiniHTTPServer-\(index)")
+                loop.start(name: count == 1 ? "MiniHTTPServer" : "MiniHTTPServer-\(index)",
+                           nice: configuration.loopThreadNice)
             }
             // Start the other contexts first, so the first accepted connection finds its loop ready.
             var failure: Error?
@@ -114,6 +116,15 @@ public final class HTTPServer: Sendable {
         state.withLock { state in
             guard case .running(let contexts) = state else { return [] }
             return contexts.map { $0.loop.threadID }
+        }
+    }
+
+    /// The kernel thread ids of the running event loops, in loop order (empty when not running);
+    /// for tests that check the loops' priority.
+    var eventLoopKernelThreadIDs: [Int32] {
+        state.withLock { state in
+            guard case .running(let contexts) = state else { return [] }
+            return contexts.map { $0.loop.kernelThreadID }
         }
     }
 

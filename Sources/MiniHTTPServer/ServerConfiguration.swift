@@ -35,6 +35,13 @@ public struct ServerConfiguration: Sendable {
     public var writeLowWatermark: Int = 64 * 1024
     /// Seconds in-flight requests get to finish on shutdown before streams are closed (default 10).
     public var shutdownGracePeriod: Double = 10
+    /// Nice value of the event-loop threads (default 0: the process's own priority). Each loop
+    /// thread lowers itself to it (`ThreadNice`, per thread: the process's other threads keep their
+    /// priority), so on a saturated machine the application's other threads get the cores first and
+    /// the loops (reads, writes, sendfile, handlers that do not hop elsewhere) take what is left,
+    /// catching up once they are idle. Clamped to 0...19; only lowering (raising needs privilege).
+    /// Threads a loop thread creates inherit the value.
+    public var loopThreadNice: Int = 0
     /// Called once per finished request (for logs and metrics); nil logs nothing.
     public var accessLog: (@Sendable (AccessLogEntry) -> Void)?
     /// Renders the answers the server gives by itself (`ServerError`: a request it cannot read,

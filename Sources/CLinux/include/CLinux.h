@@ -16,4 +16,7 @@ int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);
 /// returns, so no signal is lost or fatal from then on.
 int clinux_catch_signals(const int *signals, int count);
 
+/// The calling thread's kernel id (gettid(2)), which glibc's headers hide without _GNU_SOURCE.
+int clinux_gettid(void);
+
 #endif

@@ -26,7 +26,7 @@ enum CommandLineOptions {
 
     /// Every option, in `--help` order.
     static let options: [Option] = generalOptions + originOptions + webhookOptions + eventOptions + coalescingOptions
-        + segmentOptions + operatorOptions + clusterOptions
+        + segmentOptions + operatorOptions + clusterOptions + priorityOptions
 
     static let generalOptions: [Option] = [
         Option(flag: "--host", metavar: "ADDR", help: "address to listen on; :: for IPv6 and IPv4 (default 127.0.0.1)") { c, v throws(ParseError) in

@@ -145,6 +145,12 @@ struct ServiceConfiguration: Sendable, Equatable {
     var maxAttempts = 6
     /// Seconds between returns of freed heap memory to the kernel (`malloc_trim`); 0 = off (default 5).
     var memoryTrimInterval: Double = 5
+    /// `--serving-nice`: nice value of the HTTP event-loop threads (default 0: the process's own
+    /// priority). The transfers, hashing and writing every caller shares keep the process's
+    /// priority, so when they compete with the loops for the cores, watchers and readers lag a
+    /// little instead of slowing the fetch for everyone. Off by default: the loops also answer the
+    /// API, and anything else busy on the machine then wins over them too (BENCHMARKS.md).
+    var servingNice = 0
 
     private func applyRetryTiming(to c: inout EngineConfiguration) {
         c.stallTimeout = stallTimeout

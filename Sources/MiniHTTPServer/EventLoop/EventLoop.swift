@@ -59,9 +59,14 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
 
     // MARK: Thread
 
-    func start(name: String) {
+    /// Starts the loop thread named `name`, lowered to `nice` (`ThreadNice`) before it runs anything.
+    func start(name: String, nice: Int = 0) {
         let t = Thread { [self] in
             thread = pthread_self()
+            kernelThreadID = ThreadNice.currentThreadID
+            if let failure = ThreadNice.lowerCurrentThread(to: nice) {
+                FileHandle.standardError.write(Data("event loop: setpriority(\(nice)) failed: errno \(failure)\n".utf8))
+            }
             started.signal()
             run()
         }
@@ -70,6 +75,10 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
         t.start()
         started.wait()
     }
+
+    /// The loop thread's kernel thread id (0 before `start`); for tests.
+    @exclusivity(unchecked)
+    private(set) var kernelThreadID: Int32 = 0
 
     /// The loop thread's pthread id as a number (0 before `start`); for tests.
     var threadID: UInt {

@@ -167,3 +167,28 @@ import Testing
         #expect(FileHeaders.reprDigest(sha256Hex: "zz") == nil)
     }
 }
+
+@Suite struct ServingNiceOptionTests {
+    @Test(arguments: [("0", 0), ("10", 10), ("19", 19), (" 5", 5)])
+    func acceptsZeroToNineteen(value: String, expected: Int) {
+        guard case .run(let c) = CommandLineOptions.parse(arguments: ["--serving-nice", value], environment: ["HOME": "/h"]) else {
+            Issue.record("expected run"); return
+        }
+        #expect(c.servingNice == expected)
+    }
+
+    @Test(arguments: ["-1", "20", "ten", "", "1.5"])
+    func rejectsAnythingElse(value: String) {
+        guard case .invalid(let message) = CommandLineOptions.parse(arguments: ["--serving-nice=\(value)"], environment: ["HOME": "/h"]) else {
+            Issue.record("expected invalid for '\(value)'"); return
+        }
+        #expect(message.contains("--serving-nice must be 0-19"))
+    }
+
+    @Test func offByDefaultAndFollowsTheEnvironment() {
+        guard case .run(let d) = CommandLineOptions.parse(arguments: [], environment: ["HOME": "/h"]),
+              case .run(let e) = CommandLineOptions.parse(arguments: [], environment: ["HOME": "/h", "DOWNLOAD_SERVICE_SERVING_NICE": "10"])
+        else { Issue.record("expected run"); return }
+        #expect(d.servingNice == 0 && e.servingNice == 10)
+    }
+}
