@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import Synchronization
 @testable import DownloaderEngine
 
 /// The operator's pause, resume and remove on the engine (fake transfers), and their durability
@@ -72,6 +73,28 @@ import Testing
         #expect(engine.operatorPause(id: "nope") == .unknown)
         #expect(engine.operatorResume(id: "nope") == .unknown)
         #expect(engine.remove(id: "nope") == nil)
+    }
+
+    /// A removal that lands while the transfer is being started (after the driver's `start`, before
+    /// the engine holds its handle) still cancels it: nobody wants its bytes.
+    @Test func aRemovalDuringTheTransfersStartCancelsIt() async throws {
+        let engineBox = Mutex<DownloadEngine?>(nil)
+        let removed = Mutex<String?>(nil)
+        let driver = FakeTransferDriver { request, index in
+            if index == 0, let engine = engineBox.withLock({ $0 }),
+               let id = engine.list().first(where: { $0.url == request.url })?.id {
+                removed.withLock { $0 = engine.remove(id: id)?.id }
+            }
+            return nil
+        }
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
+        engineBox.withLock { $0 = engine }
+        let r = try engine.request(DownloadRequest(url: "http://o.test/a"))
+        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(5) { while removed.withLock({ $0 }) == nil { try await Task.sleep(nanoseconds: 5_000_000) } }
+        #expect(removed.withLock { $0 } == r.snapshot.id)
+        try await withTimeout(5) { while !driver.transfer(0).isCancelled { try await Task.sleep(nanoseconds: 5_000_000) } }
+        #expect(engine.snapshot(id: r.snapshot.id) == nil)
     }
 
     @Test func removeStopsEverythingAndALaterRequestStartsAfresh() async throws {
