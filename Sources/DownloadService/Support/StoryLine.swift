@@ -43,6 +43,10 @@ enum StoryLine {
             return ("retry_scheduled", .warning, ["attempt": attempt, "cause": trouble.cause, "message": trouble.message,
                                                   "httpStatus": JSON.orNull(trouble.httpStatus), "delaySeconds": seconds(delay),
                                                   "offset": offset])
+        case .connectionsDecided(let attempt, let connections, let alone, let probed):
+            return ("connections_decided", .info, ["attempt": attempt, "connections": connections,
+                                                   "aloneBytesPerSecond": Int64(alone.rounded()),
+                                                   "probedBytesPerSecond": Int64(probed.rounded())])
         case .paused(let reason, let keptBytes):
             return ("paused", .info, ["reason": reason.rawValue, "keptBytes": keptBytes])
         case .completed(let size, let sha256, let duration, let rate, let attempts, let refetched):

@@ -53,9 +53,21 @@ struct CrewRoster {
         return indices
     }
 
+    /// The probe's decision not yet told (taken once by `takeVerdict`).
+    private var untoldVerdict: ConnectionProbe.Verdict?
+
+    /// The probe's newest decision, once.
+    mutating func takeVerdict() -> ConnectionProbe.Verdict? {
+        defer { untoldVerdict = nil }
+        return untoldVerdict
+    }
+
     /// Tells the probe the bytes written by `now`; the pieces to launch that it asks for.
     mutating func probeStep(_ now: Double) -> [Int] {
-        switch probe.observe(written: pieces.written, at: now, remaining: pieces.total - pieces.written) {
+        let decided = probe.decisions
+        let step = probe.observe(written: pieces.written, at: now, remaining: pieces.total - pieces.written)
+        if probe.decisions != decided { untoldVerdict = probe.verdict }
+        switch step {
         case .none:
             return []
         case .openProbe:

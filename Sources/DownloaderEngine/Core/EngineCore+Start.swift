@@ -87,12 +87,13 @@ extension EngineCore {
         let main = driver.start(request, delegate: attempt)
         attempt.started(main)
         let handle = AttemptHandle(main: main, attempt: attempt)
-        // Abandoned meanwhile, the cancel decided then found no handle: cancel now. Removed or
-        // superseded meanwhile (no record, or another attempt): nobody wants its bytes, cancel too
-        // (a transfer that already ended ignores it). Already ended: keep no reference (the
-        // transfer holds the attempt as its delegate).
+        // Abandoned meanwhile, the cancel decided then found no handle: cancel now. Removed
+        // meanwhile (no record any more): nobody wants its bytes, cancel too (a transfer that
+        // already ended ignores it). Already ended: keep no reference (the transfer holds the
+        // attempt as its delegate).
         let cancelNow: Bool = locked {
-            guard let current = byID[attempt.recordID]?.lifecycle.attempt, current.serial == attempt.serial else { return true }
+            guard let record = byID[attempt.recordID] else { return tombstones.contains(id: attempt.recordID) }
+            guard let current = record.lifecycle.attempt, current.serial == attempt.serial else { return false }
             if current.stage == .starting || current.stage == .transferring { attempt.handle = handle }
             return current.abandoned
         }

@@ -39,6 +39,15 @@ extension EngineCore {
         tell(event, id: record.id, url: record.shownURL)
     }
 
+    /// A segmented attempt's probe decided how many connections the download uses (crew's thread).
+    func connectionsDecided(_ attempt: Attempt, _ verdict: ConnectionProbe.Verdict, connections: Int) {
+        decide {
+            guard let record = byID[attempt.recordID] else { return }
+            tell(.connectionsDecided(attempt: record.story.attempts, connections: connections,
+                                     aloneBytesPerSecond: verdict.alone, probedBytesPerSecond: verdict.probed), of: record)
+        }
+    }
+
     func tellCreated(_ record: DownloadRecord, _ request: DownloadRequest, as joiner: Joiner) {
         record.story = StoryLedger(since: clock.monotonic())
         tell(.created(storage: record.storage, client: request.client, by: joiner.asker), of: record)

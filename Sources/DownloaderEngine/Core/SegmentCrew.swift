@@ -101,7 +101,15 @@ final class SegmentCrew: @unchecked Sendable {
             return (roster.pieces.written, roster.probeStep(now))
         }
         for index in launches { launch(index) }
+        tellVerdict()
         return written
+    }
+
+    /// The probe's decision, if one was made and not yet told, goes into the download's story.
+    private func tellVerdict() {
+        let told = lock.withLock { roster.takeVerdict().map { ($0, $0.split ? roster.connections : 1) } }
+        guard let (verdict, connections) = told, let attempt, let core else { return }
+        core.connectionsDecided(attempt, verdict, connections: connections)
     }
 
     /// The prefix's transfer reached its end: when the next piece with bytes is nobody's and none
@@ -159,6 +167,7 @@ final class SegmentCrew: @unchecked Sendable {
         if front, let buffer, let hashing { taken = hashing.landed(buffer, count: Int(count), at: next - count) }
         hashing?.grew(to: contiguous)
         for index in launches { launch(index) }
+        tellVerdict()
         if let due {
             // Every byte of `due` is in the file (pwrite returned): a sync of it makes them durable.
             if let copy = try? syscall("fcntl", { fcntl(fd, F_DUPFD_CLOEXEC, 0) }) {

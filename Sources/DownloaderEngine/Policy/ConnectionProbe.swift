@@ -43,8 +43,18 @@ struct ConnectionProbe: Equatable, Sendable {
         case openAll
     }
 
+    /// A decision and the rates it was made from (bytes per second).
+    struct Verdict: Equatable, Sendable {
+        var split: Bool
+        var alone: Double
+        var probed: Double
+    }
+
     let window: Double
     private(set) var phase: Phase
+    /// The newest decision (for the download's story), and how many were made.
+    private(set) var verdict: Verdict?
+    private(set) var decisions = 0
     /// "No"s so far, and when the last one is tried again.
     private(set) var refusals = 0
     private var retryAt = Double.infinity
@@ -90,6 +100,8 @@ struct ConnectionProbe: Equatable, Sendable {
             let both = Double(written - start) / (now - since)
             let split = both >= rate * Self.gain
             phase = .decided(split: split)
+            verdict = Verdict(split: split, alone: rate, probed: both)
+            decisions += 1
             if !split {
                 refusals += 1
                 rateAlone = rate

@@ -29,6 +29,9 @@ struct TombstoneLedger {
 
     var count: Int { byID.count }
 
+    /// Whether download `id` was removed (and its tombstone is still kept).
+    func contains(id: String) -> Bool { byID[id] != nil }
+
     mutating func add(_ tombstone: Tombstone) {
         if byID.updateValue(tombstone, forKey: tombstone.id) == nil { order.append(tombstone.id) }
         while byID.count > Tombstone.limit, head < order.count {

@@ -24,6 +24,7 @@ import Testing
         #expect(probe.observe(written: 100 * Self.mb + 15 * Self.mb, at: 20.15) == .none)
         #expect(probe.observe(written: 100 * Self.mb + 25 * Self.mb, at: 20.25) == .openAll)  // 100 MB/s
         #expect(probe.phase == .decided(split: true))
+        #expect(probe.verdict == .init(split: true, alone: 50e6, probed: 100e6) && probe.decisions == 1)
         #expect(probe.allowed(granted: 4) == 4)
         #expect(!probe.measuring)
     }
@@ -50,7 +51,8 @@ import Testing
         #expect(probe.observe(written: 172_500_000, at: 21.5) == .openProbe)
         probe.probeBegan(written: 175 * Self.mb, at: 21.5)
         #expect(probe.observe(written: 187_500_000, at: 21.75) == .none)  // No again (50 MB/s).
-        #expect(probe.refusals == 2)
+        #expect(probe.refusals == 2 && probe.decisions == 2)
+        #expect(probe.verdict?.split == false && probe.verdict.map { abs($0.probed - 50e6) < 1 } == true)
         #expect(probe.observe(written: 200 * Self.mb, at: 23.5) == .none)
         #expect(probe.phase == .decided(split: false))  // Now after 2 s.
         #expect(probe.observe(written: 200 * Self.mb, at: 23.75) == .none)

@@ -105,6 +105,22 @@ import Testing
         #expect(result8.launches == [2])
     }
 
+    /// The probe's decision is handed to the download's story once, with the rates it was made from.
+    @Test func theProbesDecisionIsToldOnce() {
+        var roster = Self.roster(probe: 0.25)
+        #expect(roster.open() == [])
+        roster.pieces.advance(0, to: 2)
+        #expect(roster.probeStep(10) == [])  // The measure starts.
+        roster.pieces.advance(0, to: 7)
+        #expect(roster.probeStep(10.25) == [4])  // 20 bytes/s alone; the probe takes the last piece.
+        #expect(roster.takeVerdict() == nil)
+        #expect(roster.fetchWrote(4, count: 1, next: 41, at: 10.25) == [])  // Its first bytes.
+        roster.pieces.advance(0, to: 9)
+        #expect(roster.fetchWrote(4, count: 9, next: 50, at: 10.5) == [1, 2])  // 48 bytes/s with both: all.
+        #expect(roster.takeVerdict() == .init(split: true, alone: 20, probed: 48))
+        #expect(roster.takeVerdict() == nil)
+    }
+
     @Test func withAProbeTheDownloadStartsAlone() {
         var roster = Self.roster(probe: 0.5)
         let result9 = roster.open()

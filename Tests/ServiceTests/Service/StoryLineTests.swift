@@ -23,6 +23,7 @@ import Testing
         .moved(storage: .persistent, path: "/data/abc-f.bin"),
         .recovered(state: .downloading, keptBytes: 1024, callers: 1),
         .stopped(bytesWritten: 2048),
+        .connectionsDecided(attempt: 1, connections: 4, aloneBytesPerSecond: 49_876_543.4, probedBytesPerSecond: 99_500_000.6),
     ]
 
     static func fields(_ event: DownloadStory.Event, url: String = "https://o.example/f.bin") -> [String: Any] {
@@ -38,7 +39,8 @@ import Testing
         }
         let names = Self.every.map { Self.fields($0)["event"] as! String }
         #expect(names == ["created", "joined", "resumed", "attempt_started", "head_received", "head_received",
-                          "retry_scheduled", "paused", "completed", "failed", "purged", "moved", "recovered", "stopped"])
+                          "retry_scheduled", "paused", "completed", "failed", "purged", "moved", "recovered", "stopped",
+                          "connections_decided"])
     }
 
     @Test func theURLNeverShowsCredentials() {
@@ -54,6 +56,13 @@ import Testing
         #expect(accepted["refused"] is NSNull && accepted["offset"] as? Int64 == 1024 && accepted["accepted"] as? Bool == true)
         #expect(Self.fields(Self.every[1])["client"] is NSNull)
         #expect(Set(Self.fields(Self.every[1]).keys) == Set(Self.fields(.joined(client: "x", by: .caller, state: .queued, callers: 1)).keys))
+    }
+
+    @Test func theProbesDecisionNamesItsRates() {
+        let fields = Self.fields(.connectionsDecided(attempt: 1, connections: 4, aloneBytesPerSecond: 49_876_543.4,
+                                                     probedBytesPerSecond: 99_500_000.6))
+        #expect(fields["connections"] as? Int == 4 && fields["attempt"] as? Int == 1)
+        #expect(fields["aloneBytesPerSecond"] as? Int64 == 49_876_543 && fields["probedBytesPerSecond"] as? Int64 == 99_500_001)
     }
 
     @Test func theFactsOfEachStep() {

@@ -49,6 +49,7 @@ extension DownloadStory.Event {
         case .attemptStarted: "attempt_started"
         case .headReceived: "head_received"
         case .retryScheduled: "retry_scheduled"
+        case .connectionsDecided: "connections_decided"
         case .paused: "paused"
         case .completed: "completed"
         case .failed: "failed"
