@@ -56,10 +56,10 @@ struct CrewRoster {
     /// The probe's decision not yet told (taken once by `takeVerdict`).
     private var untoldVerdict: ConnectionProbe.Verdict?
 
-    /// The probe's newest decision, once.
-    mutating func takeVerdict() -> ConnectionProbe.Verdict? {
+    /// The probe's newest decision and the connections it leaves the download, once.
+    mutating func takeVerdict() -> (verdict: ConnectionProbe.Verdict, connections: Int)? {
         defer { untoldVerdict = nil }
-        return untoldVerdict
+        return untoldVerdict.map { ($0, $0.split ? connections : 1) }
     }
 
     /// Tells the probe the bytes written by `now`; the pieces to launch that it asks for.

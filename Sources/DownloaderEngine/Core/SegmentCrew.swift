@@ -96,20 +96,21 @@ final class SegmentCrew: @unchecked Sendable {
     /// The prefix's transfer appended up to `length` at `now`; returns the bytes of the file written
     /// so far. Opens the connections the probe asks for.
     func mainWrote(length: Int64, at now: Double) -> Int64 {
-        let (written, launches): (Int64, [Int]) = lock.withLock {
+        let (written, launches, verdict) = lock.withLock {
             roster.pieces.advance(0, to: length)
-            return (roster.pieces.written, roster.probeStep(now))
+            let launches = roster.probeStep(now)
+            return (roster.pieces.written, launches, roster.takeVerdict())
         }
         for index in launches { launch(index) }
-        tellVerdict()
+        tell(verdict)
         return written
     }
 
-    /// The probe's decision, if one was made and not yet told, goes into the download's story.
-    private func tellVerdict() {
-        let told = lock.withLock { roster.takeVerdict().map { ($0, $0.split ? roster.connections : 1) } }
-        guard let (verdict, connections) = told, let attempt, let core else { return }
-        core.connectionsDecided(attempt, verdict, connections: connections)
+    /// The probe's decision, when one was just made (taken under the lock), goes into the
+    /// download's story.
+    private func tell(_ decided: (verdict: ConnectionProbe.Verdict, connections: Int)?) {
+        guard let decided, let attempt, let core else { return }
+        core.connectionsDecided(attempt, decided.verdict, connections: decided.connections)
     }
 
     /// The prefix's transfer reached its end: when the next piece with bytes is nobody's and none
@@ -157,17 +158,18 @@ final class SegmentCrew: @unchecked Sendable {
     func fetchWrote(_ index: Int, count: Int64, next: Int64, from buffer: UnsafeMutableRawBufferPointer? = nil) -> Bool {
         guard let attempt, let core else { return false }
         let now = core.clock.monotonic()
-        let (written, due, launches, hashing, front, contiguous) = lock.withLock {
+        let (written, due, launches, hashing, front, contiguous, verdict) = lock.withLock {
             let front = self.hashing != nil && roster.pieces.contiguous == next - count
             let launches = roster.fetchWrote(index, count: count, next: next, at: now)
             let due = checkpoints.wrote(count, at: now, stopping: roster.stopping) ? roster.pieces.segments : nil
-            return (roster.pieces.written, due, launches, self.hashing, front, self.hashing == nil ? 0 : roster.pieces.contiguous)
+            return (roster.pieces.written, due, launches, self.hashing, front, self.hashing == nil ? 0 : roster.pieces.contiguous,
+                    roster.takeVerdict())
         }
         var taken = false
         if front, let buffer, let hashing { taken = hashing.landed(buffer, count: Int(count), at: next - count) }
         hashing?.grew(to: contiguous)
         for index in launches { launch(index) }
-        tellVerdict()
+        tell(verdict)
         if let due {
             // Every byte of `due` is in the file (pwrite returned): a sync of it makes them durable.
             if let copy = try? syscall("fcntl", { fcntl(fd, F_DUPFD_CLOEXEC, 0) }) {

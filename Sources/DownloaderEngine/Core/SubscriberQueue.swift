@@ -64,21 +64,20 @@ final class SubscriberQueue: @unchecked Sendable {
     @discardableResult
     func push(_ event: DownloadEvent, pace: ProgressPace? = nil) -> Bool {
         let pace = pacer.map { pace ?? $0.pace() }
-        lock.lock()
-        let action = state.push(event, pace: pace)
-        let parked = state.isParked
-        let (consumer, detach) = take(for: action)
-        lock.unlock()
-        act(action, consumer, detach)
-        return parked
+        return apply { $0.push(event, pace: pace) }
     }
 
     /// The registry's progress, recorded as the download's newest first (see
     /// `SubscriberQueueState.offer`). Returns whether the queue is parked afterwards. Called with
     /// the registry's lock held.
     func offer(_ recorded: RecordedProgress, pace: ProgressPace) -> Bool {
+        apply { $0.offer(recorded, pace: pace) }
+    }
+
+    /// Decides under the lock, acts after it; returns whether the queue is parked afterwards.
+    private func apply(_ decide: (inout SubscriberQueueState) -> QueueAction) -> Bool {
         lock.lock()
-        let action = state.offer(recorded, pace: pace)
+        let action = decide(&state)
         let parked = state.isParked
         let (consumer, detach) = take(for: action)
         lock.unlock()
