@@ -109,11 +109,14 @@ public final class DownloadEngine: Sendable {
     /// Throws `invalidURL`, `urlCredentials`, `invalidChecksum`, `conflict`, `shuttingDown`,
     /// `destinationForbidden` when the URL's host is refused before any connection (see
     /// `EngineConfiguration.allowHosts`), or `tooManyCallers` when a running download already has
-    /// `maxCallersPerDownload` callers.
+    /// `maxCallersPerDownload` callers. Cluster mode: answers once the new token is in the database,
+    /// so every replica finds it at once.
     public func request(_ request: DownloadRequest) throws(EngineError) -> Enqueued {
         let url = try URLNormalizer.normalize(request.url, allowCredentials: configuration.allowURLCredentials).get()
         try egress.screen(url: url)
-        return try core.request(request)
+        let enqueued = try core.request(request)
+        core.clusterPublishTokens()
+        return enqueued
     }
 
     /// Withdraws the caller's interest. Returns the download's snapshot (state `paused` when it was

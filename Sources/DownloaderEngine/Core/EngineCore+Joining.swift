@@ -74,6 +74,14 @@ extension EngineCore {
         }
     }
 
+    /// After a request was answered a token (no lock held): it is committed before the caller hears
+    /// it, so a `DELETE` on any other replica right after the `POST` finds it (the writer's next
+    /// commit may be up to `stateMinInterval` away). A single process answers at once.
+    func clusterPublishTokens() {
+        guard cluster != nil else { return }
+        stateWriter.flush()
+    }
+
     /// Under `lock`: a new download takes the lease granted for its key.
     func clusterAttach(_ record: DownloadRecord) {
         guard let cluster, let hold = cluster.pending.removeValue(forKey: record.key.leaseName) else { return }

@@ -111,7 +111,8 @@ final class SubscriberQueue: @unchecked Sendable {
         return start == SubscriptionRelay.relayed || record.sequence > start ? record : nil
     }
 
-    /// Ends the stream (engine shutdown): a waiting consumer gets its deferred progress first.
+    /// Ends the stream (engine shutdown): a waiting consumer gets its deferred progress first, a
+    /// busy one the lifecycle events pending.
     func finish() {
         let newest = newest()
         lock.lock()

@@ -136,7 +136,9 @@ struct SubscriberQueueState: Sendable, Equatable {
     }
 
     /// Engine shutdown: a waiting consumer gets its deferred progress (`newest` when not seen yet,
-    /// or the one pending here), if any, else the end; whatever else is pending is dropped.
+    /// or the one pending here), if any, else the end. A consumer busy elsewhere still reads what
+    /// is pending (bounded) and the newest progress it has not seen, then the end: a subscriber
+    /// that had not read yet learns where its download stood.
     mutating func finish(newest: RecordedProgress?) -> QueueAction {
         var action = QueueAction(detach: !finished)
         finished = true
@@ -145,8 +147,11 @@ struct SubscriberQueueState: Sendable, Equatable {
             let fresh = newest.flatMap { $0.version > progressSeen ? $0.event : nil }
             let deferred = pacing.deferred ? fresh ?? pending.first : nil
             action.hand = deferred.map { .event($0) } ?? .end
+            pending = []
+        } else if let fresh = newest, fresh.version > progressSeen {
+            progressSeen = fresh.version
+            enqueue(fresh.event)
         }
-        pending = []
         pacing.deferred = false
         return action
     }

@@ -1,4 +1,5 @@
 import DownloaderEngine
+import Testing
 import Foundation
 
 extension ClusterLeaseLiveTests {
@@ -17,6 +18,22 @@ extension ClusterLeaseLiveTests {
             let b = try Self.replica("b", database: database, shared: shared, ttl: ttl)
             defer { Self.shutdown([a, b]) }
             try body(c, database, origin, a, b)
+        }
+    }
+}
+
+extension ClusterLeaseLiveTests {
+    /// A token is in the database when its request is answered: the second request's commit would
+    /// otherwise wait out the writer's minimum interval after the first's, and `b` would not find it.
+    @Test func aTokenIsFoundOnAnotherReplicaAsSoonAsItsRequestIsAnswered() async throws {
+        try await Self.withReplicas { c, _, origin, a, b in
+            origin.addResource(path: "/second", size: 3 << 20)
+            let first = try a.request(DownloadRequest(url: origin.url))
+            let second = try a.request(DownloadRequest(url: origin.url("/second")))
+            for token in [first.token, second.token] {
+                c.expect(b.placement(ofToken: token) == .elsewhere(ownerURL: "http://a.invalid"), "b finds \(token) at a")
+            }
+            c.expect(a.cancel(token: second.token)?.state == .paused, "a cancels its own")
         }
     }
 }

@@ -136,6 +136,18 @@ import Testing
         #expect(driver.transfer(0).isCancelled)
     }
 
+    /// A subscriber that reads only after the shutdown still hears where its download stood.
+    @Test func aSubscriberReadingAfterShutdownGetsWhatWasPendingThenTheEnd() async throws {
+        let driver = FakeTransferDriver()
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
+        let r = try engine.request(DownloadRequest(url: "http://o.test/f"))
+        let sub = try #require(engine.subscribe(id: r.snapshot.id))
+        try await withTimeout(5) { await driver.waitForStarts(1) }
+        await engine.shutdown()
+        let events = try await withTimeout(5) { await EngineFixture.events(sub) { _ in false } }
+        #expect(!events.isEmpty && events.allSatisfy { $0.snapshot.id == r.snapshot.id }, "\(events)")
+    }
+
     @Test func queueConflatesProgressAndBoundsLifecycle() async {
         let q = SubscriberQueue(id: 1) { _ in }
         let s = DownloadSnapshot(id: "x", url: "u", state: .downloading, storage: .cache, createdAt: Date(), updatedAt: Date())
