@@ -77,7 +77,9 @@ extension DownloadAPI {
         }
         switch await forwarding.forwarder.forward(request, to: owner, streamed: streamed) {
         case .answered(let response): return response
-        case .unreachable: return refusal
+        case .unreachable(let reason):  // Why, for the caller and the operator (no credentials in it).
+            return APIError(status: 503, .heldElsewhere, "another replica (\(owner)) holds this download and could not be "
+                            + "asked (\(reason)); try again shortly", headers: ["Retry-After": "1"]).response
         }
     }
 }

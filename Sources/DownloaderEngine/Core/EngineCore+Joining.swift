@@ -76,11 +76,15 @@ extension EngineCore {
 
     /// After a request was answered a token (no lock held): it is committed before the caller hears
     /// it, so a `DELETE` on any other replica right after the `POST` finds it (the writer's next
-    /// commit may be up to `stateMinInterval` away). A single process answers at once.
+    /// commit may be up to `stateMinInterval` away). Requests at once share a commit; a database
+    /// that does not answer within `tokenPublishWait` seconds holds nobody longer (the writer
+    /// retries). A single process answers at once.
     func clusterPublishTokens() {
         guard cluster != nil else { return }
-        stateWriter.flush()
+        stateWriter.publish(timeout: Self.tokenPublishWait)
     }
+
+    static let tokenPublishWait: Double = 5
 
     /// Under `lock`: a new download takes the lease granted for its key.
     func clusterAttach(_ record: DownloadRecord) {

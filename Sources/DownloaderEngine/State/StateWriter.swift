@@ -13,9 +13,12 @@ final class StateWriter: @unchecked Sendable {
     private let minInterval: Double
     private let scheduler: Scheduler
     static let retryInterval: Double = 1
-    private let lock = NSLock()
+    private let lock = NSCondition()
     // Guarded by `lock`.
     private var dirty = false
+    /// Drains that took a batch, begun and ended (they run one at a time): `published` waits on them.
+    private var pulled: UInt64 = 0
+    private var pulledEnded: UInt64 = 0
     private var scheduled = false
     /// Monotonic seconds at which the last commit ended (nil: none yet).
     private var lastWriteEnd: Double?
@@ -58,13 +61,25 @@ final class StateWriter: @unchecked Sendable {
 
     /// Writer thread. `force`: take a batch even when no change was marked (`flush`: the engine
     /// marks changes after releasing its lock, so a change may be decided but not marked yet).
-    private func drain(force: Bool = false) {
+    /// `unless`: a `publish` ticket already served by a drain that ended (nothing left to do).
+    private func drain(force: Bool = false, unless served: UInt64 = .max) {
         lock.lock()
-        let pull = dirty || force || !retry.isEmpty
+        if pulledEnded >= served {
+            lock.unlock()
+            return
+        }
+        let pull = (dirty || force || !retry.isEmpty) && source != nil
         dirty = false
         scheduled = false
+        if pull { pulled += 1 }
         lock.unlock()
         guard pull, let source else { return }
+        defer {
+            lock.lock()
+            pulledEnded = pulled
+            lock.broadcast()
+            lock.unlock()
+        }
         let batch = source(retry)
         retry = []
         guard !batch.isEmpty else { return }
@@ -87,6 +102,24 @@ final class StateWriter: @unchecked Sendable {
     /// then `lastError` says why).
     func flush() {
         thread.sync { self.drain(force: true) }
+    }
+
+    /// Commits what was decided before this call, now, and waits (at most `timeout` seconds) until
+    /// that commit ended; false when the wait timed out. Callers that come while a commit runs share
+    /// the next one (a group commit): many at once cost a commit or two, not one each.
+    @discardableResult
+    func publish(timeout: Double) -> Bool {
+        lock.lock()
+        let ticket = pulled + 1  // The first drain to take a batch after now takes what was decided.
+        lock.unlock()
+        thread.async { self.drain(force: true, unless: ticket) }
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        lock.lock()
+        defer { lock.unlock() }
+        while pulledEnded < ticket {
+            if !lock.wait(until: deadline) { return pulledEnded >= ticket }
+        }
+        return true
     }
 
     /// `flush()`, then the store folds its WAL into its file: the engine's shutdown leaves one

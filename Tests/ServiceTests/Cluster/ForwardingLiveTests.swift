@@ -227,6 +227,8 @@ struct ForwardingLiveTests {
             let answer = try await b.client.request("GET", "/downloads/abc")
             #expect(answer.status == 503 && Self.errorCode(answer) == "held_elsewhere" && answer.header("Retry-After") == "1")
             #expect(Date().timeIntervalSince(started) < 10)
+            let message = (answer.json["error"] as? [String: Any])?["message"] as? String ?? ""
+            #expect(message.contains("could not be asked (") && message.lowercased().contains("timeout"), "says why: \(message)")
         }
         await b.stop()
     }

@@ -52,4 +52,58 @@ import Testing
         writer.flush()
         #expect(store.commits.withLock { $0.first?.upserts.map(\.id) } == ["a"])
     }
+
+    /// A store whose commits wait for `gate` (one signal each) and record their batches.
+    final class GatedStore: StateStore, @unchecked Sendable {
+        let gate = DispatchSemaphore(value: 0)
+        let entered = DispatchSemaphore(value: 0)
+        let commits = Mutex<[[String]]>([])
+        func load() -> [StoredDownload] { [] }
+        func checkpoint() {}
+        func commit(_ batch: StateBatch) throws(StateStoreError) {
+            entered.signal()
+            gate.wait()
+            commits.withLock { $0.append(batch.upserts.map(\.id)) }
+        }
+    }
+
+    @Test func publishersThatComeDuringACommitShareTheNextOneAndFindTheirChangesCommitted() async throws {
+        let store = GatedStore()
+        let writer = StateWriter(store: store, minInterval: 0.2, scheduler: ManualScheduler())
+        let pending = Mutex<Set<String>>(["a"])
+        writer.source = { retry in
+            let ids = pending.withLock { ids in defer { ids = [] }; return ids.union(retry) }
+            return StateBatch(upserts: ids.sorted().map { StateFixture.download($0, .paused) })
+        }
+        let returned = Mutex(0)
+        let publish: @Sendable () -> Bool = {
+            defer { returned.withLock { $0 += 1 } }
+            return writer.publish(timeout: 10)
+        }
+        let first = Task { try await onThread(publish) }  // Threads: publish blocks.
+        #expect(store.entered.wait(timeout: .now() + 5) == .success, "the first commit began")
+        pending.withLock { $0 = ["b", "c"] }
+        let later = (0..<5).map { _ in Task { try await onThread(publish) } }
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(returned.withLock { $0 } == 0, "nobody returns before its commit ended")
+        store.gate.signal()  // The first commit ends; the next takes b and c for all five.
+        #expect(try await first.value)
+        #expect(store.entered.wait(timeout: .now() + 5) == .success, "the shared commit began")
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(returned.withLock { $0 } == 1, "the five wait for the commit that holds b and c")
+        store.gate.signal()
+        for task in later { #expect(try await task.value) }
+        #expect(store.commits.withLock { $0 } == [["a"], ["b", "c"]])
+    }
+
+    @Test func aPublisherWaitsNoLongerThanItsTimeout() async throws {
+        let store = GatedStore()
+        let writer = StateWriter(store: store, minInterval: 0, scheduler: ManualScheduler())
+        writer.source = { _ in StateBatch(upserts: [StateFixture.download("a", .paused)]) }
+        #expect(!writer.publish(timeout: 0.2), "the store never answered")
+        store.gate.signal()  // The hung commit ends, and the flush's own.
+        store.gate.signal()
+        writer.flush()
+        #expect(store.commits.withLock { $0.count } == 2)
+    }
 }
