@@ -5,21 +5,12 @@ import Foundation
 // without writing anything more.
 extension EngineCore {
     /// Under `lock`, after `record` changed: once it is no longer live, its final row is written,
-    /// it is evicted and its lease released (on the cluster queue), `releaseLinger` seconds later.
+    /// it is evicted and its lease released (on the cluster queue).
     func clusterCheck(_ record: DownloadRecord) {
         guard let cluster, let hold = record.lease, !hold.releasing, !shuttingDown, !isLive(record) else { return }
         hold.releasing = true
-        effects.append { [self] in
-            scheduler.schedule(after: Self.releaseLinger) { cluster.queue.async { self.releaseAndEvict(hold) } }
-        }
+        effects.append { [self] in cluster.queue.async { self.releaseAndEvict(hold) } }
     }
-
-    /// Seconds a download no longer live stays held after the action or the change that made it so.
-    /// A burst of callers of a completed download, spread over the replicas, then finds one holder
-    /// that answers them all from the file; released at once, every request adopted and released it
-    /// again, and a request forwarded to the holder of a moment ago found another one there
-    /// (`503 held_elsewhere` after the forwarding replica's retries).
-    static let releaseLinger: Double = 1
 
     private enum Eviction { case evicted, kept, again, gone }
 
