@@ -7,6 +7,9 @@ import Synchronization
 /// connections out round-robin); handlers run on a few worker tasks per loop that prefer the loop as
 /// their executor, so a handler that does not suspend answers without any thread hop, and a batch
 /// of requests costs one task resumption (a handler that suspends keeps its worker to itself).
+/// `bulkLoopCount` more loops, at a lower priority, write long bodies: after the handler answered,
+/// a connection whose response is a push-fed body or a large file moves to one of them for that
+/// response and comes back for its next request (`BulkPolicy`, `ConnectionHandover`).
 ///
 /// Layout: `Posix/` (sockets, over the `Basics` module's syscall wrapper and `SystemError`),
 /// `EventLoop/` (epoll `Selector` + eventfd wake-up, `EventLoop` thread with a timer heap, a
