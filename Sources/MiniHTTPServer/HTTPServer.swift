@@ -93,6 +93,8 @@ public final class HTTPServer: Sendable {
             let bulk = Array(contexts[count...])
             if count > 1 { contexts[0].acceptTargets = Array(contexts[..<count]) }
             for context in contexts[..<count] { context.bulkTargets = bulk }
+            let handovers = HandoverGate()
+            for context in contexts { context.handovers = handovers }
             let bulkNice = max(ThreadNice.clamped(configuration.bulkLoopNice), configuration.loopThreadNice)
             for (index, loop) in loops.enumerated() {
                 if index < count {
@@ -199,6 +201,8 @@ public final class HTTPServer: Sendable {
             // Close the listener first: every connection already handed to another loop is then
             // queued on that loop ahead of its shutdown.
             let acceptor = contexts[0]
+            // No connection moves between loops from now on (a loop may stop before another).
+            acceptor.handovers.close()
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 acceptor.loop.execute {
                     acceptor.stopAccepting()

@@ -18,6 +18,9 @@ final class ServerContext: Selectable, @unchecked Sendable {
     /// Bulk-loop contexts that long response bodies move to, round-robin (`BulkPolicy`; set before
     /// the loops start; empty: nothing moves, e.g. on a bulk loop itself).
     var bulkTargets: [ServerContext] = []
+    /// Whether connections may still move between loops (one gate for all of a server's contexts,
+    /// set before the loops start).
+    var handovers = HandoverGate()
     @exclusivity(unchecked)
     private var nextBulk = 0
     /// `ServerConfiguration.bulkMinimumBodyBytes`.

@@ -1,5 +1,6 @@
 import CLinux
 import Foundation
+import Synchronization
 
 /// Everything a connection carries from one loop to another (`BulkPolicy`): the socket, the
 /// protocol state, unparsed input and, on the way to a bulk loop, the response to send there.
@@ -32,6 +33,17 @@ struct MovedResponse {
     var startedAt: UInt64
 }
 
+/// Shared by a server's contexts: open while the server runs; closed when it starts stopping, so
+/// that no connection moves to a loop that may already have stopped (a closure queued to a stopped
+/// loop runs on the caller's thread) and a moved one finishes where it is. Thread-safe.
+final class HandoverGate: Sendable {
+    private let closed = Atomic<Bool>(false)
+
+    var isOpen: Bool { !closed.load(ordering: .acquiring) }
+
+    func close() { closed.store(true, ordering: .releasing) }
+}
+
 extension Connection {
     /// Loop thread: gives this connection up to a bulk loop, which sends `moved` and then hands the
     /// connection back here. This object stays behind closed (its fd is not closed: the bulk loop
@@ -45,10 +57,15 @@ extension Connection {
     /// Loop thread, on a bulk loop after the moved response ended with the connection kept alive:
     /// the connection goes back to the loop it came from for its next request (pipelined input
     /// included), so requests are parsed and answered at that loop's priority.
-    func returnHome() {
-        guard let home else { return }
+    /// Returns false (the connection stays here) once the server is stopping.
+    func returnHome() -> Bool {
+        guard let home, server.handovers.isOpen else {
+            self.home = nil
+            return false
+        }
         let handover = detach(pending: nil, home: nil)
         home.loop.execute { home.adoptMoved(handover) }
+        return true
     }
 
     private func detach(pending: MovedResponse?, home: ServerContext?) -> ConnectionHandover {

@@ -225,7 +225,7 @@ extension Connection {
 
     /// Whether this response leaves for a bulk loop (`BulkPolicy`); never from a bulk loop itself.
     private func movesToBulk(_ shape: BulkPolicy.Shape, status: Int, isHead: Bool) -> Bool {
-        guard home == nil, !server.bulkTargets.isEmpty else { return false }
+        guard home == nil, !server.bulkTargets.isEmpty, server.handovers.isOpen else { return false }
         var shape = shape
         if HTTPStatus.forbidsBody(status) || shape == .push(length: 0) { shape = .inMemory }
         return BulkPolicy.moves(shape, isHead: isHead, minimumBytes: server.bulkMinimumBodyBytes,
