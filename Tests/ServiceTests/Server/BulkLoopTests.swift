@@ -47,33 +47,35 @@ struct BulkLoopTests {
         private var stream: PushStream?
         private var pending: [[UInt8]] = []
         private var finishing = false
+        private var aborting = false
         let heartbeat: [UInt8]?
         let attached = OneShot<Bool>()
         let ended = OneShot<Bool>()
 
         init(heartbeat: [UInt8]? = nil) { self.heartbeat = heartbeat }
 
-        func feed(_ bytes: [UInt8], finish: Bool = false) {
+        func feed(_ bytes: [UInt8], finish: Bool = false, abort: Bool = false) {
             let stream = lock.withLock { () -> PushStream? in
                 pending.append(bytes)
                 finishing = finishing || finish
+                aborting = aborting || abort
                 return self.stream
             }
             stream?.wake()
         }
 
         func produce(_ stream: PushStream) {
-            let (first, work, finish) = lock.withLock { () -> (Bool, [[UInt8]], Bool) in
+            let (first, work, finish, abort) = lock.withLock { () -> (Bool, [[UInt8]], Bool, Bool) in
                 threads.insert(ThreadNice.currentThreadID)
                 let first = self.stream == nil
                 self.stream = stream
                 defer { pending = [] }
-                return (first, pending, finishing)
+                return (first, pending, finishing, aborting)
             }
             if first, let heartbeat { stream.setIdleHeartbeat(heartbeat, after: 0.05) }
             attached.set(true)
             for bytes in work { stream.write(bytes) }
-            if finish { stream.finish() }
+            if abort { stream.abort() } else if finish { stream.finish() }
         }
 
         func ended(_ stream: PushStream, completed: Bool) {
@@ -167,6 +169,22 @@ struct BulkLoopTests {
             _ = try await client.readResponseHead()
             _ = try await source.attached.value()
             client.close()
+            #expect(try await source.ended.value() == false)
+            #expect(source.threadsSeen == [bulk[0]])
+        }
+    }
+
+    @Test func anAbortedMovedStreamEndsWithoutItsLastChunk() async throws {
+        let source = ThreadRecordingSource()
+        try await Self.withBulkServer(source: source) { port, _, bulk, _ in
+            let client = try await RawHTTPClient.connect(port: port)
+            try await client.send(get("/push"))
+            _ = try await client.readResponseHead()
+            _ = try await source.attached.value()
+            source.feed(Array("part".utf8), abort: true)
+            #expect(try await client.readChunk() == Array("part".utf8))
+            // No final chunk: the connection closes mid-body.
+            #expect(try await client.readsEndOfStream())
             #expect(try await source.ended.value() == false)
             #expect(source.threadsSeen == [bulk[0]])
         }
