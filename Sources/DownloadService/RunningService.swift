@@ -40,7 +40,8 @@ final class RunningService: Sendable {
         serverConfiguration.port = configuration.port
         serverConfiguration.maxConnections = configuration.maxConnections
         serverConfiguration.maxConnectionsPerIP = configuration.maxConnectionsPerIP
-        serverConfiguration.loopThreadNice = configuration.servingNice
+        serverConfiguration.bulkLoopNice = configuration.servingNice
+        serverConfiguration.bulkLoopCount = configuration.servingLoops
         serverConfiguration.errorRenderer = ServerErrorJSON.response
         serverConfiguration.accessLog = { entry in
             metrics.record(status: entry.status, bytes: entry.bytes,

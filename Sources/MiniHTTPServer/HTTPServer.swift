@@ -7,6 +7,9 @@ import Synchronization
 /// connections out round-robin); handlers run on a few worker tasks per loop that prefer the loop as
 /// their executor, so a handler that does not suspend answers without any thread hop, and a batch
 /// of requests costs one task resumption (a handler that suspends keeps its worker to itself).
+/// `bulkLoopCount` more loops, at a lower priority, write long bodies: after the handler answered,
+/// a connection whose response is a push-fed body or a large file moves to one of them for that
+/// response and comes back for its next request (`BulkPolicy`, `ConnectionHandover`).
 ///
 /// Layout: `Posix/` (sockets, over the `Basics` module's syscall wrapper and `SystemError`),
 /// `EventLoop/` (epoll `Selector` + eventfd wake-up, `EventLoop` thread with a timer heap, a
@@ -70,9 +73,10 @@ public final class HTTPServer: Sendable {
                 throw SystemError(errno: EALREADY, function: "HTTPServer.start")
             }
             let count = max(1, configuration.eventLoopCount)
+            let bulkCount = max(0, configuration.bulkLoopCount)
             var loops: [EventLoop] = []
             do {
-                for _ in 0..<count { loops.append(try EventLoop()) }
+                for _ in 0..<(count + bulkCount) { loops.append(try EventLoop()) }
             } catch {
                 close(fd)
                 state = .idle
@@ -85,10 +89,20 @@ public final class HTTPServer: Sendable {
                 ServerContext(configuration: configuration, handler: handler, loop: loop,
                               listenerFD: index == 0 ? fd : -1, limiter: limiter)
             }
-            if count > 1 { contexts[0].acceptTargets = contexts }
+            // The first `count` contexts accept and answer; the rest are bulk loops (`BulkPolicy`).
+            let bulk = Array(contexts[count...])
+            if count > 1 { contexts[0].acceptTargets = Array(contexts[..<count]) }
+            for context in contexts[..<count] { context.bulkTargets = bulk }
+            let handovers = HandoverGate()
+            for context in contexts { context.handovers = handovers }
+            let bulkNice = max(ThreadNice.clamped(configuration.bulkLoopNice), configuration.loopThreadNice)
             for (index, loop) in loops.enumerated() {
-                loop.start(name: count == 1 ? "MiniHTTPServer" : "MiniHTTPServer-\(index)",
-                           nice: configuration.loopThreadNice)
+                if index < count {
+                    loop.start(name: count == 1 ? "MiniHTTPServer" : "MiniHTTPServer-\(index)",
+                               nice: configuration.loopThreadNice)
+                } else {
+                    loop.start(name: "MiniHTTPServer-bulk-\(index - count)", nice: bulkNice)
+                }
             }
             // Start the other contexts first, so the first accepted connection finds its loop ready.
             var failure: Error?
@@ -110,21 +124,33 @@ public final class HTTPServer: Sendable {
         }
     }
 
-    /// The pthread ids of the running event loops, in loop order (empty when not running); for
-    /// tests that check which loop served a connection.
+    /// The pthread ids of the running (accepting and answering) event loops, in loop order (empty
+    /// when not running); for tests that check which loop served a connection.
     var eventLoopThreadIDs: [UInt] {
-        state.withLock { state in
-            guard case .running(let contexts) = state else { return [] }
-            return contexts.map { $0.loop.threadID }
-        }
+        loops(bulk: false).map { $0.threadID }
     }
 
-    /// The kernel thread ids of the running event loops, in loop order (empty when not running);
-    /// for tests that check the loops' priority.
+    /// The kernel thread ids of the running (accepting and answering) event loops, in loop order
+    /// (empty when not running); for tests that check the loops' priority.
     var eventLoopKernelThreadIDs: [Int32] {
+        loops(bulk: false).map { $0.kernelThreadID }
+    }
+
+    /// The kernel thread ids of the running bulk loops (`bulkLoopCount`), in loop order.
+    var bulkLoopKernelThreadIDs: [Int32] {
+        loops(bulk: true).map { $0.kernelThreadID }
+    }
+
+    /// The pthread ids of the running bulk loops, in loop order.
+    var bulkLoopThreadIDs: [UInt] {
+        loops(bulk: true).map { $0.threadID }
+    }
+
+    private func loops(bulk: Bool) -> [EventLoop] {
         state.withLock { state in
             guard case .running(let contexts) = state else { return [] }
-            return contexts.map { $0.loop.kernelThreadID }
+            let count = max(1, configuration.eventLoopCount)
+            return (bulk ? Array(contexts[count...]) : Array(contexts[..<count])).map { $0.loop }
         }
     }
 
@@ -175,6 +201,8 @@ public final class HTTPServer: Sendable {
             // Close the listener first: every connection already handed to another loop is then
             // queued on that loop ahead of its shutdown.
             let acceptor = contexts[0]
+            // No connection moves between loops from now on (a loop may stop before another).
+            acceptor.handovers.close()
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 acceptor.loop.execute {
                     acceptor.stopAccepting()

@@ -42,6 +42,20 @@ public struct ServerConfiguration: Sendable {
     /// catching up once they are idle. Clamped to 0...19; only lowering (raising needs privilege).
     /// Threads a loop thread creates inherit the value.
     public var loopThreadNice: Int = 0
+    /// Bulk loops (default 1; 0: none): extra event-loop threads that only write long response
+    /// bodies made of bytes produced elsewhere, at `bulkLoopNice`. After the handler answered, a
+    /// connection whose response is a push-fed body (`PushBody`: unknown length, or at least
+    /// `bulkMinimumBodyBytes`) or a file body of at least `bulkMinimumBodyBytes` moves to a bulk
+    /// loop (round-robin) for that response, then comes back to the loop it came from for its next
+    /// request; accepting, parsing, handlers and short answers stay on the `eventLoopCount` loops.
+    /// So the copies yield the cores to the application's other threads (the work they copy) and
+    /// the short answers keep their priority.
+    public var bulkLoopCount: Int = 1
+    /// Nice value of the bulk loops (default 10), clamped to 0...19 like `loopThreadNice` (and never
+    /// below it).
+    public var bulkLoopNice: Int = 10
+    /// Smallest file or length-framed push body that moves to a bulk loop (default 1 MiB).
+    public var bulkMinimumBodyBytes: Int64 = 1 << 20
     /// Called once per finished request (for logs and metrics); nil logs nothing.
     public var accessLog: (@Sendable (AccessLogEntry) -> Void)?
     /// Renders the answers the server gives by itself (`ServerError`: a request it cannot read,

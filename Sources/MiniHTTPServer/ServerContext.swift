@@ -15,6 +15,16 @@ final class ServerContext: Selectable, @unchecked Sendable {
     /// Contexts new connections go to, round-robin (the accepting context, set before its loop
     /// starts; empty: every connection stays on this loop).
     var acceptTargets: [ServerContext] = []
+    /// Bulk-loop contexts that long response bodies move to, round-robin (`BulkPolicy`; set before
+    /// the loops start; empty: nothing moves, e.g. on a bulk loop itself).
+    var bulkTargets: [ServerContext] = []
+    /// Whether connections may still move between loops (one gate for all of a server's contexts,
+    /// set before the loops start).
+    var handovers = HandoverGate()
+    @exclusivity(unchecked)
+    private var nextBulk = 0
+    /// `ServerConfiguration.bulkMinimumBodyBytes`.
+    let bulkMinimumBodyBytes: Int64
     // @exclusivity(unchecked) on the vars below: loop-thread only, no overlapping access; skips the runtime exclusivity check per access.
     @exclusivity(unchecked)
     private var nextTarget = 0
@@ -56,6 +66,14 @@ final class ServerContext: Selectable, @unchecked Sendable {
         self.accessLog = configuration.accessLog
         self.errorRenderer = configuration.errorRenderer
         self.workers = HandlerWorkers(loop: loop)
+        self.bulkMinimumBodyBytes = configuration.bulkMinimumBodyBytes
+    }
+
+    /// The bulk context the next moving connection goes to (round-robin; `bulkTargets` not empty).
+    func nextBulkTarget() -> ServerContext {
+        let target = bulkTargets[nextBulk]
+        nextBulk = nextBulk + 1 == bulkTargets.count ? 0 : nextBulk + 1
+        return target
     }
 
     /// The application's answer to an error the server answers by itself
@@ -131,8 +149,13 @@ final class ServerContext: Selectable, @unchecked Sendable {
             limiter.release(remote: remoteAddress)
             return
         }
-        connections[ObjectIdentifier(connection)] = connection
+        track(connection)
         connection.updateDeadline()
+    }
+
+    /// Counts `connection` as this context's (it releases its limiter slot when it closes here).
+    func track(_ connection: Connection) {
+        connections[ObjectIdentifier(connection)] = connection
     }
 
     private func pauseAccepting() {
@@ -153,6 +176,13 @@ final class ServerContext: Selectable, @unchecked Sendable {
             onDrained = nil
             done()
         }
+    }
+
+    /// `connection` moved to another loop (`ConnectionHandover`): no longer this context's, still
+    /// open (its limiter slot goes with it).
+    func connectionMoved(_ connection: Connection) {
+        connections.removeValue(forKey: ObjectIdentifier(connection))
+        connectionClosed_drainedCheck()
     }
 
     /// Stops accepting, lets busy connections finish within the grace period, then closes the

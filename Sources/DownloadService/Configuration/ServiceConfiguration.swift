@@ -145,12 +145,16 @@ struct ServiceConfiguration: Sendable, Equatable {
     var maxAttempts = 6
     /// Seconds between returns of freed heap memory to the kernel (`malloc_trim`); 0 = off (default 5).
     var memoryTrimInterval: Double = 5
-    /// `--serving-nice`: nice value of the HTTP event-loop threads (default 0: the process's own
-    /// priority). The transfers, hashing and writing every caller shares keep the process's
-    /// priority, so when they compete with the loops for the cores, watchers and readers lag a
-    /// little instead of slowing the fetch for everyone. Off by default: the loops also answer the
-    /// API, and anything else busy on the machine then wins over them too (BENCHMARKS.md).
-    var servingNice = 0
+    /// `--serving-nice`: nice value of the serving loops (`ServerConfiguration.bulkLoopNice`), the
+    /// HTTP threads long bodies move to (SSE streams, file and `/fetch` bodies) once the API loop
+    /// answered (default 10). The transfers, hashing and writing every caller shares, and the API
+    /// loop, keep the process's priority: when copies compete with the work they copy for the
+    /// cores, watchers and readers lag a little instead of slowing the fetch for everyone, while
+    /// short answers keep their latency (BENCHMARKS.md).
+    var servingNice = 10
+    /// `--serving-loops`: how many serving loops (`ServerConfiguration.bulkLoopCount`, default 1;
+    /// 0: every body is written by the loop that answered, at the process's priority).
+    var servingLoops = 1
 
     private func applyRetryTiming(to c: inout EngineConfiguration) {
         c.stallTimeout = stallTimeout

@@ -61,7 +61,8 @@ extension Connection {
     @discardableResult
     func beginResponse(_ response: Response, method: String, path: String, minor: Int,
                        requestHeaders: HTTPHeaders, sequence: UInt64,
-                       startedAt: UInt64) -> (@Sendable (any ResponseBodyWriter) async throws -> Void)? {
+                       startedAt: UInt64,
+                       prepared: FileServer.Prepared? = nil) -> (@Sendable (any ResponseBodyWriter) async throws -> Void)? {
         guard !isClosed, sequence == requestSequence, self.response == nil else {
             if isClosed, sequence == requestSequence, self.response == nil {
                 // The client left before the handler answered: still one log entry for the request.
@@ -76,6 +77,12 @@ extension Connection {
             machine.responseRequiresClose()
         }
         let isHead = method == "HEAD"
+        if case .push(let body) = response.body,
+           movesToBulk(.push(length: body.length), status: response.status, isHead: isHead) {
+            moveToBulkLoop(MovedResponse(response: response, prepared: nil, method: method, path: path, minor: minor,
+                                         requestHeaders: requestHeaders, sequence: sequence, startedAt: startedAt))
+            return nil
+        }
         var status = response.status
         var headers = response.headers
         var out: [UInt8] = []
@@ -125,8 +132,17 @@ extension Connection {
             if out.capacity <= 64 * 1024 { loop.buffers.scratch = out }
             return nil
         case .file(let fileResponse):
-            switch FileServer.prepare(fileResponse, method: method, requestHeaders: requestHeaders,
-                                      renderError: server.errorResponse) {
+            let outcome = prepared.map { FileServer.Outcome.success($0) }
+                ?? FileServer.prepare(fileResponse, method: method, requestHeaders: requestHeaders,
+                                      renderError: server.errorResponse)
+            if case .success(let planned) = outcome, let range = planned.range, planned.body == nil,
+               movesToBulk(.file(bytes: Int64(range.end - range.start)), status: planned.status, isHead: isHead) {
+                moveToBulkLoop(MovedResponse(response: response, prepared: planned, method: method, path: path,
+                                             minor: minor, requestHeaders: requestHeaders, sequence: sequence,
+                                             startedAt: startedAt))
+                return nil
+            }
+            switch outcome {
             case .failure(let error):
                 return beginResponse(server.errorResponse(error), method: method, path: path, minor: minor,
                                      requestHeaders: requestHeaders, sequence: sequence, startedAt: startedAt)
@@ -205,6 +221,15 @@ extension Connection {
         }
         flush()
         return isClosed ? nil : stream
+    }
+
+    /// Whether this response leaves for a bulk loop (`BulkPolicy`); never from a bulk loop itself.
+    private func movesToBulk(_ shape: BulkPolicy.Shape, status: Int, isHead: Bool) -> Bool {
+        guard home == nil, !server.bulkTargets.isEmpty, server.handovers.isOpen else { return false }
+        var shape = shape
+        if HTTPStatus.forbidsBody(status) || shape == .push(length: 0) { shape = .inMemory }
+        return BulkPolicy.moves(shape, isHead: isHead, minimumBytes: server.bulkMinimumBodyBytes,
+                                bulkLoops: server.bulkTargets.count, outputQueued: !writes.isEmpty)
     }
 
     /// The stream closure of request `sequence` returned (or threw).

@@ -118,6 +118,7 @@ extension Connection {
         case .resumeReading:
             headStartedAt = loop.now
             current = nil
+            if home != nil && !isProcessing && returnHome() { return }
             if isProcessing { return }  // the parsing loop below us continues with the next request
             processInbound()
             if !isClosed && machine.wantsToRead { readAndProcess() }

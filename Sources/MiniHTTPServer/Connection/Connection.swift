@@ -80,6 +80,9 @@ final class Connection: Selectable, @unchecked Sendable {
     /// The push-fed body being sent, if any.
     @exclusivity(unchecked)
     var push: PushStream?
+    /// On a bulk loop: the context this connection returns to after its response (`returnHome`).
+    @exclusivity(unchecked)
+    var home: ServerContext?
 
     init(fd: Int32, remoteAddress: String, loop: EventLoop, server: ServerContext) {
         self.fd = fd

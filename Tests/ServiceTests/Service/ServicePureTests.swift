@@ -185,10 +185,28 @@ import Testing
         #expect(message.contains("--serving-nice must be 0-19"))
     }
 
-    @Test func offByDefaultAndFollowsTheEnvironment() {
+    @Test func onByDefaultAndFollowsTheEnvironment() {
         guard case .run(let d) = CommandLineOptions.parse(arguments: [], environment: ["HOME": "/h"]),
-              case .run(let e) = CommandLineOptions.parse(arguments: [], environment: ["HOME": "/h", "DOWNLOAD_SERVICE_SERVING_NICE": "10"])
+              case .run(let e) = CommandLineOptions.parse(arguments: [], environment: ["HOME": "/h", "DOWNLOAD_SERVICE_SERVING_NICE": "0",
+                                                                                      "DOWNLOAD_SERVICE_SERVING_LOOPS": "2"])
         else { Issue.record("expected run"); return }
-        #expect(d.servingNice == 0 && e.servingNice == 10)
+        #expect(d.servingNice == 10 && d.servingLoops == 1)
+        #expect(e.servingNice == 0 && e.servingLoops == 2)
+    }
+
+    @Test(arguments: [("0", 0), ("1", 1), ("16", 16), (" 2", 2)])
+    func servingLoopsAcceptsZeroToSixteen(value: String, expected: Int) {
+        guard case .run(let c) = CommandLineOptions.parse(arguments: ["--serving-loops", value], environment: ["HOME": "/h"]) else {
+            Issue.record("expected run"); return
+        }
+        #expect(c.servingLoops == expected)
+    }
+
+    @Test(arguments: ["-1", "17", "one", "", "1.5"])
+    func servingLoopsRejectsAnythingElse(value: String) {
+        guard case .invalid(let message) = CommandLineOptions.parse(arguments: ["--serving-loops=\(value)"], environment: ["HOME": "/h"]) else {
+            Issue.record("expected invalid for '\(value)'"); return
+        }
+        #expect(message.contains("--serving-loops must be 0-16"))
     }
 }
