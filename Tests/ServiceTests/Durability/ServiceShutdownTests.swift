@@ -17,6 +17,14 @@ struct ServiceShutdownTests {
         defer { slow.stop() }
         origin.update { $0.bytesPerSecond = 1 << 20 }
         slow.update { $0.bytesPerSecond = 1 << 20 }
+        // Each first answer stops after 1 MiB until the service leaves (at the SIGTERM), so no
+        // download can complete before it: unheld, t0's 16 s at 1 MiB/s ran out under load before the
+        // test reached its SIGTERM (it was stored `completed`). The service's 30 s stall timeout
+        // would reconnect, with the rest still throttled.
+        for o in [origin, slow] {
+            o.update { $0.stallBound = 100 }
+            o.inject(.stall(afterBodyBytes: 1 << 20))
+        }
         let urls = [origin.url("/t0.bin"), slow.url("/t1.bin")]
         let root = Durability.root("sigterm")
         let first = try await ServiceProcess.start(root: root, arguments: Durability.allowLoopback)

@@ -12,9 +12,9 @@ import Testing
 ///
 /// The service runs with short retry timing and a 12 MiB cache budget, so what it keeps is bounded and
 /// reaches its steady state (about 70 completed files and their records) within the warm-up.
-/// `swift test` runs a short soak (120 rounds, at most 60 s); `scripts/contract-checks` runs 1,000
-/// rounds (at most 240 s) with `HOSTILE_SOAK_ROUNDS` / `HOSTILE_SOAK_SECONDS`. `HOSTILE_SOAK_SEED`
-/// replays a run (the seed is printed).
+/// `swift test` runs a short soak (120 rounds, cut at 60 s once the warm-up and two rounds per lane
+/// have run); `scripts/contract-checks` runs 1,000 rounds (at most 240 s) with `HOSTILE_SOAK_ROUNDS` /
+/// `HOSTILE_SOAK_SECONDS`. `HOSTILE_SOAK_SEED` replays a run (the seed is printed).
 @Suite("Hostile: fault-injection soak through the executable", .serialized, .timeLimit(.minutes(10)))
 struct FaultSoakTests {
     static let environment = ProcessInfo.processInfo.environment
@@ -60,7 +60,11 @@ struct FaultSoakTests {
         try await runRounds(0..<warmUp, origins: origins, service: service, deadline: .distantFuture, tally: tally)
         let before = try await ProcessSample.settled(pid: pid) { _ in true }
         let afterWarmUp = tally.count
-        try await runRounds(warmUp..<Self.rounds, origins: origins, service: service, deadline: deadline, tally: tally)
+        // At least two rounds per lane are measured whatever the clock says: on a loaded machine the
+        // warm-up alone can take the whole budget (31 rounds in 60 s failed a CI run's count check).
+        let measuredAtLeast = min(Self.rounds, warmUp + 2 * Self.lanes)
+        try await runRounds(warmUp..<Self.rounds, atLeast: measuredAtLeast, origins: origins, service: service,
+                            deadline: deadline, tally: tally)
         let measured = tally.count - afterWarmUp
         let after = try await ProcessSample.settled(pid: pid) { $0.descriptors <= before.descriptors + Self.descriptorSlack }
 
@@ -70,7 +74,6 @@ struct FaultSoakTests {
         print("fault soak: \(tally.count) rounds in \(Int(elapsed)) s (seed \(Self.seed)); \(tally.summary)")
         print("fault soak: descriptors \(before.descriptors) -> \(after.descriptors), "
               + "RSS \(before.rssKiB) KiB -> \(after.rssKiB) KiB over \(measured) rounds after the warm-up")
-        #expect(tally.count >= min(Self.rounds, warmUp + 2 * Self.lanes), "too few rounds ran in the budget")
         #expect(tally.failures.isEmpty, "\(tally.failures.count) rounds went wrong:\n\(tally.failures.prefix(10).joined(separator: "\n"))")
         #expect(after.descriptors <= before.descriptors + Self.descriptorSlack,
                 "open descriptors grew from \(before.descriptors) to \(after.descriptors)")
@@ -79,21 +82,25 @@ struct FaultSoakTests {
         #expect(try await service.stop() == 0)
     }
 
-    /// Runs `indices` over the lanes (each lane takes the next index until they run out or `deadline`).
-    private func runRounds(_ indices: Range<Int>, origins: [TestOrigin], service: ServiceProcess, deadline: Date,
-                           tally: SoakTally) async throws {
+    /// Runs `indices` over the lanes (each lane takes the next index until they run out or, once the
+    /// indices below `atLeast` are taken, `deadline` has passed).
+    private func runRounds(_ indices: Range<Int>, atLeast: Int? = nil, origins: [TestOrigin], service: ServiceProcess,
+                           deadline: Date, tally: SoakTally) async throws {
         let next = SoakCounter(indices.lowerBound)
+        let guaranteed = min(atLeast ?? indices.lowerBound, indices.upperBound)
         try await withThrowingTaskGroup(of: Void.self) { group in
             for origin in origins {
                 group.addTask {
-                    while Date() < deadline {
-                        guard let index = next.take(below: indices.upperBound) else { return }
+                    while true {
+                        let bound = Date() < deadline ? indices.upperBound : guaranteed
+                        guard let index = next.take(below: bound) else { return }
                         let round = SoakRound.make(index: index, seed: Self.seed, only: Self.only)
+                        let started = Date()
                         do {
                             try await withTimeout(60) { try await Self.run(round, origin: origin, service: service) }
-                            tally.record(round, failure: nil)
+                            tally.record(round, seconds: Date().timeIntervalSince(started), failure: nil)
                         } catch {
-                            tally.record(round, failure: "\(round): \(error)")
+                            tally.record(round, seconds: Date().timeIntervalSince(started), failure: "\(round): \(error)")
                         }
                         origin.clearFaults()
                         if index % 100 == 0, let s = try? ProcessSample.take(pid: service.process.processIdentifier) {
@@ -193,22 +200,30 @@ final class SoakCounter: Sendable {
     }
 }
 
-/// Rounds run, by fault, and what went wrong.
+/// Rounds run, by fault, what went wrong, and the slowest (a round that crawls shows in the log).
 final class SoakTally: Sendable {
-    private let state = Mutex<(count: Int, byFault: [String: Int], failures: [String])>((0, [:], []))
+    static let slowestKept = 3
+    private let state = Mutex<(count: Int, byFault: [String: Int], failures: [String], slowest: [(seconds: Double, round: String)])>(
+        (0, [:], [], []))
 
-    func record(_ round: SoakRound, failure: String?) {
+    func record(_ round: SoakRound, seconds: Double, failure: String?) {
         state.withLock {
             $0.count += 1
             $0.byFault[round.fault.name, default: 0] += 1
             if let failure { $0.failures.append(failure) }
+            $0.slowest.append((seconds, "\(round)"))
+            $0.slowest.sort { $0.seconds > $1.seconds }
+            if $0.slowest.count > Self.slowestKept { $0.slowest.removeLast() }
         }
     }
 
     var count: Int { state.withLock { $0.count } }
     var failures: [String] { state.withLock { $0.failures } }
     var summary: String {
-        state.withLock { s in s.byFault.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ") }
+        state.withLock { s in
+            s.byFault.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+                + "; slowest: " + s.slowest.map { String(format: "%.1f s ", $0.seconds) + $0.round }.joined(separator: "; ")
+        }
     }
 }
 

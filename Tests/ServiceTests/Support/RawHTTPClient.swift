@@ -234,6 +234,16 @@ final class RawHTTPClient: @unchecked Sendable {
         try await run { client in try client.readChunkLocked() }
     }
 
+    /// Reads the remaining chunks of a chunked body in one go (one hop to the client's queue, not
+    /// one per chunk); the number of body bytes they carried.
+    func readRemainingChunks() async throws -> Int {
+        try await run { client in
+            var total = 0
+            while let chunk = try client.readChunkLocked() { total += chunk.count }
+            return total
+        }
+    }
+
     /// True once the server has closed the connection (end of stream or reset); false if data arrived.
     func readsEndOfStream() async throws -> Bool {
         try await run { client in
