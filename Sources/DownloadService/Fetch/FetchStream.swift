@@ -44,7 +44,7 @@ final class FetchStream: PushSource, @unchecked Sendable {
             switch cursor.step(tail) {
             case .send(let from, let to):
                 guard let file = open(tail) else {
-                    stream.abort()
+                    stream.abort("/fetch: the file of this version could not be opened at \(tail.path)")
                     return
                 }
                 stream.send(file, from: from, to: to)
@@ -53,8 +53,8 @@ final class FetchStream: PushSource, @unchecked Sendable {
             case .finish:
                 stream.finish()
                 return
-            case .abort:
-                stream.abort()
+            case .abort(let why):
+                stream.abort("/fetch: \(why)")
                 return
             case .wait:
                 return
@@ -70,23 +70,37 @@ final class FetchStream: PushSource, @unchecked Sendable {
     /// The file holding the bytes: opened once per response and checked to be this version's (a
     /// completed file is the same file renamed, so the open descriptor keeps serving it). `tail` may
     /// be a moment old: when the partial was renamed to its final path since, the newest state names
-    /// where it is now, and the identity check still holds (a rename keeps the inode).
+    /// where it is now, and the identity check still holds (a rename keeps the inode). Between that
+    /// rename and the completion being recorded the file is at the state's `publishingPath` (a
+    /// reader whose first bytes came then was aborted at byte 0: "closed inside the body").
     private func open(_ tail: TailState) -> ReadableFile? {
         if let file { return file }
-        var candidate = ReadableFile.open(tail.path)
-        if candidate == nil {
-            let now = reader.state
-            if now.generation == tail.generation, now.path != tail.path { candidate = ReadableFile.open(now.path) }
+        for path in Self.candidatePaths(tail, newest: reader.state) {
+            guard let opened = ReadableFile.open(path) else { continue }
+            if let expected = tail.file {
+                var st = stat()
+                guard fstat(opened.fd, &st) == 0, UInt64(st.st_dev) == expected.device, UInt64(st.st_ino) == expected.inode else {
+                    continue
+                }
+            }
+            file = opened
+            return opened
         }
-        guard let opened = candidate else { return nil }
-        if let expected = tail.file {
-            var st = stat()
-            guard fstat(opened.fd, &st) == 0, UInt64(st.st_dev) == expected.device, UInt64(st.st_ino) == expected.inode else {
-                return nil
+        return nil
+    }
+
+    /// Where this version's file may be, in order: the path `tail` names, where it is being
+    /// published, and the same of the newest state when it is still this version.
+    static func candidatePaths(_ tail: TailState, newest: TailState) -> [String] {
+        var paths: [String] = []
+        var states = [tail]
+        if newest.generation == tail.generation { states.append(newest) }
+        for state in states {
+            for path in [state.path, state.publishingPath] {
+                if let path, !path.isEmpty, !paths.contains(path) { paths.append(path) }
             }
         }
-        file = opened
-        return opened
+        return paths
     }
 
     /// Bytes of the same version, still landing: nothing a reader behind its client must act on now.
@@ -105,7 +119,7 @@ final class FetchStream: PushSource, @unchecked Sendable {
                 self.lastProgress = stream.loopSeconds
             }
             if stream.loopSeconds - self.lastProgress >= self.patience {
-                stream.abort()
+                stream.abort("/fetch: no new byte of the download for \(self.patience) s (the stall timeout)")
             } else {
                 self.checkPatience(stream)
             }
