@@ -18,6 +18,14 @@ final class FetchStream: PushSource, @unchecked Sendable {
     /// `TailState.available` when the patience was last checked.
     private var lastAvailable: Int64 = -1
 
+    /// Bytes one `produce` queues at most; more waits for the loop's next turn (`wake`). The
+    /// socket of a new or drained reader takes megabytes at once: sent in one go, every such
+    /// reader's `sendfile` ran before the next joiner's head and first bytes (50 joiners of a
+    /// download whose origin just answered got their first byte one after the other, up to
+    /// ~100 ms apart in all). In turns of this size, each joiner's head and first bytes go out
+    /// first, then the readers share the loop round-robin.
+    static let slice: Int64 = 256 << 10
+
     init(reader: DownloadReader, plan: FetchPlan.Streaming, patience: Double) {
         self.reader = reader
         self.patience = max(1, patience)
@@ -39,17 +47,25 @@ final class FetchStream: PushSource, @unchecked Sendable {
             }
             checkPatience(stream)
         }
+        var budget = Self.slice
         while true {
             let tail = reader.state
             switch cursor.step(tail) {
             case .send(let from, let to):
+                guard budget > 0 else {
+                    stream.wake()  // more is there: after the others this loop serves
+                    return
+                }
                 guard let file = open(tail) else {
                     stream.abort("/fetch: the file of this version could not be opened at \(tail.path)")
                     return
                 }
-                stream.send(file, from: from, to: to)
-                cursor.sent(upTo: to)
+                let upTo = min(to, from + budget)
+                stream.send(file, from: from, to: upTo)
+                cursor.sent(upTo: upTo)
+                budget -= upTo - from
                 lastProgress = stream.loopSeconds
+                if !stream.hasRoom { return }  // the client is behind: the loop asks again once it drained
             case .finish:
                 stream.finish()
                 return
@@ -109,12 +125,15 @@ final class FetchStream: PushSource, @unchecked Sendable {
     }
 
     /// Every second: a response whose download got no new byte for `patience` seconds is aborted
-    /// (bytes landing count even while the client is behind and they wait in the file).
+    /// (bytes landing count even while the client is behind and they wait in the file). A
+    /// completed download awaits nothing: what is left is sent at the client's pace (a client
+    /// that takes nothing at all meets the server's write timeout).
     private func checkPatience(_ stream: PushStream) {
         stream.after(1) { [weak self, weak stream] in
             guard let self, let stream else { return }
-            let available = self.reader.state.available
-            if available != self.lastAvailable {
+            let tail = self.reader.state
+            let available = tail.available
+            if tail.phase == .completed || available != self.lastAvailable {
                 self.lastAvailable = available
                 self.lastProgress = stream.loopSeconds
             }
