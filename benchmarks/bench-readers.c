@@ -46,7 +46,8 @@ struct reader {
   int trailerLineLen;
   EVP_MD_CTX *digest;
   double t0, headS, firstS, doneS;
-  char error[96];
+  int localPort;  // the server logs it as the remote port
+  char error[160];
 };
 
 static double now(void) {
@@ -69,9 +70,15 @@ static double percentile(double *v, int n, double q) {
   return v[k];
 }
 
+static double started;
+
 static void fail(struct reader *r, const char *why) {
   if (r->state == DONE || r->state == FAILED) return;
-  snprintf(r->error, sizeof r->error, "%s", why);
+  if (r->state == BODY)  // where and when: to match the server's log of the same connection
+    snprintf(r->error, sizeof r->error, "%s (at byte %lld of %lld, %.1f s after the start, port %d)", why, r->got,
+             r->length, now() - started, r->localPort);
+  else
+    snprintf(r->error, sizeof r->error, "%s", why);
   r->state = FAILED;
   close(r->fd);
 }
@@ -82,7 +89,6 @@ static long long referenceSize;
 static long long expectedSize;
 static char expectedHash[65];
 static unsigned char sink[1 << 18];
-static double started;
 
 static void bodyBytes(struct reader *r, const unsigned char *p, long long n) {
   if (n <= 0) return;
@@ -333,6 +339,9 @@ int main(int argc, char **argv) {
       socklen_t len = sizeof err;
       getsockopt(r->fd, SOL_SOCKET, SO_ERROR, &err, &len);
       if (err) { fail(r, "connect failed"); continue; }
+      struct sockaddr_in local;
+      socklen_t localLen = sizeof local;
+      if (getsockname(r->fd, (struct sockaddr *)&local, &localLen) == 0) r->localPort = ntohs(local.sin_port);
       struct epoll_event ev = {.events = 0, .data.u32 = events[i].data.u32};
       epoll_ctl(ep, EPOLL_CTL_MOD, r->fd, &ev);
       r->state = CONNECTED;
@@ -364,7 +373,7 @@ int main(int argc, char **argv) {
 
   int ok = 0, errors = 0, nh = 0, nf = 0;
   double *heads = calloc(clients, sizeof(double)), *firsts = calloc(clients, sizeof(double)), last = 0;
-  char firstErrors[3][128];
+  char firstErrors[3][160];
   for (int i = 0; i < clients; i++) {
     struct reader *r = &readers[i];
     if (r->headS > 0) heads[nh++] = r->headS;

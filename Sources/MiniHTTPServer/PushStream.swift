@@ -132,18 +132,18 @@ public final class PushStream: @unchecked Sendable {
         guard !isEnded, let connection, !connection.isClosed else { return }
         isEnded = true
         if let length, queuedBytes != length {
-            connection.close()
+            connection.close(because: "the body ended after \(queuedBytes) of its \(length) bytes")
             return
         }
         connection.finishPush(self)
     }
 
     /// Ends the response abruptly: the connection closes, so the client sees a truncated body (no
-    /// final chunk, or fewer bytes than `Content-Length`).
-    public func abort() {
+    /// final chunk, or fewer bytes than `Content-Length`). `reason` goes to the access log.
+    public func abort(_ reason: @autoclosure () -> String = "the body's source aborted it") {
         guard !isEnded else { return }
         isEnded = true
-        connection?.close()
+        connection?.close(because: reason())
     }
 
     /// Writes `bytes` whenever the stream has been quiet for `seconds` (chunked or close-delimited
@@ -179,7 +179,7 @@ public final class PushStream: @unchecked Sendable {
     private func live(adding count: Int64) -> Connection? {
         guard !isEnded, let connection, !connection.isClosed else { return nil }
         if let length, queuedBytes + count > length {
-            abort()
+            abort("the body's source gave more than its \(length) bytes")
             return nil
         }
         queuedBytes += count

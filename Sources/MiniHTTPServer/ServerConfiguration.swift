@@ -95,14 +95,19 @@ public struct AccessLogEntry: Sendable {
     public var bytes: Int64
     public var durationSeconds: Double
     public var remoteAddress: String
+    /// Why the connection closed before the response was all sent (a write timeout, a send error,
+    /// the client leaving, the application aborting its body, ...); nil when it was sent whole.
+    public var aborted: String?
 
-    public init(method: String, path: String, status: Int, bytes: Int64, durationSeconds: Double, remoteAddress: String) {
+    public init(method: String, path: String, status: Int, bytes: Int64, durationSeconds: Double, remoteAddress: String,
+                aborted: String? = nil) {
         self.method = method
         self.path = path
         self.status = status
         self.bytes = bytes
         self.durationSeconds = durationSeconds
         self.remoteAddress = remoteAddress
+        self.aborted = aborted
     }
 }
 

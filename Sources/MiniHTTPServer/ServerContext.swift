@@ -198,7 +198,7 @@ final class ServerContext: Selectable, @unchecked Sendable {
             return
         }
         loop.schedule(at: monotonicNanoseconds() + nanoseconds(gracePeriod)) { [self] in
-            for connection in Array(connections.values) { connection.close() }
+            for connection in Array(connections.values) { connection.close(because: "server shutdown: grace period over") }
         }
     }
 

@@ -18,6 +18,14 @@ final class FetchStream: PushSource, @unchecked Sendable {
     /// `TailState.available` when the patience was last checked.
     private var lastAvailable: Int64 = -1
 
+    /// Bytes one `produce` queues at most; more waits for the loop's next turn (`wake`). The
+    /// socket of a new or drained reader takes megabytes at once: sent in one go, every such
+    /// reader's `sendfile` ran before the next joiner's head and first bytes (50 joiners of a
+    /// download whose origin just answered got their first byte one after the other, up to
+    /// ~100 ms apart in all). In turns of this size, each joiner's head and first bytes go out
+    /// first, then the readers share the loop round-robin.
+    static let slice: Int64 = 256 << 10
+
     init(reader: DownloadReader, plan: FetchPlan.Streaming, patience: Double) {
         self.reader = reader
         self.patience = max(1, patience)
@@ -39,22 +47,30 @@ final class FetchStream: PushSource, @unchecked Sendable {
             }
             checkPatience(stream)
         }
+        var budget = Self.slice
         while true {
             let tail = reader.state
             switch cursor.step(tail) {
             case .send(let from, let to):
-                guard let file = open(tail) else {
-                    stream.abort()
+                guard budget > 0 else {
+                    stream.wake()  // more is there: after the others this loop serves
                     return
                 }
-                stream.send(file, from: from, to: to)
-                cursor.sent(upTo: to)
+                guard let file = open(tail) else {
+                    stream.abort("/fetch: the file of this version could not be opened at \(tail.path)")
+                    return
+                }
+                let upTo = min(to, from + budget)
+                stream.send(file, from: from, to: upTo)
+                cursor.sent(upTo: upTo)
+                budget -= upTo - from
                 lastProgress = stream.loopSeconds
+                if !stream.hasRoom { return }  // the client is behind: the loop asks again once it drained
             case .finish:
                 stream.finish()
                 return
-            case .abort:
-                stream.abort()
+            case .abort(let why):
+                stream.abort("/fetch: \(why)")
                 return
             case .wait:
                 return
@@ -70,23 +86,37 @@ final class FetchStream: PushSource, @unchecked Sendable {
     /// The file holding the bytes: opened once per response and checked to be this version's (a
     /// completed file is the same file renamed, so the open descriptor keeps serving it). `tail` may
     /// be a moment old: when the partial was renamed to its final path since, the newest state names
-    /// where it is now, and the identity check still holds (a rename keeps the inode).
+    /// where it is now, and the identity check still holds (a rename keeps the inode). Between that
+    /// rename and the completion being recorded the file is at the state's `publishingPath` (a
+    /// reader whose first bytes came then was aborted at byte 0: "closed inside the body").
     private func open(_ tail: TailState) -> ReadableFile? {
         if let file { return file }
-        var candidate = ReadableFile.open(tail.path)
-        if candidate == nil {
-            let now = reader.state
-            if now.generation == tail.generation, now.path != tail.path { candidate = ReadableFile.open(now.path) }
+        for path in Self.candidatePaths(tail, newest: reader.state) {
+            guard let opened = ReadableFile.open(path) else { continue }
+            if let expected = tail.file {
+                var st = stat()
+                guard fstat(opened.fd, &st) == 0, UInt64(st.st_dev) == expected.device, UInt64(st.st_ino) == expected.inode else {
+                    continue
+                }
+            }
+            file = opened
+            return opened
         }
-        guard let opened = candidate else { return nil }
-        if let expected = tail.file {
-            var st = stat()
-            guard fstat(opened.fd, &st) == 0, UInt64(st.st_dev) == expected.device, UInt64(st.st_ino) == expected.inode else {
-                return nil
+        return nil
+    }
+
+    /// Where this version's file may be, in order: the path `tail` names, where it is being
+    /// published, and the same of the newest state when it is still this version.
+    static func candidatePaths(_ tail: TailState, newest: TailState) -> [String] {
+        var paths: [String] = []
+        var states = [tail]
+        if newest.generation == tail.generation { states.append(newest) }
+        for state in states {
+            for path in [state.path, state.publishingPath] {
+                if let path, !path.isEmpty, !paths.contains(path) { paths.append(path) }
             }
         }
-        file = opened
-        return opened
+        return paths
     }
 
     /// Bytes of the same version, still landing: nothing a reader behind its client must act on now.
@@ -95,17 +125,20 @@ final class FetchStream: PushSource, @unchecked Sendable {
     }
 
     /// Every second: a response whose download got no new byte for `patience` seconds is aborted
-    /// (bytes landing count even while the client is behind and they wait in the file).
+    /// (bytes landing count even while the client is behind and they wait in the file). A
+    /// completed download awaits nothing: what is left is sent at the client's pace (a client
+    /// that takes nothing at all meets the server's write timeout).
     private func checkPatience(_ stream: PushStream) {
         stream.after(1) { [weak self, weak stream] in
             guard let self, let stream else { return }
-            let available = self.reader.state.available
-            if available != self.lastAvailable {
+            let tail = self.reader.state
+            let available = tail.available
+            if tail.phase == .completed || available != self.lastAvailable {
                 self.lastAvailable = available
                 self.lastProgress = stream.loopSeconds
             }
             if stream.loopSeconds - self.lastProgress >= self.patience {
-                stream.abort()
+                stream.abort("/fetch: no new byte of the download for \(self.patience) s (the stall timeout)")
             } else {
                 self.checkPatience(stream)
             }

@@ -83,13 +83,22 @@ struct Logger: Sendable {
     func request(_ entry: AccessLogEntry, at date: Date = Date()) {
         guard minimumLevel <= .info else { return }
         if format == .text {
-            log(.info, "request", ["bytes": entry.bytes, "durationMs": Self.milliseconds(entry.durationSeconds), "method": entry.method,
-                                   "path": entry.path, "remote": entry.remoteAddress, "status": entry.status], at: date)
+            var fields: [String: Any] = ["bytes": entry.bytes, "durationMs": Self.milliseconds(entry.durationSeconds),
+                                         "method": entry.method, "path": entry.path, "remote": entry.remoteAddress,
+                                         "status": entry.status]
+            if let aborted = entry.aborted { fields["aborted"] = aborted }
+            log(.info, "request", fields, at: date)
             return
         }
         var out: [UInt8] = []
         out.reserveCapacity(192)
-        out.append(contentsOf: #"{"bytes":"#.utf8)
+        out.append(UInt8(ascii: "{"))
+        if let aborted = entry.aborted {
+            out.append(contentsOf: #""aborted":"#.utf8)
+            JSON.writeString(aborted, into: &out)
+            out.append(UInt8(ascii: ","))
+        }
+        out.append(contentsOf: #""bytes":"#.utf8)
         out.append(contentsOf: String(entry.bytes).utf8)
         out.append(contentsOf: #","durationMs":"#.utf8)
         JSON.writeDouble(Self.milliseconds(entry.durationSeconds), into: &out)

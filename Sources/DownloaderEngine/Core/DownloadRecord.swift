@@ -136,6 +136,7 @@ final class DownloadRecord {
         t.contentType = contentType
         t.fileName = fileName ?? FileNameSanitizer.fallback
         t.total = state == .completed ? size : expectedTotal
+        t.publishingPath = state == .completed ? nil : publishing?.path
         switch state {
         case .completed:
             t.phase = .completed

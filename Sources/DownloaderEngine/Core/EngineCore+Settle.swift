@@ -134,6 +134,8 @@ extension EngineCore {
                 handle(.publishing(serial: attempt.serial), for: record) { action in
                     guard action == .recordPublishing else { return false }
                     record.publishing = PublishIntent(path: target, sha256: digest, size: length)
+                    // Its readers find the file at `target` once renamed (nothing else of their view changes).
+                    if let tail = record.tail { effects.append { tail.update { $0.publishingPath = target } } }
                     return true
                 }
                 return (self.hooks, true)

@@ -39,6 +39,10 @@ public struct TailState: Sendable, Equatable {
     public var path: String = ""
     /// Identity of the file at `path` for this version: a reader opening `path` checks it.
     public var file: FileIdentity?
+    /// Where the file is being moved once verified and durable: from the rename until the
+    /// completion is recorded, `path` (the partial) names nothing, and a reader opening the file
+    /// for the first time finds it here (the same file: `file` still holds).
+    public var publishingPath: String?
     /// The stored file's SHA-256, once completed.
     public var sha256: String?
 

@@ -53,7 +53,7 @@ extension Connection {
             beginResponse(response, method: current?.method ?? "-", path: current.map { pathOf($0.target) } ?? "-",
                           minor: 1, requestHeaders: HTTPHeaders(), sequence: requestSequence, startedAt: headStartedAt)
         case .close:
-            close()
+            close(because: "write timeout: no byte taken by the client for \(server.configuration.writeTimeout) s")
         default:
             break
         }
@@ -68,7 +68,7 @@ extension Connection {
             return
         }
         if machine.shutdownRequested() == .close {
-            close()
+            close(because: "server shutdown")
             return
         }
         if response?.isStream == true { servingWorker?.cancel() }
@@ -100,6 +100,12 @@ extension Connection {
             default: close(); return
             }
         }
+    }
+
+    /// Closes; a response in progress is cut short, and the access log says why.
+    func close(because reason: @autoclosure () -> String) {
+        if !isClosed, let progress = response, progress.abortReason == nil { progress.abortReason = reason() }
+        close()
     }
 
     func close() {

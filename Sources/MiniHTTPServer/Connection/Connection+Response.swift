@@ -236,7 +236,7 @@ extension Connection {
     func endStream(sequence: UInt64, failed: Bool) {
         guard !isClosed, let progress = response, progress.sequence == sequence, progress.isStream else { return }
         if failed && !machine.draining {
-            close()  // an abrupt end tells the client the body is incomplete
+            close(because: "the stream's handler failed")  // an abrupt end tells the client the body is incomplete
             return
         }
         response?.complete = true
@@ -248,6 +248,7 @@ extension Connection {
         guard let log = server.accessLog else { return }
         let seconds = Double(loop.now &- progress.startedAt) / 1e9
         log(AccessLogEntry(method: progress.method, path: progress.path, status: progress.status,
-                           bytes: progress.deliveredBodyBytes, durationSeconds: seconds, remoteAddress: remoteAddress))
+                           bytes: progress.deliveredBodyBytes, durationSeconds: seconds, remoteAddress: remoteAddress,
+                           aborted: progress.abortReason))
     }
 }

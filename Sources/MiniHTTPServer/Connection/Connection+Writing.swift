@@ -20,11 +20,11 @@ extension Connection {
                     result = try sendFileRange(file.fd, offset, end)
                 }
                 if case .processed(0) = result {
-                    close()  // the file shrank under us: the body cannot be completed
+                    close(because: "sendfile found the end of the file before the range's end (the file shrank)")
                     return
                 }
             } catch {
-                close()
+                close(because: "send failed: \(error)")
                 return
             }
             switch result {
@@ -79,7 +79,7 @@ extension Connection {
         do {
             result = try Socket.send(fd, bytes)
         } catch {
-            close()
+            close(because: "send failed: \(error)")
             return nil
         }
         guard case .processed(let n) = result else { return 0 }

@@ -105,7 +105,7 @@ final class Connection: Selectable, @unchecked Sendable {
             return
         }
         if events & (EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0 {
-            close()
+            close(because: events & EPOLLERR.rawValue != 0 ? "socket error (EPOLLERR)" : "the client hung up (EPOLLHUP)")
             return
         }
         if events & EPOLLOUT.rawValue != 0 { sendBlocked = false }
@@ -118,7 +118,7 @@ final class Connection: Selectable, @unchecked Sendable {
             if events & EPOLLRDHUP.rawValue != 0 { peerHalfClosed = true }
             if peerHalfClosed, response?.isStream == true {
                 // A streaming client went away: nothing more will be read, stop the stream now.
-                close()
+                close(because: "the client closed its side (EPOLLRDHUP)")
                 return
             }
             readAndProcess()
@@ -138,12 +138,12 @@ final class Connection: Selectable, @unchecked Sendable {
                 case .processed(let count): n = count
                 }
             } catch {
-                close()
+                close(because: "read failed: \(error)")
                 return
             }
             if n == 0 {
                 mayRead = false
-                if machine.peerClosed() == .close { close() }
+                if machine.peerClosed() == .close { close(because: "the client closed the connection") }
                 return
             }
             // A short read drained the socket (edge-triggered: new data brings a new event) unless

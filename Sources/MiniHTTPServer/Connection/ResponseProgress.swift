@@ -18,6 +18,8 @@ final class ResponseProgress {
     var chunked = false
     /// Everything the response will send is queued.
     var complete = false
+    /// Why the connection closed before the response was all sent (the first reason given).
+    var abortReason: String?
 
     /// An empty record (a connection's reusable one, before its first response).
     init() {}
@@ -43,6 +45,7 @@ final class ResponseProgress {
         self.isStream = isStream
         self.chunked = chunked
         self.complete = complete
+        self.abortReason = nil
         return self
     }
 

@@ -80,16 +80,20 @@ import Testing
     @Test(arguments: [
         AccessLogEntry(method: "GET", path: "/healthz", status: 200, bytes: 15, durationSeconds: 0.000123456, remoteAddress: "127.0.0.1"),
         AccessLogEntry(method: "POST", path: "/d\"o\\w\n", status: 413, bytes: 0, durationSeconds: 2, remoteAddress: "::1"),
+        AccessLogEntry(method: "GET", path: "/fetch", status: 200, bytes: 7, durationSeconds: 31, remoteAddress: "::1",
+                       aborted: "write timeout: \"no\" byte taken"),
     ])
     func matchesTheGeneralLogger(_ entry: AccessLogEntry) {
         let lines = Mutex<[String]>([])
         let logger = Logger { line in lines.withLock { $0.append(line) } }
         let date = Date(timeIntervalSince1970: 1_800_000_000.25)
         logger.request(entry, at: date)
-        logger.log(.info, "request", [
+        var fields: [String: Any] = [
             "method": entry.method, "path": entry.path, "status": entry.status, "bytes": entry.bytes,
             "durationMs": Logger.milliseconds(entry.durationSeconds), "remote": entry.remoteAddress,
-        ], at: date)
+        ]
+        if let aborted = entry.aborted { fields["aborted"] = aborted }
+        logger.log(.info, "request", fields, at: date)
         let written = lines.withLock { $0 }
         #expect(written.count == 2 && written[0] == written[1], "\(written)")
     }
