@@ -79,6 +79,14 @@ final class ReplicaSet: @unchecked Sendable {
         return last
     }
 
+    /// Every replica's log lines naming download `id` (its story), one block per replica: what a
+    /// failure message shows of how a download moved between replicas.
+    func stories(of id: String) -> String {
+        replicas.enumerated().map { index, replica in
+            "replica \(index):\n" + replica.logLines.filter { $0.contains(id) }.joined(separator: "\n")
+        }.joined(separator: "\n")
+    }
+
     /// Stops every replica still running (SIGCONT first, for one a test stopped), then PostgreSQL.
     func stop() async {
         for replica in replicas {
