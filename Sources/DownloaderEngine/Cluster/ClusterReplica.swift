@@ -8,6 +8,9 @@ public struct ClusterReplica: Sendable, Equatable {
     public var owner: String
     public var advertiseURL: String
     public var leaseTTL: Double
+    /// Seconds a completed download stays held after its completion or its last join (`LeaseLinger`;
+    /// default 1).
+    public var completedLinger: Double = 1
 
     /// `owner` defaults to a fresh random id (one per process: a restarted replica is a new owner).
     public init(owner: String = UUID().uuidString.lowercased(), advertiseURL: String = "", leaseTTL: Double = 10) {

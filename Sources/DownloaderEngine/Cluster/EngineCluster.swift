@@ -24,6 +24,8 @@ final class EngineCluster: @unchecked Sendable {
     /// `PostgresStateStore.fencedRows`).
     let fenced = Atomic<Int64>(0)
     let scanning = Atomic<Bool>(false)
+    /// How long a completed download stays held after its completion or its last join.
+    let linger: LeaseLinger
 
     // Under the engine's lock.
     /// Leases granted for a key whose download is not created yet (a new URL's first request).
@@ -41,6 +43,7 @@ final class EngineCluster: @unchecked Sendable {
 
     init(database: ClusterDatabase, replica: ClusterReplica, monotonic: @escaping @Sendable () -> Double) {
         self.replica = replica
+        linger = LeaseLinger(seconds: max(0, replica.completedLinger))
         store = database.store
         leases = LeaseStore(pool: database.pool)
         keeper = LeaseKeeper(policy: LeasePolicy(ttl: replica.leaseTTL), store: leases, monotonic: monotonic)

@@ -18,6 +18,10 @@ final class LeaseHold: @unchecked Sendable {
     var id: String?
     /// The engine decided to write the final row, release and evict (under the engine's lock).
     var releasing = false
+    /// A completed download stays held until then (monotonic; `LeaseLinger`), and a check is due
+    /// then (under the engine's lock).
+    var lingersUntil: Double?
+    var lingerCheckDue = false
 
     init(key: String, epoch: Int64, acquiredAt: Double, ttl: Double) {
         self.key = key

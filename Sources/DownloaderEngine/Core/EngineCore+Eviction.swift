@@ -6,10 +6,33 @@ import Foundation
 extension EngineCore {
     /// Under `lock`, after `record` changed: once it is no longer live, its final row is written,
     /// it is evicted and its lease released (on the cluster queue).
+    /// A completed download lingers first (`LeaseLinger`): checked again once that time is up.
     func clusterCheck(_ record: DownloadRecord) {
         guard let cluster, let hold = record.lease, !hold.releasing, !shuttingDown, !isLive(record) else { return }
+        if let wait = cluster.linger.remaining(until: hold.lingersUntil, now: clock.monotonic()) {
+            guard !hold.lingerCheckDue else { return }
+            hold.lingerCheckDue = true
+            effects.append { [self] in
+                _ = scheduler.schedule(after: wait) { [weak self] in
+                    guard let self else { return }
+                    decide {
+                        hold.lingerCheckDue = false
+                        if let id = hold.id, let record = byID[id], record.lease === hold { clusterCheck(record) }
+                    }
+                }
+            }
+            return
+        }
         hold.releasing = true
         effects.append { [self] in cluster.queue.async { self.releaseAndEvict(hold) } }
+    }
+
+    /// Under `lock`, when `record` completed or a caller joined it: a completed download stays held
+    /// a little longer (`LeaseLinger`), so a burst of callers on every replica finds one holder.
+    func clusterLinger(_ record: DownloadRecord) {
+        guard let cluster, let hold = record.lease,
+              let until = cluster.linger.until(completed: record.state == .completed, now: clock.monotonic()) else { return }
+        hold.lingersUntil = max(hold.lingersUntil ?? until, until)
     }
 
     private enum Eviction { case evicted, kept, again, gone }
@@ -26,6 +49,11 @@ extension EngineCore {
                 guard let id = hold.id, let record = byID[id], record.lease === hold else { return .gone }
                 if isLive(record) || shuttingDown {
                     hold.releasing = false
+                    return .kept
+                }
+                if cluster.linger.remaining(until: hold.lingersUntil, now: clock.monotonic()) != nil {
+                    hold.releasing = false  // Joined since the decision: it lingers on, checked again later.
+                    clusterCheck(record)
                     return .kept
                 }
                 if unsaved.contains(id) { return .again }  // Changed since the flush: written first.

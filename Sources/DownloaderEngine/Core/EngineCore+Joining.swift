@@ -70,7 +70,10 @@ extension EngineCore {
             if let hold = cluster.pending.removeValue(forKey: key.leaseName) {
                 effects.append { [self] in cluster.queue.async { self.releaseUnused(hold) } }
             }
-            if let record = byURL[key] { clusterCheck(record) }
+            if let record = byURL[key] {
+                clusterLinger(record)
+                clusterCheck(record)
+            }
         }
     }
 

@@ -105,6 +105,7 @@ extension EngineCore {
         record.setCompleted(path: file.path, sha256: file.sha256, size: file.size)
         record.lastAccess = now
         record.updatedAt = now
+        clusterLinger(record)
         // Promoted to persistent while running: the file moves on the work queue, served meanwhile.
         if record.storage != file.storage { placeFile(record) }
     }
