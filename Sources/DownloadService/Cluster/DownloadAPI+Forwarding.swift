@@ -60,6 +60,16 @@ extension DownloadAPI {
         return .milliseconds(50 << (tries - 1))
     }
 
+    /// A file is served from the shared directory by any replica, once the database's row says it is
+    /// complete. Until the holder's row says so (its commits and heartbeat lag by up to a second,
+    /// and a completed download stays held a second: `LeaseLinger`), the holder answers: nil when
+    /// the file is served here.
+    func fileFromHolder(id: String, _ request: Request) async -> Response? {
+        guard isForwarding, !ForwardedHeaders.isForwarded(request.headers), engine.completedFile(id: id) == nil,
+              case .elsewhere(let owner) = placement(of: .id(id)) else { return nil }
+        return await forward(request, to: owner, streamed: true)
+    }
+
     /// A single process holds everything: nothing to ask.
     private var isForwarding: Bool { cluster != nil || forwarding.placement != nil }
 

@@ -85,6 +85,7 @@ struct DownloadAPI: Sendable {
         case (.progress(let id), _):
             return progress(id: id, request: request)
         case (.file(let id), _):
+            if let held = await fileFromHolder(id: id, request) { return held }
             return file(id: id)
         case (.fetch, _):
             return await fetch(request)
