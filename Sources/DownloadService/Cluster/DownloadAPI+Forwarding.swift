@@ -62,10 +62,10 @@ extension DownloadAPI {
 
     /// A file is served from the shared directory by any replica, once the database's row says it is
     /// complete. Until the holder's row says so (its commits and heartbeat lag by up to a second,
-    /// and a completed download stays held a second: `LeaseLinger`), the holder answers: nil when
-    /// the file is served here.
+    /// and a completed download stays held a second: `LeaseLinger`), the holder answers. Asked only
+    /// when the file is not served here; nil when no other replica holds the download.
     func fileFromHolder(id: String, _ request: Request) async -> Response? {
-        guard isForwarding, !ForwardedHeaders.isForwarded(request.headers), engine.completedFile(id: id) == nil,
+        guard isForwarding, !ForwardedHeaders.isForwarded(request.headers),
               case .elsewhere(let owner) = placement(of: .id(id)) else { return nil }
         return await forward(request, to: owner, streamed: true)
     }

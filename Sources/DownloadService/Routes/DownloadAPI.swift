@@ -85,8 +85,8 @@ struct DownloadAPI: Sendable {
         case (.progress(let id), _):
             return progress(id: id, request: request)
         case (.file(let id), _):
-            if let held = await fileFromHolder(id: id, request) { return held }
-            return file(id: id)
+            if let stored = engine.completedFile(id: id) { return served(stored) }
+            return await fileFromHolder(id: id, request) ?? notComplete(id: id)
         case (.fetch, _):
             return await fetch(request)
         case (.events, _):
@@ -143,11 +143,19 @@ struct DownloadAPI: Sendable {
 
     /// `alsoMatching`: other strong validators of the stored content honoured in `If-Range`.
     func file(id: String, alsoMatching: [String] = []) -> Response {
-        guard let stored = engine.completedFile(id: id) else {
-            guard let snapshot = engine.snapshot(id: id) else { return unknownDownloadResponse(id) }
-            return APIError(status: 409, .notComplete,
-                            "download \(id) is \(snapshot.state.rawValue); its file is served once completed").response
-        }
+        guard let stored = engine.completedFile(id: id) else { return notComplete(id: id) }
+        return served(stored, alsoMatching: alsoMatching)
+    }
+
+    /// `409 not_complete` for a download whose file is not served yet (`404` for an unknown one).
+    private func notComplete(id: String) -> Response {
+        guard let snapshot = engine.snapshot(id: id) else { return unknownDownloadResponse(id) }
+        return APIError(status: 409, .notComplete,
+                        "download \(id) is \(snapshot.state.rawValue); its file is served once completed").response
+    }
+
+    /// The completed file `stored`, with its validators.
+    private func served(_ stored: CompletedFile, alsoMatching: [String] = []) -> Response {
         var served = FileResponse(path: stored.path, contentDisposition: FileHeaders.attachment(fileName: stored.fileName),
                                   etag: "\"\(stored.sha256)\"")
         served.followsSymlinks = false  // a link planted in a storage area is never followed out of it
