@@ -32,11 +32,14 @@ struct ClusterWebhookSenderLiveTests {
             .execute("SELECT claimed_by, outcome FROM webhook_deliveries").rows
         #expect(rows.count == 1 && rows.first?[0] != nil && rows.first?[1] == nil, "claimed, not ended: \(rows)")
         try await cluster.add(2)
+        // The survivors can send only once they run: their start-up (seconds on a busy machine) is not the claim's.
+        let survivorsUp = Date().timeIntervalSince(claimedBefore)
         _ = try await cluster[0].stop(signal: SIGKILL)
 
         let got = try await receiver.waitFor(2, timeout: 40)
         let took = Date().timeIntervalSince(claimedBefore)
-        #expect(took <= Self.claimSeconds + 10, "sent again once the claim lapsed: \(took) s after it was taken")
+        #expect(took <= max(Self.claimSeconds, survivorsUp) + 10,
+                "sent again once the claim lapsed: \(took) s after it was taken, the survivors up after \(survivorsUp) s")
         #expect(got[1].body == got[0].body, "the same body")
         #expect(got[1].headers["x-delivery-id"] != nil && got[1].headers["x-delivery-id"] == got[0].headers["x-delivery-id"],
                 "the same delivery: \(got.map { $0.headers["x-delivery-id"] ?? "-" })")
