@@ -33,6 +33,13 @@ import Testing
         }
     }
 
+    /// Waits (bounded) until the poll that just queried has scheduled the next one: it does so after
+    /// its query, on the relay's queue, so moving the clock before that would leave the next poll
+    /// an interval beyond the time the test moves to (a run under load timed out so).
+    static func waitForNextPoll(_ clock: ManualScheduler) async throws {
+        try await withTimeout(5) { await clock.waitForTimer(dueIn: SubscriptionRelay.interval) }
+    }
+
     @Test func onePollQueriesEveryFollowedDownloadAtOnceAndOnlyWhileFollowed() async throws {
         let clock = ManualScheduler()
         let rows = Rows()
@@ -56,13 +63,16 @@ import Testing
         for s in [a1, a2] { #expect(try await ClusterReadsTests.next(s, within: 5) { _ in true }?.snapshot.bytesWritten == 15) }
 
         b.cancel()
+        try await Self.waitForNextPoll(clock)
         clock.advance(SubscriptionRelay.interval)
         try await Self.waitForQueries(rows, 2)
+        try await Self.waitForNextPoll(clock)
         clock.advance(SubscriptionRelay.interval)
         try await Self.waitForQueries(rows, 3)
         #expect(rows.queries.last == ["a"] && relay.count == 1, "b is followed no more")
         a1.cancel()
         a2.cancel()
+        try await Self.waitForNextPoll(clock)
         clock.advance(SubscriptionRelay.interval)
         try await Self.waitForQueries(rows, 4)
         try await withTimeout(5) { while relay.count != 0 { try await Task.sleep(nanoseconds: 5_000_000) } }

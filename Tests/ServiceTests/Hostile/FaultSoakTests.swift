@@ -115,11 +115,12 @@ struct FaultSoakTests {
 
     struct RoundFailure: Error, CustomStringConvertible { var description: String }
 
+    static func check(_ condition: Bool, _ message: @autoclosure () -> String) throws {
+        if !condition { throw RoundFailure(description: message()) }
+    }
+
     /// One round: fault armed, download requested, callers dropping out, outcome checked.
     static func run(_ round: SoakRound, origin: TestOrigin, service: ServiceProcess) async throws {
-        func check(_ condition: Bool, _ message: @autoclosure () -> String) throws {
-            if !condition { throw RoundFailure(description: message()) }
-        }
         let path = "/soak/\(round.index)-\(seed).bin"
         origin.addResource(path: path, size: round.size)
         switch round.fault {
@@ -136,7 +137,19 @@ struct FaultSoakTests {
         let created = try await client.ask(origin.url(path))
         try check(created.status == 202, "POST answered \(created.status): \(created.text)")
         guard let id = created.string("id") else { throw RoundFailure(description: "no id in \(created.text)") }
+        do {
+            try await follow(round, id: id, path: path, origin: origin, service: service)
+        } catch {
+            // The service's log lines of this download (its requests, with why a response was cut).
+            throw RoundFailure(description: "\(error); service log:\n  "
+                               + service.logLines(containing: id).joined(separator: "\n  "))
+        }
+    }
 
+    /// The rest of a round once download `id` exists: callers dropping out, the outcome checked.
+    static func follow(_ round: SoakRound, id: String, path: String, origin: TestOrigin,
+                       service: ServiceProcess) async throws {
+        let client = service.client
         if round.dropsProgressStream {
             let (head, stream) = try await client.openStream("/downloads/\(id)/progress")
             try check(head.status == 200, "progress answered \(head.status)")

@@ -76,19 +76,21 @@ import Testing
             return StateBatch(upserts: ids.sorted().map { StateFixture.download($0, .paused) })
         }
         let returned = Mutex(0)
+        // A generous timeout: in a loaded parallel run this test's own steps can stall for seconds
+        // (10 s once made all five time out before the test let the first commit end).
         let publish: @Sendable () -> Bool = {
             defer { returned.withLock { $0 += 1 } }
-            return writer.publish(timeout: 10)
+            return writer.publish(timeout: 40)
         }
         let first = Task { try await onThread(publish) }  // Threads: publish blocks.
-        #expect(store.entered.wait(timeout: .now() + 5) == .success, "the first commit began")
+        #expect(store.entered.wait(timeout: .now() + 20) == .success, "the first commit began")
         pending.withLock { $0 = ["b", "c"] }
         let later = (0..<5).map { _ in Task { try await onThread(publish) } }
         try await Task.sleep(for: .milliseconds(50))
         #expect(returned.withLock { $0 } == 0, "nobody returns before its commit ended")
         store.gate.signal()  // The first commit ends; the next takes b and c for all five.
         #expect(try await first.value)
-        #expect(store.entered.wait(timeout: .now() + 5) == .success, "the shared commit began")
+        #expect(store.entered.wait(timeout: .now() + 20) == .success, "the shared commit began")
         try await Task.sleep(for: .milliseconds(50))
         #expect(returned.withLock { $0 } == 1, "the five wait for the commit that holds b and c")
         store.gate.signal()

@@ -53,6 +53,12 @@ final class ServiceProcess: @unchecked Sendable {
         self.port = port
     }
 
+    /// The last `limit` log lines that contain `fragment` (a download's id, say): what a failing
+    /// check prints so a CI log tells the service's side of the story.
+    func logLines(containing fragment: String, limit: Int = 12) -> [String] {
+        Array(log.lines.filter { $0.contains(fragment) }.suffix(limit))
+    }
+
     /// `init` off the cooperative pool (it waits for the child's first log line).
     static func start(root: URL? = nil, arguments: [String] = [], environment: [String: String] = [:],
                       launcher: [String] = []) async throws -> ServiceProcess {
