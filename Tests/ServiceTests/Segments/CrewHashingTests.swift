@@ -44,7 +44,7 @@ import Testing
 
     static func buffer(_ bytes: [UInt8]) -> UnsafeMutableRawBufferPointer {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes.count, alignment: 16)
-        buffer.copyMemory(from: UnsafeRawBufferPointer(start: bytes, count: bytes.count))
+        bytes.withUnsafeBytes { buffer.copyMemory(from: $0) }
         return buffer
     }
 
