@@ -83,14 +83,14 @@ import Testing
             return writer.publish(timeout: 40)
         }
         let first = Task { try await onThread(publish) }  // Threads: publish blocks.
-        #expect(store.entered.wait(timeout: .now() + 20) == .success, "the first commit began")
+        #expect(try await onThread { store.entered.wait(timeout: .now() + 20) } == .success, "the first commit began")
         pending.withLock { $0 = ["b", "c"] }
         let later = (0..<5).map { _ in Task { try await onThread(publish) } }
         try await Task.sleep(for: .milliseconds(50))
         #expect(returned.withLock { $0 } == 0, "nobody returns before its commit ended")
         store.gate.signal()  // The first commit ends; the next takes b and c for all five.
         #expect(try await first.value)
-        #expect(store.entered.wait(timeout: .now() + 20) == .success, "the shared commit began")
+        #expect(try await onThread { store.entered.wait(timeout: .now() + 20) } == .success, "the shared commit began")
         try await Task.sleep(for: .milliseconds(50))
         #expect(returned.withLock { $0 } == 1, "the five wait for the commit that holds b and c")
         store.gate.signal()
