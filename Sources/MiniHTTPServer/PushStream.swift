@@ -73,6 +73,9 @@ public final class PushStream: @unchecked Sendable {
     private let drainAwaited = Atomic<Bool>(false)
     /// `produce` is on the stack (no re-entry).
     var producing = false
+    /// `abortAfterQueued` was called: nothing more is queued, and the connection closes once what
+    /// is queued went out (the access log's reason).
+    private(set) var pendingAbort: String?
     private let wakeScheduled = Atomic<Bool>(false)
 
     init(connection: Connection, sequence: UInt64, source: any PushSource, length: Int64?, chunked: Bool) {
@@ -129,7 +132,7 @@ public final class PushStream: @unchecked Sendable {
 
     /// Ends the body after what is queued (a length-framed body that is short is aborted instead).
     public func finish() {
-        guard !isEnded, let connection, !connection.isClosed else { return }
+        guard !isEnded, pendingAbort == nil, let connection, !connection.isClosed else { return }
         isEnded = true
         if let length, queuedBytes != length {
             connection.close(because: "the body ended after \(queuedBytes) of its \(length) bytes")
@@ -144,6 +147,15 @@ public final class PushStream: @unchecked Sendable {
         guard !isEnded else { return }
         isEnded = true
         connection?.close(because: reason())
+    }
+
+    /// Ends the response abruptly once what is already queued went out: the client gets those
+    /// bytes, then a truncated body. Nothing more can be queued; `abort` still closes at once (say,
+    /// when the queued ranges' file is about to change). Bounded by the server's write timeout.
+    public func abortAfterQueued(_ reason: @autoclosure () -> String) {
+        guard !isEnded, pendingAbort == nil, let connection, !connection.isClosed else { return }
+        pendingAbort = reason()
+        connection.abortPushIfDrained(self)
     }
 
     /// Writes `bytes` whenever the stream has been quiet for `seconds` (chunked or close-delimited
@@ -177,7 +189,7 @@ public final class PushStream: @unchecked Sendable {
 
     /// The connection, when `count` more body bytes may be queued (else the response is aborted).
     private func live(adding count: Int64) -> Connection? {
-        guard !isEnded, let connection, !connection.isClosed else { return nil }
+        guard !isEnded, pendingAbort == nil, let connection, !connection.isClosed else { return nil }
         if let length, queuedBytes + count > length {
             abort("the body's source gave more than its \(length) bytes")
             return nil

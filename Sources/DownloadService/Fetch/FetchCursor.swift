@@ -6,14 +6,18 @@ import DownloaderEngine
 /// Bytes of one version only: when the version changes the response is aborted (never spliced).
 /// With the size known, the file's last byte waits for the verdict (verified and durable); a
 /// failure then aborts one byte short: the bytes of this version already in the file go out
-/// first (the verdict may come right after the last of them lands), never the last byte. With the
+/// first (the verdict may come right after the last of them lands; those queued for a client
+/// that is behind are sent before the connection closes), never the last byte. With the
 /// size unknown, the end of the chunked body is the verdict.
 struct FetchCursor: Equatable {
     enum Step: Equatable {
         /// Send bytes `from..<to` of the file.
         case send(from: Int64, to: Int64)
         case finish
+        /// End the response at once: its queued ranges may no longer hold this version's bytes.
         case abort(String)
+        /// End the response once what is queued went out (this version's bytes, short of the end).
+        case fail(String)
         /// Nothing to send yet.
         case wait
     }
@@ -35,7 +39,7 @@ struct FetchCursor: Equatable {
         case .failed(let failure, _):
             let upTo = sendable(tail)
             if upTo > next { return .send(from: next, to: upTo) }
-            return .abort("the download failed: \(failure.code.rawValue)")
+            return .fail("the download failed: \(failure.code.rawValue)")
         case .completed:
             let size = tail.total ?? tail.available
             if let end = plan.end, end >= size { return .abort("the range ends beyond the file") }

@@ -72,6 +72,9 @@ final class FetchStream: PushSource, @unchecked Sendable {
             case .abort(let why):
                 stream.abort("/fetch: \(why)")
                 return
+            case .fail(let why):
+                stream.abortAfterQueued("/fetch: \(why)")
+                return
             case .wait:
                 return
             }

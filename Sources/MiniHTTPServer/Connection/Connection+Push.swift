@@ -38,6 +38,13 @@ extension Connection {
         flush()
     }
 
+    /// A push stream to be aborted after its queued output (`abortAfterQueued`) is aborted once the
+    /// queue is empty.
+    func abortPushIfDrained(_ stream: PushStream) {
+        guard let reason = stream.pendingAbort, writes.isEmpty, push === stream else { return }
+        stream.abort(reason)
+    }
+
     /// The connection closed with a push stream still open: its source hears it once.
     func endPushOnClose() {
         guard let stream = push else { return }

@@ -98,6 +98,8 @@ extension Connection {
             push.awaitingDrain = false
             producePush(push)
         }
+        if let push { abortPushIfDrained(push) }
+        if isClosed { return }
         if writes.isEmpty, response?.complete == true {
             finishResponse()
             return

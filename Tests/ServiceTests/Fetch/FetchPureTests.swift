@@ -148,9 +148,9 @@ import Testing
         #expect(cursor.step(Self.tail(.failed(failure, stalled: false), available: 100, total: 100)) == .send(from: 0, to: 99))
         cursor.sent(upTo: 99)
         #expect(cursor.step(Self.tail(.failed(failure, stalled: false), available: 100, total: 100))
-                == .abort("the download failed: checksum_mismatch"))
+                == .fail("the download failed: checksum_mismatch"))
         #expect(FetchCursor(Self.plan(end: 99, total: 100)).step(Self.tail(.failed(failure, stalled: false), available: 0, total: 100))
-                == .abort("the download failed: checksum_mismatch"))
+                == .fail("the download failed: checksum_mismatch"))
         #expect(cursor.step(Self.tail(.flowing, available: 10, total: 100, generation: 4)) == .abort("the file changed at the origin"))
     }
 
