@@ -36,7 +36,11 @@ let package = Package(
             name: "ServiceTests",
             dependencies: ["Basics", "MiniHTTPServer", "DownloaderEngine", "DownloadService", "CLinux"],
             // State areas written by earlier releases (read through #filePath).
-            exclude: ["Fixtures"]
+            exclude: ["Fixtures"],
+            // Optimized even in debug builds: the tests' own byte work (bodies made and compared,
+            // megabytes per test) ran unoptimized on the two-thread cooperative pool that every
+            // concurrently running test shares, stalling the others for tens of seconds.
+            swiftSettings: [.unsafeFlags(["-O"])]
         ),
     ],
     swiftLanguageModes: [.v6]
