@@ -3,7 +3,10 @@
 /// caps each connection; on an origin that does not, they split the same bandwidth and CPU and cost
 /// ranged requests and a read-back of every piece after the prefix (measured on loopback: four
 /// connections at 0.6–0.8× of one). So the download starts alone, its first connection running on
-/// through the pieces nobody has; after `window` seconds one more connection (the probe) opens;
+/// through the pieces nobody has; its rate alone is measured over `window` seconds after a first
+/// `window` of warm-up (measured from its first bytes, one connection on an uncapped loopback
+/// origin read 475 MB/s against the ~800 it keeps later, so a probe beside it "gained" 1.8× and
+/// all four opened); then one more connection (the probe) opens;
 /// when the bytes per second over both, during `window` seconds from the probe's first body byte,
 /// are at least `gain` times what the first connection did alone, every granted connection opens,
 /// else the download stays on one (the probe finishes its piece and takes no other). While it
@@ -24,8 +27,11 @@ struct ConnectionProbe: Equatable, Sendable {
     static let retryWindows = 4.0
 
     enum Phase: Equatable, Sendable {
-        /// One connection; measuring from `since` (nil until the first bytes).
-        case alone(since: Double?, written: Int64)
+        /// One connection warming up from its first bytes at `since` (nil until they come):
+        /// nothing is measured.
+        case warming(since: Double?)
+        /// One connection; measuring from `since`.
+        case alone(since: Double, written: Int64)
         /// The probe is open; its bytes have not arrived yet. `rate`: bytes/s of the first alone.
         case opened(rate: Double)
         /// Both run; measuring from `since`.
@@ -63,7 +69,7 @@ struct ConnectionProbe: Equatable, Sendable {
 
     init(window: Double) {
         self.window = max(0, window)
-        phase = self.window > 0 ? .alone(since: nil, written: 0) : .decided(split: true)
+        phase = self.window > 0 ? .warming(since: nil) : .decided(split: true)
     }
 
     /// The probe is open and its window not over.
@@ -77,7 +83,7 @@ struct ConnectionProbe: Equatable, Sendable {
     /// Connections the download may have open now (`granted`: the most it may ever have).
     func allowed(granted: Int) -> Int {
         switch phase {
-        case .alone: return 1
+        case .warming, .alone: return 1
         case .opened, .probing: return min(2, granted)
         case .decided(let split): return split ? granted : 1
         }
@@ -87,11 +93,14 @@ struct ConnectionProbe: Equatable, Sendable {
     /// the bytes the download still needs.
     mutating func observe(written: Int64, at now: Double, remaining: Int64 = .max) -> Step {
         switch phase {
-        case .alone(let since, let start):
+        case .warming(let since):
             guard let since else {
-                phase = .alone(since: now, written: written)
+                phase = .warming(since: now)
                 return .none
             }
+            if now - since >= window { phase = .alone(since: now, written: written) }
+            return .none
+        case .alone(let since, let start):
             guard now - since >= window else { return .none }
             phase = .opened(rate: Double(written - start) / (now - since))
             return .openProbe
@@ -113,7 +122,7 @@ struct ConnectionProbe: Equatable, Sendable {
             if Double(remaining) < rateAlone * window * Self.retryWindows {
                 retryAt = .infinity  // Too little left for more connections to pay: never again.
             } else {
-                phase = .alone(since: now, written: written)  // Measure again.
+                phase = .alone(since: now, written: written)  // Measure again (warm by now).
             }
             return .none
         case .opened:

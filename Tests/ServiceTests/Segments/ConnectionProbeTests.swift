@@ -5,12 +5,17 @@ import Testing
 @Suite struct ConnectionProbeTests {
     static let mb: Int64 = 1_000_000
 
-    @Test func aloneForTheWindowThenOneProbe() {
+    @Test func aloneForTheWindowAfterAWarmUpThenOneProbe() {
         var probe = ConnectionProbe(window: 0.25)
         #expect(probe.allowed(granted: 4) == 1)
-        #expect(probe.observe(written: 0, at: 10) == .none)  // The first bytes start the measure.
-        #expect(probe.observe(written: 10 * Self.mb, at: 10.2) == .none)
-        #expect(probe.observe(written: 12 * Self.mb, at: 10.25) == .openProbe)  // 48 MB/s alone.
+        #expect(probe.observe(written: 0, at: 10) == .none)  // The first bytes start the warm-up…
+        #expect(probe.phase == .warming(since: 10))
+        #expect(probe.observe(written: 1 * Self.mb, at: 10.2) == .none)
+        #expect(probe.observe(written: 2 * Self.mb, at: 10.25) == .none)  // …a window later, the measure.
+        #expect(probe.phase == .alone(since: 10.25, written: 2 * Self.mb))
+        #expect(probe.allowed(granted: 4) == 1)
+        #expect(probe.observe(written: 12 * Self.mb, at: 10.45) == .none)
+        #expect(probe.observe(written: 14 * Self.mb, at: 10.5) == .openProbe)  // 48 MB/s alone.
         #expect(probe.allowed(granted: 4) == 2)
         #expect(probe.measuring)
         // Until the probe's first bytes nothing is measured, however long that takes.
@@ -27,6 +32,18 @@ import Testing
         #expect(probe.verdict == .init(split: true, alone: 50e6, probed: 100e6) && probe.decisions == 1)
         #expect(probe.allowed(granted: 4) == 4)
         #expect(!probe.measuring)
+    }
+
+    /// A connection slow in its first window (measured here on loopback: 475 MB/s, then ~800):
+    /// its rate alone is taken after it, so a probe that brings nothing more is refused.
+    @Test func theWarmUpIsNotTakenForTheRateAlone() {
+        var probe = ConnectionProbe(window: 0.25)
+        _ = probe.observe(written: 0, at: 10)
+        #expect(probe.observe(written: 119 * Self.mb, at: 10.25) == .none)  // 475 MB/s: warming.
+        #expect(probe.observe(written: 319 * Self.mb, at: 10.5) == .openProbe)  // 800 MB/s alone.
+        probe.probeBegan(written: 320 * Self.mb, at: 10.5)
+        #expect(probe.observe(written: 530 * Self.mb, at: 10.75) == .none)  // 840 MB/s with both.
+        #expect(probe.phase == .decided(split: false))
     }
 
     /// An origin (or a CPU) that one connection already saturates: two bring no more, one stays.
@@ -90,7 +107,8 @@ import Testing
     /// A probe measuring from `t = 20` with 100 MB written, after `rateAlone` MB/s alone.
     static func probing(rateAlone: Double) -> ConnectionProbe {
         var probe = ConnectionProbe(window: 0.25)
-        _ = probe.observe(written: 0, at: 10)
+        _ = probe.observe(written: 0, at: 9.75)
+        _ = probe.observe(written: 0, at: 10)  // warmed up
         #expect(probe.observe(written: Int64(rateAlone * 0.25 * 1e6), at: 10.25) == .openProbe)
         probe.probeBegan(written: 100 * mb, at: 20)
         return probe

@@ -110,7 +110,8 @@ import Testing
         var roster = Self.roster(probe: 0.25)
         #expect(roster.open() == [])
         roster.pieces.advance(0, to: 2)
-        #expect(roster.probeStep(10) == [])  // The measure starts.
+        #expect(roster.probeStep(9.75) == [])  // The warm-up starts…
+        #expect(roster.probeStep(10) == [])  // …and the measure after it.
         roster.pieces.advance(0, to: 7)
         #expect(roster.probeStep(10.25) == [4])  // 20 bytes/s alone; the probe takes the last piece.
         #expect(roster.takeVerdict() == nil)
