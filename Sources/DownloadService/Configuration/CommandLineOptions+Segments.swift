@@ -14,7 +14,7 @@ extension CommandLineOptions {
             c.maxConnectionsPerDownload = n
         },
         Option(flag: "--segment-probe-seconds", metavar: "SEC",
-               help: "a segmented download runs this long on one connection, then a second one probes whether more connections bring more (default 0.25; 0: all at once)") { c, v throws(ParseError) in
+               help: "a segmented download runs twice this long on one connection (warm-up, then its rate alone), then a second one probes whether more connections bring more (default 0.25; 0: all at once)") { c, v throws(ParseError) in
             c.segmentProbeSeconds = try seconds(v, "--segment-probe-seconds", within: 0...60)
         },
     ]
