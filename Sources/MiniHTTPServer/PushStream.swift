@@ -108,9 +108,10 @@ public final class PushStream: @unchecked Sendable {
         loop.execute(body)
     }
 
-    /// Queued output is below the high watermark: more can be queued without growing memory much.
+    /// Queued output is below the high watermark: more can be queued without growing memory much
+    /// (false once the stream ended or an abort is pending: nothing more can be queued).
     public var hasRoom: Bool {
-        guard let connection, !connection.isClosed else { return false }
+        guard !isEnded, pendingAbort == nil, let connection, !connection.isClosed else { return false }
         return !connection.writes.isAboveHighWatermark
     }
 

@@ -122,6 +122,14 @@ final class FetchStream: PushSource, @unchecked Sendable {
         return paths
     }
 
+    /// No more bytes will land for this response: its download completed or failed.
+    static func awaitsNothing(_ tail: TailState) -> Bool {
+        switch tail.phase {
+        case .completed, .failed: return true
+        default: return false
+        }
+    }
+
     /// Bytes of the same version, still landing: nothing a reader behind its client must act on now.
     static func onlyMoreBytes(_ tail: TailState, generation: UInt64) -> Bool {
         tail.generation == generation && tail.phase == .flowing
@@ -129,14 +137,15 @@ final class FetchStream: PushSource, @unchecked Sendable {
 
     /// Every second: a response whose download got no new byte for `patience` seconds is aborted
     /// (bytes landing count even while the client is behind and they wait in the file). A
-    /// completed download awaits nothing: what is left is sent at the client's pace (a client
-    /// that takes nothing at all meets the server's write timeout).
+    /// completed or failed download awaits nothing: what is left (of a failed one, what was queued
+    /// before its abort) is sent at the client's pace (a client that takes nothing at all meets the
+    /// server's write timeout).
     private func checkPatience(_ stream: PushStream) {
         stream.after(1) { [weak self, weak stream] in
             guard let self, let stream else { return }
             let tail = self.reader.state
             let available = tail.available
-            if tail.phase == .completed || available != self.lastAvailable {
+            if Self.awaitsNothing(tail) || available != self.lastAvailable {
                 self.lastAvailable = available
                 self.lastProgress = stream.loopSeconds
             }

@@ -38,11 +38,15 @@ extension Connection {
         flush()
     }
 
-    /// A push stream to be aborted after its queued output (`abortAfterQueued`) is aborted once the
-    /// queue is empty.
+    /// A push stream to be aborted after its queued output (`abortAfterQueued`) ends once the queue
+    /// is empty: everything is with the kernel then, so the connection ends as a refused request's
+    /// does (`lingeringClose`: a FIN after those bytes, not a reset that would drop them when the
+    /// client had sent more). The access log gives the reason.
     func abortPushIfDrained(_ stream: PushStream) {
-        guard let reason = stream.pendingAbort, writes.isEmpty, push === stream else { return }
-        stream.abort(reason)
+        guard let reason = stream.pendingAbort, writes.isEmpty, push === stream, !stream.isEnded else { return }
+        stream.markEnded()
+        if let progress = response, progress.abortReason == nil { progress.abortReason = reason }
+        lingeringClose()
     }
 
     /// The connection closed with a push stream still open: its source hears it once.

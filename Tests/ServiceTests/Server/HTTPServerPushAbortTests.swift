@@ -19,6 +19,8 @@ struct HTTPServerPushAbortTests {
         private var now = false
         let attached = OneShot<Bool>()
         let ended = OneShot<Bool>()
+        /// Bytes were still queued (not yet taken by the socket) when the abort was asked.
+        let queuedAtAbort = OneShot<Bool>()
 
         init(file: ReadableFile, queued: Int64) {
             self.file = file
@@ -37,8 +39,10 @@ struct HTTPServerPushAbortTests {
             }
             if first {
                 stream.send(file, from: 0, to: queued)
+                queuedAtAbort.set(stream.connection?.writes.isEmpty == false)
                 stream.abortAfterQueued("ended short (test)")
                 stream.write([1, 2, 3])  // refused: nothing joins the queue after the abort was asked
+                #expect(!stream.hasRoom)
                 attached.set(true)
             } else if lock.withLock({ now }) {
                 stream.abort("ended at once (test)")
@@ -73,6 +77,7 @@ struct HTTPServerPushAbortTests {
             defer { client.close() }
             try await client.send(get("/short"))
             _ = try await source.attached.value()
+            #expect(try await source.queuedAtAbort.value(), "the socket took every byte: nothing tested")
             let head = try await client.readResponseHead()
             #expect(head.status == 200 && head.header("Content-Length") == "\(2 * Self.size)")
             let body = try await client.readToEnd()
@@ -87,6 +92,7 @@ struct HTTPServerPushAbortTests {
             defer { client.close() }
             try await client.send(get("/short"))
             _ = try await source.attached.value()
+            #expect(try await source.queuedAtAbort.value(), "the socket took every byte: nothing tested")
             source.abortNow()
             #expect(try await source.ended.value() == false)
             _ = try await client.readResponseHead()
