@@ -11,8 +11,9 @@ struct ClusterSegmentsLiveTests {
     static let piece: Int64 = 256 << 10
 
     /// A replica allowing `connections` per download, in pieces of `piece` bytes, all opened at once.
-    static func replica(_ owner: String, database: String, shared: URL, connections: Int) throws -> DownloadEngine {
-        try ClusterLeaseLiveTests.replica(owner, database: database, shared: shared) {
+    static func replica(_ owner: String, database: String, shared: URL, connections: Int,
+                        ttl: Double = ClusterLeaseLiveTests.ttl) throws -> DownloadEngine {
+        try ClusterLeaseLiveTests.replica(owner, database: database, shared: shared, ttl: ttl) {
             $0.maxConnectionsPerDownload = connections
             $0.minimumSegmentBytes = piece
             $0.segmentProbeSeconds = 0
@@ -44,8 +45,10 @@ struct ClusterSegmentsLiveTests {
             defer { origin.stop() }
             let shared = ClusterLeaseLiveTests.sharedDirectory()
             defer { try? FileManager.default.removeItem(at: shared) }
-            let a = try Self.replica("a", database: database, shared: shared, connections: 4)
-            let b = try Self.replica("b", database: database, shared: shared, connections: 4)
+            // A lease of 3 s: b takes over 2-4 s after a stops renewing, well after the frozen state
+            // and the GET count are read (with 1 s, a loaded run read them after b's resuming GETs).
+            let a = try Self.replica("a", database: database, shared: shared, connections: 4, ttl: 3)
+            let b = try Self.replica("b", database: database, shared: shared, connections: 4, ttl: 3)
             defer { ClusterLeaseLiveTests.shutdown([a, b]) }
             let id = try a.request(DownloadRequest(url: origin.url, connections: 4)).snapshot.id
             // Mid-way: the prefix and a later piece both partly durable in the row.
@@ -56,10 +59,12 @@ struct ClusterSegmentsLiveTests {
             }
             c.expect(midway, "segments are under way on a")
             a.core.clusterAbandonForTests()
+            let abandoned = Date()
             usleep(300_000)  // A commit already on its way lands; a writes nothing more.
             let frozen = try c.require(Self.segments(of: id, database))
             let durable = try c.require(ClusterLeaseLiveTests.leaseRow(database)).durable
             let before = origin.requests(path: "/file").filter { $0.method == "GET" }.count
+            c.expect(b.statistics.cluster?.takeovers == 0, "b took over only after the state was read (\(Date().timeIntervalSince(abandoned)) s after a stopped)")
             try c.expect(try ClusterLeaseLiveTests.wait(30) { try ClusterLeaseLiveTests.state(of: id, database) == "completed" },
                          "the download completes on b")
             c.expect(b.statistics.cluster?.takeovers == 1)
@@ -112,9 +117,9 @@ struct ClusterSegmentsLiveTests {
             let written = crew.table[1]
             c.expect(written.next < written.end, "the second piece stopped where it stood, not at its end (\(written.end)): \(written.next)")
             let partial = a.core.store.partialDirectory + "/" + EpochFiles.partial(id: id, epoch: 1)
-            usleep(300_000)  // Whatever was in flight settles.
-            let bytes = FileManager.default.contents(atPath: partial)
-            let row = try Self.segments(of: id, database)
+            // Whatever was in flight settles (a write or commit begun before the deadline may land).
+            let bytes = ClusterLeaseLiveTests.settled { FileManager.default.contents(atPath: partial) }
+            let row = try ClusterLeaseLiveTests.settled { try Self.segments(of: id, database) }
             usleep(1_000_000)
             c.expect(FileManager.default.contents(atPath: partial) == bytes, "the partial does not change")
             try c.expect(try Self.segments(of: id, database) == row, "the row does not change")
