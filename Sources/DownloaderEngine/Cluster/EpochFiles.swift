@@ -57,15 +57,19 @@ enum EpochFiles {
 
     /// What a new epoch resumes from once `copied` (the ranges the seeding actually copied, maybe
     /// fewer or shorter than asked when the previous file was short or missing) are in its partial:
-    /// the prefix's kept bytes (at most `durableOffset`) and the segments with each `next` cut back
-    /// to what was copied (nil when there are none to resume: no segments, or no prefix kept).
+    /// the prefix's kept bytes (at most `durableOffset`) and the segments, each resuming where the
+    /// copied range holding its start ends (nil when there are none to resume: no segments, or no
+    /// prefix kept).
     static func seeded(durableOffset: Int64, segments: [Segment]?, copied: [Range<Int64>]) -> (kept: Int64, segments: [Segment]?) {
         let kept = min(durableOffset, copied.first { $0.lowerBound == 0 }?.upperBound ?? 0)
         guard var table = segments, table.count >= 2, kept > 0 else { return (kept, nil) }
         for index in table.indices.dropFirst() {
             let segment = table[index]
+            // Every copied byte is durable and of this version, also where the table is older than
+            // the prefix's durable offset (a prefix that absorbed pieces the table still shows
+            // untouched): a piece resumes where the copied range holding its start ends.
             let held = copied.first { $0.lowerBound <= segment.start && segment.start < $0.upperBound }
-            table[index].next = held.map { min(segment.next, $0.upperBound) } ?? segment.start
+            table[index].next = held.map { min(segment.end, $0.upperBound) } ?? segment.start
         }
         table[0].next = min(table[0].end, max(table[0].start, kept))
         return (kept, table)

@@ -114,6 +114,9 @@ import Testing
         (60, "0-100-80;100-200-130", [], 0, nil),
         (4096, nil, [0..<4096], 4096, nil),
         (150, "0-100-100;100-200-150;200-300-210", [0..<150, 200..<210], 150, "0-100-100;100-200-150;200-300-210"),
+        // The table older than the lease's durable offset: the prefix absorbed pieces the table shows
+        // untouched. Nothing durable is fetched again (a live takeover asked piece 1 from its start).
+        (250, "0-100-100;100-200-100;200-300-200;300-400-300", [0..<250], 250, "0-100-100;100-200-200;200-300-250;300-400-300"),
     ] as [(Int64, String?, [Range<Int64>], Int64, String?)])
     func aSeededEpochResumesWhatWasCopied(durable: Int64, segments: String?, copied: [Range<Int64>], kept: Int64, resumed: String?) {
         let seeded = EpochFiles.seeded(durableOffset: durable, segments: segments.flatMap(SegmentJournal.segments), copied: copied)
