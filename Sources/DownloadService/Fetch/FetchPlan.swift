@@ -49,7 +49,11 @@ enum FetchPlan: Equatable {
     static func decide(id: String, tail: TailState, awaitingHead: Bool, range: String?, ifRange: String?,
                        changedRecently: Bool) -> FetchPlan {
         switch tail.phase {
-        case .completed: return .serveStored
+        case .completed:
+            // A bare Range on a file that changed lately is refused also once the new version is
+            // stored: the client's bytes may be the old version's (a retrying wget would splice).
+            if ByteRangeRequest.parse(range) != .whole, ifRange == nil, changedRecently { return .refuse(.changed) }
+            return .serveStored
         case .removed: return .removed
         case .failed(let failure, let stalled): return .fail(status: stalled ? 504 : 502, failure)
         case .waiting: return .wait

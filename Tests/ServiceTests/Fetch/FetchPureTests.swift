@@ -79,6 +79,10 @@ import Testing
 
     static let rows: [Row] = [
         Row(name: "completed: the stored file", tail: tail(.completed), plan: .serveStored),
+        Row(name: "completed, bare Range on a file that changed lately: 409", tail: tail(.completed), range: "bytes=10-",
+            changed: true, plan: .refuse(.changed)),
+        Row(name: "completed, If-Range on a file that changed lately: the stored file decides", tail: tail(.completed),
+            range: "bytes=10-", ifRange: "\"v1\"", changed: true, plan: .serveStored),
         Row(name: "failed before the head: 502", tail: tail(.failed(notFound, stalled: false)), plan: .fail(status: 502, notFound)),
         Row(name: "stalled: 504", tail: tail(.failed(notFound, stalled: true)), plan: .fail(status: 504, notFound)),
         Row(name: "no head yet", tail: tail(.waiting), plan: .wait),
