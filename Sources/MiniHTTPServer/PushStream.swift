@@ -111,8 +111,14 @@ public final class PushStream: @unchecked Sendable {
     /// Queued output is below the high watermark: more can be queued without growing memory much
     /// (false once the stream ended or an abort is pending: nothing more can be queued).
     public var hasRoom: Bool {
-        guard !isEnded, pendingAbort == nil, let connection, !connection.isClosed else { return false }
+        guard let connection = open else { return false }
         return !connection.writes.isAboveHighWatermark
+    }
+
+    /// The connection, while more can be queued on it (not ended, no abort pending, not closed).
+    private var open: Connection? {
+        guard !isEnded, pendingAbort == nil, let connection, !connection.isClosed else { return nil }
+        return connection
     }
 
     /// Queues `bytes`.
@@ -133,7 +139,7 @@ public final class PushStream: @unchecked Sendable {
 
     /// Ends the body after what is queued (a length-framed body that is short is aborted instead).
     public func finish() {
-        guard !isEnded, pendingAbort == nil, let connection, !connection.isClosed else { return }
+        guard let connection = open else { return }
         isEnded = true
         if let length, queuedBytes != length {
             connection.close(because: "the body ended after \(queuedBytes) of its \(length) bytes")
@@ -154,7 +160,7 @@ public final class PushStream: @unchecked Sendable {
     /// bytes, then a truncated body. Nothing more can be queued; `abort` still closes at once (say,
     /// when the queued ranges' file is about to change). Bounded by the server's write timeout.
     public func abortAfterQueued(_ reason: @autoclosure () -> String) {
-        guard !isEnded, pendingAbort == nil, let connection, !connection.isClosed else { return }
+        guard let connection = open else { return }
         pendingAbort = reason()
         connection.abortPushIfDrained(self)
     }
@@ -190,7 +196,7 @@ public final class PushStream: @unchecked Sendable {
 
     /// The connection, when `count` more body bytes may be queued (else the response is aborted).
     private func live(adding count: Int64) -> Connection? {
-        guard !isEnded, pendingAbort == nil, let connection, !connection.isClosed else { return nil }
+        guard let connection = open else { return nil }
         if let length, queuedBytes + count > length {
             abort("the body's source gave more than its \(length) bytes")
             return nil

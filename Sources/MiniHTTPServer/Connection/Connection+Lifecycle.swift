@@ -104,8 +104,13 @@ extension Connection {
 
     /// Closes; a response in progress is cut short, and the access log says why.
     func close(because reason: @autoclosure () -> String) {
-        if !isClosed, let progress = response, progress.abortReason == nil { progress.abortReason = reason() }
+        noteAbort(reason())
         close()
+    }
+
+    /// The access log's reason for cutting the response in progress short (the first one given).
+    func noteAbort(_ reason: @autoclosure () -> String) {
+        if !isClosed, let progress = response, progress.abortReason == nil { progress.abortReason = reason() }
     }
 
     func close() {

@@ -45,7 +45,7 @@ extension Connection {
     func abortPushIfDrained(_ stream: PushStream) {
         guard let reason = stream.pendingAbort, writes.isEmpty, push === stream, !stream.isEnded else { return }
         stream.markEnded()
-        if let progress = response, progress.abortReason == nil { progress.abortReason = reason }
+        noteAbort(reason)
         lingeringClose()
     }
 

@@ -19,7 +19,10 @@ struct ServiceSegmentKillTests {
     @Test func everySegmentResumesWhereItStoodAfterSIGKILLByteIdentical() async throws {
         let origin = try TestOrigin(bodySize: Self.size, path: "/seg.bin")
         defer { origin.stop() }
-        origin.update { $0.bytesPerSecond = 512 << 10 }  // 16 s for the whole file on two connections: room for a loaded machine.
+        // Both requests are held 6 MiB into their 8 MiB, so a test resumed late on a loaded machine
+        // still kills a running download (throttled alone, one found it completed).
+        origin.update { $0.bytesPerSecond = 512 << 10; $0.stallBound = 25 }
+        origin.inject(.stall(afterBodyBytes: 6 << 20), times: 2)
         let root = Durability.root("segments-kill")
         let first = try await ServiceProcess.start(root: root, arguments: Self.arguments)
         let created = try await first.client.post("/downloads", json: #"{"url":"\#(origin.url)","connections":2}"#)
@@ -38,6 +41,7 @@ struct ServiceSegmentKillTests {
         #expect(before == 2)
 
         origin.update { $0.bytesPerSecond = nil }
+        origin.clearFaults()
         let second = try await ServiceProcess.start(root: root, arguments: Self.arguments)
         let done = try await second.waitForEnd(id: id)
         #expect(done["state"] as? String == "completed", "\(done)")

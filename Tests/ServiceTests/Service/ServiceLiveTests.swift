@@ -274,14 +274,18 @@ struct ServiceLiveTests {
     @Test func aRunningDownloadCarriesOnAfterACrash() async throws {
         // The engine makes kept bytes durable (fdatasync, then journal) every 4 MiB or 1 s by
         // default, so crash after more than 2 s of transfer: what was checkpointed must not be fetched again.
+        // The origin holds the body at 12 MiB, so a test resumed late on a loaded machine still
+        // kills a running download (at 2 MiB/s alone, one resumed 4 s late found it completed).
         let origin = try TestOrigin(bodySize: 16 << 20)
         defer { origin.stop() }
-        origin.update { $0.bytesPerSecond = 2 << 20 }
+        origin.update { $0.bytesPerSecond = 2 << 20; $0.stallBound = 25 }
+        origin.inject(.stall(afterBodyBytes: 12 << 20))
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("ds-crash-\(UUID().uuidString)")
         let first = try await ServiceProcess.start(root: root, arguments: Self.allowLoopback)
         let created = try await first.client.ask(origin.url)
         let id = try #require(created.string("id"))
         _ = try await first.waitForEvent(id: id, "bytes") { ($0.json["bytesWritten"] as? Int ?? 0) > 8 << 20 }
+        #expect(try await first.client.request("GET", "/downloads/\(id)").string("state") == "downloading")
         #expect(try await first.stop(signal: SIGKILL) == SIGKILL)
 
         origin.update { $0.bytesPerSecond = nil }
