@@ -136,7 +136,10 @@ struct ClusterLeaseLiveTests {
     }
 
     @Test func aFrozenHoldersDownloadIsTakenOverFromTheDurableOffset() async throws {
-        try await Self.withReplicas { c, database, origin, a, b in
+        // Leases of 3 s: with 1 s, renewals that slipped on a loaded machine let b take the lease
+        // over before the freeze, and the offset read "when frozen" was b's own, read after it resumed.
+        let ttl = 3.0
+        try await Self.withReplicas(ttl: ttl) { c, database, origin, a, b in
             let enqueued = try a.request(DownloadRequest(url: origin.url))
             let id = enqueued.snapshot.id
             try c.expect(try Self.wait(10) { (try Self.leaseRow(database)?.durable ?? 0) >= 256 << 10 }, "a checkpoint reached the lease row")
@@ -145,8 +148,10 @@ struct ClusterLeaseLiveTests {
             c.expect(a.placement(ofID: id) == .here)
             let frozenAt = Date()
             a.core.clusterAbandonForTests()
-            let durable = try c.require(Self.leaseRow(database)).durable
-            let bound = Self.ttl + Self.ttl / 3 + 1
+            let frozen = try c.require(Self.leaseRow(database))
+            c.expect(frozen.epoch == 1 && origin.getCount() == 1, "a still held the lease when frozen: \(frozen)")
+            let durable = frozen.durable
+            let bound = ttl + ttl / 3 + 1
             c.expect(Self.wait(bound + 2) { origin.getCount() >= 2 }, "another replica resumes")
             let took = Date().timeIntervalSince(frozenAt)
             c.expect(took <= bound, "the ranged GET came \(took) s after the freeze (bound \(bound) s)")
