@@ -48,24 +48,22 @@ enum FetchPlan: Equatable {
     /// which a bare `Range` is refused.
     static func decide(id: String, tail: TailState, awaitingHead: Bool, range: String?, ifRange: String?,
                        changedRecently: Bool) -> FetchPlan {
+        var requested = ByteRangeRequest.parse(range)
+        // A bare Range on a file that changed lately is refused, streaming or stored: the client's
+        // bytes may be the old version's (a retrying wget would splice).
+        let bareRangeOnChange = requested != .whole && ifRange == nil && changedRecently
         switch tail.phase {
-        case .completed:
-            // A bare Range on a file that changed lately is refused also once the new version is
-            // stored: the client's bytes may be the old version's (a retrying wget would splice).
-            if ByteRangeRequest.parse(range) != .whole, ifRange == nil, changedRecently { return .refuse(.changed) }
-            return .serveStored
+        case .completed: return bareRangeOnChange ? .refuse(.changed) : .serveStored
         case .removed: return .removed
         case .failed(let failure, let stalled): return .fail(status: stalled ? 504 : 502, failure)
         case .waiting: return .wait
         case .flowing where awaitingHead: return .wait
         case .flowing: break
         }
+        if bareRangeOnChange { return .refuse(.changed) }
         let etag = Self.etag(id: id, tail: tail)
-        var requested = ByteRangeRequest.parse(range)
         if let ifRange, ifRange.trimmingCharacters(in: .whitespaces) != etag {
             requested = .whole  // another version: the whole current one
-        } else if requested != .whole, ifRange == nil, changedRecently {
-            return .refuse(.changed)
         }
         let whole = Streaming(status: 200, start: 0, end: tail.total.map { $0 - 1 }, total: tail.total, contentRange: nil,
                               etag: etag, generation: tail.generation)
