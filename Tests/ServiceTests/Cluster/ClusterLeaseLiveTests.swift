@@ -89,6 +89,11 @@ struct ClusterLeaseLiveTests {
             .execute("SELECT count(*) FROM leases WHERE active AND key <> $1", [ClusterJanitor.leaseKey]).scalar.flatMap { Int($0) }
     }
 
+    /// `engine` holds no lease any more, and the release reached the lease row.
+    static func letGo(_ engine: DownloadEngine, _ database: String) throws -> Bool {
+        try engine.statistics.cluster?.leasesHeld == 0 && activeLeases(database) == 0
+    }
+
     @Test func concurrentRequestsOnThreeReplicasMakeOneUpstreamGET() async throws {
         try await blocking { c in
             let database = try PostgresServer.shared.createDatabase()
@@ -226,7 +231,7 @@ struct ClusterLeaseLiveTests {
             c.expect(b.cancel(token: first.token) == nil, "the plain cancel answers as for an unknown token")
             // The last caller leaves on a: paused, final row written, released, evicted.
             c.expect(a.cancel(token: first.token)?.state == .paused)
-            try c.expect(try Self.wait(5) { try a.statistics.cluster?.leasesHeld == 0 && Self.activeLeases(database) == 0 },
+            try c.expect(try Self.wait(5) { try Self.letGo(a, database) },
                          "a lets the paused download go")
             try c.expect(try Self.state(of: id, database) == "paused")
             // A request on b adopts it and resumes from what a made durable.
@@ -237,7 +242,7 @@ struct ClusterLeaseLiveTests {
             c.expect(range.hasPrefix("bytes=") && range != "bytes=0-", "ranged: \(range)")
             // The operator pauses it on b, then resumes it on a (which adopts it; b's caller keeps it running).
             guard case .done = try b.operatorPausing(id: id) else { return c.expect(false, "b pauses") }
-            try c.expect(try Self.wait(5) { try b.statistics.cluster?.leasesHeld == 0 && Self.activeLeases(database) == 0 },
+            try c.expect(try Self.wait(5) { try Self.letGo(b, database) },
                          "b lets the held download go")
             guard case .done = try a.operatorResuming(id: id) else { return c.expect(false, "a resumes") }
             try c.expect(try Self.wait(20) { try Self.state(of: id, database) == "completed" }, "completes on a")

@@ -43,7 +43,7 @@ struct StreamHandOverLiveTests {
             c.expect(Live.wait(10) { (b.snapshot(id: id)?.bytesWritten ?? 0) >= 128 << 10 }, "b reads the heartbeat")
             let onB = try c.require(b.subscribe(id: id), "b relays it from the database")
             c.expect(a.cancel(token: first.token)?.state == .paused)
-            try c.expect(try Live.wait(5) { try a.statistics.cluster?.leasesHeld == 0 && Live.activeLeases(database) == 0 }, "a lets the paused download go")
+            try c.expect(try Live.wait(5) { try Live.letGo(a, database) }, "a lets the paused download go")
             let second = try b.request(DownloadRequest(url: origin.url))
             c.expect(second.snapshot.id == id && b.placement(ofID: id) == .here, "b holds it now")
 
