@@ -18,15 +18,31 @@ struct IPv6Tests {
     }
 
     @Test func anIPv6OriginByName() async throws {
-        // Nothing listens on 127.0.0.1 at this port: only ::1, which libcurl finds for localhost.
-        let origin = try TestOrigin(bodySize: 50_000, address: "::1")
-        defer { origin.stop() }
+        // localhost is ::1 and 127.0.0.1: the origin listens on ::1 only, and 127.0.0.1 at its port is
+        // held, bound but not listening, so libcurl's IPv4 attempt is refused instead of reaching
+        // another test's server that the kernel gave the same port number (CI saw its 404).
+        let (origin, heldIPv4) = try Self.originOnIPv6Only(bodySize: 50_000)
+        defer { origin.stop(); close(heldIPv4) }
         let engine = try EngineLiveTests.engine()
         let (_, done) = try await EngineLiveTests.fetch(engine, DownloadRequest(url: "http://localhost:\(origin.port)/file"))
         #expect(done.state == .completed, "\(String(describing: done.error))")
         #expect(try EngineLiveTests.stored(engine, done.id) == origin.expectedBody())
         #expect(origin.requests().first?.header("host") == "localhost:\(origin.port)")
         await engine.shutdown()
+    }
+
+    /// A `TestOrigin` on ::1 and a socket bound (without SO_REUSEADDR, not listening) to 127.0.0.1 at
+    /// the same port, so that no IPv4 listener can take it while the test runs. Another origin is
+    /// tried if that port is already taken on 127.0.0.1 (at most 20).
+    static func originOnIPv6Only(bodySize: Int) throws -> (TestOrigin, Int32) {
+        for _ in 0..<20 {
+            let origin = try TestOrigin(bodySize: bodySize, address: "::1")
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            if fd >= 0, OriginSocket.bind(fd, address: "127.0.0.1", port: origin.port) == 0 { return (origin, fd) }
+            if fd >= 0 { close(fd) }
+            origin.stop()
+        }
+        throw OriginError("no port free on both ::1 and 127.0.0.1 in 20 tries")
     }
 
     @Test func anIPv6OriginIsStillRefusedWithoutPrivateNetworks() async throws {
