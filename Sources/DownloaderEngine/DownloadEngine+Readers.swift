@@ -43,11 +43,19 @@ public final class DownloadReader: Sendable {
     /// What can be read now.
     public var state: TailState { tail.current }
 
-    /// `onChange` is called (on an engine thread: do little, e.g. wake a stream) whenever `state`
-    /// changes, until the reader is closed. One watcher per reader; a second call replaces the first.
+    /// `onChange` is called (on an engine thread: do little, e.g. wake a stream) after `state`
+    /// changed, until the reader is closed: after any change but new bytes, and after new bytes
+    /// when asked for (`awaitMoreBytes`). Changes close together are told once. One watcher per
+    /// reader; a second call replaces the first.
     public func watch(_ onChange: @escaping @Sendable () -> Void) {
         let id = tail.watch(onChange)
         if let previous = watcher.withLock({ w in defer { w = id }; return w }) { tail.unwatch(previous) }
+    }
+
+    /// The watcher is told when the next bytes land (once per call; for a reader that sent every
+    /// byte there was). Read `state` again after asking: bytes that landed before are not told.
+    public func awaitMoreBytes() {
+        if let id = watcher.withLock({ $0 }) { tail.awaitMoreBytes(id) }
     }
 
     /// Withdraws the reader's interest (once; later calls do nothing).

@@ -36,18 +36,15 @@ final class FetchStream: PushSource, @unchecked Sendable {
         if !watching {
             watching = true
             lastProgress = stream.loopSeconds
-            let generation = cursor.plan.generation
-            reader.watch { [weak stream, weak reader] in
-                guard let stream, let reader else { return }
-                // A client that is behind is fed again once it drained (the loop asks by itself):
-                // new bytes of the same version need no wake meanwhile, anything else (another
-                // version: abort before a queued range could be read from the rewritten file) does.
-                if stream.isWaitingForClient, Self.onlyMoreBytes(reader.state, generation: generation) { return }
-                stream.wake()
-            }
+            // Told of every change but new bytes (another version: abort before a queued range
+            // could be read from the rewritten file), and of new bytes only after asking for them
+            // (`.wait` below): a client that is behind is fed again once it drained (the loop asks
+            // by itself), and the news of every batch would only cost the thread that tells.
+            reader.watch { [weak stream] in stream?.wake() }
             checkPatience(stream)
         }
         var budget = Self.slice
+        var askedForBytes = false
         while true {
             let tail = reader.state
             switch cursor.step(tail) {
@@ -76,7 +73,11 @@ final class FetchStream: PushSource, @unchecked Sendable {
                 stream.abortAfterQueued("/fetch: \(why)")
                 return
             case .wait:
-                return
+                guard !askedForBytes else { return }
+                // Every byte there was is sent: told when more land; one more look for those
+                // that landed before asking.
+                reader.awaitMoreBytes()
+                askedForBytes = true
             }
         }
     }
@@ -128,11 +129,6 @@ final class FetchStream: PushSource, @unchecked Sendable {
         case .completed, .failed: return true
         default: return false
         }
-    }
-
-    /// Bytes of the same version, still landing: nothing a reader behind its client must act on now.
-    static func onlyMoreBytes(_ tail: TailState, generation: UInt64) -> Bool {
-        tail.generation == generation && tail.phase == .flowing
     }
 
     /// Every second: a response whose download got no new byte for `patience` seconds is aborted

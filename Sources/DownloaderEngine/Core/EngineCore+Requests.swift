@@ -127,7 +127,7 @@ extension EngineCore {
         case .reader:
             record.readers += 1
             record.attempt?.followed.store(true, ordering: .relaxed)
-            if record.tail == nil { record.tail = DownloadTail(record.tailState(partialPath: partialPath(of: record))) }
+            if record.tail == nil { record.tail = DownloadTail(record.tailState(partialPath: partialPath(of: record)), teller: tailTeller) }
         }
     }
 

@@ -24,6 +24,9 @@ final class EngineCore: @unchecked Sendable {
     let workQueue = DispatchQueue(label: "download-engine.work", attributes: .concurrent)
     /// Purge notifications, in order, off the engine's lock.
     let notifyQueue = DispatchQueue(label: "download-engine.notify")
+    /// Where streaming readers' watchers are told that their download's bytes or phase changed
+    /// (`DownloadTail`): off the threads that change them (the partial's write lane among them).
+    let tailTeller = DispatchQueue(label: "download-engine.readers")
     let subscribers: SubscriberRegistry
     /// Every download's events in one stream (`GET /events`).
     let feed: EventFeed
