@@ -7,10 +7,30 @@ enum FileHeaders {
         let ascii = String(fileName.unicodeScalars.map { s -> Character in
             (s.value >= 0x20 && s.value < 0x7F && s != "\"" && s != "\\") ? Character(s) : "_"
         })
-        var allowed = CharacterSet.alphanumerics.intersection(CharacterSet(charactersIn: Unicode.Scalar(0)..<Unicode.Scalar(0x80)))
-        allowed.insert(charactersIn: "!#$&+-.^_`|~")
-        let encoded = fileName.addingPercentEncoding(withAllowedCharacters: allowed) ?? ascii
-        return "attachment; filename=\"\(ascii)\"; filename*=UTF-8''\(encoded)"
+        return "attachment; filename=\"\(ascii)\"; filename*=UTF-8''\(percentEncoded(fileName))"
+    }
+
+    /// RFC 5987's `value-chars`: ASCII letters and digits and `attr-char`'s marks as they are, every
+    /// other UTF-8 byte as `%XX`. By hand: Foundation's `CharacterSet` work cost each `/fetch` ~9 µs.
+    static func percentEncoded(_ value: String) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(value.utf8.count)
+        let hex = Array("0123456789ABCDEF".utf8)
+        for byte in value.utf8 {
+            if byte < 0x80, isAttrChar(byte) {
+                out.append(byte)
+            } else {
+                out += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    private static func isAttrChar(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+        default: "!#$&+-.^_`|~".utf8.contains(byte)
+        }
     }
 
     /// `Repr-Digest` (RFC 9530) for a SHA-256 given in hex: `sha-256=:<base64>:`.

@@ -162,6 +162,9 @@ import Testing
     @Test func fileHeaders() {
         #expect(FileHeaders.attachment(fileName: "a b.iso") == #"attachment; filename="a b.iso"; filename*=UTF-8''a%20b.iso"#)
         #expect(FileHeaders.attachment(fileName: "ü\".txt") == #"attachment; filename="__.txt"; filename*=UTF-8''%C3%BC%22.txt"#)
+        #expect(FileHeaders.percentEncoded("Az09!#$&+-.^_`|~ %'()*/:;<=>?@[]{}\u{7f}") ==
+                "Az09!#$&+-.^_`|~%20%25%27%28%29%2A%2F%3A%3B%3C%3D%3E%3F%40%5B%5D%7B%7D%7F")
+        #expect(FileHeaders.percentEncoded("日本.iso") == "%E6%97%A5%E6%9C%AC.iso")
         let sha = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
         #expect(FileHeaders.reprDigest(sha256Hex: sha) == "sha-256=:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=:")
         #expect(FileHeaders.reprDigest(sha256Hex: "zz") == nil)
