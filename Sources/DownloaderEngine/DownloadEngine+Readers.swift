@@ -10,7 +10,7 @@ extension DownloadEngine {
         let url = try URLNormalizer.normalize(request.url, allowCredentials: configuration.allowURLCredentials).get()
         try egress.screen(url: url)
         let core = self.core
-        return try core.join(request, as: .reader) { joined in
+        return try core.join(request, url: url, as: .reader) { joined in
             let id = joined.record.id
             return DownloadReader(id: id, snapshot: joined.record.snapshot(), coalesced: joined.coalesced,
                                   tail: joined.record.tail!) { core.detachReader(id: id) }

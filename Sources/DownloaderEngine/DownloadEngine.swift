@@ -114,7 +114,7 @@ public final class DownloadEngine: Sendable {
     public func request(_ request: DownloadRequest) throws(EngineError) -> Enqueued {
         let url = try URLNormalizer.normalize(request.url, allowCredentials: configuration.allowURLCredentials).get()
         try egress.screen(url: url)
-        let enqueued = try core.request(request)
+        let enqueued = try core.request(request, url: url)
         core.clusterPublishTokens()
         return enqueued
     }
