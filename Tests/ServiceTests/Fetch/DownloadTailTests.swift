@@ -7,10 +7,7 @@ import Testing
 /// only to readers that asked for them, anything else to all; on the teller's queue, once per burst.
 @Suite struct DownloadTailTests {
     static func state(_ phase: TailState.Phase = .flowing, available: Int64 = 0, generation: UInt64 = 1, path: String = "/p") -> TailState {
-        var state = TailState()
-        state.phase = phase
-        state.available = available
-        state.generation = generation
+        var state = FetchCursorTests.tail(phase, available: available, total: nil, generation: generation)
         state.path = path
         return state
     }
