@@ -7,7 +7,18 @@ enum URLNormalizer {
     static let maxLength = 8192
 
     /// `allowCredentials`: keep `user:password@` (else such URLs fail with `urlCredentials`).
+    /// A URL the grammar accepts takes the fast path (`URLScanner`); any other goes through
+    /// Foundation's parser, which names what is wrong with it (and gives the same answer for those
+    /// the grammar accepts: `URLScannerTests`).
     static func normalize(_ raw: String, allowCredentials: Bool = false) -> Result<String, EngineError> {
+        if raw.utf8.count <= maxLength, let parts = URLScanner.scan(raw, allowingCredentials: allowCredentials) {
+            return .success(parts.normalized)
+        }
+        return normalizeWithFoundation(raw, allowCredentials: allowCredentials)
+    }
+
+    /// The same with `URLComponents` and the grammar's regular expression.
+    static func normalizeWithFoundation(_ raw: String, allowCredentials: Bool = false) -> Result<String, EngineError> {
         guard !raw.isEmpty, raw.utf8.count <= maxLength else {
             return .failure(.invalidURL("the URL is empty or longer than \(maxLength) bytes"))
         }
