@@ -130,5 +130,13 @@ import Testing
         #expect(HopTarget(url: "https://Example.COM/x") == HopTarget(host: "example.com", port: 443))
         #expect(HopTarget(url: "http://[::1]:81/") == HopTarget(host: "::1", port: 81))
         #expect(HopTarget(url: "ftp://example.com/") == nil)
+        #expect(HopTarget(url: "https://u:p@[::1]/") == HopTarget(host: "::1", port: 443))
+    }
+
+    /// The host screened is the host fetched: an IDN host in its punycode form, as the normaliser keeps it.
+    @Test func anIDNHostIsScreenedInItsPunycodeForm() throws {
+        #expect(HopTarget(url: "http://XN--bcher-kva.example:81/x") == HopTarget(host: "xn--bcher-kva.example", port: 81))
+        let rules = try Self.rules(deny: ["xn--bcher-kva.example"])
+        #expect(throws: EngineError.destinationForbidden("")) { try rules.screen(url: "http://xn--bcher-kva.example/x") }
     }
 }
