@@ -45,7 +45,7 @@ struct DownloadAPI: Sendable {
         guard let endpoint = Endpoint(path: request.path) else {
             return APIError.notFound("no resource at \(request.path)").response
         }
-        guard endpoint.allowedMethods.contains(request.method) else {
+        guard endpoint.allows(request.method) else {
             return APIError.methodNotAllowed(request.method, allow: endpoint.allowedMethods).response
         }
         if endpoint != .health, endpoint != .page, endpoint != .ready {

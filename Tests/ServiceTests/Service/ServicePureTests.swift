@@ -84,14 +84,18 @@ import Testing
         ("/healthz", Endpoint.health), ("/metrics", .metrics), ("/downloads", .downloads), ("/downloads/", .downloads),
         ("/downloads/ab12", .download("ab12")), ("/downloads/ab12/progress", .progress("ab12")),
         ("/downloads/ab12/file", .file("ab12")), ("/downloads/ab12/file/", .file("ab12")),
-        ("/", .page), ("/events", .events), ("/events/", .events),
+        ("/", .page), ("/events", .events), ("/events/", .events), ("/readyz", .ready), ("/fetch", .fetch),
+        ("/downloads/ab12/progress/", .progress("ab12")), ("/downloads/AZaz09-_", .download("AZaz09-_")),
+        ("/downloads/" + String(repeating: "a", count: 128), .download(String(repeating: "a", count: 128))),
     ])
     func recognises(path: String, endpoint: Endpoint) {
         #expect(Endpoint(path: path) == endpoint)
     }
 
     @Test(arguments: ["", "/healthz/x", "/events/x", "/events//", "/downloads/a.b", "/downloads/%2e%2e", "/downloads/x/other", "/downloads//file", "downloads",
-                       "//", "/healthz//", "/downloads/x/file/y", "/downloads/x/file/y/", "/downloads/x/file//", "/downloads/x/progress/file/x"])
+                       "//", "/healthz//", "/downloads/x/file/y", "/downloads/x/file/y/", "/downloads/x/file//", "/downloads/x/progress/file/x",
+                       "/healthzz", "/health", "/Healthz", "/downloads/ab12/fil", "/downloads/ab12/files", "/a/b/c/d/e",
+                       "/downloads/\u{e9}", "/downloads/" + String(repeating: "a", count: 129), "/fetch/x", "healthz/"])
     func rejects(path: String) {
         #expect(Endpoint(path: path) == nil)
     }
@@ -100,6 +104,13 @@ import Testing
         #expect(Endpoint.downloads.allowedMethods == ["GET", "HEAD", "POST"])
         #expect(Endpoint.download("x").allowedMethods.contains("DELETE"))
         #expect(!Endpoint.file("x").allowedMethods.contains("POST"))
+        let endpoints: [Endpoint] = [.health, .ready, .metrics, .downloads, .download("x"), .progress("x"), .file("x"),
+                                     .fetch, .events, .page]
+        for endpoint in endpoints {
+            for method in ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "get", ""] {
+                #expect(endpoint.allows(method) == endpoint.allowedMethods.contains(method), "\(endpoint) \(method)")
+            }
+        }
     }
 }
 
