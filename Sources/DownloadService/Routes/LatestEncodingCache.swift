@@ -18,7 +18,11 @@ final class LatestEncodingCache<Value: Equatable & Sendable, Encoded: Sendable>:
 
     /// The encoding of `value` (download `id`'s), from the cache when its entry is this very value.
     func encoded(_ value: Value, id: String, encode: (Value) -> Encoded) -> Encoded {
-        if let hit = entries.withLock({ $0[id] }), hit.value == value { return hit.encoded }
+        // Compared in place: copying the entry out would retain every string the value holds.
+        if let hit = entries.withLock({ entries -> Encoded? in
+            guard let entry = entries[id], entry.value == value else { return nil }
+            return entry.encoded
+        }) { return hit }
         let encoded = encode(value)
         entries.withLock { entries in
             if entries.count >= capacity, entries[id] == nil { entries.removeAll(keepingCapacity: true) }

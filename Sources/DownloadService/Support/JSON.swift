@@ -24,43 +24,12 @@ enum JSON {
     /// `value` or JSON `null`.
     static func orNull(_ value: Any?) -> Any { value ?? NSNull() }
 
-    /// RFC 3339 timestamp with milliseconds (truncated), in UTC: `2026-11-30T06:27:38.969Z`, the
-    /// format of `ISO8601FormatStyle` at a fraction of its cost (it runs for every log line and
-    /// twice per snapshot answer).
-    static func timestamp(_ date: Date) -> String {
-        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
-        let whole = milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000
-        var seconds = time_t(whole)
-        var parts = tm()
-        guard gmtime_r(&seconds, &parts) != nil, (0...9999).contains(Int(parts.tm_year) + 1900) else {
-            return Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: .gmt).format(date)
-        }
-        var out = [UInt8]()
-        out.reserveCapacity(24)
-        func digits(_ value: Int, _ count: Int) {
-            var divisor = 1
-            for _ in 1..<count { divisor *= 10 }
-            while divisor > 0 {
-                out.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
-                divisor /= 10
-            }
-        }
-        digits(Int(parts.tm_year) + 1900, 4); out.append(UInt8(ascii: "-"))
-        digits(Int(parts.tm_mon) + 1, 2); out.append(UInt8(ascii: "-"))
-        digits(Int(parts.tm_mday), 2); out.append(UInt8(ascii: "T"))
-        digits(Int(parts.tm_hour), 2); out.append(UInt8(ascii: ":"))
-        digits(Int(parts.tm_min), 2); out.append(UInt8(ascii: ":"))
-        digits(Int(parts.tm_sec), 2); out.append(UInt8(ascii: "."))
-        digits(Int(milliseconds - whole * 1000), 3); out.append(UInt8(ascii: "Z"))
-        return String(decoding: out, as: UTF8.self)
-    }
-
     /// Appends `value`; false for a type it does not know (the caller falls back).
     private static func write(_ value: Any, into out: inout [UInt8]) -> Bool {
         // Class casts (NSNull) come last: trying one on a Swift dictionary bridges it to NSDictionary.
         switch value {
         case let string as String: writeString(string, into: &out)
-        case let int as Int: out.append(contentsOf: String(int).utf8)
+        case let int as Int: writeInteger(Int64(int), into: &out)
         case let double as Double: writeDouble(double, into: &out)
         case let bool as Bool: out.append(contentsOf: bool ? Array("true".utf8) : Array("false".utf8))
         case let object as [String: Any]:
@@ -79,9 +48,9 @@ enum JSON {
                 guard write(element, into: &out) else { return false }
             }
             out.append(UInt8(ascii: "]"))
-        case let int as Int64: out.append(contentsOf: String(int).utf8)
+        case let int as Int64: writeInteger(int, into: &out)
         case let int as UInt64: out.append(contentsOf: String(int).utf8)
-        case let int as Int32: out.append(contentsOf: String(int).utf8)
+        case let int as Int32: writeInteger(Int64(int), into: &out)
         case let optional as Any? where optional == nil: out.append(contentsOf: "null".utf8)
         case is NSNull: out.append(contentsOf: "null".utf8)
         default: return false
@@ -90,43 +59,73 @@ enum JSON {
     }
 
     /// Integral values as integers (like JSONSerialization); non-finite ones as null.
-    static func writeDouble(_ double: Double, into out: inout [UInt8]) {
+    static func writeDouble<Out: JSONOutput>(_ double: Double, into out: inout Out) {
         if !double.isFinite {
-            out.append(contentsOf: "null".utf8)
+            writeLiteral("null", into: &out)
         } else if double == double.rounded(), abs(double) < 1e15 {
-            out.append(contentsOf: String(Int64(double)).utf8)
+            writeInteger(Int64(double), into: &out)
         } else {
-            out.append(contentsOf: "\(double)".utf8)
+            var text = "\(double)"
+            text.withUTF8 { out.append(bytes: $0) }
         }
     }
 
-    static func writeString(_ string: String, into out: inout [UInt8]) {
+    /// Appends a literal's bytes (static storage: one copy, no `String`).
+    @inline(__always)
+    static func writeLiteral<Out: JSONOutput>(_ literal: StaticString, into out: inout Out) {
+        out.append(bytes: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+    }
+
+    /// Appends an integer's decimal digits (no `String` on the way).
+    static func writeInteger<Out: JSONOutput>(_ value: Int64, into out: inout Out) {
+        if value >= 0 && value < 10 {
+            out.append(byte: UInt8(48 + value))
+            return
+        }
+        var scratch: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: enough for Int64.min's 20
+        withUnsafeMutableBytes(of: &scratch) { b in
+            var v = value.magnitude
+            var start = 24
+            repeat {
+                start -= 1
+                b[start] = UInt8(48 + v % 10)
+                v /= 10
+            } while v > 0
+            if value < 0 {
+                start -= 1
+                b[start] = UInt8(ascii: "-")
+            }
+            out.append(bytes: UnsafeRawBufferPointer(rebasing: b[start...]).bindMemory(to: UInt8.self))
+        }
+    }
+
+    static func writeString<Out: JSONOutput>(_ string: String, into out: inout Out) {
         var string = string  // `withUTF8` needs a var; native strings are not copied
         string.withUTF8 { bytes in
-            out.append(UInt8(ascii: "\""))
+            out.append(byte: UInt8(ascii: "\""))
             // Most strings need no escape: one scan of the contiguous bytes, then one copy.
             if !bytes.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
-                out.append(contentsOf: bytes)
+                out.append(bytes: bytes)
             } else {
                 for byte in bytes { appendEscaped(byte, into: &out) }
             }
-            out.append(UInt8(ascii: "\""))
+            out.append(byte: UInt8(ascii: "\""))
         }
     }
 
-    private static func appendEscaped(_ byte: UInt8, into out: inout [UInt8]) {
+    private static func appendEscaped<Out: JSONOutput>(_ byte: UInt8, into out: inout Out) {
         switch byte {
-        case UInt8(ascii: "\""): out.append(contentsOf: #"\""#.utf8)
-        case UInt8(ascii: "\\"): out.append(contentsOf: #"\\"#.utf8)
-        case 0x0A: out.append(contentsOf: #"\n"#.utf8)
-        case 0x0D: out.append(contentsOf: #"\r"#.utf8)
-        case 0x09: out.append(contentsOf: #"\t"#.utf8)
+        case UInt8(ascii: "\""): writeLiteral(#"\""#, into: &out)
+        case UInt8(ascii: "\\"): writeLiteral(#"\\"#, into: &out)
+        case 0x0A: writeLiteral(#"\n"#, into: &out)
+        case 0x0D: writeLiteral(#"\r"#, into: &out)
+        case 0x09: writeLiteral(#"\t"#, into: &out)
         case 0..<0x20:
-            let hex = Array("0123456789abcdef".utf8)
-            out.append(contentsOf: #"\u00"#.utf8)
-            out.append(hex[Int(byte >> 4)])
-            out.append(hex[Int(byte & 0x0f)])
-        default: out.append(byte)
+            let hex: StaticString = "0123456789abcdef"
+            writeLiteral(#"\u00"#, into: &out)
+            out.append(byte: hex.utf8Start[Int(byte >> 4)])
+            out.append(byte: hex.utf8Start[Int(byte & 0x0f)])
+        default: out.append(byte: byte)
         }
     }
 }

@@ -74,7 +74,7 @@ struct Logger: Sendable {
         emit(JSON.bytes(object), reserved: reserved)
     }
 
-    private func emit(_ line: [UInt8], reserved: Bool = false) {
+    private func emit(_ line: some Collection<UInt8>, reserved: Bool = false) {
         if let writer { writer.append(line, reserved: reserved) } else { sink?(String(decoding: line, as: UTF8.self)) }
     }
 
@@ -90,30 +90,44 @@ struct Logger: Sendable {
             log(.info, "request", fields, at: date)
             return
         }
-        var out: [UInt8] = []
-        out.reserveCapacity(192)
-        out.append(UInt8(ascii: "{"))
-        if let aborted = entry.aborted {
-            out.append(contentsOf: #""aborted":"#.utf8)
-            JSON.writeString(aborted, into: &out)
-            out.append(UInt8(ascii: ","))
+        // Built on the stack (no array, no reference counting); a line too long for 1 KiB (a long
+        // path, many escapes) is built again in an array.
+        let written: Bool = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1024) { buffer in
+            var out = FixedBytes(buffer)
+            Self.writeRequestLine(entry, at: date, into: &out)
+            guard !out.overflowed else { return false }
+            emit(out.written)
+            return true
         }
-        out.append(contentsOf: #""bytes":"#.utf8)
-        out.append(contentsOf: String(entry.bytes).utf8)
-        out.append(contentsOf: #","durationMs":"#.utf8)
+        if !written {
+            var out: [UInt8] = []
+            Self.writeRequestLine(entry, at: date, into: &out)
+            emit(out)
+        }
+    }
+
+    private static func writeRequestLine<Out: JSONOutput>(_ entry: AccessLogEntry, at date: Date, into out: inout Out) {
+        if let aborted = entry.aborted {
+            JSON.writeLiteral(#"{"aborted":"#, into: &out)
+            JSON.writeString(aborted, into: &out)
+            JSON.writeLiteral(#","bytes":"#, into: &out)
+        } else {
+            JSON.writeLiteral(#"{"bytes":"#, into: &out)
+        }
+        JSON.writeInteger(entry.bytes, into: &out)
+        JSON.writeLiteral(#","durationMs":"#, into: &out)
         JSON.writeDouble(Self.milliseconds(entry.durationSeconds), into: &out)
-        out.append(contentsOf: #","level":"info","method":"#.utf8)
+        JSON.writeLiteral(#","level":"info","method":"#, into: &out)
         JSON.writeString(entry.method, into: &out)
-        out.append(contentsOf: #","msg":"request","path":"#.utf8)
+        JSON.writeLiteral(#","msg":"request","path":"#, into: &out)
         JSON.writeString(entry.path, into: &out)
-        out.append(contentsOf: #","remote":"#.utf8)
+        JSON.writeLiteral(#","remote":"#, into: &out)
         JSON.writeString(entry.remoteAddress, into: &out)
-        out.append(contentsOf: #","status":"#.utf8)
-        out.append(contentsOf: String(entry.status).utf8)
-        out.append(contentsOf: #","ts":"#.utf8)
-        JSON.writeString(JSON.timestamp(date), into: &out)
-        out.append(UInt8(ascii: "}"))
-        emit(out)
+        JSON.writeLiteral(#","status":"#, into: &out)
+        JSON.writeInteger(Int64(entry.status), into: &out)
+        JSON.writeLiteral(#","ts":""#, into: &out)
+        JSON.writeTimestamp(date, into: &out)
+        JSON.writeLiteral(#""}"#, into: &out)
     }
 
     /// Seconds as milliseconds with microsecond precision.

@@ -18,12 +18,14 @@ import Testing
         ("numbers", ["int": 42, "neg": -7, "big": Int64(1) << 53, "u": UInt64(9), "half": 0.5, "whole": 3.0,
                      "tiny": 0.000125, "rate": 123456.789] as [String: Any]),
         ("bools", ["t": true, "f": false] as [String: Any]),
+        ("integer extremes", ["min": Int64.min, "max": Int64.max, "imin": Int.min, "zero": 0, "nine": 9, "ten": 10, "mnine": -9,
+                              "mten": -10, "i32": Int32.min, "d": -1234.0] as [String: Any]),
         ("escapes", ["s": "quote \" backslash \\ slash / nl \n cr \r tab \t bell \u{07} nul \u{00} é ✓"] as [String: Any]),
         ("array of objects", [["k": 1], ["k": 2]] as [Any]),
         ("camelCase keys", ["bytesWritten": 1, "bytesExpected": 2, "etaSeconds": 3, "error": 4, "id": 5] as [String: Any]),
     ] }
 
-    @Test(arguments: 0..<7)
+    @Test(arguments: 0..<8)
     func matchesFoundation(_ index: Int) throws {
         let (name, value) = Self.samples[index]
         #expect(JSON.string(value) == (try Self.foundation(value)), "\(name)")
@@ -80,6 +82,13 @@ import Testing
     @Test(arguments: [
         AccessLogEntry(method: "GET", path: "/healthz", status: 200, bytes: 15, durationSeconds: 0.000123456, remoteAddress: "127.0.0.1"),
         AccessLogEntry(method: "POST", path: "/d\"o\\w\n", status: 413, bytes: 0, durationSeconds: 2, remoteAddress: "::1"),
+        AccessLogEntry(method: "GET", path: "/downloads/x/file", status: 206, bytes: 1_234_567_890_123, durationSeconds: 0.5,
+                       remoteAddress: "10.0.0.7"),
+        // Longer than the 1 KiB stack buffer: built again in an array.
+        AccessLogEntry(method: "GET", path: "/" + String(repeating: "p", count: 2_000), status: 404, bytes: 80, durationSeconds: 0.001,
+                       remoteAddress: "127.0.0.1"),
+        AccessLogEntry(method: "GET", path: "/" + String(repeating: "\u{01}", count: 200), status: 404, bytes: 80,
+                       durationSeconds: 0.001, remoteAddress: "127.0.0.1", aborted: "client left"),
         AccessLogEntry(method: "GET", path: "/fetch", status: 200, bytes: 7, durationSeconds: 31, remoteAddress: "::1",
                        aborted: "write timeout: \"no\" byte taken"),
     ])
@@ -189,6 +198,28 @@ import Testing
         #expect(JSON.timestamp(Date(timeIntervalSince1970: 1_800_000_000.123)) == "2027-01-15T08:00:00.123Z")
         #expect(JSON.timestamp(Date(timeIntervalSince1970: 1_800_000_042.9999)) == "2027-01-15T08:00:42.999Z")
         #expect(JSON.timestamp(Date(timeIntervalSince1970: -0.0004)) == "1969-12-31T23:59:59.999Z")
+    }
+
+    /// The computed calendar against glibc's `gmtime_r`, day by day over 1600–2400 (leap
+    /// centuries, the epoch, negative days) and at 5 000 seeded instants over years 0–9999.
+    @Test func civilDatesMatchGmtime() {
+        func gmtime(_ seconds: Int64) -> CivilDate {
+            var t = time_t(seconds)
+            var parts = tm()
+            _ = gmtime_r(&t, &parts)
+            return CivilDate(year: Int64(parts.tm_year) + 1900, month: Int64(parts.tm_mon) + 1, day: Int64(parts.tm_mday))
+        }
+        var mismatches = 0
+        for days in Int64(-135_140)...Int64(157_054) where CivilDate(daysSince1970: days) != gmtime(days * 86_400) {
+            mismatches += 1
+        }
+        #expect(mismatches == 0)
+        var random = SplitMix64(seed: 0x7157)
+        for _ in 0..<5_000 {
+            let seconds = Int64.random(in: -62_167_219_200..<253_402_300_800, using: &random)
+            let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+            #expect(CivilDate(daysSince1970: days) == gmtime(seconds), "\(seconds)")
+        }
     }
 }
 
