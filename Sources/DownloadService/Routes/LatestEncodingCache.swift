@@ -9,7 +9,17 @@ import Synchronization
 /// an entry, so the default is small: an event entry is about 2 KiB, and 4 096 of them showed up as
 /// 8 MB of RSS growth in the fault soak.
 final class LatestEncodingCache<Value: Equatable & Sendable, Encoded: Sendable>: Sendable {
-    private let entries = Mutex<[String: (value: Value, encoded: Encoded)]>([:])
+    /// An entry in a box: a hit costs one reference, not a copy of every string the value holds.
+    private final class Entry: Sendable {
+        let value: Value
+        let encoded: Encoded
+        init(_ value: Value, _ encoded: Encoded) {
+            self.value = value
+            self.encoded = encoded
+        }
+    }
+
+    private let entries = Mutex<[String: Entry]>([:])
     let capacity: Int
 
     init(capacity: Int = 256) {
@@ -18,17 +28,13 @@ final class LatestEncodingCache<Value: Equatable & Sendable, Encoded: Sendable>:
 
     /// The encoding of `value` (download `id`'s), from the cache when its entry is this very value.
     func encoded(_ value: Value, id: String, encode: (Value) -> Encoded) -> Encoded {
-        // Compared in place: copying the entry out would retain every string the value holds.
-        if let hit = entries.withLock({ entries -> Encoded? in
-            guard let entry = entries[id], entry.value == value else { return nil }
-            return entry.encoded
-        }) { return hit }
-        let encoded = encode(value)
+        if let hit = entries.withLock({ $0[id] }), hit.value == value { return hit.encoded }
+        let entry = Entry(value, encode(value))
         entries.withLock { entries in
             if entries.count >= capacity, entries[id] == nil { entries.removeAll(keepingCapacity: true) }
-            entries[id] = (value, encoded)
+            entries[id] = entry
         }
-        return encoded
+        return entry.encoded
     }
 }
 
