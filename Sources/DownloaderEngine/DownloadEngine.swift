@@ -127,7 +127,8 @@ public final class DownloadEngine: Sendable {
     }
 
     public func snapshot(id: String) -> DownloadSnapshot? {
-        core.snapshot(id: id) ?? clusterSnapshot(id: id)
+        if let local = core.snapshot(id: id) { return local }  // not `??`: that copied the snapshot
+        return clusterSnapshot(id: id)
     }
 
     /// Every download (or those in `state`), newest first. In cluster mode with those of the
