@@ -6,12 +6,18 @@ import Foundation
 /// the URL is one the service fetches is the engine's call (`EngineError.invalidURL`).
 enum CreateDownloadBody {
     static func parse(_ body: [UInt8]) -> Result<DownloadRequest, APIError> {
+        parseWithObject(body).map(\.request)
+    }
+
+    /// `parse`, plus the body as `JSONSerialization` read it, for the members other parsers read
+    /// (`CallbackBody`): the body is parsed once for all of them.
+    static func parseWithObject(_ body: [UInt8]) -> Result<(request: DownloadRequest, object: Any), APIError> {
         let data = Data(body)
-        guard (try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])) != nil else {
+        guard let object = try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]) else {
             return .failure(.badRequest(.malformedJSON, "the body is not valid JSON"))
         }
         do {
-            return .success(try JSONDecoder().decode(Fields.self, from: data).request)
+            return .success((try JSONDecoder().decode(Fields.self, from: data).request, object))
         } catch let error as APIError {
             return .failure(error)
         } catch {

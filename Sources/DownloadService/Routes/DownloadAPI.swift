@@ -98,12 +98,13 @@ struct DownloadAPI: Sendable {
 
     private func create(_ request: Request) async -> Response {
         var parsed: DownloadRequest
-        switch CreateDownloadBody.parse(request.body) {
-        case .success(let r): parsed = r
+        let body: Any
+        switch CreateDownloadBody.parseWithObject(request.body) {
+        case .success(let r): (parsed, body) = r
         case .failure(let error): return error.response
         }
         let callback: CallbackRequest?
-        switch self.callback(of: request) {
+        switch self.callback(in: body) {
         case .success(let c): callback = c
         case .failure(let error): return error.response
         }

@@ -9,8 +9,12 @@ enum CallbackBody {
     static let maxURLBytes = 2048
 
     static func parse(_ body: [UInt8]) -> Result<CallbackRequest?, APIError> {
-        // The body is valid JSON here (`CreateDownloadBody` checked it first).
-        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+        parse(object: (try? JSONSerialization.jsonObject(with: Data(body), options: [.fragmentsAllowed])) ?? NSNull())
+    }
+
+    /// The callback of a body already parsed (`CreateDownloadBody.parseWithObject`).
+    static func parse(object: Any) -> Result<CallbackRequest?, APIError> {
+        guard let object = object as? [String: Any],
               let value = object["callback"], !(value is NSNull) else { return .success(nil) }
         func invalid(_ message: String) -> Result<CallbackRequest?, APIError> {
             .failure(.badRequest(.invalidCallback, message))

@@ -6,8 +6,8 @@ import MiniHTTPServer
 extension DownloadAPI {
     /// The body's `callback` (nil when none), or the error answer: `400 invalid_callback`, or
     /// `403 destination_forbidden` when the SSRF guard's rules refuse its host already.
-    func callback(of request: Request) -> Result<CallbackRequest?, APIError> {
-        switch CallbackBody.parse(request.body) {
+    func callback(in body: Any) -> Result<CallbackRequest?, APIError> {
+        switch CallbackBody.parse(object: body) {
         case .failure(let error): return .failure(error)
         case .success(nil): return .success(nil)
         case .success(let callback?):
