@@ -10,9 +10,17 @@ protocol RandomSource: Sendable {
 
 /// `SystemRandomNumberGenerator` (getrandom(2) on Linux).
 struct SystemRandom: RandomSource {
+    /// Eight bytes per draw (each draw is one getrandom(2) call; drawing a byte at a time made a
+    /// 16-byte token cost 16 system calls).
     func bytes(_ count: Int) -> [UInt8] {
         var generator = SystemRandomNumberGenerator()
-        return (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        var out = [UInt8]()
+        out.reserveCapacity(count + 7)
+        while out.count < count {
+            withUnsafeBytes(of: generator.next()) { out.append(contentsOf: $0) }
+        }
+        out.removeLast(out.count - count)
+        return out
     }
 
     func unit() -> Double {
