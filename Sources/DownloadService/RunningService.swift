@@ -48,7 +48,7 @@ final class RunningService: Sendable {
                            isFile: entry.path.hasSuffix("/file") && (200..<300).contains(entry.status))
             logger.request(entry)
         }
-        let server = HTTPServer(configuration: serverConfiguration) { request in await serving.api.respond(to: request) }
+        let server = HTTPServer(configuration: serverConfiguration) { request in await serving.respond(request) }
         let port = try server.bind()
         let cluster = try ClusterStart.connect(configuration, logger: logger)
         engineConfiguration.clusterDatabase = cluster
@@ -74,7 +74,7 @@ final class RunningService: Sendable {
         api.forwarding.forwarder = PeerForwarder(replicaURL: advertised, settings: PeerForwarder.Settings(
             stallTimeout: engineConfiguration.stallTimeout + 10), signing: api.forwarding.signing)
         api.callerQuota = ClusterStart.callerLimit(configuration.maxDownloadsPerClient, cluster, engine: engine)
-        serving.api = DownloadAPIBox(api)
+        serving.respond = { [api] request in await api.respond(to: request) }
         _ = try server.start()
         let shownHost = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
         let origins: [String: Any] = [
@@ -169,14 +169,8 @@ final class ShutdownSignals: Sendable {
 /// The API the server's handlers answer with: the server is bound before the engine starts (so
 /// that cluster mode knows the port it advertises), and this is set once before the server serves.
 private final class ServingAPI: @unchecked Sendable {
-    /// Set once, before the server accepts its first connection. A box, so that each request
-    /// borrows the API: reading a struct from a `var` copied it (and retained its every field) per request.
-    var api: DownloadAPIBox!
-}
-
-/// The API as a reference, for `ServingAPI`.
-private final class DownloadAPIBox: Sendable {
-    let api: DownloadAPI
-    init(_ api: DownloadAPI) { self.api = api }
-    func respond(to request: Request) async -> Response { await api.respond(to: request) }
+    /// Set once, before the server accepts its first connection. A closure holding the API, so
+    /// that each request borrows it: reading the struct from a `var` copied it (and retained its
+    /// every field) per request.
+    var respond: (@Sendable (Request) async -> Response)!
 }

@@ -19,8 +19,7 @@ extension DownloadEngine {
     /// download (checked at connect time, every redirect hop followed as a download would). Starts
     /// no download. A 2xx gives its head; anything else is the failure a download would report.
     public func probe(_ request: DownloadRequest) async throws(EngineError) -> ProbeOutcome {
-        let url = try URLNormalizer.normalize(request.url, allowCredentials: configuration.allowURLCredentials).get()
-        try egress.screen(url: url)
+        let url = try screenedURL(request.url)
         let c = configuration
         let transfer = TransferRequest(url: url, headers: [], connectTimeout: c.connectTimeout, headTimeout: c.headTimeout,
                                        stallTimeout: c.stallTimeout,

@@ -7,8 +7,7 @@ extension DownloadEngine {
     /// the download pauses with its bytes kept, exactly as when the last caller token is cancelled.
     /// Readers are not stored. Throws as `request(_:)` does.
     public func attachReader(_ request: DownloadRequest) throws(EngineError) -> DownloadReader {
-        let url = try URLNormalizer.normalize(request.url, allowCredentials: configuration.allowURLCredentials).get()
-        try egress.screen(url: url)
+        let url = try screenedURL(request.url)
         let core = self.core
         return try core.join(request, url: url, as: .reader) { joined in
             let id = joined.record.id

@@ -112,8 +112,7 @@ public final class DownloadEngine: Sendable {
     /// `maxCallersPerDownload` callers. Cluster mode: answers once the new token is in the database,
     /// so every replica finds it at once.
     public func request(_ request: DownloadRequest) throws(EngineError) -> Enqueued {
-        let url = try URLNormalizer.normalize(request.url, allowCredentials: configuration.allowURLCredentials).get()
-        try egress.screen(url: url)
+        let url = try screenedURL(request.url)
         let enqueued = try core.request(request, url: url)
         core.clusterPublishTokens()
         return enqueued
@@ -124,6 +123,14 @@ public final class DownloadEngine: Sendable {
     /// Cluster mode: adopts a download nobody holds (`cancelling(token:)` throws when another holds it).
     public func cancel(token: String) -> DownloadSnapshot? {
         (try? cancelling(token: token)) ?? nil
+    }
+
+    /// `raw` normalised (`URLNormalizer`, credentials as configured) and passed by the egress
+    /// rules: what a download, a reader and a probe fetch.
+    func screenedURL(_ raw: String) throws(EngineError) -> String {
+        let url = try URLNormalizer.normalize(raw, allowCredentials: configuration.allowURLCredentials).get()
+        try egress.screen(url: url)
+        return url
     }
 
     public func snapshot(id: String) -> DownloadSnapshot? {

@@ -31,7 +31,7 @@ enum JSON {
         case let string as String: writeString(string, into: &out)
         case let int as Int: writeInteger(Int64(int), into: &out)
         case let double as Double: writeDouble(double, into: &out)
-        case let bool as Bool: out.append(contentsOf: bool ? Array("true".utf8) : Array("false".utf8))
+        case let bool as Bool: bool ? writeLiteral("true", into: &out) : writeLiteral("false", into: &out)
         case let object as [String: Any]:
             out.append(UInt8(ascii: "{"))
             for (index, key) in object.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }).enumerated() {
@@ -51,8 +51,8 @@ enum JSON {
         case let int as Int64: writeInteger(int, into: &out)
         case let int as UInt64: out.append(contentsOf: String(int).utf8)
         case let int as Int32: writeInteger(Int64(int), into: &out)
-        case let optional as Any? where optional == nil: out.append(contentsOf: "null".utf8)
-        case is NSNull: out.append(contentsOf: "null".utf8)
+        case let optional as Any? where optional == nil: writeLiteral("null", into: &out)
+        case is NSNull: writeLiteral("null", into: &out)
         default: return false
         }
         return true
