@@ -18,6 +18,11 @@ import Foundation
 /// advisory lock, skipping rows a writer holds) number what is committed, log entries first: a
 /// stamper's numbers are visible before the next stamper takes the lock, so the stamps any reader
 /// sees are a prefix of the sequence.
+///
+/// A row is stamped only once none of its log entries waits for a stamp: each statement of the
+/// stamper sees what committed before it began, so a writer committing between the log statement
+/// and the rows statement would otherwise have its row numbered before its `created` entry, and a
+/// reader that met the row first would take the download as known and never tell it created.
 struct ClusterFeedStore: Sendable {
     let pool: PostgresPool
 
@@ -58,8 +63,9 @@ struct ClusterFeedStore: Sendable {
                     WHERE feed_seq IS NULL ORDER BY n LIMIT \(Self.batch) FOR UPDATE SKIP LOCKED) RETURNING 1
                     """).rows.count
                 let rows = try db.execute("""
-                    UPDATE downloads SET feed_seq = nextval('feed_versions') WHERE id IN (SELECT id FROM downloads
-                    WHERE feed_seq IS NULL LIMIT \(Self.batch) FOR UPDATE SKIP LOCKED) RETURNING 1
+                    UPDATE downloads SET feed_seq = nextval('feed_versions') WHERE id IN (SELECT id FROM downloads AS d
+                    WHERE feed_seq IS NULL AND NOT EXISTS (SELECT 1 FROM feed_log AS g WHERE g.id = d.id AND g.feed_seq IS NULL)
+                    LIMIT \(Self.batch) FOR UPDATE SKIP LOCKED) RETURNING 1
                     """).rows.count
                 try db.execute("DELETE FROM feed_log WHERE at < now() - interval '\(Self.logKept)' AND feed_seq IS NOT NULL")
                 return log + rows

@@ -62,4 +62,33 @@ struct ClusterFeedStoreTests {
             c.expect(Self.told(third.changes) == ["removed y operator"] && third.changes.first?.row == nil)
         }
     }
+
+    /// The window between the stamper's two statements: a download committed after the log
+    /// statement looked but before the rows statement looks. Held here by locking its log entry
+    /// from another connection (the log statement skips locked entries, as it cannot see one that
+    /// commits after it began): its row waits for the entry, so `created` comes first.
+    @Test func aRowIsNeverStampedBeforeItsCreatedEntry() async throws {
+        try await blocking { c in
+            let url = try PostgresServer.shared.createDatabase()
+            let store = try PostgresStateStore(pool: PostgresPool(url: url, capacity: 2))
+            let feed = ClusterFeedStore(pool: store.pool)
+            let cursor = try feed.start().version
+            try store.commit(StateBatch(upserts: [StateFixture.download("y", .downloading)]))
+            let stamper = try PostgresConnection(url: url, timeout: 5)
+            try stamper.execute("BEGIN")
+            try c.expect(stamper.execute("SELECT n FROM feed_log WHERE id = 'y' FOR UPDATE").rows.count == 1)
+            try c.expect(feed.stamp() == 0, "the row waits for its entry")
+            try c.expect(feed.changes(after: cursor).changes.isEmpty)
+            try stamper.execute("COMMIT")
+            try c.expect(feed.stamp() == 2)
+            let told = try feed.changes(after: cursor)
+            c.expect(Self.told(told.changes) == ["created y downloading", "row y downloading"], "\(Self.told(told.changes))")
+
+            // Its reader tells the download created, as a watcher of another replica expects.
+            var state = ClusterFeedState(version: cursor, rows: [], ignoring: [])
+            let kinds = told.changes.compactMap { state.apply($0) }
+            guard case .created(let snapshot)? = kinds.first else { return c.expect(false, "\(kinds)") }
+            c.expect(snapshot.id == "y")
+        }
+    }
 }
