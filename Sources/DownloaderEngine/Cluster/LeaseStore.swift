@@ -21,16 +21,18 @@ struct LeaseStore: Sendable {
     }
 
     /// Takes `key` for `owner` when nobody holds it or its lease expired; nil while another holds it.
-    func acquire(key: String, owner: String, ownerURL: String, ttl: Double) throws(StateStoreError) -> Grant? {
+    /// `reclaiming`: also when `owner` itself holds it unexpired, under a higher epoch (its holder
+    /// knows that lease stopped: nothing of it writes any more).
+    func acquire(key: String, owner: String, ownerURL: String, ttl: Double, reclaiming: Bool = false) throws(StateStoreError) -> Grant? {
         let rows = try pool.withConnection { db throws(StateStoreError) in
             try db.execute("""
                 INSERT INTO leases AS l (key, owner, owner_url, epoch, expires_at, active)
                 VALUES ($1, $2, $3, 1, now() + $4::float8 * interval '1 second', true)
                 ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, owner_url = EXCLUDED.owner_url,
                     epoch = l.epoch + 1, expires_at = EXCLUDED.expires_at, active = true
-                WHERE l.expires_at <= now()
+                WHERE l.expires_at <= now() OR ($5::boolean AND l.owner = EXCLUDED.owner)
                 RETURNING epoch, part_file, durable_offset
-                """, [key, owner, ownerURL, String(ttl)])
+                """, [key, owner, ownerURL, String(ttl), String(reclaiming)])
         }
         guard let row = rows.rows.first, let epoch = row[0].flatMap({ Int64($0) }) else { return nil }
         return Grant(epoch: epoch, partFile: row[1], durableOffset: row[2].flatMap { Int64($0) } ?? 0)

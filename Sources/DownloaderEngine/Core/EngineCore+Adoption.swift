@@ -24,14 +24,17 @@ extension EngineCore {
         case unreachable
     }
 
-    /// Adoption lock held: acquires `name` and reads its download's row.
+    /// Adoption lock held: acquires `name` and reads its download's row. A lease of this replica's
+    /// that stopped (its deadline passed before a renewal came back) is taken again at once under a
+    /// higher epoch, rather than refused until the database lets it expire.
     private func take(_ name: String, _ cluster: EngineCluster) -> Taken {
         let ttl = cluster.keeper.policy.ttl
+        let reclaiming = locked { cluster.held[name] == nil && cluster.pending[name] == nil }
         do throws(StateStoreError) {
             for _ in 0..<2 {
                 let started = clock.monotonic()
-                if let grant = try cluster.leases.acquire(key: name, owner: cluster.replica.owner,
-                                                          ownerURL: cluster.replica.advertiseURL, ttl: ttl) {
+                if let grant = try cluster.leases.acquire(key: name, owner: cluster.replica.owner, ownerURL: cluster.replica.advertiseURL,
+                                                          ttl: ttl, reclaiming: reclaiming) {
                     let hold = LeaseHold(key: name, epoch: grant.epoch, acquiredAt: started, ttl: ttl)
                     do throws(StateStoreError) {
                         return .granted(hold, grant, try cluster.store.load(leaseKey: name))
@@ -40,7 +43,7 @@ extension EngineCore {
                         throw error
                     }
                 }
-                // Held: by another replica, or by this one's lease that was lost and has not expired yet.
+                // Held by another replica.
                 if let holder = try cluster.leases.holder(key: name) { return .heldBy(holder.url) }
             }
             return .unreachable

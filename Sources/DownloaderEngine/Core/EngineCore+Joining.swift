@@ -89,6 +89,13 @@ extension EngineCore {
 
     static let tokenPublishWait: Double = 5
 
+    /// Under `lock`: whether a new download for `key` may start (single process: always; cluster
+    /// mode: under the lease `clusterPrepare` took, still pending).
+    func clusterLeaseReady(_ key: CoalescingKey) -> Bool {
+        guard let cluster else { return true }
+        return cluster.pending[key.leaseName] != nil
+    }
+
     /// Under `lock`: a new download takes the lease granted for its key.
     func clusterAttach(_ record: DownloadRecord) {
         guard let cluster, let hold = cluster.pending.removeValue(forKey: record.key.leaseName) else { return }

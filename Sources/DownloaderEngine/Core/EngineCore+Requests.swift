@@ -39,8 +39,26 @@ extension EngineCore {
         if let size = request.size, size < 0 { throw .invalidURL("size must not be negative") }
         let headers = try CallerHeaders.validate(request.headers.map { (name: $0.key, value: $0.value) }).get()
         let key = coalescingKey(url: url, headers: headers)
-        try clusterPrepare(key)
-        defer { clusterAfterJoin(key) }
+        // Cluster mode: a new download starts only under the lease taken for it. When that lease was
+        // stopped before the join (the database answered too late for it to be renewed), or the
+        // download seen went away meanwhile, the lease is taken again (bounded).
+        for _ in 0..<Self.joinAttempts {
+            try clusterPrepare(key)
+            defer { clusterAfterJoin(key) }
+            if cluster != nil, let prepared = locked({ hooks.leasePrepared }) { prepared(key.leaseName) }
+            if let answered = try join(request, url: url, key: key, headers: headers, sha: sha, as: joiner, answer: answer) {
+                return answered
+            }
+        }
+        throw .databaseUnavailable()
+    }
+
+    static let joinAttempts = 3
+
+    /// `join`'s one attempt under the lease `clusterPrepare` took; nil: a new download would start
+    /// without its lease.
+    private func join<T>(_ request: DownloadRequest, url: String, key: CoalescingKey, headers: CallerHeaders, sha: String?,
+                         as joiner: Joiner, answer: (Joined) -> T) throws(EngineError) -> T? {
         // A stored file's stat runs before the lock is taken: a slow disk never holds the engine.
         // (Checked again below that the path is still the one stat'ed.)
         let (storedPath, reusePath): (String?, String?) = locked {
@@ -51,7 +69,7 @@ extension EngineCore {
         }
         let storedFileVanished = storedPath.map { FileStore.fileSize($0) == nil } ?? false
         let reuseFileThere = reusePath.map { FileStore.fileSize($0) != nil } ?? false
-        return try decide { () throws(EngineError) -> T in
+        return try decide { () throws(EngineError) -> T? in
             guard !shuttingDown else { throw .shuttingDown() }
             let now = clock.now()
             var found = byURL[key]
@@ -63,6 +81,7 @@ extension EngineCore {
                 reused = true
             }
             guard let record = found else {
+                guard clusterLeaseReady(key) else { return nil }
                 let record = startDownload(url: url, key: key, headers: headers, request, sha: sha, as: joiner, at: now)
                 return answer(Joined(record: record, coalesced: false))
             }

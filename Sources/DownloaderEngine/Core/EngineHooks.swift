@@ -22,6 +22,9 @@ struct EngineHooks: Sendable {
     /// After a download completed or failed (its final snapshot), off the lock, in order. Set in
     /// production too: the engine's `WebhookDispatcher` makes its deliveries from it.
     var ended: (@Sendable (DownloadSnapshot) -> Void)?
+    /// Cluster mode: after a join took (or found) the lease for its key, before it joins: the
+    /// lease's name.
+    var leasePrepared: (@Sendable (String) -> Void)?
 
     /// Hooks that SIGKILL the process at `point` (crash tests through the real executable only).
     static func crashing(at point: CrashPoint) -> EngineHooks {

@@ -101,7 +101,9 @@ struct ClusterLeaseLiveTests {
             defer { origin.stop() }
             let shared = Self.sharedDirectory()
             defer { try? FileManager.default.removeItem(at: shared) }
-            let engines = try ["a", "b", "c"].map { try Self.replica($0, database: database, shared: shared) }
+            // Leases of 3 s: a 1 s lease is lost by a renewal that waits 0.7 s on a loaded machine,
+            // and then another replica rightly takes the download over (a second holder).
+            let engines = try ["a", "b", "c"].map { try Self.replica($0, database: database, shared: shared, ttl: 3) }
             defer { Self.shutdown(engines) }
             let answers = Mutex<[(Int, Result<Enqueued, EngineError>)]>([])
             DispatchQueue.concurrentPerform(iterations: 12) { n in

@@ -1,0 +1,73 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import DownloaderEngine
+
+/// A replica's own lease that stopped (its deadline passed before a renewal came back; the keeper
+/// stops it as here) while its row in the database has not expired yet: the replica takes it again
+/// at once under a higher epoch, and a new download never starts without its lease.
+@Suite(.enabled(if: PostgresServer.isInstalled, "needs PostgreSQL (scripts/setup installs it)"), .timeLimit(.minutes(2)))
+struct ClusterLeaseStopLiveTests {
+    /// Leases of 10 s (the default): the stopped lease's row stays unexpired through each test.
+    static let ttl: Double = 10
+
+    /// What the keeper does with a lease whose deadline passed.
+    static func stop(_ hold: LeaseHold, on engine: DownloadEngine) {
+        if hold.stop() { engine.core.leaseStopped(hold) }
+    }
+
+    static func withReplica(_ body: @escaping @Sendable (BlockingChecks, String, TestOrigin, DownloadEngine) throws -> Void) async throws {
+        try await blocking { c in
+            let database = try PostgresServer.shared.createDatabase()
+            let origin = try TestOrigin(bodySize: 2 << 20, settings: ClusterLeaseLiveTests.throttled)
+            defer { origin.stop() }
+            let shared = ClusterLeaseLiveTests.sharedDirectory()
+            defer { try? FileManager.default.removeItem(at: shared) }
+            let a = try ClusterLeaseLiveTests.replica("a", database: database, shared: shared, ttl: Self.ttl)
+            defer { ClusterLeaseLiveTests.shutdown([a]) }
+            try body(c, database, origin, a)
+        }
+    }
+
+    @Test func aJoinWhoseNewLeaseStoppedBeforeItStartsTakesTheLeaseAgain() async throws {
+        try await Self.withReplica { c, database, origin, a in
+            let stops = Mutex(0)
+            a.core.locked {
+                a.core.hooks.leasePrepared = { name in
+                    guard stops.withLock({ $0 += 1; return $0 }) == 1, let cluster = a.core.cluster,
+                          let hold = a.core.locked({ cluster.pending[name] }) else { return }
+                    Self.stop(hold, on: a)
+                }
+            }
+            let id = try a.request(DownloadRequest(url: origin.url)).snapshot.id
+            c.expect(stops.withLock { $0 } == 2, "prepared twice")
+            let epoch = a.core.locked { a.core.byID[id]?.lease.map { ($0.epoch, $0.isStopped) } }
+            c.expect(epoch?.0 == 2 && epoch?.1 == false, "the download runs under a live lease of epoch 2: \(String(describing: epoch))")
+            try c.expect(try ClusterLeaseLiveTests.leaseRow(database)?.epoch == 2)
+            c.expect(ClusterLeaseLiveTests.wait(20) { a.snapshot(id: id)?.state == .completed }, "and completes")
+            c.expect(origin.getCount() == 1)
+        }
+    }
+
+    @Test func aRequestAfterTheReplicasOwnLeaseStoppedTakesItAgainAndResumes() async throws {
+        try await Self.withReplica { c, database, origin, a in
+            let id = try a.request(DownloadRequest(url: origin.url)).snapshot.id
+            try c.expect(try ClusterLeaseLiveTests.wait(10) { (try ClusterLeaseLiveTests.leaseRow(database)?.durable ?? 0) >= 128 << 10 },
+                         "a checkpoint reached the lease row")
+            let hold = try c.require(a.core.locked { a.core.byID[id]?.lease })
+            Self.stop(hold, on: a)
+            c.expect(a.core.locked { a.core.byID[id] } == nil, "evicted")
+            do throws(EngineError) {
+                let again = try a.request(DownloadRequest(url: origin.url))
+                c.expect(again.snapshot.id == id, "the same download")
+            } catch {
+                c.expect(false, "refused, naming \(error.ownerURL ?? "-"): \(error)")
+            }
+            try c.expect(try ClusterLeaseLiveTests.leaseRow(database)?.epoch == 2)
+            c.expect(ClusterLeaseLiveTests.wait(20) { a.snapshot(id: id)?.state == .completed }, "completes")
+            c.expect(origin.getCount() == 2, "resumed once: \(origin.getCount())")
+            let file = try c.require(a.completedFile(id: id))
+            try c.expect(Array(try Data(contentsOf: URL(fileURLWithPath: file.path))) == origin.expectedBody())
+        }
+    }
+}
