@@ -16,21 +16,8 @@ struct ClusterLeaseStopLiveTests {
         if hold.stop() { engine.core.leaseStopped(hold) }
     }
 
-    static func withReplica(_ body: @escaping @Sendable (BlockingChecks, String, TestOrigin, DownloadEngine) throws -> Void) async throws {
-        try await blocking { c in
-            let database = try PostgresServer.shared.createDatabase()
-            let origin = try TestOrigin(bodySize: 2 << 20, settings: ClusterLeaseLiveTests.throttled)
-            defer { origin.stop() }
-            let shared = ClusterLeaseLiveTests.sharedDirectory()
-            defer { try? FileManager.default.removeItem(at: shared) }
-            let a = try ClusterLeaseLiveTests.replica("a", database: database, shared: shared, ttl: Self.ttl)
-            defer { ClusterLeaseLiveTests.shutdown([a]) }
-            try body(c, database, origin, a)
-        }
-    }
-
     @Test func aJoinWhoseNewLeaseStoppedBeforeItStartsTakesTheLeaseAgain() async throws {
-        try await Self.withReplica { c, database, origin, a in
+        try await ClusterLeaseLiveTests.withReplicas(ttl: Self.ttl) { c, database, origin, a, _ in
             let stops = Mutex(0)
             a.core.locked {
                 a.core.hooks.leasePrepared = { name in
@@ -50,7 +37,7 @@ struct ClusterLeaseStopLiveTests {
     }
 
     @Test func aRequestAfterTheReplicasOwnLeaseStoppedTakesItAgainAndResumes() async throws {
-        try await Self.withReplica { c, database, origin, a in
+        try await ClusterLeaseLiveTests.withReplicas(ttl: Self.ttl) { c, database, origin, a, _ in
             let id = try a.request(DownloadRequest(url: origin.url)).snapshot.id
             try c.expect(try ClusterLeaseLiveTests.wait(10) { (try ClusterLeaseLiveTests.leaseRow(database)?.durable ?? 0) >= 128 << 10 },
                          "a checkpoint reached the lease row")
