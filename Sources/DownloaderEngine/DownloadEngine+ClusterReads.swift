@@ -116,8 +116,13 @@ final class ClusterReads: Sendable {
         return Set(tokens.filter { live.contains($0.1) }.map(\.0))
     }
 
-    func isPrivate(id: String) -> Bool {
-        ((try? reader.row(id: id))??.stored.credentialKey) != nil
+    /// Whether row `id` is credentialed (no row: no); a read that failed is no answer.
+    func isPrivate(id: String) throws(EngineError) -> Bool {
+        do throws(StateStoreError) {
+            return try reader.row(id: id)?.stored.credentialKey != nil
+        } catch {
+            throw .databaseUnavailable()
+        }
     }
 
     /// A subscription relayed from the row of download `id`; nil when there is none.

@@ -14,8 +14,10 @@ extension DownloadEngine {
         return core.locked { core.tokens[hashed].map { $0 == id } } ?? clusterReads?.isCaller(hashed, of: id) ?? false
     }
 
-    /// Whether download `id` is private to its callers (made with caller headers).
-    public func isPrivate(id: String) -> Bool {
-        core.locked { core.byID[id]?.isCredentialed } ?? clusterReads?.isPrivate(id: id) ?? false
+    /// Whether download `id` is private to its callers (made with caller headers). Cluster mode:
+    /// throws `databaseUnavailable` when its row could not be read (never taken as public).
+    public func isPrivate(id: String) throws(EngineError) -> Bool {
+        if let local = core.locked({ core.byID[id]?.isCredentialed }) { return local }
+        return try clusterReads?.isPrivate(id: id) ?? false
     }
 }

@@ -12,10 +12,16 @@ extension DownloadAPI {
         }
     }
 
-    /// Whether `request` may read download `id` (an unknown one: yes, its own `404` follows).
-    func mayRead(id: String, _ request: Request) -> Bool {
-        guard engine.isPrivate(id: id) else { return true }
-        return access(isPrivate: true, request, id: id).allowsReading
+    /// nil when `request` may read download `id` (an unknown one: yes, its own `404` follows); else
+    /// the answer: a private download is unknown to others, and one whose privacy could not be read
+    /// (cluster mode, the database did not answer) is `503`, never served as public.
+    func readRefusal(id: String, _ request: Request) -> Response? {
+        do throws(EngineError) {
+            guard try engine.isPrivate(id: id), !access(isPrivate: true, request, id: id).allowsReading else { return nil }
+            return unknownDownloadResponse(id)
+        } catch {
+            return APIError(engineError: error).response
+        }
     }
 
     /// The one place that says whether a request is the operator's: it shows the admin token

@@ -55,8 +55,8 @@ struct DownloadAPI: Sendable {
             case .wrong: return APIError(status: 403, .forbidden, "wrong token (neither the service's token nor the admin token)").response
             }
         }
-        if let id = Self.readDownloadID(endpoint, method: request.method), !mayRead(id: id, request) {
-            return unknownDownloadResponse(id)
+        if let id = Self.readDownloadID(endpoint, method: request.method), let refusal = readRefusal(id: id, request) {
+            return refusal
         }
         if let refusal = clusterRefusal(endpoint, request) { return refusal }
         if let answer = await forwardedAnswer(endpoint, request) { return answer }

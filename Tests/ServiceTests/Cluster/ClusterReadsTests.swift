@@ -94,8 +94,19 @@ struct ClusterReadsTests {
         c.expect(!engine.isCaller(token: "tok-a", of: "c1") && !engine.isCaller(token: "tok-x", of: "p1"))
         c.expect(engine.isCaller(token: local.token, of: local.snapshot.id), "the engine's own tokens as before")
         c.expect(engine.liveTokens(among: ["tok-a", "tok-x", local.token, "tok-b"]) == ["tok-a", local.token, "tok-b"])
-        c.expect(engine.isPrivate(id: "k1") && !engine.isPrivate(id: "p1") && !engine.isPrivate(id: "nope"))
+        try c.expect(engine.isPrivate(id: "k1") && !engine.isPrivate(id: "p1") && !engine.isPrivate(id: "nope"))
         c.expect(engine.snapshot(id: "k1")?.isPrivate == true)
+        // A read that fails is no answer: never "public".
+        let admin = try PostgresConnection(url: url, timeout: 5)
+        try admin.execute("ALTER TABLE downloads RENAME TO downloads_away")
+        do throws(EngineError) {
+            let answer = try engine.isPrivate(id: "k1")
+            c.expect(false, "answered \(answer) without its row")
+        } catch {
+            c.expect(error.code == .databaseUnavailable, "\(error)")
+        }
+        try admin.execute("ALTER TABLE downloads_away RENAME TO downloads")
+        try c.expect(engine.isPrivate(id: "k1"))
     }
 
     @Test func aHeartbeatCountsOnlyWhileItsEpochHoldsTheLeaseAndAStaleEpochChangesNothing() async throws {
