@@ -49,7 +49,10 @@ enum SegmentPlanner {
     /// pieces arrive instead of only at the end.
     static func pieces(total: Int64, from offset: Int64, minimumSegment: Int64 = minimumSegment) -> [Segment] {
         let remaining = max(0, total - offset)
-        let size = max(1, minimumSegment, (remaining + maximumPieces - 1) / maximumPieces)
+        // Rounded up without `remaining + maximumPieces - 1`, which overflows for an origin's
+        // `Content-Length` near Int64.max (and would stop the process).
+        let perPiece = remaining / maximumPieces + (remaining % maximumPieces == 0 ? 0 : 1)
+        let size = max(1, minimumSegment, perPiece)
         let count = max(1, remaining / size)
         return (0..<count).map { index in
             let start = offset + index * size

@@ -40,6 +40,16 @@ import Testing
         #expect(odd.map(\.end) == [8 * Self.mib, 16 * Self.mib + 4096])
     }
 
+    /// An origin may announce any `Content-Length` up to Int64.max: planning never overflows.
+    @Test(arguments: [Int64.max, Int64.max - 1, Int64.max - 255, Int64.max / 2 + 1])
+    func piecesOfTheLargestTotalsStayWithinBounds(_ total: Int64) {
+        for offset in [Int64(0), 1, total / 3, total - 1] {
+            let plan = SegmentPlanner.pieces(total: total, from: offset)
+            #expect(plan.count <= 256 && plan.first?.start == offset && plan.last?.end == total)
+            #expect(zip(plan, plan.dropFirst()).allSatisfy { $0.end == $1.start && $0.end > $0.start })
+        }
+    }
+
     static func head(_ status: Int, _ headers: [String: String]) -> ResponseHead {
         ResponseHead(status: status, headers: headers.reduce(into: [:]) { $0[$1.key.lowercased()] = [$1.value] },
                      effectiveURL: "http://o.test/f")
