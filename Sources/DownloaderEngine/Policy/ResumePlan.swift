@@ -93,6 +93,11 @@ enum ResumePlan {
             if let known = knownTotal, let total = range.total, known != total {
                 return .restartNextAttempt(reason: "the total size changed from \(known) to \(total)")
             }
+            // `bytes N-M/*`: the size known from an earlier answer is what the range must reach
+            // (else a resume cut short would complete the file short), and it stays known.
+            if range.total == nil, let known = knownTotal, range.last != known - 1 {
+                return .restartNextAttempt(reason: "206 with a Content-Range that does not reach the known end (\(known) bytes)")
+            }
             if let sent = sentValidator, let offered = rawValidator(head) {
                 if let etag = sent.etag, offered.etag != nil, offered.etag != etag {
                     return .restartNextAttempt(reason: "206 for a different ETag")
@@ -101,7 +106,7 @@ enum ResumePlan {
                     return .restartNextAttempt(reason: "206 for a different Last-Modified")
                 }
             }
-            return .accept(offset: requested.offset, restarted: false, total: range.total)
+            return .accept(offset: requested.offset, restarted: false, total: range.total ?? knownTotal)
         case 416 where requested.offset > 0:
             return .restartNextAttempt(reason: "416: the kept bytes no longer fit the file")
         case 408, 429, 500...599:

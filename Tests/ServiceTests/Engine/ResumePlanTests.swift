@@ -52,7 +52,9 @@ import Testing
     @Test(arguments: [
         (200, ["Content-Length": "500"], ResumePlan.Decision.accept(offset: 0, restarted: true, total: 500)),
         (206, ["Content-Range": "bytes 100-499/500", "ETag": "\"v1\""], .accept(offset: 100, restarted: false, total: 500)),
-        (206, ["Content-Range": "bytes 100-499/*"], .accept(offset: 100, restarted: false, total: nil)),
+        (206, ["Content-Range": "bytes 100-499/*"], .accept(offset: 100, restarted: false, total: 500)),
+        (206, ["Content-Range": "bytes 100-199/*"],
+         .restartNextAttempt(reason: "206 with a Content-Range that does not reach the known end (500 bytes)")),
         (206, ["Content-Range": "bytes 0-499/500"], .accept(offset: 0, restarted: true, total: 500)),
         (206, ["Content-Range": "bytes 50-499/500"], .restartNextAttempt(reason: "206 starting at 50, expected 100")),
         (206, ["Content-Range": "bytes 100-200/500"], .restartNextAttempt(reason: "206 with a Content-Range that does not reach the end")),
@@ -72,6 +74,13 @@ import Testing
         let decision = ResumePlan.decide(head: Self.head(status, fields), requested: Self.resume,
                                          sentValidator: Validator(etag: "\"v1\""), knownTotal: 500)
         #expect(decision == expected)
+    }
+
+    /// With no size known from before, `bytes N-M/*` is all there is to go by.
+    @Test func anUnknownTotalStaysUnknown() {
+        #expect(ResumePlan.decide(head: Self.head(206, ["Content-Range": "bytes 100-199/*"]), requested: Self.resume,
+                                  sentValidator: Validator(etag: "\"v1\""), knownTotal: nil)
+            == .accept(offset: 100, restarted: false, total: nil))
     }
 
     @Test func freshAttemptAccepts200() {
