@@ -59,9 +59,13 @@ extension EngineCore {
             record.error = failure
             record.updatedAt = clock.now()
         case .clearFailure:
+            // A failed download starting again: its readers (a `/fetch` asking again) see it waiting, not failed.
             record.error = nil
+            refreshTail(record)
         case .resetResult:
+            // A completed download whose file vanished: its readers see it waiting, not completed.
             resetResult(record)
+            refreshTail(record)
         case .moveFile:
             moveFile(record)
         case .emit(let notice):
