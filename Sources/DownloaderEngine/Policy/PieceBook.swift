@@ -46,7 +46,8 @@ struct PieceBook: Equatable, Sendable {
 
     /// The prefix reached its end: when the next piece with bytes is nobody's and none of it is
     /// written, the prefix takes it over and its new end is returned; the piece stays in the table,
-    /// empty, at the new end. nil: the prefix stops here.
+    /// empty, at the new end, with the pieces taken over before it (so that the table stays
+    /// contiguous, as `SegmentJournal` stores and reads it). nil: the prefix stops here.
     mutating func extendPrefix() -> Int64? {
         let end = segments[0].end
         guard let index = segments.indices.dropFirst().first(where: { segments[$0].end > end }),
@@ -54,7 +55,7 @@ struct PieceBook: Equatable, Sendable {
         let further = segments[index].end
         taken[index] = true
         segments[0].end = further
-        segments[index] = Segment(start: further, end: further)
+        for emptied in 1...index { segments[emptied] = Segment(start: further, end: further) }
         return further
     }
 

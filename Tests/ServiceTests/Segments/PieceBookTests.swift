@@ -77,6 +77,22 @@ import Testing
         #expect(result11 == nil)  // Part of it is written already.
     }
 
+    /// The prefix running on through several pieces leaves a table the journal still reads: a
+    /// restart resumes every piece where it stood.
+    @Test func aPrefixThatRanOnThroughSeveralPiecesIsStillJournaled() {
+        var book = PieceBook(segments: [Segment(start: 0, end: 10), Segment(start: 10, end: 20),
+                                        Segment(start: 20, end: 30), Segment(start: 30, end: 40)], total: 40)
+        book.advance(0, to: 10)
+        #expect(book.extendPrefix() == 20)
+        book.advance(0, to: 20)
+        #expect(book.extendPrefix() == 30)
+        book.advance(0, to: 25)
+        #expect(book.segments == [Segment(start: 0, end: 30, next: 25), Segment(start: 30, end: 30), Segment(start: 30, end: 30),
+                                  Segment(start: 30, end: 40)])
+        #expect(SegmentJournal.segments(SegmentJournal.text(book.segments)) == book.segments)
+        #expect(book.written == 25 && book.contiguous == 25)
+    }
+
     @Test func countsRetriesPerPieceUpToTheLimit() {
         var book = Self.book()
         let result12 = book.retry(1, limit: 2)
