@@ -54,10 +54,14 @@ struct FetchCursor: Equatable {
     }
 
     /// Where the bytes that may go out before the verdict end: what is in the file, within the
-    /// range, short of the last byte of the file.
+    /// range, short of the last byte of the file. With the size unknown, a closed range's last
+    /// byte may be the file's: it goes out once a byte beyond it landed (else with the verdict).
     private func sendable(_ tail: TailState) -> Int64 {
         var upTo = tail.available
-        if let end = plan.end { upTo = min(upTo, end + 1) }
+        if let end = plan.end {
+            upTo = min(upTo, end + 1)
+            if tail.total == nil, tail.available <= end + 1 { upTo = min(upTo, end) }
+        }
         if plan.endsAtLastByte, let total = tail.total { upTo = min(upTo, total - 1) }  // the verdict first
         return upTo
     }

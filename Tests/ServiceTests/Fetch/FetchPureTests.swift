@@ -175,6 +175,21 @@ import Testing
         #expect(cursor.step(Self.tail(.completed, available: 80, total: 80)) == .finish)
     }
 
+    /// Size unknown: the range's last byte may turn out to be the file's, so it waits until a byte
+    /// beyond it lands, or for the verdict; a failure then aborts the response one byte short.
+    @Test func sizeUnknownAClosedRangesLastByteWaitsForAByteBeyondIt() {
+        var cursor = FetchCursor(Self.plan(start: 90, end: 99, total: nil))
+        #expect(cursor.step(Self.tail(.flowing, available: 100, total: nil)) == .send(from: 90, to: 99))
+        cursor.sent(upTo: 99)
+        #expect(cursor.step(Self.tail(.flowing, available: 100, total: nil)) == .wait)
+        #expect(cursor.step(Self.tail(.flowing, available: 101, total: nil)) == .send(from: 99, to: 100), "not the last byte")
+        let failed = Self.tail(.failed(DownloadFailure(code: .checksumMismatch, message: "x"), stalled: false), available: 100, total: nil)
+        #expect(cursor.step(failed) == .fail("the download failed: checksum_mismatch"))
+        #expect(cursor.step(Self.tail(.completed, available: 100, total: 100)) == .send(from: 99, to: 100), "verified")
+        cursor.sent(upTo: 100)
+        #expect(cursor.step(Self.tail(.flowing, available: 101, total: nil)) == .finish)
+    }
+
     @Test func aClosedRangeBeyondTheFinishedFileAborts() {
         let cursor = FetchCursor(Self.plan(start: 50, end: 149, total: nil))
         #expect(cursor.step(Self.tail(.completed, available: 100, total: 100)) == .abort("the range ends beyond the file"))
