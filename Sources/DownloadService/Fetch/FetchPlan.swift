@@ -45,9 +45,11 @@ enum FetchPlan: Equatable {
 
     /// `awaitingHead`: the reader must hear the origin's answer to a resume first (it joined a
     /// download that was not transferring). `changedRecently`: the file changed within the window in
-    /// which a bare `Range` is refused.
+    /// which a bare `Range` is refused. `mayChunk`: the client reads chunked bodies (HTTP/1.1); an
+    /// HTTP/1.0 client's body of unknown size would end with the connection, a failure looking
+    /// like the end of the file, so it waits for the verdict and gets the stored file.
     static func decide(id: String, tail: TailState, awaitingHead: Bool, range: String?, ifRange: String?,
-                       changedRecently: Bool) -> FetchPlan {
+                       changedRecently: Bool, mayChunk: Bool = true) -> FetchPlan {
         var requested = ByteRangeRequest.parse(range)
         // A bare Range on a file that changed lately is refused, streaming or stored: the client's
         // bytes may be the old version's (a retrying wget would splice).
@@ -69,7 +71,7 @@ enum FetchPlan: Equatable {
                               etag: etag, generation: tail.generation)
         guard let total = tail.total else {
             // Size unknown: only a closed range can be answered as a range.
-            guard case .closed(let a, let b) = requested else { return .stream(whole) }
+            guard case .closed(let a, let b) = requested else { return mayChunk ? .stream(whole) : .wait }
             return .stream(Streaming(status: 206, start: a, end: b, total: nil, contentRange: "bytes \(a)-\(b)/*",
                                      etag: etag, generation: tail.generation))
         }

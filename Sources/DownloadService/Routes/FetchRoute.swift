@@ -33,12 +33,13 @@ extension DownloadAPI {
         reader.watch { changes.signal() }
         var queuedFor: Double = 0
         var heldFor: Double = 0
+        let mayChunk = request.version.major > 1 || request.version.minor >= 1
         while true {
             let tail = reader.state
             let awaiting = awaitingHeadsAbove.map { tail.heads <= $0 } ?? false
             let changed = engine.lastChange(id: reader.id).map { Date().timeIntervalSince($0) < Self.changedWindow } ?? false
             let plan = FetchPlan.decide(id: reader.id, tail: tail, awaitingHead: awaiting, range: request.headers["Range"],
-                                        ifRange: request.headers["If-Range"], changedRecently: changed)
+                                        ifRange: request.headers["If-Range"], changedRecently: changed, mayChunk: mayChunk)
             switch plan {
             case .wait:
                 if Task.isCancelled {  // the client went away: nobody reads this answer

@@ -71,6 +71,7 @@ import Testing
         var range: String?
         var ifRange: String?
         var changed = false
+        var http10 = false
         var plan: FetchPlan
         var testDescription: String { name }
     }
@@ -99,6 +100,12 @@ import Testing
             plan: stream(206, 5, 9, total: nil, range: "bytes 5-9/*")),
         Row(name: "size unknown, open range: the whole body", tail: tail(total: nil), range: "bytes=5-",
             plan: stream(200, 0, nil, total: nil, range: nil)),
+        Row(name: "HTTP/1.0, size unknown: waits for the verdict (no chunks to end cleanly)", tail: tail(total: nil), http10: true,
+            plan: .wait),
+        Row(name: "HTTP/1.0, size unknown, open range: waits too", tail: tail(total: nil), range: "bytes=5-", http10: true, plan: .wait),
+        Row(name: "HTTP/1.0, size unknown, closed range: streamed (its length is known)", tail: tail(total: nil), range: "bytes=5-9",
+            http10: true, plan: stream(206, 5, 9, total: nil, range: "bytes 5-9/*")),
+        Row(name: "HTTP/1.0, size known: streamed", tail: tail(), http10: true, plan: stream(200, 0, 999, total: 1000, range: nil)),
         Row(name: "If-Range of this version", tail: tail(), range: "bytes=10-", ifRange: "\"v1\"",
             plan: stream(206, 10, 999, total: 1000, range: "bytes 10-999/1000")),
         Row(name: "If-Range of another version: the whole current one", tail: tail(), range: "bytes=10-", ifRange: "\"v0\"",
@@ -114,7 +121,7 @@ import Testing
     @Test(arguments: rows)
     func decides(_ row: Row) {
         let plan = FetchPlan.decide(id: "d1", tail: row.tail, awaitingHead: row.awaitingHead, range: row.range,
-                                    ifRange: row.ifRange, changedRecently: row.changed)
+                                    ifRange: row.ifRange, changedRecently: row.changed, mayChunk: !row.http10)
         #expect(plan == row.plan)
     }
 }

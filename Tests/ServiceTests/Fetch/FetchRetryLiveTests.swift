@@ -33,4 +33,30 @@ struct FetchRetryLiveTests {
         #expect(again.body == origin.expectedBody())
         #expect(origin.getCount() == 2)
     }
+
+    /// An HTTP/1.0 client reads a body of unknown size until the connection closes, so an abort
+    /// would look like the end of the file: it waits for the verdict instead (a `502`, or the
+    /// verified file with its length).
+    @Test func anHTTP10ClientOfAChunkedDownloadGetsTheVerdictNotATruncatedBody() async throws {
+        let origin = try TestOrigin(bodySize: 256 << 10)
+        defer { origin.stop() }
+        origin.update {
+            $0.chunked = true
+            $0.bytesPerSecond = 1 << 20
+        }
+        let service = try await ServiceProcess.start(arguments: FetchLiveTests.loopback)
+        func fetch10(_ query: String) async throws -> RawHTTPResponse {
+            let client = try await RawHTTPClient.connect(port: service.port)
+            defer { client.close() }
+            try await client.send("GET \(FetchLiveTests.path(origin.url))\(query) HTTP/1.0\r\nHost: t\r\n\r\n")
+            return try await client.readResponse()
+        }
+        let wrong = try await fetch10("&sha256=" + String(repeating: "0", count: 64))
+        #expect(wrong.status == 502, "\(wrong.status)")
+        let error = wrong.json["error"] as? [String: Any]
+        #expect(error?["code"] as? String == "checksum_mismatch")
+        let right = try await fetch10("")
+        #expect(right.status == 200 && right.header("Content-Length") == "\(256 << 10)")
+        #expect(right.body == origin.expectedBody())
+    }
 }
