@@ -116,12 +116,14 @@ final class ClusterReads: Sendable {
         return Set(tokens.filter { live.contains($0.1) }.map(\.0))
     }
 
-    /// Whether row `id` is credentialed (no row: no); a read that failed is no answer.
+    /// Whether row `id` is credentialed (no row: no). A read that failed is no answer, except for a
+    /// download known complete (`KnownCompletions` holds no private one).
     func isPrivate(id: String) throws(EngineError) -> Bool {
         do throws(StateStoreError) {
             return try reader.row(id: id)?.stored.credentialKey != nil
         } catch {
-            throw .databaseUnavailable()
+            guard known.withLock({ $0.entry(id: id) }) != nil else { throw .databaseUnavailable() }
+            return false
         }
     }
 
