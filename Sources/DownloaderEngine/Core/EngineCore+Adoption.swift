@@ -14,7 +14,7 @@ extension EngineCore {
         case .granted(let hold, let grant, let row):
             guard let row else { return hold }
             adopt(row, hold, grant, cluster)
-            return nil
+            return nil  // Adopted, or its lease stopped while seeding: the join takes it again.
         }
     }
 
@@ -57,7 +57,14 @@ extension EngineCore {
     /// prefix up to the lease's `durable_offset` and, for a segmented download, every segment up to
     /// the durable offset the row records for it), so that the prefix and every segment resume
     /// where they stood. A download that was running carries on for its stored callers.
-    private func adopt(_ row: StoredDownload, _ hold: LeaseHold, _ grant: LeaseStore.Grant, _ cluster: EngineCluster) {
+    ///
+    /// The lease is renewed from the start: seeding copies the partial, which for a large file
+    /// takes longer than a lease lasts. When it stopped meanwhile, nothing is adopted (false) and
+    /// the previous partial stays where the lease row names it.
+    @discardableResult
+    private func adopt(_ row: StoredDownload, _ hold: LeaseHold, _ grant: LeaseStore.Grant, _ cluster: EngineCluster) -> Bool {
+        cluster.keeper.add(hold)
+        if let seeding = locked({ hooks.seeding }) { seeding(row.id) }
         let target = store.partialDirectory + "/" + EpochFiles.partial(id: row.id, epoch: hold.epoch)
         var copied: [Range<Int64>] = []
         if row.state != .completed, row.validator != nil,
@@ -69,11 +76,9 @@ extension EngineCore {
             FileStore.remove(target)
         }
         let (kept, segments) = EpochFiles.seeded(durableOffset: grant.durableOffset, segments: row.segments, copied: copied)
-        // The previous epoch's partial is done with (a fenced writer can only add to its unlinked file).
-        if let previous = grant.partFile, !previous.contains("/"), previous != EpochFiles.partial(id: row.id, epoch: hold.epoch) {
-            FileStore.remove(store.partialDirectory + "/" + previous)
-        }
-        decide {
+        let adopted: Bool = decide {
+            // Stopped before this (under the lock): nothing to adopt. Stopped after: `leaseStopped` finds it by `hold.id`.
+            guard !hold.isStopped else { return false }
             let record = DownloadRecord(stored: row, tau: configuration.rateTimeConstant,
                                         progressInterval: configuration.progressInterval, ignoring: configuration.coalesceIgnoreQuery)
             hold.id = record.id
@@ -100,8 +105,17 @@ extension EngineCore {
                 tellRecovered(record)
             }
             save(record)
+            return true
         }
-        cluster.keeper.add(hold)
+        guard adopted else {
+            FileStore.remove(target)
+            return false
+        }
+        // The previous epoch's partial is done with (a fenced writer can only add to its unlinked file).
+        if let previous = grant.partFile, !previous.contains("/"), previous != EpochFiles.partial(id: row.id, epoch: hold.epoch) {
+            FileStore.remove(store.partialDirectory + "/" + previous)
+        }
+        return true
     }
 
     /// Cluster queue: takes over leases whose holder stopped renewing them (a higher epoch), adopts
@@ -118,8 +132,8 @@ extension EngineCore {
                 _ = try? cluster.leases.release(key: hold.key, epoch: hold.epoch)
                 continue
             }
+            guard adopt(row, hold, grant, cluster) else { continue }
             cluster.takeovers.add(1, ordering: .relaxed)
-            adopt(row, hold, grant, cluster)
             decide { if let record = byID[row.id] { clusterCheck(record) } }
         }
     }

@@ -25,6 +25,8 @@ struct EngineHooks: Sendable {
     /// Cluster mode: after a join took (or found) the lease for its key, before it joins: the
     /// lease's name.
     var leasePrepared: (@Sendable (String) -> Void)?
+    /// Cluster mode: before a download taken over is seeded from the previous epoch's partial: its id.
+    var seeding: (@Sendable (String) -> Void)?
 
     /// Hooks that SIGKILL the process at `point` (crash tests through the real executable only).
     static func crashing(at point: CrashPoint) -> EngineHooks {

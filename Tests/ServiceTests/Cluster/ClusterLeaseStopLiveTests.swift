@@ -57,4 +57,28 @@ struct ClusterLeaseStopLiveTests {
             try c.expect(Array(try Data(contentsOf: URL(fileURLWithPath: file.path))) == origin.expectedBody())
         }
     }
+
+    /// Seeding the new epoch's partial copies the previous one, which for a large file takes longer
+    /// than a lease lasts (here stretched by a hook past the 2 s lease): the lease is renewed all the
+    /// while, so the download resumes from what was durable and its new caller is kept.
+    @Test func aTakeoverWhoseSeedingOutlastsTheLeaseKeepsItAndResumes() async throws {
+        try await ClusterLeaseLiveTests.withReplicas(ttl: 2) { c, database, origin, a, b in
+            let first = try a.request(DownloadRequest(url: origin.url))
+            let id = first.snapshot.id
+            try c.expect(try ClusterLeaseLiveTests.wait(10) { (try ClusterLeaseLiveTests.leaseRow(database)?.durable ?? 0) >= 128 << 10 },
+                         "a checkpoint reached the lease row")
+            c.expect(a.cancel(token: first.token)?.state == .paused)
+            try c.expect(try ClusterLeaseLiveTests.wait(5) { try ClusterLeaseLiveTests.letGo(a, database) }, "a lets it go")
+            b.core.locked { b.core.hooks.seeding = { _ in usleep(3_000_000) } }
+            let second = try b.request(DownloadRequest(url: origin.url))
+            c.expect(second.snapshot.id == id)
+            c.expect(b.statistics.cluster?.fencedWrites == 0, "the lease held through the seeding")
+            c.expect(ClusterLeaseLiveTests.wait(20) { b.snapshot(id: id)?.state == .completed }, "completes on b")
+            c.expect(a.placement(ofToken: second.token) != nil, "b's caller is in the database")
+            let range = origin.requests(path: "/file").filter { $0.method == "GET" }.last?.header("Range") ?? "none"
+            c.expect(range.hasPrefix("bytes=") && range != "bytes=0-", "resumed: \(range)")
+            c.expect(b.completedFile(id: id).map { (try? Data(contentsOf: URL(fileURLWithPath: $0.path))).map(Array.init) == origin.expectedBody() }
+                     ?? false, "byte-identical")
+        }
+    }
 }
