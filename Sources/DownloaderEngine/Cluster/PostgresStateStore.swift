@@ -56,7 +56,12 @@ final class PostgresStateStore: StateStore, @unchecked Sendable {
         guard !batch.isEmpty else { return }
         try pool.withConnection { db throws(StateStoreError) in
             try db.transaction { () throws(StateStoreError) in
-                let deletions = try Self.writeTombstones(batch, db) { fencedRows.add(1, ordering: .relaxed) }
+                var deletions = try Self.writeTombstones(batch, db) { fencedRows.add(1, ordering: .relaxed) }
+                for (id, fence) in batch.deletionFences where deletions.contains(id) {
+                    guard try !Self.fenceHolds(fence, db) else { continue }
+                    deletions.removeAll { $0 == id }  // Another epoch holds it now: its row is its own.
+                    fencedRows.add(1, ordering: .relaxed)
+                }
                 if !deletions.isEmpty {
                     try db.execute("DELETE FROM downloads WHERE id = ANY($1::text[])", [PostgresArray.literal(deletions)])
                 }

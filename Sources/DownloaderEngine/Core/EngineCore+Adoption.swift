@@ -93,6 +93,7 @@ extension EngineCore {
                 record.flushedBytes = kept
             }
             cluster.forgotten.remove(record.id)
+            cluster.forgottenFences[record.id] = nil
             byID[record.id] = record
             byURL[record.key] = record
             for token in record.tokens { tokens[token] = record.id }

@@ -77,10 +77,19 @@ extension EngineCore {
         }
     }
 
-    /// Cluster queue: a lease granted for a download that was never created is given back.
+    /// Cluster queue: a lease granted for a download that was never created (or whose download was
+    /// forgotten) is given back, once a forgotten download's deletion (fenced by it) is written: a
+    /// commit that failed is tried again shortly while the lease is renewed (until it stops).
     func releaseUnused(_ hold: LeaseHold) {
         guard let cluster else { return }
-        stateWriter.flush()  // A forgotten download's deletion first.
+        stateWriter.flush()
+        if stateWriter.lastError != nil, !hold.isStopped, !locked({ shuttingDown }) {
+            scheduler.schedule(after: 1) { [weak self] in
+                guard let self else { return }
+                cluster.queue.async { self.releaseUnused(hold) }
+            }
+            return
+        }
         cluster.adoption.lock()
         defer { cluster.adoption.unlock() }
         cluster.keeper.remove(hold)
@@ -111,8 +120,12 @@ extension EngineCore {
     /// and the lease is released.
     func clusterForget(_ record: DownloadRecord) {
         guard let cluster else { return }
-        if cluster.forgotten.count >= EngineCluster.forgottenLimit, let any = cluster.forgotten.first { cluster.forgotten.remove(any) }
+        if cluster.forgotten.count >= EngineCluster.forgottenLimit, let any = cluster.forgotten.first {
+            cluster.forgotten.remove(any)
+            cluster.forgottenFences[any] = nil
+        }
         cluster.forgotten.insert(record.id)
+        cluster.forgottenFences[record.id] = removalFence(of: record)
         guard let hold = record.lease else { return }
         if cluster.held[hold.key] === record { cluster.held[hold.key] = nil }
         effects.append { [self] in cluster.queue.async { self.releaseUnused(hold) } }

@@ -41,6 +41,9 @@ extension StateStore {
 struct StateBatch: Sendable, Equatable {
     var upserts: [StoredDownload] = []
     var deletions: [String] = []
+    /// Cluster mode: the lease a deletion was decided under (the row goes only while its epoch
+    /// holds the lease; the single process has none).
+    var deletionFences: [String: LeaseFence] = [:]
     var tombstones: [Tombstone] = []
 
     var isEmpty: Bool { upserts.isEmpty && deletions.isEmpty && tombstones.isEmpty }

@@ -55,6 +55,33 @@ struct PostgresFencingTests {
         }
     }
 
+    /// A deletion decided under epoch 1 (a forgotten download) that commits late, after epoch 2
+    /// took the download over and gave it a caller, deletes nothing: the row is epoch 2's now.
+    @Test func aDeletionIsWrittenOnlyWhileItsEpochHoldsTheLease() async throws {
+        try await blocking { c in
+            let url = try PostgresServer.shared.createDatabase()
+            let store = try PostgresStateStore(pool: PostgresPool(url: url, capacity: 2))
+            let leases = LeaseStore(pool: store.pool)
+            try c.expect(leases.acquire(key: "k", owner: "A", ownerURL: "http://a", ttl: 0.2)?.epoch == 1)
+            var row = StateFixture.download("x", .paused)
+            row.fence = LeaseFence(key: "k", epoch: 1, partFile: "x.1.part")
+            try store.commit(StateBatch(upserts: [row]))
+            usleep(300_000)
+            try c.expect(leases.acquire(key: "k", owner: "B", ownerURL: "http://b", ttl: 5)?.epoch == 2)
+            row.tokens = [TokenHash(token: "t2")]
+            row.fence = LeaseFence(key: "k", epoch: 2, partFile: "x.2.part")
+            try store.commit(StateBatch(upserts: [row]))
+            let late = StateBatch(deletions: ["x"], deletionFences: ["x": LeaseFence(key: "k", epoch: 1, partFile: "x.1.part")])
+            try store.commit(late)
+            try c.expect(store.load(id: "x") != nil, "the row stays")
+            try c.expect(store.downloadID(ofToken: TokenHash(token: "t2")) == "x", "with epoch 2's caller")
+            c.expect(store.fencedRows.load(ordering: .relaxed) == 1)
+            // Under the epoch that holds the lease, the deletion goes through.
+            try store.commit(StateBatch(deletions: ["x"], deletionFences: ["x": LeaseFence(key: "k", epoch: 2, partFile: "x.2.part")]))
+            try c.expect(store.load(id: "x") == nil)
+        }
+    }
+
     @Test func leaseNamesKeepCredentialedKeysApart() {
         let plain = CoalescingKey(url: "http://o.test/f", ignoring: [], credential: nil)
         let keyed = CoalescingKey(url: "http://o.test/f", ignoring: [], credential: [0xab, 0x01])
