@@ -56,10 +56,14 @@ extension EngineCore {
         let partial = attempt.partial
         attempt.partial = nil
         var settlement = Settlement.notDone
+        /// The sync reported an I/O error: written bytes may be lost although a later sync succeeds.
+        var lostWrites = false
         if case .success = result, attempt.refusal == nil, attempt.acceptedOffset != nil, let partial {
             settlement = absorbSegments(attempt, partial) ?? verifyAndPublish(attempt, partial, context)
         } else if let partial {
-            if case .restart = attempt.refusal {} else { try? partial.sync() }
+            if case .restart = attempt.refusal {} else {
+                do throws(SystemError) { try partial.sync() } catch { lostWrites = error.errno == EIO }
+            }
         }
         let durable = partial?.durableLength ?? 0
         let closed = partial?.close()
@@ -82,12 +86,14 @@ extension EngineCore {
                 case .keepSettledPartial:
                     record.attempt = nil
                     if let closed {
-                        record.keptBytes = closed.length
-                        record.keptHasher = closed.hasher
+                        // After an I/O error only what was made durable before is kept (the rest is fetched again).
+                        let keep = lostWrites ? min(durable, closed.length) : closed.length
+                        record.keptBytes = keep
+                        record.keptHasher = keep == closed.length ? closed.hasher : nil
                         record.durableOffset = durable
-                        record.bytesWritten = closed.length
-                        record.flushedBytes = closed.length
-                        keepSegments(of: attempt, record, keptPrefix: closed.length, synced: durable >= closed.length)
+                        record.bytesWritten = keep
+                        record.flushedBytes = keep
+                        keepSegments(of: attempt, record, keptPrefix: keep, synced: durable >= closed.length)
                     }
                 case .recordCompletion:
                     if case .published(let file) = settlement { recordCompletion(record, file) }

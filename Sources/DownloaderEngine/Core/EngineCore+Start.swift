@@ -17,24 +17,26 @@ extension EngineCore {
         attempt.keptAtStart = kept
         let validator = record.validator
         let path = partialPath(of: record)
-        let write = hooks.partialWrite
+        let (write, sync) = (hooks.partialWrite, hooks.partialSync)
         let keepTail = record.segments != nil && kept > 0 && validator != nil
         if !keepTail { record.segments = nil }
         attempt.keptSegments = keepTail
         effects.append { [self] in
             workQueue.async {
-                self.prepare(attempt, path: path, kept: kept, keepTail: keepTail, hasher: hasher, validator: validator, write: write)
+                self.prepare(attempt, path: path, kept: kept, keepTail: keepTail, hasher: hasher, validator: validator, write: write,
+                             sync: sync)
             }
         }
     }
 
     /// Work queue: opens the partial (keeping what can be resumed) and plans the request, then launches.
     private func prepare(_ attempt: Attempt, path: String, kept: Int64, keepTail: Bool, hasher: SHA256Hasher?, validator: Validator?,
-                         write: PartialFile.WriteCall?) {
+                         write: PartialFile.WriteCall?, sync: PartialFile.SyncCall?) {
         // Space for the new bytes first: paused partials go before a low disk fills up.
         checkPressure(memory: false)
         do throws(SystemError) {
-            let partial = try PartialFile(path: path, keep: kept, keepTail: keepTail, hasher: hasher, hashedLength: kept, write: write)
+            let partial = try PartialFile(path: path, keep: kept, keepTail: keepTail, hasher: hasher, hashedLength: kept, write: write,
+                                          sync: sync)
             partial.whenAdvanced { [weak self, weak attempt] length in
                 if let self, let attempt { self.attemptFlushed(attempt, length: length) }
             }

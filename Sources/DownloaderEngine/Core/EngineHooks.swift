@@ -13,6 +13,8 @@ struct EngineHooks: Sendable {
     var beforeRemove: (@Sendable () -> Void)?
     /// Stands in for write(2) on partial files (e.g. to fail with ENOSPC).
     var partialWrite: PartialFile.WriteCall?
+    /// Stands in for fdatasync(2) on partial files (e.g. to fail with EIO).
+    var partialSync: PartialFile.SyncCall?
     /// After a move ended (switched, or given up): download id and the path now served.
     var moved: (@Sendable (String, String?) -> Void)?
     /// On the work queue, right before / after a verified file is renamed into its area (after the

@@ -14,6 +14,7 @@ final class PartialFile {
     /// Bytes known to be on stable storage (after `sync()`).
     private(set) var durableLength: Int64
     private let pipeline: WritePipeline
+    private let datasync: SyncCall
     /// The buffer being filled (taken from the pipeline) and its bytes.
     private var current: UnsafeMutableRawBufferPointer?
     private var filled = 0
@@ -24,6 +25,8 @@ final class PartialFile {
     static let depth = 4
     /// write(2), or a stand-in from tests (e.g. one that fails with ENOSPC).
     typealias WriteCall = @Sendable (Int32, UnsafeRawPointer, Int) -> Int
+    /// Stands in for fdatasync(2) (tests: an I/O error).
+    typealias SyncCall = @Sendable (Int32) -> Int32
 
     /// Opens (creating) `path`, keeps at most `keep` bytes (dropping any tail), and hashes the
     /// kept bytes with a bounded buffer. `hasher`, when given, already covers exactly `keep`
@@ -31,8 +34,10 @@ final class PartialFile {
     /// `keepTail`: bytes after `keep` stay in the file (a segmented download's segments); the
     /// appends still start at `keep`.
     init(path: String, keep: Int64, keepTail: Bool = false, hasher: SHA256Hasher? = nil, hashedLength: Int64? = nil,
-         write writeCall: WriteCall? = nil) throws(SystemError) {
+         write writeCall: WriteCall? = nil, sync syncCall: SyncCall? = nil) throws(SystemError) {
         self.path = path
+        let datasync = syncCall ?? { fdatasync($0) }
+        self.datasync = datasync
         let fd = try syscall("open") { open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644) }
         let kept: Int64
         let hasherInUse: SHA256Hasher
@@ -50,6 +55,9 @@ final class PartialFile {
                 try Self.hash(fd: fd, count: kept, into: hasherInUse)
             }
             try syscall("lseek") { lseek(fd, off_t(kept), SEEK_SET) }
+            // The kept bytes count as durable from here (what a resume journals): made so first,
+            // as the attempt that wrote them may have ended before its sync (a full disk).
+            if kept > 0 { try syscall("fdatasync") { datasync(fd) } }
         } catch {
             Glibc.close(fd)
             throw error
@@ -219,7 +227,7 @@ final class PartialFile {
     /// Flush + fdatasync: everything appended so far survives a crash.
     func sync() throws(SystemError) {
         try flush()
-        try syscall("fdatasync") { fdatasync(fd) }
+        try syscall("fdatasync") { datasync(fd) }
         durableLength = length
     }
 

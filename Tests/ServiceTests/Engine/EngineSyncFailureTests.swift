@@ -1,0 +1,35 @@
+import Foundation
+import Glibc
+import Testing
+@testable import DownloaderEngine
+
+/// A partial's fdatasync that reports an I/O error: the bytes it was to make durable may be lost
+/// (Linux reports a failed writeback once; a later sync "succeeds" without them), so they are
+/// never resumed on: the next attempt keeps only what an earlier sync made durable.
+@Suite(.timeLimit(.minutes(2)))
+struct EngineSyncFailureTests {
+    @Test func bytesWhoseSyncFailedWithEIOAreFetchedAgainNotResumedOn() async throws {
+        let origin = try TestOrigin(bodySize: 2 << 20)
+        defer { origin.stop() }
+        origin.inject(.cut(afterBodyBytes: 1 << 20))
+        let engine = try EngineLiveTests.engine {
+            $0.checkpointBytes = 1 << 40  // no checkpoint: the settle's sync is the first
+            $0.checkpointInterval = 3600
+        }
+        let syncs = OriginLock(0)
+        engine.core.locked {
+            engine.core.hooks.partialSync = { fd in
+                guard syncs.withLock({ $0 += 1; return $0 }) == 1 else { return fdatasync(fd) }
+                errno = EIO
+                return -1
+            }
+        }
+        let (r, done) = try await EngineLiveTests.fetch(engine, DownloadRequest(url: origin.url))
+        #expect(done.state == .completed)
+        #expect(try EngineLiveTests.stored(engine, r.snapshot.id) == origin.expectedBody())
+        let gets = origin.requests(path: "/file").filter { $0.method == "GET" }
+        #expect(gets.count == 2 && gets.last?.header("Range") == nil, "fetched again from 0: \(gets.map { $0.header("Range") ?? "-" })")
+        #expect(syncs.withLock { $0 } == 1, "the settle's sync, which failed")
+        await engine.shutdown()
+    }
+}
