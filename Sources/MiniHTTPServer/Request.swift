@@ -14,6 +14,8 @@ public struct Request: Sendable {
     public var body: [UInt8]
     /// The peer's address as text, e.g. `127.0.0.1:53122`.
     public var remoteAddress: String
+    /// The connection's client side: whether the client shut down its sending side (nil outside a server).
+    public var peerSide: PeerSide?
 
     public init(
         method: String, target: String, version: (major: Int, minor: Int) = (1, 1),

@@ -42,7 +42,8 @@ extension DownloadAPI {
                                         ifRange: request.headers["If-Range"], changedRecently: changed, mayChunk: mayChunk)
             switch plan {
             case .wait:
-                if Task.isCancelled {  // the client went away: nobody reads this answer
+                // The client went away (or shut down its side, as an interrupted client does): nobody reads this answer.
+                if Task.isCancelled || request.peerSide?.hasShutDown == true {
                     reader.close()
                     return APIError(status: 503, .queued, "the client went away").response
                 }

@@ -9,6 +9,7 @@ extension Connection {
         guard current != nil else { return }
         swap(&current!.request.body, &body)
         current!.request.remoteAddress = remoteAddress
+        current!.request.peerSide = peerSide
         updateDeadline()
         queuedRequest = PendingRequest(head: current.take()!, sequence: requestSequence, startedAt: headStartedAt)
         server.workers.enqueue(self)

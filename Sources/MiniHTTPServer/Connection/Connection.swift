@@ -43,7 +43,11 @@ final class Connection: Selectable, @unchecked Sendable {
     var lingering = false
     /// The peer shut down its sending side (EPOLLRDHUP): an end-of-stream is waiting to be read.
     @exclusivity(unchecked)
-    var peerHalfClosed = false
+    var peerHalfClosed = false {
+        didSet { if peerHalfClosed { peerSide.shutDown() } }
+    }
+    /// What a handler of this connection's requests sees of `peerHalfClosed`.
+    let peerSide = PeerSide()
     /// The connection stopped reading a request part-way (error response or timeout).
     @exclusivity(unchecked)
     var abandonedInput = false

@@ -1,0 +1,36 @@
+import Foundation
+import Testing
+
+/// A `/fetch` client that goes away while its answer waits for the origin's head: an interrupted
+/// client closes its socket (a FIN, no reset), and its interest ends within about a second.
+@Suite(.timeLimit(.minutes(2)))
+struct FetchLeavingLiveTests {
+    @Test func aClientClosingWhileTheOriginsHeadIsSlowLeavesWithinASecond() async throws {
+        let origin = try TestOrigin(bodySize: 64 << 10)
+        defer { origin.stop() }
+        origin.update { $0.headByteDelay = 0.05 }  // a head of ~150 bytes: several seconds
+        let service = try await ServiceProcess.start(arguments: FetchLiveTests.loopback)
+        let api = HTTPTestClient(port: service.port)
+        let client = try await FetchLiveTests.open(service, origin.url)
+        func only() async throws -> [String: Any]? {
+            let list = try await api.request("GET", "/downloads")
+            return (list.json["downloads"] as? [[String: Any]])?.first
+        }
+        var joined = false
+        for _ in 0..<100 where !joined {
+            joined = try await only()?["callers"] as? Int == 1
+            if !joined { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(joined, "the reader counts as a caller")
+        client.close()
+        let left = Date()
+        var download: [String: Any]?
+        for _ in 0..<150 {
+            download = try await only()
+            if download?["callers"] as? Int == 0 && download?["state"] as? String == "paused" { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(download?["callers"] as? Int == 0 && download?["state"] as? String == "paused", "\(String(describing: download))")
+        #expect(Date().timeIntervalSince(left) < 2, "noticed within about a second, not when the head came")
+    }
+}
