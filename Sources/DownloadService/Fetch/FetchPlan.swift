@@ -63,6 +63,8 @@ enum FetchPlan: Equatable {
         case .flowing: break
         }
         if bareRangeOnChange { return .refuse(.changed) }
+        // An empty file has no last byte to hold back: its answer waits for the verdict (the stored file, or 502).
+        if tail.total == 0 { return .wait }
         let etag = Self.etag(id: id, tail: tail)
         if let ifRange, ifRange.trimmingCharacters(in: .whitespaces) != etag {
             requested = .whole  // another version: the whole current one

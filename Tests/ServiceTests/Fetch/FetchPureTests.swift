@@ -105,6 +105,7 @@ import Testing
         Row(name: "HTTP/1.0, size unknown, open range: waits too", tail: tail(total: nil), range: "bytes=5-", http10: true, plan: .wait),
         Row(name: "HTTP/1.0, size unknown, closed range: streamed (its length is known)", tail: tail(total: nil), range: "bytes=5-9",
             http10: true, plan: stream(206, 5, 9, total: nil, range: "bytes 5-9/*")),
+        Row(name: "an empty file waits for the verdict (no last byte to hold back)", tail: tail(total: 0), plan: .wait),
         Row(name: "HTTP/1.0, size known: streamed", tail: tail(), http10: true, plan: stream(200, 0, 999, total: 1000, range: nil)),
         Row(name: "If-Range of this version", tail: tail(), range: "bytes=10-", ifRange: "\"v1\"",
             plan: stream(206, 10, 999, total: 1000, range: "bytes 10-999/1000")),
