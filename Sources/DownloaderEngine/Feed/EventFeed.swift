@@ -25,6 +25,8 @@ final class EventFeed: @unchecked Sendable {
     /// Cluster mode's ids (nil in a single process).
     private var cluster: ClusterEventIDs?
     private var history: FeedHistory
+    /// A single process's snapshot ids (a `Last-Event-ID` among them gets a fresh snapshot).
+    private var snapshotSpans = SnapshotSpans()
     private var slots = ProgressSlots()
     private var watchers: [UInt64: FeedWatcherState] = [:]
     private var nextWatcher: UInt64 = 0
@@ -120,6 +122,7 @@ final class EventFeed: @unchecked Sendable {
             } else {
                 firstID = ids.next
                 for _ in snapshots { _ = takeID() }
+                snapshotSpans.record(first: firstID, count: snapshots.count)
             }
             watchers[id]?.start(snapshots: snapshots, firstID: firstID, nextIndex: history.appended, now: pacer.now())
             return wakeOnEvent.removeValue(forKey: id)
@@ -130,7 +133,8 @@ final class EventFeed: @unchecked Sendable {
     /// A watcher that continues after `lastID`; nil when the history no longer holds what followed it.
     func replaying(after lastID: UInt64) -> UInt64? {
         locked {
-            guard !finished, !(cluster != nil && ClusterEventIDs.isInsideSnapshot(lastID)),
+            let cutOff = cluster != nil ? ClusterEventIDs.isInsideSnapshot(lastID) : snapshotSpans.cutsOff(lastID)
+            guard !finished, !cutOff,
                   let index = history.index(after: lastID, newestIssued: cluster?.newest ?? ids.newestIssued) else { return nil }
             nextWatcher += 1
             var state = FeedWatcherState()

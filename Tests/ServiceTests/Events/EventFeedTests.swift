@@ -78,6 +78,33 @@ import Testing
         #expect(feed.replaying(after: 1_000_000) == nil)
     }
 
+    /// A client cut off inside its snapshot reconnects with the id of the last item it got: it gets
+    /// a fresh snapshot (replaying after that id would never send the rest of the snapshot); after
+    /// the snapshot's last item, a replay.
+    @Test func anIDInsideAnUnfinishedSnapshotGetsAFreshSnapshot() {
+        let feed = Self.feed()
+        let watcher = feed.makeWatcher()
+        feed.start(watcher, snapshots: [Self.snapshot("a", .completed), Self.snapshot("b", .paused), Self.snapshot("c", .completed)])
+        let items = Self.drain(feed, watcher)
+        #expect(items.map(Self.describe) == ["snapshot a", "snapshot b", "snapshot c"])
+        #expect(feed.replaying(after: items[0].id) == nil, "cut off after a")
+        #expect(feed.replaying(after: items[1].id) == nil, "cut off after b")
+        feed.ingestCreated(Self.snapshot("d"))
+        let replay = try! #require(feed.replaying(after: items[2].id), "the whole snapshot was seen")
+        #expect(Self.drain(feed, replay).map(Self.describe) == ["created d"])
+    }
+
+    @Test func snapshotSpansAreBoundedAndNeverLetACutOffIDThrough() {
+        var spans = SnapshotSpans(capacity: 2)
+        spans.record(first: 10, count: 3)  // ids 10, 11, 12: 12 is its last item
+        spans.record(first: 20, count: 1)  // one item: nothing after it to miss
+        #expect(spans.cutsOff(10) && spans.cutsOff(11) && !spans.cutsOff(12) && !spans.cutsOff(20) && !spans.cutsOff(9))
+        spans.record(first: 30, count: 2)
+        spans.record(first: 40, count: 2)  // the first span goes: every id up to its end counts as cut off
+        #expect(spans.cutsOff(5) && spans.cutsOff(11) && !spans.cutsOff(12) && spans.cutsOff(30) && !spans.cutsOff(31))
+        #expect(spans.cutsOff(40) && !spans.cutsOff(41))
+    }
+
     @Test func historyIsBoundedAndOlderIDsGetNoReplay() {
         let feed = Self.feed(history: 4, stored: 100)
         #expect(feed.replaying(after: 50) == nil)  // an id of an earlier run
