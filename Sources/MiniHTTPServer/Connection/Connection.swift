@@ -48,6 +48,11 @@ final class Connection: Selectable, @unchecked Sendable {
     }
     /// What a handler of this connection's requests sees of `peerHalfClosed`.
     let peerSide = PeerSide()
+    /// Empty lines ignored before the next request line (at most `emptyLinesIgnored`: more start
+    /// a request, which the header timeout then bounds).
+    @exclusivity(unchecked)
+    var emptyLinesSkipped = 0
+    static let emptyLinesIgnored = 8
     /// The connection stopped reading a request part-way (error response or timeout).
     @exclusivity(unchecked)
     var abandonedInput = false
@@ -178,6 +183,23 @@ final class Connection: Selectable, @unchecked Sendable {
         }
     }
 
+    /// The bytes and number of the complete empty lines (CRLF or bare LF) `input` starts with.
+    static func leadingEmptyLines(_ input: UnsafeBufferPointer<UInt8>) -> (bytes: Int, lines: Int) {
+        var at = 0, lines = 0, end = 0
+        while at < input.count {
+            if input[at] == 10 {
+                at += 1
+            } else if input[at] == 13, at + 1 < input.count, input[at + 1] == 10 {
+                at += 2
+            } else {
+                break
+            }
+            lines += 1
+            end = at
+        }
+        return (end, lines)
+    }
+
     /// Parses heads and bodies from `input` until more data is needed or a request is complete.
     /// Returns how many bytes were consumed.
     func process(_ input: UnsafeBufferPointer<UInt8>) -> Int {
@@ -189,6 +211,14 @@ final class Connection: Selectable, @unchecked Sendable {
             switch machine.state {
             case .awaitingHead(let started):
                 if !started {
+                    // Empty lines before a request line (a CRLF some clients send after a body) are
+                    // ignored (RFC 9112 §2.2) and start no request: an idle connection stays idle.
+                    let (bytes, lines) = Self.leadingEmptyLines(rest)
+                    if lines > 0, emptyLinesSkipped + lines <= Self.emptyLinesIgnored {
+                        emptyLinesSkipped += lines
+                        used += bytes
+                        continue
+                    }
                     headStartedAt = loop.now
                     machine.bytesReceived()
                 }
@@ -200,6 +230,7 @@ final class Connection: Selectable, @unchecked Sendable {
                     return input.count
                 case .head(let head, let consumed):
                     used += consumed
+                    emptyLinesSkipped = 0
                     parser.reset()
                     requestSequence &+= 1
                     let framing = head.framing, keepAlive = head.keepAlive, expectsContinue = head.expectsContinue

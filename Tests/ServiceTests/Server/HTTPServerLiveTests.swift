@@ -170,6 +170,20 @@ struct HTTPServerLiveTests {
         }
     }
 
+    /// A CRLF after a request (some clients send one after a body) starts no request: the idle
+    /// connection is not answered 408 when the header timeout passes, and serves the next request.
+    @Test func anEmptyLineAfterARequestLeavesTheConnectionIdle() async throws {
+        try await withServer(configure: { $0.headerTimeout = 0.5; $0.idleTimeout = 30 }, handler: Self.echo) { port in
+            let client = try await RawHTTPClient.connect(port: port)
+            try await client.send(get("/a") + "\r\n")
+            #expect(try await client.readResponse().status == 200)
+            try await Task.sleep(for: .milliseconds(1_000))
+            try await client.send(get("/b"))
+            let second = try await client.readResponse()
+            #expect(second.status == 200 && second.bodyText == "path=/b", "\(second.status)")
+        }
+    }
+
     @Test func manyConcurrentConnections() async throws {
         // Connections wait silently until all 500 are open; on a starved machine that can outlast
         // the default 10 s header timeout, which closes a connection that never sent a byte.
