@@ -13,7 +13,7 @@ extension EngineCore {
         for record in failed.sorted(by: { $0.updatedAt < $1.updatedAt }) where kept > limit || record.updatedAt < cutoff {
             kept -= 1
             discardPartial(record)
-            forget(record)
+            retire(record)
         }
     }
 
@@ -31,8 +31,16 @@ extension EngineCore {
         for record in empty.sorted(by: { $0.updatedAt < $1.updatedAt }) {
             guard kept > limit || (cutoff.map { record.updatedAt < $0 } ?? false) else { break }
             kept -= 1
-            forget(record)
+            retire(record)
         }
+    }
+
+    /// Forgets `record` by a bound, a time-to-live or a purge (not the operator's removal): its
+    /// watchers (`/events`, its progress streams) hear it `removed` by retention, as in cluster mode,
+    /// instead of keeping a download the service no longer has.
+    func retire(_ record: DownloadRecord) {
+        publish(.removed(by: .retention, freshSnapshot(record)), of: record)
+        forget(record)
     }
 
     /// Removes a download entirely (its tokens stop working; the state store removes it too).

@@ -71,7 +71,7 @@ extension EngineCore {
         let idle = restored.map { idlePartials(among: $0, where: expired) } ?? idlePartials(where: expired)
         for record in idle {
             purgePartial(record, reason: .ttl)
-            forget(record)
+            retire(record)
         }
         let forgotten = Set(idle.map(ObjectIdentifier.init))
         boundEmptyPaused(olderThan: cutoff, among: restored?.filter { !forgotten.contains(ObjectIdentifier($0)) })
@@ -116,7 +116,7 @@ extension EngineCore {
             let bytes = record.size ?? 0
             usage -= bytes
             if let path = record.finalPath { removeLater(path) }  // Its id (so its name) is never reused.
-            forget(record)
+            retire(record)
             freed(bytes)
             notePurge(PurgeEvent(kind: .cacheFile, reason: reason, id: record.id, url: record.shownURL, bytes: bytes))
         }

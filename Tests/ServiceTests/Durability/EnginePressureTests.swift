@@ -164,8 +164,17 @@ import Testing
             ids.append(r.snapshot.id)
         }
         // Settled as paused with no bytes; the next pause or tick bounds them.
+        let watcher = s.engine.watchAll()
         s.monitor.fire()
         #expect(s.engine.snapshot(id: ids[0]) == nil)
+        // /events tells it removed (by retention), as cluster mode does, instead of keeping it.
+        var removed: [String] = []
+        for _ in 0..<100 {
+            guard case .item(let item) = watcher.poll(waker: {}) else { break }
+            if case .event(.removed(let by, let snapshot)) = item.kind, by == .retention { removed.append(snapshot.id) }
+        }
+        #expect(removed == [ids[0]])
+        watcher.cancel()
         #expect(s.engine.snapshot(id: ids[1])?.state == .paused && s.engine.snapshot(id: ids[2])?.state == .paused)
         await s.engine.shutdown()
     }
