@@ -18,41 +18,58 @@ struct CredentialKey: Sendable {
     /// Reads the key from `directory`, or makes it (from `random`) when there is none. A file of
     /// another length is refused: silently replacing it would split every stored credentialed
     /// download from its callers.
+    ///
+    /// Several processes may make it at once (cluster replicas starting together on a fresh shared
+    /// directory): each writes its own temporary file and links it into place (`link(2)` never
+    /// replaces), so one wins whole and the others read the winner's key.
     static func loadOrCreate(directory: String, random: RandomSource) throws(SystemError) -> CredentialKey {
         let path = directory + "/" + fileName
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        if fd >= 0 {
-            defer { Glibc.close(fd) }
-            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: length + 1, alignment: 1)
-            defer { buffer.deallocate() }
-            var got = 0
-            while got < buffer.count {
-                let n = try syscall("read") { read(fd, buffer.baseAddress! + got, buffer.count - got) }
-                if n == 0 { break }
-                got += n
+        for _ in 0..<3 {
+            if let key = try read(path) { return key }
+            let bytes = random.bytes(length)
+            let temporary = path + ".new." + random.hex(byteCount: 8)
+            let out = try syscall("open \(temporary)") { open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600) }
+            do throws(SystemError) {
+                try syscall("fchmod") { fchmod(out, 0o600) }  // Whatever the umask.
+                let written = try syscall("write") { bytes.withUnsafeBytes { write(out, $0.baseAddress, $0.count) } }
+                guard written == bytes.count else { throw SystemError(errno: EIO, function: "write \(temporary) (short)") }
+                try syscall("fsync") { fsync(out) }
+                Glibc.close(out)
+            } catch {
+                Glibc.close(out)
+                unlink(temporary)
+                throw error
             }
-            guard got == length else { throw SystemError(errno: EINVAL, function: "read \(path) (not a \(length)-byte key)") }
-            return CredentialKey(bytes: Array(buffer.prefix(length)))
-        }
-        guard errno == ENOENT else { throw SystemError(errno: errno, function: "open \(path)") }
-        let bytes = random.bytes(length)
-        let temporary = path + ".new"
-        unlink(temporary)
-        let out = try syscall("open \(temporary)") { open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600) }
-        do throws(SystemError) {
-            try syscall("fchmod") { fchmod(out, 0o600) }  // Whatever the umask.
-            let written = try syscall("write") { bytes.withUnsafeBytes { write(out, $0.baseAddress, $0.count) } }
-            guard written == bytes.count else { throw SystemError(errno: EIO, function: "write \(temporary) (short)") }
-            try syscall("fsync") { fsync(out) }
-            Glibc.close(out)
-        } catch {
-            Glibc.close(out)
+            let linked = link(temporary, path) == 0
+            let failure = errno
             unlink(temporary)
-            throw error
+            if linked {
+                FileStore.syncDirectory(of: path)
+                return CredentialKey(bytes: bytes)
+            }
+            guard failure == EEXIST else { throw SystemError(errno: failure, function: "link \(path)") }
         }
-        try syscall("rename") { rename(temporary, path) }
-        FileStore.syncDirectory(of: path)
-        return CredentialKey(bytes: bytes)
+        throw SystemError(errno: EEXIST, function: "link \(path) (made and removed by others, three times)")
+    }
+
+    /// The key in `path`; nil when there is no such file.
+    private static func read(_ path: String) throws(SystemError) -> CredentialKey? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else {
+            guard errno == ENOENT else { throw SystemError(errno: errno, function: "open \(path)") }
+            return nil
+        }
+        defer { Glibc.close(fd) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: length + 1, alignment: 1)
+        defer { buffer.deallocate() }
+        var got = 0
+        while got < buffer.count {
+            let n = try syscall("read") { Glibc.read(fd, buffer.baseAddress! + got, buffer.count - got) }
+            if n == 0 { break }
+            got += n
+        }
+        guard got == length else { throw SystemError(errno: EINVAL, function: "read \(path) (not a \(length)-byte key)") }
+        return CredentialKey(bytes: Array(buffer.prefix(length)))
     }
 
     /// HMAC-SHA256 (RFC 2104) of `message` under the key.

@@ -1,6 +1,7 @@
 import Basics
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 @testable import DownloaderEngine
 
@@ -135,6 +136,30 @@ import Testing
         #expect(try Data(contentsOf: path) == key)
         try Data([1, 2, 3]).write(to: path)
         #expect(throws: SystemError.self) { try EngineFixture.engine(root, driver: FakeTransferDriver()) }
+    }
+
+    /// Replicas starting together on a fresh shared directory all end up with one key (never a
+    /// key of their own that the file does not hold, never a half-written file).
+    @Test func processesMakingTheKeyAtOnceAllGetTheSameOne() throws {
+        for _ in 0..<30 {
+            let directory = EngineFixture.root().path
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            let keys = Mutex<[[UInt8]]>([])
+            let failures = Mutex<[String]>([])
+            DispatchQueue.concurrentPerform(iterations: 8) { _ in
+                do {
+                    let key = try CredentialKey.loadOrCreate(directory: directory, random: SystemRandom())
+                    keys.withLock { $0.append(key.hash([1])) }
+                } catch {
+                    failures.withLock { $0.append("\(error)") }
+                }
+            }
+            #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
+            let stored = try CredentialKey.loadOrCreate(directory: directory, random: SystemRandom()).hash([1])
+            #expect(keys.withLock { $0 }.allSatisfy { $0 == stored } && keys.withLock { $0.count } == 8)
+            let left = try FileManager.default.contentsOfDirectory(atPath: directory)
+            #expect(left == [CredentialKey.fileName], "no temporary left: \(left)")
+        }
     }
 
     @Test func hmacMatchesRFC4231() {
