@@ -119,7 +119,11 @@ struct CurlWebhookPoster: WebhookPosting {
             return fd >= 0 ? fd : ccurl_socket_bad()
         }
         let code = curl_easy_perform(easy)
-        if let refused = context.refused { return .forbidden("destination forbidden: \(refused)") }
+        // A refused address counts only when nothing else connected (libcurl tries a host's next
+        // address after one refused, as the download path does; the receiver may have answered).
+        if let refused = context.refused, code == CURLE_COULDNT_CONNECT || code == CURLE_ABORTED_BY_CALLBACK {
+            return .forbidden("destination forbidden: \(refused)")
+        }
         guard code == CURLE_OK else {
             let detail = String(cString: errorBuffer)
             return .failed(detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail)
