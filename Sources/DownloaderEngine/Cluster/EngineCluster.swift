@@ -34,9 +34,8 @@ final class EngineCluster: @unchecked Sendable {
     var held: [String: DownloadRecord] = [:]
     /// Downloads forgotten on purpose (bounded failures, empty paused ones): their rows are deleted.
     /// Any other id the engine no longer knows was evicted (its row stays).
-    var forgotten: Set<String> = []
-    /// The leases the `forgotten` were held under (their deletions are fenced by them).
-    var forgottenFences: [String: LeaseFence] = [:]
+    /// Each with the lease it was held under (its deletion is fenced by it; nil: none).
+    var forgotten: [String: LeaseFence?] = [:]
     static let forgottenLimit = 10_000
     /// Told of every download evicted while the engine runs (an effect, after the download's earlier
     /// events), with its last row and, when completed, what a reader of its file sees: `ClusterReads`

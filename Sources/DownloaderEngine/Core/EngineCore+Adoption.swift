@@ -92,8 +92,7 @@ extension EngineCore {
                 record.bytesWritten = max(kept, segments?.writtenBytes ?? 0)
                 record.flushedBytes = kept
             }
-            cluster.forgotten.remove(record.id)
-            cluster.forgottenFences[record.id] = nil
+            cluster.forgotten.removeValue(forKey: record.id)
             byID[record.id] = record
             byURL[record.key] = record
             for token in record.tokens { tokens[token] = record.id }

@@ -120,12 +120,10 @@ extension EngineCore {
     /// and the lease is released.
     func clusterForget(_ record: DownloadRecord) {
         guard let cluster else { return }
-        if cluster.forgotten.count >= EngineCluster.forgottenLimit, let any = cluster.forgotten.first {
-            cluster.forgotten.remove(any)
-            cluster.forgottenFences[any] = nil
+        if cluster.forgotten.count >= EngineCluster.forgottenLimit, let any = cluster.forgotten.keys.first {
+            cluster.forgotten.removeValue(forKey: any)
         }
-        cluster.forgotten.insert(record.id)
-        cluster.forgottenFences[record.id] = removalFence(of: record)
+        cluster.forgotten.updateValue(removalFence(of: record), forKey: record.id)
         guard let hold = record.lease else { return }
         if cluster.held[hold.key] === record { cluster.held[hold.key] = nil }
         effects.append { [self] in cluster.queue.async { self.releaseUnused(hold) } }
@@ -151,6 +149,6 @@ extension EngineCore {
     /// cluster mode: only when forgotten or removed on purpose, not when evicted).
     func deletesRow(of id: String) -> Bool {
         guard let cluster else { return true }
-        return cluster.forgotten.contains(id) || tombstones[id] != nil
+        return cluster.forgotten.keys.contains(id) || tombstones[id] != nil
     }
 }

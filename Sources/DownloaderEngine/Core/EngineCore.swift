@@ -150,7 +150,7 @@ final class EngineCore: @unchecked Sendable {
                 if let row = batchRow(of: record) { batch.upserts.append(row) }
             } else if deletesRow(of: id) {
                 batch.deletions.append(id)
-                if let fence = cluster?.forgottenFences[id] { batch.deletionFences[id] = fence }
+                if let fence = cluster?.forgotten[id] ?? nil { batch.deletionFences[id] = fence }
                 if let tombstone = tombstones[id] { batch.tombstones.append(tombstone) }
             }
         }
