@@ -183,23 +183,6 @@ final class Connection: Selectable, @unchecked Sendable {
         }
     }
 
-    /// The bytes and number of the complete empty lines (CRLF or bare LF) `input` starts with.
-    static func leadingEmptyLines(_ input: UnsafeBufferPointer<UInt8>) -> (bytes: Int, lines: Int) {
-        var at = 0, lines = 0, end = 0
-        while at < input.count {
-            if input[at] == 10 {
-                at += 1
-            } else if input[at] == 13, at + 1 < input.count, input[at + 1] == 10 {
-                at += 2
-            } else {
-                break
-            }
-            lines += 1
-            end = at
-        }
-        return (end, lines)
-    }
-
     /// Parses heads and bodies from `input` until more data is needed or a request is complete.
     /// Returns how many bytes were consumed.
     func process(_ input: UnsafeBufferPointer<UInt8>) -> Int {
@@ -213,10 +196,10 @@ final class Connection: Selectable, @unchecked Sendable {
                 if !started {
                     // Empty lines before a request line (a CRLF some clients send after a body) are
                     // ignored (RFC 9112 §2.2) and start no request: an idle connection stays idle.
-                    let (bytes, lines) = Self.leadingEmptyLines(rest)
-                    if lines > 0, emptyLinesSkipped + lines <= Self.emptyLinesIgnored {
-                        emptyLinesSkipped += lines
-                        used += bytes
+                    let skipped = RequestParser.emptyLines(rest, upTo: 2 * (Self.emptyLinesIgnored - emptyLinesSkipped))
+                    if skipped > 0 {
+                        emptyLinesSkipped += skipped / 2
+                        used += skipped
                         continue
                     }
                     headStartedAt = loop.now

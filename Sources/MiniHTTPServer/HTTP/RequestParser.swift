@@ -17,13 +17,20 @@ struct RequestParser {
         requestLineEnd = -1
     }
 
+    /// Bytes of the empty lines (CRLF) `buffer` starts with, skipped before a request line (RFC 9112
+    /// §2.2): none more once `limit` bytes are skipped.
+    static func emptyLines(_ buffer: UnsafeBufferPointer<UInt8>, upTo limit: Int) -> Int {
+        var start = 0
+        while start + 1 < buffer.count, buffer[start] == 13, buffer[start + 1] == 10, start < limit {
+            start += 2
+        }
+        return start
+    }
+
     mutating func parse(_ buffer: UnsafeBufferPointer<UInt8>) -> HeadParseResult {
         let n = buffer.count
         // Skip empty lines before the request line (RFC 9112 §2.2), bounded by the line limit.
-        var start = 0
-        while start + 1 < n, buffer[start] == 13, buffer[start + 1] == 10, start < limits.maxRequestLineBytes {
-            start += 2
-        }
+        let start = Self.emptyLines(buffer, upTo: limits.maxRequestLineBytes)
         // Find the blank line that ends the head.
         var end = -1
         var i = max(start, scanned - 3)
