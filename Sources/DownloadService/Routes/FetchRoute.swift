@@ -67,12 +67,17 @@ extension DownloadAPI {
                 await changes.wait(seconds: 1)
                 if queued { queuedFor += Date().timeIntervalSince(started) }
                 if held { heldFor += Date().timeIntervalSince(started) }
-            case .serveStored:
+            case .serveStored, .fail:
+                // The reader's view is brought up to date by the engine's effects, which another
+                // thread may still be running: a join that restarted a failed download (or one
+                // whose file vanished) can see the old ending for a moment. The download decides.
+                if let now = engine.snapshot(id: reader.id)?.state, now != (plan == .serveStored ? .completed : .failed) {
+                    await changes.wait(seconds: 1)
+                    continue
+                }
                 reader.close()
+                if case .fail(let status, let failure) = plan { return fetchFailure(status: status, failure, id: reader.id) }
                 return fetchStored(id: reader.id, tail: tail)
-            case .fail(let status, let failure):
-                reader.close()
-                return fetchFailure(status: status, failure, id: reader.id)
             case .refuse(.changed):
                 reader.close()
                 return APIError(status: 409, .changed, "the file changed at the origin lately: send If-Range with the ETag of the bytes you hold, or fetch it whole",
