@@ -7,10 +7,10 @@ extension DownloadEngine {
     /// its row (and tokens) adopted first; afterwards it stays (live: its transfer runs) or is
     /// released and evicted. Throws `heldElsewhere` when another replica holds it. A single process
     /// just runs `action`.
-    public func holding<T>(id: String, _ action: () -> T) throws(EngineError) -> T {
+    public func holding<T>(id: String, _ action: () throws(EngineError) -> T) throws(EngineError) -> T {
         try core.clusterAdopt(id: id)
         defer { core.clusterSettle(id: id) }
-        return action()
+        return try action()
     }
 
     /// `holding(id:_:)` for the download of caller token `token`.
@@ -27,17 +27,17 @@ extension DownloadEngine {
 
     /// `operatorPause(id:)`, throwing `heldElsewhere` when another replica holds the download.
     public func operatorPausing(id: String) throws(EngineError) -> OperatorOutcome {
-        try holding(id: id) { core.operatorPause(id: id) }
+        try holding(id: id) { () throws(EngineError) in try core.operatorPause(id: id) }
     }
 
     /// `operatorResume(id:)`, throwing `heldElsewhere` when another replica holds the download.
     public func operatorResuming(id: String) throws(EngineError) -> OperatorOutcome {
-        try holding(id: id) { core.operatorResume(id: id) }
+        try holding(id: id) { () throws(EngineError) in try core.operatorResume(id: id) }
     }
 
     /// `remove(id:)`, throwing `heldElsewhere` when another replica holds the download.
     public func removing(id: String) throws(EngineError) -> DownloadSnapshot? {
-        try holding(id: id) { core.remove(id: id) }
+        try holding(id: id) { () throws(EngineError) in try core.remove(id: id) }
     }
 
     /// Cancels on this replica only (what `cancel(token:)` does once the download is here).

@@ -76,6 +76,9 @@ public struct EngineStatistics: Sendable, Equatable {
     public var purges: [PurgeCounterKey: Int64] = [:]
     /// Cluster mode's leases, takeovers and fenced writes (nil in a single process).
     public var cluster: ClusterStatistics?
+    /// Why the state store's last commit failed (nil once one succeeds): changes are kept in
+    /// memory and retried, but would not survive a crash until then.
+    public var stateFailure: String?
 
     public init() {}
 }

@@ -14,6 +14,7 @@ public struct EngineError: Error, Sendable, Equatable, CustomStringConvertible {
         case invalidHeaders = "invalid_headers"
         case heldElsewhere = "held_elsewhere"
         case databaseUnavailable = "database_unavailable"
+        case stateUnavailable = "state_unavailable"
     }
 
     /// Stable machine-readable code.
@@ -69,6 +70,13 @@ public struct EngineError: Error, Sendable, Equatable, CustomStringConvertible {
     public static func databaseUnavailable(_ message: String = "the cluster database could not be reached; try again shortly")
         -> EngineError {
         EngineError(.databaseUnavailable, message)
+    }
+
+    /// The state store could not commit an operator's change (the disk is full or failing): the
+    /// change took effect and its commit is retried, but it may not survive a crash until then.
+    /// Answered `503` with `Retry-After`; asking again is safe (the operator's actions are idempotent).
+    static func stateUnavailable(_ error: StateStoreError, _ what: String) -> EngineError {
+        EngineError(.stateUnavailable, "\(what), but the state database could not record it (\(error)); it is retried, ask again shortly")
     }
 
     /// Equal when the codes are (the message is detail).

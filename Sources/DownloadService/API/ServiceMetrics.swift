@@ -39,6 +39,8 @@ final class ServiceMetrics: Sendable {
         metric("active_transfers", "gauge", "Transfers running now.", [("", String(engine.activeTransfers))])
         metric("sse_subscribers", "gauge", "Open progress streams.", [("", String(engine.subscribers))])
         metric("event_watchers", "gauge", "Open GET /events streams.", [("", String(eventWatchers))])
+        metric("state_commit_failing", "gauge", "1 while the state store's last commit failed (retried every second), else 0.",
+               [("", engine.stateFailure == nil ? "0" : "1")])
         metric("purged_total", "counter", "Files purged, by kind (paused_partial, cache_file) and reason (memory, disk, ttl, cache_limit).",
                PurgeKind.allCases.flatMap { kind in
                    PurgeReason.allCases.map { reason in

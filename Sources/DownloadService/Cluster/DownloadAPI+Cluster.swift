@@ -3,6 +3,7 @@ import MiniHTTPServer
 
 // Cluster mode's answers: `/healthz` names the database's reachability (and stays 200: liveness),
 // `/readyz` is 503 while the database is lost (readiness), and so is everything that needs it.
+// `/readyz` is also 503, in either mode, while the state store's commits fail.
 extension DownloadAPI {
     /// Seconds a client is told to wait while the database is unreachable.
     static let databaseRetryAfter = "5"
@@ -39,8 +40,14 @@ extension DownloadAPI {
         return .json(body.bytes)
     }
 
+    /// 503 while the cluster database is lost, and while the state store's commits fail (a full
+    /// or failing disk: what the service decides would not survive a crash).
     func readyResponse() -> Response {
         if let cluster, !cluster.isReachable { return Self.databaseUnavailable(cluster).response }
+        if let failure = engine.statistics.stateFailure {
+            return APIError(status: 503, EngineError.Code.stateUnavailable, "the state database cannot record changes (\(failure)); retried every second",
+                            headers: ["Retry-After": Self.databaseRetryAfter]).response
+        }
         return .json(Self.readyBody)
     }
 

@@ -191,7 +191,7 @@ extension APIError {
             self.init(status: 503, error.code, error.message, headers: ["Retry-After": "5"])
         case .heldElsewhere:
             self.init(status: 503, error.code, error.message, headers: ["Retry-After": "1"])
-        case .databaseUnavailable:
+        case .databaseUnavailable, .stateUnavailable:
             self.init(status: 503, error.code, error.message, headers: ["Retry-After": DownloadAPI.databaseRetryAfter])
         }
     }

@@ -35,9 +35,18 @@ extension EngineCore {
                 }
                 let (obsolete, served, after) = finishMove(id: id, from: path, to: target, placed: placed)
                 if let obsolete {
-                    if obsolete == path { stateWriter.flush() }  // The new path is committed before the old name goes.
-                    FileStore.remove(obsolete)
-                    FileStore.syncDirectory(of: obsolete)
+                    let drop: @Sendable () -> Void = {
+                        FileStore.remove(obsolete)
+                        FileStore.syncDirectory(of: obsolete)
+                    }
+                    // The new path is committed before the old name goes (a row naming it would
+                    // otherwise lose its file in a crash): when that commit failed, the old name
+                    // goes after its retry succeeds.
+                    if obsolete != path || stateWriter.flush() {
+                        drop()
+                    } else {
+                        stateWriter.whenDurable { [workQueue] in workQueue.async(execute: drop) }
+                    }
                 }
                 after?(id, served)
             }

@@ -4,8 +4,8 @@ import Foundation
 // durable tombstone); and retention, which removes cache files nobody asked for within `cacheTTL`.
 extension EngineCore {
     /// Holds download `id` paused whatever its callers want. Idempotent; a completed or failed
-    /// download cannot be paused.
-    func operatorPause(id: String) -> OperatorOutcome {
+    /// download cannot be paused. Throws `stateUnavailable` when the hold could not be committed.
+    func operatorPause(id: String) throws(EngineError) -> OperatorOutcome {
         let outcome: OperatorOutcome = decide {
             guard let record = byID[id] else { return .unknown }
             guard record.state != .completed && record.state != .failed else { return .invalidState(freshSnapshot(record)) }
@@ -16,13 +16,14 @@ extension EngineCore {
             }
             return .done(freshSnapshot(record))
         }
-        if case .done = outcome { stateWriter.flush() }  // The hold is durable when the operator hears of it.
+        try durable(outcome, "the download is paused")  // The hold is durable when the operator hears of it.
         return outcome
     }
 
     /// Lifts the operator's hold: the download runs again if it has callers (or readers), else it
-    /// stays paused. Idempotent; a completed or failed download answers `invalidState`.
-    func operatorResume(id: String) -> OperatorOutcome {
+    /// stays paused. Idempotent; a completed or failed download answers `invalidState`. Throws
+    /// `stateUnavailable` when lifting the hold could not be committed.
+    func operatorResume(id: String) throws(EngineError) -> OperatorOutcome {
         let outcome: OperatorOutcome = decide {
             guard let record = byID[id] else { return .unknown }
             guard record.state != .completed && record.state != .failed else { return .invalidState(freshSnapshot(record)) }
@@ -33,24 +34,35 @@ extension EngineCore {
             }
             return .done(freshSnapshot(record))
         }
-        if case .done = outcome { stateWriter.flush() }
+        try durable(outcome, "the download runs again")
         return outcome
     }
 
+    /// After an operator's change was decided: commits it now; throws `stateUnavailable` (saying
+    /// `done`, what took effect) when the commit failed.
+    private func durable(_ outcome: OperatorOutcome, _ done: String) throws(EngineError) {
+        guard case .done = outcome, !stateWriter.flush(), let error = stateWriter.lastError else { return }
+        throw .stateUnavailable(error, done)
+    }
+
     /// Removes download `id` (its transfer, files, tokens and subscriptions) and leaves a tombstone,
-    /// committed before this returns. Nil for an unknown id.
-    func remove(id: String) -> DownloadSnapshot? {
+    /// committed before this returns. Nil for an unknown id. Throws `stateUnavailable` when the
+    /// tombstone could not be committed (the download is gone; its files go once it is).
+    func remove(id: String) throws(EngineError) -> DownloadSnapshot? {
         let removed: DownloadSnapshot? = decide {
             guard let record = byID[id] else { return nil }
             return removeRecord(record, by: .operator)
         }
-        if removed != nil { stateWriter.flush() }
+        if removed != nil, !stateWriter.flush(), let error = stateWriter.lastError {
+            throw .stateUnavailable(error, "the download is removed and its files are deleted once that is recorded")
+        }
         return removed
     }
 
     /// Under `lock`: the download's lifecycle stops it; `removed` ends its subscriptions; readers
     /// following its bytes are aborted (a completed file being served keeps serving: its open
-    /// descriptor holds it); it is forgotten with a tombstone; its files are deleted on the work queue.
+    /// descriptor holds it); it is forgotten with a tombstone; its files are deleted on the work
+    /// queue once the tombstone is committed (before, a crash would bring the row back without them).
     @discardableResult
     func removeRecord(_ record: DownloadRecord, by cause: RemovalCause) -> DownloadSnapshot {
         handle(.removed, for: record)
@@ -75,7 +87,9 @@ extension EngineCore {
         tell(.removed(by: cause), of: record)
         forget(record)
         let before = hooks.beforeRemove
-        effects.append { [self] in for path in files { deleteInBackground(path, before: before) } }
+        effects.append { [self] in
+            stateWriter.whenDurable { [self] in for path in files { deleteInBackground(path, before: before) } }
+        }
         return snapshot
     }
 

@@ -42,6 +42,7 @@ extension EngineCore {
         var s = locked { stats }
         s.subscribers = subscribers.count
         s.cluster = cluster?.statistics
+        s.stateFailure = stateWriter.lastError?.description
         return s
     }
 

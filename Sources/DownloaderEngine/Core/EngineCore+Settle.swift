@@ -149,7 +149,12 @@ extension EngineCore {
             }
             // Removed meanwhile: nothing is published (the partial goes with the tombstone's files).
             guard known else { return .failed(DownloadFailure(code: .unknown, message: "the download was removed"), discard: true) }
-            stateWriter.flush()
+            if !stateWriter.flush() {
+                // Renamed without its intent stored, a crash would lose the file (the row still
+                // names the partial): nothing is renamed, and the download fails as when its
+                // file could not be written.
+                return .failed(Self.unrecorded(stateWriter.lastError), discard: false)
+            }
             if let lease = context.lease, !lease.mayWrite(now: clock.monotonic()) {
                 writeFenced(lease)  // Lost meanwhile: nothing is published.
                 return .failed(DownloadFailure(code: .unknown, message: "the download's lease was lost"), discard: false)
@@ -161,5 +166,11 @@ extension EngineCore {
         } catch {
             return .failed(.disk(error), discard: false)
         }
+    }
+
+    /// The failure of a download whose publishing intent the state store could not commit.
+    static func unrecorded(_ error: StateStoreError?) -> DownloadFailure {
+        let detail = "the state database could not record the verified file (\(error?.description ?? "unknown error"))"
+        return DownloadFailure(code: error?.kind == .full ? .diskFull : .diskError, message: detail)
     }
 }

@@ -5,8 +5,9 @@ import Foundation
 /// the writer takes the batch from `source` when a commit starts, so a burst of changes costs one
 /// commit holding only the downloads that changed. Commits start at most every `minInterval`
 /// seconds (timed by the injected `Scheduler`), except `flush()`, which commits at once and waits.
-/// A failed commit's ids are retried with the next one (at the latest `retryInterval` later). Never
-/// call `flush()` or `perform` while holding what `source` takes.
+/// A failed commit's ids are retried with the next one (at the latest `retryInterval` later). A step
+/// that must not come before its change is durable (deleting a file whose name a row may still
+/// hold) waits with `whenDurable`. Never call `flush()` or `perform` while holding what `source` takes.
 final class StateWriter: @unchecked Sendable {
     private let store: StateStore
     private let thread = WriterThread(name: "download-engine.state")
@@ -23,6 +24,10 @@ final class StateWriter: @unchecked Sendable {
     /// Monotonic seconds at which the last commit ended (nil: none yet).
     private var lastWriteEnd: Double?
     private var failure: StateStoreError?
+    /// `whenDurable` actions, each with the first drain whose success makes it due.
+    private var awaiting: [(ticket: UInt64, action: @Sendable () -> Void)] = []
+    /// Test seam: runs before each commit; throwing fails it as the store would (nothing applied).
+    private var gate: (@Sendable (StateBatch) throws(StateStoreError) -> Void)?
     /// The changes since the last batch, plus `retry` (the ids of a failed batch): taken under the
     /// engine's lock when a commit starts. Set once, before use.
     var source: (@Sendable (_ retry: Set<String>) -> StateBatch)?
@@ -37,8 +42,24 @@ final class StateWriter: @unchecked Sendable {
 
     deinit { thread.stop() }
 
-    /// The last commit error (nil once a commit succeeds), for diagnostics.
+    /// The last commit error (nil once a commit succeeds).
     var lastError: StateStoreError? { lock.withLock { failure } }
+
+    /// Test seam: `gate` runs before each commit and fails it by throwing.
+    func gateCommits(_ gate: (@Sendable (StateBatch) throws(StateStoreError) -> Void)?) {
+        lock.withLock { self.gate = gate }
+    }
+
+    /// Runs `action` (on the writer thread, briefly: hand real work on) once everything decided
+    /// before this call is committed: at once after the next commit, or after the retry that
+    /// succeeds when commits fail. Never, when the process ends first.
+    func whenDurable(_ action: @escaping @Sendable () -> Void) {
+        lock.lock()
+        awaiting.append((pulled + 1, action))
+        dirty = true
+        scheduleLocked(after: 0)
+        lock.unlock()
+    }
 
     /// The state changed: a commit follows, with a batch from `source` taken when it starts.
     func markDirty() {
@@ -74,17 +95,23 @@ final class StateWriter: @unchecked Sendable {
         if pull { pulled += 1 }
         lock.unlock()
         guard pull, let source else { return }
+        var due: [@Sendable () -> Void] = []
         defer {
             lock.lock()
             pulledEnded = pulled
             lock.broadcast()
             lock.unlock()
+            for action in due { action() }
         }
         let batch = source(retry)
         retry = []
-        guard !batch.isEmpty else { return }
+        guard !batch.isEmpty else {
+            due = takeDue()
+            return
+        }
         var failed: StateStoreError?
         do throws(StateStoreError) {
+            try lock.withLock { gate }?(batch)
             try store.commit(batch)
         } catch {
             failed = error
@@ -96,12 +123,28 @@ final class StateWriter: @unchecked Sendable {
         failure = failed
         if failed != nil { scheduleLocked(after: Self.retryInterval) }
         lock.unlock()
+        if failed == nil { due = takeDue() }
     }
 
-    /// Commits everything marked or decided so far, now, and waits until it is on disk (or failed:
-    /// then `lastError` says why).
-    func flush() {
-        thread.sync { self.drain(force: true) }
+    /// Writer thread, after a drain left nothing uncommitted: the `whenDurable` actions it made due.
+    private func takeDue() -> [@Sendable () -> Void] {
+        lock.lock()
+        defer { lock.unlock() }
+        let served = pulled
+        let due = awaiting.filter { $0.ticket <= served }
+        guard !due.isEmpty else { return [] }
+        awaiting.removeAll { $0.ticket <= served }
+        return due.map(\.action)
+    }
+
+    /// Commits everything marked or decided so far, now, and waits until it is on disk; false when
+    /// that commit failed (`lastError` says why; it is retried).
+    @discardableResult
+    func flush() -> Bool {
+        thread.sync {
+            self.drain(force: true)
+            return self.lock.withLock { self.failure == nil }
+        }
     }
 
     /// Commits what was decided before this call, now, and waits (at most `timeout` seconds) until

@@ -53,6 +53,29 @@ import Testing
         #expect(store.commits.withLock { $0.first?.upserts.map(\.id) } == ["a"])
     }
 
+    @Test func whatWaitsForDurabilityRunsOnlyAfterTheCommitThatSucceeds() async throws {
+        // Three failures: the commit `whenDurable` asks for (on the writer thread, before the first
+        // flush's), then both flushes'.
+        let store = FlakyStore(failures: 3)
+        let scheduler = ManualScheduler()
+        let writer = StateWriter(store: store, minInterval: 0.2, scheduler: scheduler)
+        let pending = Mutex<Set<String>>(["a"])
+        writer.source = { retry in
+            let ids = pending.withLock { ids in defer { ids = [] }; return ids.union(retry) }
+            return StateBatch(upserts: ids.sorted().map { StateFixture.download($0, .paused) })
+        }
+        let ran = Mutex<[String]>([])
+        writer.whenDurable { ran.withLock { $0.append("first") } }
+        #expect(!writer.flush() && ran.withLock { $0.isEmpty })
+        #expect(!writer.flush() && ran.withLock { $0.isEmpty })
+        #expect(writer.flush() && ran.withLock { $0 } == ["first"])
+        #expect(store.attempts.withLock { $0 } == 4)
+        #expect(store.commits.withLock { $0.map { $0.upserts.map(\.id) } } == [["a"]])
+        // Nothing left to commit: due at the next drain.
+        writer.whenDurable { ran.withLock { $0.append("second") } }
+        #expect(writer.flush() && ran.withLock { $0 } == ["first", "second"])
+    }
+
     /// A store whose commits wait for `gate` (one signal each) and record their batches.
     final class GatedStore: StateStore, @unchecked Sendable {
         let gate = DispatchSemaphore(value: 0)
