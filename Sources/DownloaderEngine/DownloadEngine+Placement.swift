@@ -14,12 +14,11 @@ extension DownloadEngine {
     /// engine would refuse, or a database that cannot be asked, answers `.here` (acting here then
     /// gives the error).
     public func placement(of request: DownloadRequest) -> Placement {
-        guard core.cluster != nil,
-              let url = try? URLNormalizer.normalize(request.url, allowCredentials: configuration.allowURLCredentials).get(),
+        guard core.cluster != nil, let request = try? screened(request),
               let headers = try? CallerHeaders.validate(request.headers.map { (name: $0.key, value: $0.value) }).get() else {
             return .here
         }
-        let key = core.coalescingKey(url: url, headers: headers)
+        let key = core.coalescingKey(url: request.url, headers: headers)
         if core.locked({ core.byURL[key] != nil }) { return .here }
         return core.placement(ofLease: key.leaseName)
     }

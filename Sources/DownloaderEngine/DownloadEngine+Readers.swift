@@ -7,9 +7,9 @@ extension DownloadEngine {
     /// the download pauses with its bytes kept, exactly as when the last caller token is cancelled.
     /// Readers are not stored. Throws as `request(_:)` does.
     public func attachReader(_ request: DownloadRequest) throws(EngineError) -> DownloadReader {
-        let url = try screenedURL(request.url)
+        let request = try screened(request)
         let core = self.core
-        return try core.join(request, url: url, as: .reader) { joined in
+        return try core.join(request, url: request.url, as: .reader) { joined in
             let id = joined.record.id
             return DownloadReader(id: id, snapshot: joined.record.snapshot(), coalesced: joined.coalesced,
                                   tail: joined.record.tail!) { core.detachReader(id: id) }

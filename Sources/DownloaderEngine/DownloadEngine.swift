@@ -112,8 +112,8 @@ public final class DownloadEngine: Sendable {
     /// `maxCallersPerDownload` callers. Cluster mode: answers once the new token is in the database,
     /// so every replica finds it at once.
     public func request(_ request: DownloadRequest) throws(EngineError) -> Enqueued {
-        let url = try screenedURL(request.url)
-        let enqueued = try core.request(request, url: url)
+        let request = try screened(request)
+        let enqueued = try core.request(request, url: request.url)
         core.clusterPublishTokens()
         return enqueued
     }
@@ -123,6 +123,21 @@ public final class DownloadEngine: Sendable {
     /// Cluster mode: adopts a download nobody holds (`cancelling(token:)` throws when another holds it).
     public func cancel(token: String) -> DownloadSnapshot? {
         (try? cancelling(token: token)) ?? nil
+    }
+
+    /// `request` as a download takes it: its URL screened (`screenedURL`), and the `user:password@`
+    /// the URL may carry (`allowURLCredentials`) moved into its headers (`URLCredentials`).
+    /// `invalidHeaders` when the request also has an `Authorization` header.
+    func screened(_ request: DownloadRequest) throws(EngineError) -> DownloadRequest {
+        let (url, authorization) = URLCredentials.split(try screenedURL(request.url))
+        var screened = request
+        screened.url = url
+        guard let authorization else { return screened }
+        if request.headers.keys.contains(where: { $0.lowercased() == "authorization" }) {
+            throw .invalidHeaders("the URL's user:password@ and an Authorization header cannot both be given")
+        }
+        screened.headers["Authorization"] = authorization
+        return screened
     }
 
     /// `raw` normalised (`URLNormalizer`, credentials as configured) and passed by the egress

@@ -75,8 +75,9 @@ public struct EngineConfiguration: Sendable {
     public var allowHosts: [String] = []
     /// Egress deny-list (`--deny-host`), same forms as `allowHosts`; always wins (default empty).
     public var denyHosts: [String] = []
-    /// Accept `user:password@` in URLs (sent upstream as Basic auth to that host only, never shown in
-    /// snapshots). Default false: such URLs fail with `url_credentials`.
+    /// Accept `user:password@` in URLs: taken out of the URL and made the caller's
+    /// `Authorization: Basic` header (`URLCredentials`), so the download is private to its callers
+    /// and the password is never stored or shown. Default false: such URLs fail with `url_credentials`.
     public var allowURLCredentials: Bool = false
     /// Query parameter names left out of the coalescing key (`--coalesce-ignore-query`), matched
     /// exactly (case-sensitive), and redacted in snapshots and log lines: callers whose URLs differ

@@ -3,8 +3,9 @@
 /// the order the engine decided (a download's steps never arrive out of order).
 public struct DownloadStory: Sendable, Equatable {
     public var id: String
-    /// The download's normalised URL as the engine holds it: with `allowURLCredentials` it may carry
-    /// `user:password@`, so redact it before showing it anywhere.
+    /// The download's normalised URL as the engine holds it (a URL's `user:password@` is moved into
+    /// the caller's headers, but a row stored by an earlier release may still carry one: redact it
+    /// before showing it anywhere).
     public var url: String
     public var event: Event
 

@@ -63,16 +63,32 @@ struct SecurityServiceLiveTests {
         #expect(refused.status == 400 && errorField(refused, "code") == "url_credentials")
         #expect(try await strict.stop() == 0)
 
+        // Allowed, the URL's credentials are the caller's Authorization header: the download is
+        // private to callers that give them, and the password reaches neither a snapshot, nor the
+        // log, nor the state database.
         let lenient = try await ServiceProcess.start(arguments: ["--allow-host", "localhost:\(origin.port)", "--allow-url-credentials"])
         let created = try await lenient.client.ask(url)
         #expect(created.status == 202)
-        #expect(created.string("url") == "http://***@localhost:\(origin.port)/file")
+        #expect(created.string("url") == "http://localhost:\(origin.port)/file")
         let id = try #require(created.string("id"))
-        #expect(try await lenient.waitForEnd(id: id)["state"] as? String == "completed")
+        let token = try #require(created.string("token"))
+        #expect(try await lenient.waitForEnd(id: id, token: token)["state"] as? String == "completed")
         let listed = try await lenient.client.request("GET", "/downloads")
-        #expect(!listed.text.contains("s3cret"))
+        #expect(!listed.text.contains(id), "a private download is not listed")
         #expect(origin.requests(path: "/file").first?.header("authorization") == "Basic dXNlcjpzM2NyZXQ=")
+        let plain = try await lenient.client.ask("http://localhost:\(origin.port)/file")
+        #expect(plain.status == 202 && plain.string("id") != id, "a caller without the credentials shares nothing")
+        // `/fetch` with the same credentials in its URL reads the same private download.
+        let encoded = try #require(url.addingPercentEncoding(withAllowedCharacters: .alphanumerics))
+        let fetched = try await lenient.client.request("GET", "/fetch?url=\(encoded)")
+        #expect(fetched.status == 200 && fetched.header("X-Download-Id") == id && fetched.body.count == 1024)
         #expect(try await lenient.stop() == 0)
+        #expect(!lenient.logLines.contains { $0.contains("s3cret") })
+        let state = lenient.root.appendingPathComponent("state")
+        for name in try FileManager.default.subpathsOfDirectory(atPath: state.path) {
+            guard let bytes = FileManager.default.contents(atPath: state.appendingPathComponent(name).path) else { continue }
+            #expect(bytes.range(of: Data("s3cret".utf8)) == nil, "the password is in \(name)")
+        }
     }
 
     @Test func connectionLimitFlagReachesTheServer() async throws {

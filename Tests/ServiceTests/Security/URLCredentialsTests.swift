@@ -1,5 +1,6 @@
 @testable import DownloadService
 @testable import DownloaderEngine
+import Foundation
 import Testing
 
 /// Credentials in URLs: refused unless `allowURLCredentials`, never shown to callers (pure).
@@ -22,6 +23,25 @@ import Testing
     ])
     func keptWhenAllowed(url: String, normalized: String) throws {
         #expect(try URLNormalizer.normalize(url, allowCredentials: true).get() == normalized)
+    }
+
+    @Test(arguments: [
+        ("http://user:s3cret@example.com/x", "http://example.com/x", "user:s3cret"),
+        ("https://user@example.com", "https://example.com", "user:"),
+        ("http://a%40b:p%3Aw@example.com:8080/f?q=a@b", "http://example.com:8080/f?q=a@b", "a@b:p:w"),
+        ("http://u:p@[::1]:81/f", "http://[::1]:81/f", "u:p"),
+        ("http://:pw@example.com/", "http://example.com/", ":pw"),
+    ])
+    func urlCredentialsBecomeBasicAuthorization(url: String, bare: String, pair: String) throws {
+        let (stripped, authorization) = URLCredentials.split(url)
+        #expect(stripped == bare)
+        #expect(authorization == "Basic " + Data(pair.utf8).base64EncodedString())
+    }
+
+    @Test(arguments: ["http://example.com/a@b", "http://example.com/?q=a@b", "https://example.com/#x@y", "http://example.com"])
+    func urlsWithoutCredentialsStayAsTheyAre(url: String) {
+        let (stripped, authorization) = URLCredentials.split(url)
+        #expect(stripped == url && authorization == nil)
     }
 
     @Test func theGrammarStillRefusesJunkWithCredentialsAllowed() {
