@@ -111,9 +111,16 @@ extension EngineCore {
             FileStore.remove(target)
             return false
         }
-        // The previous epoch's partial is done with (a fenced writer can only add to its unlinked file).
+        // The previous epoch's partial is done with once the lease row names this epoch's (the
+        // row's first commit under this lease checkpoints it): before, a crash or a lost lease sends
+        // the next holder to it. A fenced writer can only add to its unlinked file. While the lease
+        // holds, that commit was not fenced out; once it stopped, the file is left to the sweep.
         if let previous = grant.partFile, !previous.contains("/"), previous != EpochFiles.partial(id: row.id, epoch: hold.epoch) {
-            FileStore.remove(store.partialDirectory + "/" + previous)
+            let path = store.partialDirectory + "/" + previous
+            stateWriter.whenDurable { [workQueue, clock] in
+                guard hold.mayWrite(now: clock.monotonic()) else { return }
+                workQueue.async { FileStore.remove(path) }
+            }
         }
         return true
     }

@@ -81,4 +81,35 @@ struct ClusterLeaseStopLiveTests {
                      ?? false, "byte-identical")
         }
     }
+
+    /// A takeover seeds its own partial from the previous epoch's; the previous one is what the
+    /// lease row names until the new holder's first commit checkpoints the new one, so it stays
+    /// until then (here: while the new holder's state commits fail): a crash in between resumes
+    /// from it rather than from 0.
+    @Test func aTakeoverKeepsThePreviousPartialUntilTheLeaseRowNamesItsOwn() async throws {
+        try await ClusterLeaseLiveTests.withReplicas(ttl: Self.ttl) { c, database, origin, a, b in
+            let first = try a.request(DownloadRequest(url: origin.url))
+            try c.expect(try ClusterLeaseLiveTests.wait(10) { (try ClusterLeaseLiveTests.leaseRow(database)?.durable ?? 0) >= 128 << 10 },
+                         "a checkpoint reached the lease row")
+            c.expect(a.cancel(token: first.token)?.state == .paused)
+            try c.expect(try ClusterLeaseLiveTests.wait(5) { try ClusterLeaseLiveTests.letGo(a, database) }, "a lets it go")
+            let previous = try c.require(try ClusterLeaseLiveTests.leaseRow(database)?.partFile)
+            let path = b.core.store.partialDirectory + "/" + previous
+            c.expect(FileStore.fileSize(path) != nil, "a's partial is there")
+            let failing = Atomic(true)
+            b.core.stateWriter.gateCommits { _ throws(StateStoreError) in
+                if failing.load(ordering: .relaxed) { throw StateStoreError(kind: .other, message: "test: commits fail") }
+            }
+            let second = try b.request(DownloadRequest(url: origin.url))
+            c.expect(second.snapshot.id == first.snapshot.id)
+            b.core.workQueue.sync(flags: .barrier) {}
+            c.expect(FileStore.fileSize(path) != nil, "the previous partial went before the lease row named another")
+            try c.expect(try ClusterLeaseLiveTests.leaseRow(database)?.partFile == previous)
+            failing.store(false, ordering: .relaxed)
+            c.expect(b.core.stateWriter.flush())
+            c.expect(ClusterLeaseLiveTests.wait(10) { FileStore.fileSize(path) == nil }, "and goes once it does")
+            try c.expect(try ClusterLeaseLiveTests.leaseRow(database)?.partFile != previous)
+            c.expect(ClusterLeaseLiveTests.wait(20) { b.snapshot(id: first.snapshot.id)?.state == .completed }, "completes on b")
+        }
+    }
 }
