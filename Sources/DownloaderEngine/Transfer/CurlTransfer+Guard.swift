@@ -6,10 +6,10 @@ extension CurlTransfer {
     /// the current hop (its host from libcurl's effective URL, which follows redirects).
     func admits(_ address: IPAddress?, shown: String) -> Bool {
         if isTunnelled { return true }  // The proxy's address; the origin's was vetted before the tunnel.
-        let hop = currentHop()
         let verdict: EgressRules.Verdict
         if let address {
-            verdict = egress.admit(host: hop?.host, port: hop?.port ?? 0, address: address)
+            // A hop whose URL cannot be read has no host and port for the name and port rules.
+            verdict = currentHop().map { egress.admit(host: $0.host, port: $0.port, address: address) } ?? Self.unreadableHop
         } else {
             verdict = .forbidden("\(shown.isEmpty ? "an unknown address" : shown) is not an IPv4 or IPv6 address")
         }
@@ -22,13 +22,15 @@ extension CurlTransfer {
     /// name already (a deny rule, or not on the allow list); addresses are judged at connect time.
     func screensHopHost() -> Bool {
         if isTunnelled { return true }  // libcurl looks up the proxy's name.
-        guard let hop = currentHop(), case .forbidden(let reason) = egress.screen(host: hop.host, port: hop.port) else {
+        guard case .forbidden(let reason) = currentHop().map({ egress.screen(host: $0.host, port: $0.port) }) ?? Self.unreadableHop else {
             return true
         }
         refusedAddress = reason
         refuseConnection()
         return false
     }
+
+    static let unreadableHop = EgressRules.Verdict.forbidden("the URL's host and port cannot be read")
 
     /// The host and port of the hop libcurl is working on; nil when it cannot be read.
     func currentHop() -> HopTarget? {

@@ -18,9 +18,9 @@ enum HopRoute: Equatable, Sendable {
     case unresolved(String)
 
     static func plan(url: String, proxy: UpstreamProxy?, noProxy: NoProxyList, egress: EgressRules) -> HopRoute {
-        guard proxy != nil, let hop = HopTarget(url: url), !noProxy.bypasses(host: hop.host, port: hop.port) else {
-            return .direct
-        }
+        guard proxy != nil else { return .direct }
+        guard let hop = HopTarget(url: url) else { return .refused("the URL's host and port cannot be read") }
+        guard !noProxy.bypasses(host: hop.host, port: hop.port) else { return .direct }
         if case .forbidden(let reason) = egress.screen(host: hop.host, port: hop.port) { return .refused(reason) }
         if let address = HostLiteral.address(hop.host) { return choose([address], host: hop.host, port: hop.port, egress: egress) }
         return .lookup(host: hop.host, port: hop.port)

@@ -29,12 +29,12 @@ struct CurlWebhookPoster: WebhookPosting {
     /// Per-try state the C callbacks reach through their context pointer.
     private final class Context {
         let egress: EgressRules
-        let host: HopTarget?
+        let host: HopTarget
         var refused: String?
         var retryAfter: String?
         var answeredBytes = 0
 
-        init(egress: EgressRules, host: HopTarget?) {
+        init(egress: EgressRules, host: HopTarget) {
             self.egress = egress
             self.host = host
         }
@@ -44,9 +44,10 @@ struct CurlWebhookPoster: WebhookPosting {
         let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
         defer { errorBuffer.deallocate() }
+        guard let target = HopTarget(url: url) else { return .forbidden("the URL's host and port cannot be read") }
         guard Self.globalInit == CURLE_OK, let easy = curl_easy_init() else { return .failed("libcurl could not start") }
         defer { curl_easy_cleanup(easy) }
-        let context = Context(egress: egress, host: HopTarget(url: url))
+        let context = Context(egress: egress, host: target)
         let pointer = Unmanaged.passUnretained(context).toOpaque()
         var list: UnsafeMutablePointer<curl_slist>?
         defer { curl_slist_free_all(list) }
@@ -96,8 +97,7 @@ struct CurlWebhookPoster: WebhookPosting {
         _ = ccurl_setopt_resolver_start_function(easy) { _, _, raw in
             guard let raw else { return 1 }
             let context = Unmanaged<Context>.fromOpaque(raw).takeUnretainedValue()
-            guard let host = context.host else { return 0 }
-            if case .forbidden(let reason) = context.egress.screen(host: host.host, port: host.port) {
+            if case .forbidden(let reason) = context.egress.screen(host: context.host.host, port: context.host.port) {
                 context.refused = reason
                 return 1
             }
@@ -111,7 +111,7 @@ struct CurlWebhookPoster: WebhookPosting {
                 context.refused = "an address of family \(address.pointee.family) is not IPv4 or IPv6"
                 return ccurl_socket_bad()
             }
-            if case .forbidden(let reason) = context.egress.admit(host: context.host?.host, port: context.host?.port ?? 0, address: ip) {
+            if case .forbidden(let reason) = context.egress.admit(host: context.host.host, port: context.host.port, address: ip) {
                 context.refused = reason
                 return ccurl_socket_bad()
             }

@@ -139,4 +139,32 @@ import Testing
         let rules = try Self.rules(deny: ["xn--bcher-kva.example"])
         #expect(throws: EngineError.destinationForbidden("")) { try rules.screen(url: "http://xn--bcher-kva.example/x") }
     }
+
+    /// A redirect's URL may hold characters the grammar refuses (libcurl keeps `|`, `{`, `^`, …
+    /// unencoded in its effective URL): such a hop is read as libcurl reads it to connect, so a
+    /// punycode host stays punycode (Foundation turned it into percent-encoded UTF-8, which no
+    /// `xn--` rule matched) and every host keeps its port (a port-qualified rule still matches).
+    @Test(arguments: [
+        ("http://xn--bcher-kva.example:18081/a|b", "xn--bcher-kva.example", 18081),
+        ("http://XN--bcher-kva.example./x|", "xn--bcher-kva.example", 80),
+        ("http://xn--a.corp.example:18081/x|", "xn--a.corp.example", 18081),
+        ("https://u:p@[::1]/x{y}", "::1", 443),
+        ("http://127.0.0.1:81/a^b", "127.0.0.1", 81),
+    ])
+    func aHopOutsideTheGrammarIsReadAsLibcurlConnects(url: String, host: String, port: Int) throws {
+        #expect(URLScanner.scan(url, allowingCredentials: true) == nil, "not the fallback")
+        #expect(HopTarget(url: url) == HopTarget(host: host, port: port))
+    }
+
+    /// A hop whose host cannot be read is refused: the guard has no host or port to judge.
+    @Test func anUnreadableHopIsRefused() throws {
+        for url in ["http://exa mple.com/", "http://:80/x|", "gopher://example.com/x|", "http://example.com:99999/x|"] {
+            #expect(HopTarget(url: url) == nil, "\(url)")
+        }
+        // A host libcurl can only read in Unicode (the process's locale cannot convert it) is unreadable too.
+        if let hop = HopTarget(url: "http://b\u{FC}cher.example/x") { #expect(hop.host == "xn--bcher-kva.example") }
+        let proxy = try UpstreamProxy.parse("http://127.0.0.1:3128").get()
+        #expect(HopRoute.plan(url: "http://exa mple.com/", proxy: proxy, noProxy: NoProxyList(), egress: try Self.rules())
+                == .refused("the URL's host and port cannot be read"))
+    }
 }
