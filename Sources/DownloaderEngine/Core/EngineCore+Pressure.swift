@@ -30,7 +30,7 @@ extension EngineCore {
         for record in idlePartials() {
             let diskWants = stateLow() || (shared && cacheLow())
             guard memory || diskWants else { break }
-            let freed = record.keptBytes
+            let freed = record.partialBytes
             purgePartial(record, reason: memory ? .memory : .disk)
             stateFree += freed
             if shared { cacheFree += freed }
@@ -51,10 +51,10 @@ extension EngineCore {
     func purgeCache() {
         guard let limit = configuration.cacheMaxBytes else { return }
         let idle = idlePartials()
-        var usage = idle.reduce(0) { $0 + $1.keptBytes } + cacheFiles().reduce(0) { $0 + ($1.size ?? 0) }
+        var usage = idle.reduce(0) { $0 + $1.partialBytes } + cacheFiles().reduce(0) { $0 + ($1.size ?? 0) }
         guard usage > limit else { return }
         for record in idle where usage > limit {
-            usage -= record.keptBytes
+            usage -= record.partialBytes
             purgePartial(record, reason: .cacheLimit)
         }
         purgeCacheFiles(reason: .cacheLimit) { _ in usage > limit } freed: { usage -= $0 }
@@ -78,7 +78,8 @@ extension EngineCore {
     }
 
     /// Downloads with kept bytes and nothing running: paused, or failed with a partial; oldest first.
-    /// `also`: only those it holds for.
+    /// Not those with `/fetch` readers (an operator's hold keeps them waiting on the partial they
+    /// read from). `also`: only those it holds for.
     private func idlePartials(where also: (DownloadRecord) -> Bool = { _ in true }) -> [DownloadRecord] {
         idlePartials(among: byID.values, where: also)
     }
@@ -86,7 +87,7 @@ extension EngineCore {
     private func idlePartials(among records: some Sequence<DownloadRecord>,
                               where also: (DownloadRecord) -> Bool) -> [DownloadRecord] {
         records
-            .filter { $0.attempt == nil && ($0.state == .paused || $0.state == .failed) && $0.keptBytes > 0 && also($0) }
+            .filter { $0.attempt == nil && $0.readers == 0 && ($0.state == .paused || $0.state == .failed) && $0.partialBytes > 0 && also($0) }
             .sorted { $0.updatedAt != $1.updatedAt ? $0.updatedAt < $1.updatedAt : $0.id < $1.id }
     }
 
@@ -98,7 +99,7 @@ extension EngineCore {
     }
 
     private func purgePartial(_ record: DownloadRecord, reason: PurgeReason) {
-        let bytes = record.keptBytes
+        let bytes = record.partialBytes
         discardPartial(record)
         record.updatedAt = clock.now()
         save(record)
@@ -110,7 +111,7 @@ extension EngineCore {
     private func purgeCacheFiles(reason: PurgeReason, while more: (Int64) -> Bool,
                                  freed: (Int64) -> Void = { _ in }) {
         let files = cacheFiles()
-        var usage = idlePartials().reduce(0) { $0 + $1.keptBytes } + files.reduce(0) { $0 + ($1.size ?? 0) }
+        var usage = idlePartials().reduce(0) { $0 + $1.partialBytes } + files.reduce(0) { $0 + ($1.size ?? 0) }
         for record in files {
             guard more(usage) else { break }
             let bytes = record.size ?? 0
@@ -129,4 +130,10 @@ extension EngineCore {
         guard let handler = purgeHandler else { return }
         notifyQueue.async { handler(event) }
     }
+}
+
+extension DownloadRecord {
+    /// What its partial holds on disk: the contiguous prefix, or for a segmented download every
+    /// segment's bytes (those beyond the prefix are on disk too).
+    var partialBytes: Int64 { max(keptBytes, segments?.writtenBytes ?? 0) }
 }

@@ -74,6 +74,25 @@ import Testing
         await s.engine.shutdown()
     }
 
+    /// An operator's hold keeps a download's `/fetch` readers waiting on its partial: a purge would
+    /// delete the file they read from (they would send on from the deleted file, cut short).
+    @Test func aPausedPartialWithReadersIsNotPurged() async throws {
+        let s = try Setup()
+        let held = try await s.partial("h", kept: 7000, pause: false)
+        let reader = try s.engine.attachReader(DownloadRequest(url: "http://o.test/h"))
+        defer { reader.close() }
+        let sub = try #require(s.engine.subscribe(id: held))
+        guard case .done = s.engine.operatorPause(id: held) else { Issue.record("not paused"); return }
+        _ = try await withTimeout(5) { await EngineFixture.events(sub) { if case .paused = $0 { true } else { false } } }
+        let other = try await s.partial("x", kept: 8000)
+        s.monitor.setMemoryPressure(true)
+        s.monitor.fire()
+        let events = try await s.log.wait(for: 1)
+        #expect(s.summary(events) == ["paused_partial:memory:\(other)"])
+        #expect(s.kept(held) == 7000)
+        await s.engine.shutdown()
+    }
+
     @Test func lowStateAreaPurgesOldestPausedPartialsUntilTheMinimumIsBack() async throws {
         let s = try Setup(minFree: 50_000)
         let a = try await s.partial("xa", kept: 8000)
