@@ -195,16 +195,17 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         let head = ResponseHead(status: status, headers: headers, effectiveURL: effectiveURL)
         self.head = head
         deadlines?.headEnded(at: CurlMultiLoop.monotonicNanoseconds(), final: true)
-        // The size limit applies to bodies that would be accepted (2xx): a 404 with a big error
-        // page still reaches the delegate, which decides on its status.
-        if (200..<300).contains(status), let limit = request.maxBodyBytes,
-           let declared = head.value("content-length").flatMap({ Int64($0.trimmingCharacters(in: .whitespaces)) }),
-           declared > limit {
-            return abort(TransferFailure(.tooLarge, "the body has \(declared) bytes, more than \(limit)"))
-        }
         switch delegate.transfer(didReceive: head) {
         case .success(let sink):
             self.sink = sink
+            // The size limit applies to bodies the delegate accepted: it judges the head first (a
+            // 404 with a big error page, a 200 where a segment asked for a range: each its own
+            // verdict, not `tooLarge`).
+            if (200..<300).contains(status), let limit = request.maxBodyBytes,
+               let declared = head.value("content-length").flatMap({ Int64($0.trimmingCharacters(in: .whitespaces)) }),
+               declared > limit {
+                return abort(TransferFailure(.tooLarge, "the body has \(declared) bytes, more than \(limit)"))
+            }
             if request.method == .get, head.value("transfer-encoding") == nil,
                let length = head.value("content-length").flatMap({ Int64($0.trimmingCharacters(in: .whitespaces)) }), length >= 0 {
                 declaredLength = length

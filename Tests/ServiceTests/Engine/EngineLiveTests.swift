@@ -187,6 +187,22 @@ import Testing
         await engine.shutdown()
     }
 
+    /// Segments ask for ranges; an origin that claims ranges but answers them with the whole body
+    /// (200) is judged by the engine (the segments are abandoned, the download restarts on one
+    /// connection), not refused by the driver as a body larger than the segment (`too_large`).
+    @Test func segmentsAnsweredWithWholeBodiesRestartOnOneConnection() async throws {
+        let origin = try TestOrigin(bodySize: 24 << 20)
+        defer { origin.stop() }
+        origin.update { $0.ignoreRanges = true; $0.advertiseIgnoredRanges = true; $0.bytesPerSecond = 16 << 20 }
+        let engine = try Self.engine { $0.maxConnectionsPerDownload = 2 }
+        let (r, done) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: origin.url, connections: 2),
+                                                               until: [.completed, .failed], timeout: 60)
+        #expect(done.state == .completed, "\(String(describing: done.error))")
+        #expect(origin.requests(path: "/file").contains { $0.header("Range") != nil }, "a segment asked for a range")
+        if done.state == .completed { #expect(try Self.stored(engine, r.snapshot.id) == origin.expectedBody()) }
+        await engine.shutdown()
+    }
+
     @Test func wrongContentRangeIsNeverSpliced() async throws {
         let origin = try TestOrigin(bodySize: 300_000)
         defer { origin.stop() }

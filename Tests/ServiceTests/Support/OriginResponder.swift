@@ -89,7 +89,7 @@ enum OriginResponder {
         }
         if let etag { fields.append(.init(name: "ETag", value: etag)) }
         if let lastModified { fields.append(.init(name: "Last-Modified", value: lastModified)) }
-        if !settings.ignoreRanges { fields.append(.init(name: "Accept-Ranges", value: "bytes")) }
+        if !settings.ignoreRanges || settings.advertiseIgnoredRanges { fields.append(.init(name: "Accept-Ranges", value: "bytes")) }
         fields.append(.init(name: "Content-Type", value: "application/octet-stream"))
         if let encoding = settings.contentEncoding { fields.append(.init(name: "Content-Encoding", value: encoding)) }
         if let disposition = settings.contentDisposition { fields.append(.init(name: "Content-Disposition", value: disposition)) }

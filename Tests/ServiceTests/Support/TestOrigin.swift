@@ -81,6 +81,9 @@ final class TestOrigin: Sendable {
         var validators: Validators = .strong
         /// Ignore `Range` and always answer 200 with the whole body.
         var ignoreRanges = false
+        /// With `ignoreRanges`: still say `Accept-Ranges: bytes` (a server that claims ranges and
+        /// answers them with the whole body).
+        var advertiseIgnoredRanges = false
         /// Answer 206 with a range starting one byte before the requested start (after it for 0).
         var wrongContentRangeStart = false
         /// Throttle bodies to about this many bytes per second; nil is unthrottled.
