@@ -98,7 +98,7 @@ extension EngineCore {
     }
 
     /// One stored download back in memory, in the order they were stored (the first of a duplicate
-    /// id or coalescing key is kept).
+    /// id is kept).
     private func restore(_ record: DownloadRecord, files: inout StoredFiles, misplaced: inout [DownloadRecord],
                          queued: inout [DownloadRecord], paused: inout [DownloadRecord], into report: inout RecoveryReport) {
         // Inserted first (one hash lookup each); a duplicate is taken out again, the first kept.
@@ -107,18 +107,11 @@ extension EngineCore {
             unsaved.insert(record.id)
             return
         }
-        if let first = byURL.updateValue(record, forKey: record.key) {
-            byURL[record.key] = first
-            byID[record.id] = nil
-            unsaved.insert(record.id)
-            return
-        }
         switch record.state {
         case .completed:
             guard let path = record.finalPath, files.claim(path, of: record.id) else {
                 report.dropped += 1
                 byID[record.id] = nil
-                byURL[record.key] = nil
                 save(record)  // Not kept: removed from the store.
                 return
             }
@@ -132,6 +125,7 @@ extension EngineCore {
                 save(record)
             }
         }
+        index(record)
         for token in record.tokens { tokens[token] = record.id }
         // Only failed ones are indexed: a restored record was never in the index (no removal
         // attempt per record, 7 % of a 100 000-download start-up).
@@ -143,6 +137,23 @@ extension EngineCore {
         case .completed, .downloading: break
         }
         report.loaded += 1
+    }
+
+    /// Makes `record` the one new callers of its coalescing key join, unless one restored before it
+    /// serves them better. Downloads that came to share a key (`coalesceIgnoreQuery` turned on over
+    /// stored ones) all stay, with their ids, callers and files; only the best is joined.
+    private func index(_ record: DownloadRecord) {
+        if let indexed = byURL.updateValue(record, forKey: record.key),
+           !Self.joinable(record.state, record.partialBytes, before: indexed.state, indexed.partialBytes) {
+            byURL[record.key] = indexed
+        }
+    }
+
+    /// Which of two downloads sharing a key new callers join: a completed one, else one not failed,
+    /// else the one with more bytes kept (a tie keeps the first).
+    static func joinable(_ state: DownloadState, _ bytes: Int64, before other: DownloadState, _ otherBytes: Int64) -> Bool {
+        func rank(_ state: DownloadState) -> Int { state == .completed ? 2 : state == .failed ? 0 : 1 }
+        return (rank(state), bytes) > (rank(other), otherBytes)
     }
 
     /// Whether a completed download's file is where its storage class keeps it (no move to start).
