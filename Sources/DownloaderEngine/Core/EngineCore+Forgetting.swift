@@ -17,20 +17,23 @@ extension EngineCore {
         }
     }
 
-    /// Forgets paused downloads without kept bytes that are older than `cutoff`, and the oldest
-    /// beyond `maxEmptyPausedDownloads`. `among`: only these can be (start-up's restored paused ones).
+    /// Forgets paused downloads without kept bytes that are older than `cutoff` (callers or not, as a
+    /// paused partial goes after its time-to-live), and the oldest caller-less ones beyond
+    /// `maxEmptyPausedDownloads`. `among`: only these can be (start-up's restored paused ones).
     func boundEmptyPaused(olderThan cutoff: Date? = nil, among candidates: [DownloadRecord]? = nil) {
         let isEmpty: (DownloadRecord) -> Bool = {
-            $0.state == .paused && $0.attempt == nil && $0.keptBytes == 0 && $0.tokens.isEmpty && $0.readers == 0
+            $0.state == .paused && $0.attempt == nil && $0.partialBytes == 0 && $0.readers == 0
                 && !$0.lifecycle.held  // The operator's hold is kept until the operator lifts it.
         }
+        let expired: (DownloadRecord) -> Bool = { record in cutoff.map { record.updatedAt < $0 } ?? false }
         let empty = candidates?.filter(isEmpty) ?? byID.values.filter(isEmpty)
         let limit = max(0, configuration.maxEmptyPausedDownloads)
-        guard empty.count > limit || cutoff.map({ c in empty.contains { $0.updatedAt < c } }) == true else { return }
-        var kept = empty.count
+        var spare = empty.count { $0.tokens.isEmpty }  // Beyond the bound: forgotten, oldest first.
+        guard spare > limit || empty.contains(where: expired) else { return }
         for record in empty.sorted(by: { $0.updatedAt < $1.updatedAt }) {
-            guard kept > limit || (cutoff.map { record.updatedAt < $0 } ?? false) else { break }
-            kept -= 1
+            let callerless = record.tokens.isEmpty
+            guard expired(record) || (callerless && spare > limit) else { continue }
+            if callerless { spare -= 1 }
             retire(record)
         }
     }

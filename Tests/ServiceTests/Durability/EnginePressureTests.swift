@@ -159,6 +159,30 @@ import Testing
         await s.engine.shutdown()
     }
 
+    /// A credentialed download restored without its headers waits, paused and without bytes, for a
+    /// caller who brings them. Its callers' tokens do not keep it forever: past `pausedTTL` it goes
+    /// like any paused download.
+    @Test func pausedDownloadsWithCallersButNoBytesExpireAfterTheTTL() async throws {
+        let s = try Setup { $0.pausedTTL = 100 }
+        let r = try s.engine.request(DownloadRequest(url: "http://o.test/secret", headers: ["Authorization": "Bearer x"]))
+        try await withTimeout(5) { await s.driver.waitForStarts(1) }
+        await s.engine.shutdown()
+        var c = EngineFixture.configuration(s.root)
+        c.pausedTTL = 100
+        let next = try DownloadEngine(configuration: c, driver: FakeTransferDriver(), scheduler: s.clock,
+                                      diskPressure: DiskPressure(minFreeBytes: 0, minFreeFraction: 0), pressure: s.monitor)
+        #expect(next.snapshot(id: r.snapshot.id)?.state == .paused)
+        #expect(next.liveTokens(among: [r.token]) == [r.token])
+        s.clock.advance(60)
+        s.monitor.fire()
+        #expect(next.snapshot(id: r.snapshot.id)?.state == .paused)
+        s.clock.advance(50)
+        s.monitor.fire()
+        #expect(next.snapshot(id: r.snapshot.id) == nil)
+        #expect(next.liveTokens(among: [r.token]).isEmpty)
+        await next.shutdown()
+    }
+
     @Test func cacheLimitPurgesAreCountedWithTheirReason() async throws {
         let s = try Setup { $0.cacheMaxBytes = 25_000 }
         let paused = try await s.partial("x", kept: 8000)

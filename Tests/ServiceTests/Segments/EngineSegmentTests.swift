@@ -235,6 +235,38 @@ import Testing
     }
 }
 
+extension EngineSegmentPauseTests {
+    /// A paused download whose first segment holds nothing yet still keeps the others' bytes: it is
+    /// not an empty paused download to forget (that would leave its partial behind, unowned).
+    @Test func pausedSegmentsWithAnEmptyPrefixAreKept() async throws {
+        let driver = FakeTransferDriver()
+        let root = EngineFixture.root()
+        let configure = { (c: inout EngineConfiguration) in
+            c.maxConnectionsPerDownload = 4
+            c.minimumSegmentBytes = 10_000
+            c.segmentProbeSeconds = 0
+            c.maxEmptyPausedDownloads = 0
+        }
+        let engine = try EngineFixture.engine(root, driver: driver, configure: configure)
+        let r = try engine.request(DownloadRequest(url: EngineSegmentTests.url, connections: 4))
+        try await withTimeout(5) { await driver.waitForStarts(1) }
+        #expect(driver.transfer(0).respond(200, ["ETag": "\"v1\"", "Accept-Ranges": "bytes", "Content-Length": "40000"]))
+        for i in 1..<4 {
+            #expect(Self.respond206(driver.transfer(i), i * 10_000, i * 10_000 + 9999))
+            try driver.transfer(i).send(Array(body[(i * 10_000)..<(i * 10_000 + 2000)]))
+        }
+        let event = try await EngineFixture.cancelAndSettle(engine, token: r.token, id: r.snapshot.id)
+        guard case .paused(let paused) = event else { Issue.record("not paused: \(event)"); return }
+        #expect(paused.bytesWritten == 6000)
+        await engine.shutdown()
+        // Start-up bounds the empty paused downloads it restores.
+        let next = try EngineFixture.engine(root, driver: FakeTransferDriver(), configure: configure)
+        #expect(next.snapshot(id: r.snapshot.id)?.state == .paused)
+        #expect(next.snapshot(id: r.snapshot.id)?.bytesWritten == 6000)
+        await next.shutdown()
+    }
+}
+
 extension RangedFakeOrigin: CustomTestStringConvertible {
     var testDescription: String { "etag \(etag), Accept-Ranges \(acceptRanges)" }
 }
