@@ -83,8 +83,9 @@ extension EngineCore {
         expireIdle(restored: paused)
         removeOrphanPartials()
         // Cache files named like ours that no completed download claimed: left by a crash between
-        // publishing and committing. The data area is never swept.
+        // publishing and committing. The data area is never swept, but for copies a crash cut short.
         files.cache.removeUnclaimed()
+        files.data.removeUnclaimed(endingWith: FileStore.copySuffix)
         // A move into the data area that a crash interrupted starts again.
         for record in misplaced { placeFile(record) }
         // Running ones carry on for their callers, oldest first; with none stored, paused (and saved so).

@@ -110,10 +110,11 @@ struct AreaListing {
             && names.withUnsafeBufferPointer { memcmp($0.baseAddress! + entry.start, name.baseAddress!, name.count) == 0 }
     }
 
-    /// Deletes every file named like ours that nothing claimed.
-    func removeUnclaimed() {
+    /// Deletes every file named like ours that nothing claimed (`endingWith`: only those so named).
+    func removeUnclaimed(endingWith suffix: String = "") {
         for entry in entries where !entry.claimed {
-            FileStore.remove(directory + "/" + String(decoding: names[entry.start..<entry.start + entry.count], as: UTF8.self))
+            let name = String(decoding: names[entry.start..<entry.start + entry.count], as: UTF8.self)
+            if name.hasSuffix(suffix) { FileStore.remove(directory + "/" + name) }
         }
     }
 }

@@ -89,10 +89,13 @@ struct FileStore: Sendable {
         Self.syncDirectory(of: to)
     }
 
+    /// What a copy is named until it is whole (a crash may leave one: start-up sweeps them).
+    static let copySuffix = ".tmp-copy"
+
     /// Copies `from` to a temporary name beside `to` (fsynced), then renames it to `to`.
     private static func copyInto(from: String, to: String,
                                  rename renameCall: (String, String) -> Int32) throws(SystemError) {
-        let temp = to + ".tmp-copy"
+        let temp = to + copySuffix
         do throws(SystemError) {
             try copyFile(from: from, to: temp)
         } catch {

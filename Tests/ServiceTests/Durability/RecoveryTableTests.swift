@@ -76,7 +76,8 @@ import Testing
         entries.append(failed)
         try StateFixture.write(entries, to: area.state)
         RecoveryScaleTests.file(area.cache + "/\(Self.id(99))-orphan.bin", [9])            // swept
-        RecoveryScaleTests.file(area.data + "/\(Self.id(98))-kept.bin", [9])               // the data area is never swept
+        RecoveryScaleTests.file(area.data + "/\(Self.id(98))-kept.bin", [9])               // the data area is never swept,
+        RecoveryScaleTests.file(area.data + "/\(Self.id(96))-f.bin.tmp-copy", [9])         // but for a copy cut short
         RecoveryScaleTests.file(area.partials + "/\(Self.id(97)).part", [9])               // swept
 
         let engine = try EngineFixture.engine(area.root, driver: FakeTransferDriver()) {
