@@ -184,7 +184,7 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
     func dropSink() { sink = nil }
 
     private func deliverHead(status: Int, headers: [String: [String]]) -> Bool {
-        if followsRedirectsItself, (300..<400).contains(status), let location = headers["location"]?.first {
+        if followsRedirectsItself, (300..<400).contains(status), let location = ResponseHeadCollector.location(in: headers) {
             return endHopWithRedirect(location: location)
         }
         var urlPointer: UnsafeMutablePointer<CChar>?

@@ -53,9 +53,14 @@ struct ResponseHeadCollector: Sendable {
 
         if line.isEmpty {
             self.status = nil
-            let headers = collectedHeaders()
-            let redirectFollowed = followsRedirects && (300..<400).contains(status) && headers["location"] != nil
+            var headers = collectedHeaders()
+            let redirectFollowed = followsRedirects && (300..<400).contains(status) && Self.location(in: headers) != nil
             if status < 200 || redirectFollowed { return .interimHead(status: status) }
+            if let lengths = headers["content-length"] {
+                // Framing two readers could disagree on (RFC 9112 §6.3): libcurl reads the last.
+                guard let length = Self.contentLength(lengths) else { return .invalid("conflicting or malformed Content-Length") }
+                headers["content-length"] = [length]
+            }
             return .finalHead(status: status, headers: headers)
         }
         if let first = line.first, first == 32 || first == 9 {
@@ -73,6 +78,28 @@ struct ResponseHeadCollector: Sendable {
         return .none
     }
 
+    /// The redirect target libcurl follows: the first `Location` that is not empty (it ignores an
+    /// empty one, and then the 3xx is the final answer).
+    static func location(in headers: [String: [String]]) -> String? {
+        headers["location"]?.first { !$0.isEmpty }
+    }
+
+    /// The one length that every `Content-Length` field (and every comma-separated value in one)
+    /// gives, digits only; nil when they differ or one is not a length.
+    static func contentLength(_ values: [String]) -> String? {
+        var length: String?
+        for value in values {
+            for part in value.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
+                let digits = blanksTrimmed(part)
+                guard !digits.isEmpty, digits.allSatisfy({ (48...57).contains($0) }) else { return nil }
+                let text = String(decoding: digits, as: UTF8.self)
+                guard length == nil || length == text else { return nil }
+                length = text
+            }
+        }
+        return length
+    }
+
     private func collectedHeaders() -> [String: [String]] {
         var headers: [String: [String]] = [:]
         for field in fields { headers[field.name, default: []].append(field.value) }
@@ -80,9 +107,14 @@ struct ResponseHeadCollector: Sendable {
     }
 
     private func trimmed(_ bytes: ArraySlice<UInt8>) -> String {
-        var slice = bytes
+        String(decoding: Self.blanksTrimmed(bytes), as: UTF8.self)
+    }
+
+    /// Without leading and trailing spaces and tabs.
+    private static func blanksTrimmed<Bytes: BidirectionalCollection<UInt8>>(_ bytes: Bytes) -> Bytes.SubSequence {
+        var slice = bytes[...]
         while let first = slice.first, first == 32 || first == 9 { slice = slice.dropFirst() }
         while let last = slice.last, last == 32 || last == 9 { slice = slice.dropLast() }
-        return String(decoding: slice, as: UTF8.self)
+        return slice
     }
 }

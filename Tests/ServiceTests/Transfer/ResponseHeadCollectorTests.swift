@@ -35,6 +35,29 @@ import Testing
             == [.finalHead(status: 301, headers: ["location": ["/x"]])])
     }
 
+    /// libcurl ignores an empty `Location` (the 3xx is then the answer) and follows the first
+    /// one that is not empty.
+    @Test func anEmptyLocationIsNoRedirect() {
+        #expect(feed(["HTTP/1.1 302 Found", "Location:  ", ""]) == [.finalHead(status: 302, headers: ["location": [""]])])
+        #expect(feed(["HTTP/1.1 302 Found", "Location:", "Location: /x", ""]) == [.interimHead(status: 302)])
+        #expect(ResponseHeadCollector.location(in: ["location": ["", "/x", "/y"]]) == "/x")
+        #expect(ResponseHeadCollector.location(in: ["location": [""]]) == nil)
+    }
+
+    /// Lengths two readers could take differently are refused; repeats of one length are one.
+    @Test(arguments: [
+        (["5"], "5"), (["5", "5"], "5"), (["5, 5"], "5"), ([" 5 ,5\t"], "5"),
+        (["5", "6"], nil), (["5, 6"], nil), (["-1"], nil), (["+5"], nil), (["5x"], nil), ([""], nil), (["5,"], nil),
+        (["1 2"], nil), (["٣"], nil),
+    ] as [([String], String?)])
+    func contentLengths(values: [String], length: String?) {
+        #expect(ResponseHeadCollector.contentLength(values) == length)
+        let lines = ["HTTP/1.1 200 OK"] + values.map { "Content-Length: \($0)" } + [""]
+        let expected: ResponseHeadCollector.Event = length.map { .finalHead(status: 200, headers: ["content-length": [$0]]) }
+            ?? .invalid("conflicting or malformed Content-Length")
+        #expect(feed(lines) == [expected])
+    }
+
     @Test func valuesAreTrimmedAndFoldedLinesJoined() {
         #expect(feed(["HTTP/1.1 200 OK", "X-A:   spaced \t", "X-B: one", "  two", ""])
             == [.finalHead(status: 200, headers: ["x-a": ["spaced"], "x-b": ["one two"]])])
