@@ -58,8 +58,11 @@ final class RunningService: Sendable {
             logger.error("state file damaged or unreadable: renamed aside, started without the downloads it held",
                          ["keptAt": path])
         }
-        if let imported = engine.importedJournal {
-            logger.info("imported the journal of an earlier release", ["downloads": imported.downloads, "keptAt": imported.keptAt])
+        if let imported = engine.importedJournal, let keptAt = imported.keptAt {
+            logger.error("imported the journal of an earlier release, but for entries it could not read: kept aside, files not swept",
+                         ["downloads": imported.downloads, "skipped": imported.skipped, "keptAt": keptAt])
+        } else if let imported = engine.importedJournal {
+            logger.info("imported the journal of an earlier release, then deleted it", ["downloads": imported.downloads])
         }
         engine.webhooks.start(WebhookSettings(
             render: { WebhookBody.render(event: $0, deliveryID: $1, snapshot: $2) }, secret: webhookSecret,

@@ -86,13 +86,15 @@ public final class DownloadEngine: Sendable {
     /// State files start-up found unusable and renamed aside (a damaged `state.db`, an unreadable
     /// `journal.json`): the engine started without what they held. The service logs each as an error.
     public var stateSetAside: [String] {
-        [recovery.damagedStateKeptAt, recovery.corruptJournalKeptAt].compactMap { $0 }
+        guard case .unreadable(let journal) = recovery.journal else { return recovery.damagedStateKeptAt.map { [$0] } ?? [] }
+        return [recovery.damagedStateKeptAt, journal].compactMap { $0 }
     }
 
-    /// Downloads imported from an earlier release's `journal.json` at this start, and where that
-    /// file was kept (nil when there was none).
-    public var importedJournal: (downloads: Int, keptAt: String)? {
-        recovery.importedJournalKeptAt.map { (recovery.importedFromJournal, $0) }
+    /// Downloads imported from an earlier release's `journal.json` at this start, entries that could
+    /// not be, and where the journal was then kept (nil: deleted, all imported). Nil: no journal.
+    public var importedJournal: (downloads: Int, skipped: Int, keptAt: String?)? {
+        guard case .imported(let count, let skipped, let keptAt) = recovery.journal else { return nil }
+        return (count, skipped, keptAt)
     }
 
     /// Calls `handler` for every file purged (paused partials, cache files), in order, on an engine

@@ -10,11 +10,8 @@ extension EngineCore {
         var dropped = 0
         /// Downloads whose verified file was being renamed into place at the crash: now completed.
         var published = 0
-        /// Downloads imported from an earlier release's `journal.json`, and where that file was kept.
-        var importedFromJournal = 0
-        var importedJournalKeptAt: String?
-        /// An unreadable `journal.json`, kept aside (nothing imported).
-        var corruptJournalKeptAt: String?
+        /// What became of an earlier release's `journal.json`.
+        var journal = JournalImport.Outcome.none
         /// A damaged state database, kept aside (the engine started with an empty one).
         var damagedStateKeptAt: String?
     }
@@ -37,7 +34,8 @@ extension EngineCore {
         let listings = Background(on: workQueue) { StoredFiles(cache: AreaListing(cacheDirectory), data: AreaListing(dataDirectory)) }
         // The rows are read, and made records, on the writer thread while this one restores them.
         let (tau, interval, ignoring) = (configuration.rateTimeConstant, configuration.progressInterval, configuration.coalesceIgnoreQuery)
-        let loading = StartupLoad(writer: stateWriter, directory: directory) { entry in
+        let key = credentialKey
+        let loading = StartupLoad(writer: stateWriter, directory: directory, credential: { key.hash($0.canonicalBytes) }) { entry in
             DownloadRecord(stored: entry, tau: tau, progressInterval: interval, ignoring: ignoring)
         }
         let prologue: StartupLoad.Prologue
@@ -48,11 +46,7 @@ extension EngineCore {
             throw error
         }
         var files = listings.wait()
-        switch prologue.journal {
-        case .none: break
-        case .imported(let count, let keptAt): (report.importedFromJournal, report.importedJournalKeptAt) = (count, keptAt)
-        case .unreadable(let keptAt): report.corruptJournalKeptAt = keptAt
-        }
+        report.journal = prologue.journal
         try decide { () throws(StateStoreError) in
             bury(prologue.tombstones)
             try restore(loading, files: &files, into: &report)
@@ -81,11 +75,14 @@ extension EngineCore {
         // These forget failed and paused downloads only: `misplaced` and `queued` stay current.
         forgetOldFailures()
         expireIdle(restored: paused)
-        removeOrphanPartials()
-        // Cache files named like ours that no completed download claimed: left by a crash between
-        // publishing and committing. The data area is never swept, but for copies a crash cut short.
-        files.cache.removeUnclaimed()
-        files.data.removeUnclaimed(endingWith: FileStore.copySuffix)
+        // Not while a journal's downloads could not be imported: their files would look like orphans.
+        if !report.journal.leftSomethingOut {
+            removeOrphanPartials()
+            // Cache files named like ours that no completed download claimed: left by a crash between
+            // publishing and committing. The data area is never swept, but for copies a crash cut short.
+            files.cache.removeUnclaimed()
+            files.data.removeUnclaimed(endingWith: FileStore.copySuffix)
+        }
         // A move into the data area that a crash interrupted starts again.
         for record in misplaced { placeFile(record) }
         // Running ones carry on for their callers, oldest first; with none stored, paused (and saved so).

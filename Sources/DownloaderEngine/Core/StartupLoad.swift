@@ -32,11 +32,13 @@ final class StartupLoad: @unchecked Sendable {
     private var prologue: Result<Prologue, StateStoreError>?
 
     /// Starts reading on `writer`'s thread.
-    init(writer: StateWriter, directory: String, record: @escaping @Sendable (StoredDownload) -> DownloadRecord) {
+    /// `credential`: the keyed hash of a caller's headers, for the journal's credentialed URLs.
+    init(writer: StateWriter, directory: String, credential: @escaping @Sendable (CallerHeaders) -> [UInt8],
+         record: @escaping @Sendable (StoredDownload) -> DownloadRecord) {
         writer.start { [self] state in
             let removed: TombstoneLedger
             do throws(StateStoreError) {
-                let outcome = try JournalImport.run(directory: directory, into: state)
+                let outcome = try JournalImport.run(directory: directory, into: state, credential: credential)
                 let tombstones = try state.loadTombstones()
                 var ledger = TombstoneLedger()
                 for tombstone in tombstones { ledger.add(tombstone) }

@@ -8,36 +8,77 @@ import Foundation
 ///    "fileName"?, "finalPath"?, "sha256"?, "size"?, "createdAt", "updatedAt", "lastAccess" (seconds
 ///    since 1970), "error"?: {"code", "message", "httpStatus"?}, "tokens"?: ["<32 hex>", …]}, … ]}
 ///
-/// (unknown keys ignored). Its downloads are committed to the store in one batch, tokens hashed,
-/// then the file is renamed to `journal.json.imported`. A crash between the two imports it again at
-/// the next start, which writes the same rows again (by id). An unreadable file is renamed to
-/// `journal.json.corrupt`. Both are kept, never deleted.
+/// (unknown keys ignored). Its downloads are committed to the store in one batch, tokens hashed and
+/// a URL's `user:password@` moved into the download's credential (`URLCredentials`: the download is
+/// private to callers who give it, and the password is not stored). Then the journal, which holds
+/// those tokens and passwords in clear, is deleted (with the `journal.json.tmp` a crash of the old
+/// writer may have left). A crash between the commit and the deletion imports it again at the next
+/// start, which writes the same rows again (by id).
+///
+/// What cannot be imported is kept for the operator, and start-up sweeps nothing that start (the
+/// files of what was not imported would look like orphans): a journal that does not parse is
+/// renamed `journal.json.corrupt`, one with entries that do not is imported without them and
+/// renamed `journal.json.incomplete`. A journal that cannot be read (permissions, I/O) stops start-up.
 enum JournalImport {
     static let fileName = "journal.json"
 
     enum Outcome: Equatable {
         case none
-        case imported(count: Int, keptAt: String)
+        /// `count` downloads imported; `skipped` entries could not be read, the journal kept at
+        /// `keptAt` (nil when all were imported and the journal deleted).
+        case imported(count: Int, skipped: Int, keptAt: String?)
         case unreadable(keptAt: String)
+
+        /// Whether the journal held downloads that were not imported (their files must stay).
+        var leftSomethingOut: Bool {
+            switch self {
+            case .none: false
+            case .imported(_, let skipped, _): skipped > 0
+            case .unreadable: true
+            }
+        }
     }
 
-    /// Imports `journal.json` from `directory` into `store`, when there is one.
-    static func run(directory: String, into store: StateStore) throws(StateStoreError) -> Outcome {
+    /// Imports `journal.json` from `directory` into `store`, when there is one. `credential`: the
+    /// keyed hash of a caller's headers (`CoalescingKey.credential`).
+    static func run(directory: String, into store: StateStore,
+                    credential: (CallerHeaders) -> [UInt8]) throws(StateStoreError) -> Outcome {
         let path = directory + "/" + fileName
-        guard let data = FileManager.default.contents(atPath: path) else { return .none }
-        guard let downloads = decode(data) else {
+        guard let data = try read(path) else { return .none }
+        guard let (entries, unread) = decode(data) else {
             return .unreadable(keptAt: try setAside(path, suffix: ".corrupt"))
         }
+        let downloads = entries.compactMap { $0.stored(credential: credential) }
+        let skipped = unread + entries.count - downloads.count
         try store.commit(StateBatch(upserts: downloads))
-        return .imported(count: downloads.count, keptAt: try setAside(path, suffix: ".imported"))
+        guard skipped == 0 else {
+            return .imported(count: downloads.count, skipped: skipped, keptAt: try setAside(path, suffix: ".incomplete"))
+        }
+        for leftover in [path, path + ".tmp"] { FileStore.remove(leftover) }
+        FileStore.syncDirectory(of: path)
+        return .imported(count: downloads.count, skipped: 0, keptAt: nil)
     }
 
-    /// The journal's downloads; nil when it is not a version-1 journal.
-    static func decode(_ data: Data) -> [StoredDownload]? {
+    /// The journal's bytes; nil when there is none. Any other failure to read it throws: start-up
+    /// must not go on as if it were not there (the sweeps would delete the files it names).
+    private static func read(_ path: String) throws(StateStoreError) -> Data? {
+        do {
+            return try Data(contentsOf: URL(fileURLWithPath: path))
+        } catch CocoaError.fileReadNoSuchFile {
+            return nil
+        } catch {
+            throw StateStoreError(kind: .other, message: "cannot read \(path): \(error.localizedDescription)")
+        }
+    }
+
+    /// The journal's entries that could be read, and how many could not; nil when it is not a
+    /// version-1 journal.
+    private static func decode(_ data: Data) -> (entries: [Entry], skipped: Int)? {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .secondsSince1970
         guard let document = try? decoder.decode(Document.self, from: data), document.version == 1 else { return nil }
-        return document.downloads.map(\.stored)
+        let entries = document.downloads.compactMap(\.entry)
+        return (entries, document.downloads.count - entries.count)
     }
 
     private static func setAside(_ path: String, suffix: String) throws(StateStoreError) -> String {
@@ -50,7 +91,13 @@ enum JournalImport {
 
     private struct Document: Decodable {
         var version: Int
-        var downloads: [Entry]
+        var downloads: [Readable]
+    }
+
+    /// One entry, nil when it does not decode (the others are still read).
+    private struct Readable: Decodable {
+        var entry: Entry?
+        init(from decoder: Decoder) throws { entry = try? Entry(from: decoder) }
     }
 
     private struct Entry: Decodable {
@@ -84,15 +131,21 @@ enum JournalImport {
         var error: Failure?
         var tokens: [String]?
 
-        var stored: StoredDownload {
-            StoredDownload(
-                id: id, url: url, storage: storage, state: state,
+        /// nil: credentials in the URL that make no header (never stored public instead).
+        func stored(credential: (CallerHeaders) -> [UInt8]) -> StoredDownload? {
+            let (bare, authorization) = URLCredentials.split(url)
+            var stored = StoredDownload(
+                id: id, url: bare, storage: storage, state: state,
                 validator: validator.map { Validator(etag: $0.etag, lastModified: $0.lastModified) },
                 expectedTotal: expectedTotal, verifiedOffset: verifiedOffset, expectedSHA256: expectedSHA256,
                 expectedSize: expectedSize, fileName: fileName, finalPath: finalPath, sha256: sha256, size: size,
                 createdAt: createdAt, updatedAt: updatedAt, lastAccess: lastAccess,
                 error: error.map { DownloadFailure(journalCode: $0.code, message: $0.message, httpStatus: $0.httpStatus) },
                 tokens: Set((tokens ?? []).map(TokenHash.init(token:))))
+            guard let authorization else { return stored }
+            guard case .success(let headers) = CallerHeaders.validate([("Authorization", authorization)]) else { return nil }
+            stored.credentialKey = credential(headers)
+            return stored
         }
     }
 }

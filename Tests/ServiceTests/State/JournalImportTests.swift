@@ -3,7 +3,8 @@ import Testing
 @testable import DownloaderEngine
 
 /// A state area written by the journal-based release (`Fixtures/journal-v1`, see its README) is
-/// imported once: downloads, tokens and partials keep working, and the journal is kept aside.
+/// imported once: downloads, tokens and partials keep working, and the journal (tokens in clear)
+/// is deleted. What cannot be imported is kept for the operator, with the files it names.
 @Suite struct JournalImportTests {
     static let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Fixtures/journal-v1")
@@ -36,13 +37,11 @@ import Testing
     @Test func aJournalWrittenByTheJournalReleaseIsImportedOnce() async throws {
         let root = try Self.copyFixture()
         let state = root.appendingPathComponent("state").path
-        let journalBytes = try #require(FileManager.default.contents(atPath: state + "/journal.json"))
         let body = EngineFixture.body(100_000)
         let driver = FakeTransferDriver()
         let engine = try Self.engine(root, driver: driver)
-        #expect(engine.importedJournal?.downloads == 5 && engine.importedJournal?.keptAt == state + "/journal.json.imported")
-        #expect(!FileManager.default.fileExists(atPath: state + "/journal.json"))
-        #expect(FileManager.default.contents(atPath: state + "/journal.json.imported") == journalBytes)
+        #expect(engine.importedJournal?.downloads == 5 && engine.importedJournal?.skipped == 0 && engine.importedJournal?.keptAt == nil)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: state).filter { $0.hasPrefix("journal") }.isEmpty)
         #expect(engine.recovery.loaded == 5 && engine.recovery.dropped == 0)
 
         // Completed files are served, failures remembered, the paused partial kept.
@@ -81,7 +80,7 @@ import Testing
         await next.shutdown()
     }
 
-    /// A crash after the import's commit but before the journal was renamed imports it again: the
+    /// A crash after the import's commit but before the journal was deleted imports it again: the
     /// same downloads, written over themselves, nothing doubled.
     @Test func aSecondImportOfTheSameJournalChangesNothing() async throws {
         let root = try Self.copyFixture()
@@ -92,7 +91,7 @@ import Testing
         let stored = try StateFixture.read(state)
         try journal.write(to: URL(fileURLWithPath: state + "/journal.json"))
         let second = try Self.engine(root, driver: FakeTransferDriver())
-        #expect(second.importedJournal?.downloads == 5 && second.importedJournal?.keptAt == state + "/journal.json.imported-2")
+        #expect(second.importedJournal?.downloads == 5 && second.importedJournal?.keptAt == nil)
         #expect(second.list().count == 5)
         let again = try StateFixture.read(state)
         #expect(again.count == 5 && Set(again.map(\.id)) == Set(stored.map(\.id)))
@@ -106,7 +105,7 @@ import Testing
         try Data("not json".utf8).write(to: state.appendingPathComponent("journal.json"))
         let engine = try EngineFixture.engine(root, driver: FakeTransferDriver())
         let aside = state.appendingPathComponent("journal.json.corrupt").path
-        #expect(engine.recovery.corruptJournalKeptAt == aside && engine.stateSetAside == [aside])
+        #expect(engine.recovery.journal == .unreadable(keptAt: aside) && engine.stateSetAside == [aside])
         #expect(engine.importedJournal == nil && engine.list().isEmpty)
         #expect(try String(contentsOfFile: aside, encoding: .utf8) == "not json")
     }
@@ -123,7 +122,7 @@ import Testing
             + #""tokens":["00112233445566778899aabbccddeeff"],"url":"http://o.test/q","verifiedOffset":0}],"version":1}"#
         try Data(journal.utf8).write(to: state.appendingPathComponent("journal.json"))
         let engine = try EngineFixture.engine(root, driver: FakeTransferDriver())
-        #expect(engine.recovery.loaded == 1 && engine.recovery.corruptJournalKeptAt == nil)
+        #expect(engine.recovery.loaded == 1 && engine.importedJournal?.skipped == 0)
         let failed = try #require(engine.snapshot(id: "0123456789abcdef"))
         #expect(failed.state == .failed && failed.error?.code == .unknown && failed.error?.message == "over quota")
         #expect(try StateFixture.read(state.path).first?.error?.journalCode == "quota_exceeded", "imported as it was")
@@ -131,6 +130,75 @@ import Testing
         #expect(engine.cancel(token: "00112233445566778899aabbccddeeff")?.callers == 0)
         let stored = try #require(try StateFixture.stored(engine).first)
         #expect(stored.tokens.isEmpty && stored.error?.journalCode == "quota_exceeded" && stored.error?.message == "over quota")
+        await engine.shutdown()
+    }
+
+    /// A journal entry (fields as `JournalImport` documents them) at `now`, its extra fields appended.
+    static func entry(_ id: String, _ url: String, state: String = "paused", _ extra: String = "") -> String {
+        let now = Date().timeIntervalSince1970
+        return #"{"createdAt":\#(now),"id":"\#(id)","lastAccess":\#(now),"state":"\#(state)","storage":"cache","#
+            + #""updatedAt":\#(now),"url":"\#(url)","verifiedOffset":0\#(extra)}"#
+    }
+
+    static func writeJournal(_ entries: [String], in state: URL) throws {
+        try FileManager.default.createDirectory(at: state.appendingPathComponent("partials"), withIntermediateDirectories: true)
+        let document = #"{"version":1,"downloads":["# + entries.joined(separator: ",") + "]}"
+        try Data(document.utf8).write(to: state.appendingPathComponent("journal.json"))
+    }
+
+    /// An entry that does not decode costs only itself; the journal is kept for the operator, and
+    /// nothing is swept that start (its partial would look like an orphan).
+    @Test func anEntryThatDoesNotDecodeIsSkippedAndItsFilesStay() throws {
+        let root = EngineFixture.root()
+        let state = root.appendingPathComponent("state")
+        try Self.writeJournal([Self.entry("0123456789abcdef", "http://o.test/a"),
+                               Self.entry("fedcba9876543210", "http://o.test/b", #","expectedTotal":1000.5"#)], in: state)
+        let partial = state.appendingPathComponent("partials/fedcba9876543210.part").path
+        RecoveryScaleTests.file(partial, [1, 2, 3])
+        let engine = try EngineFixture.engine(root, driver: FakeTransferDriver())
+        let kept = state.appendingPathComponent("journal.json.incomplete").path
+        #expect(engine.importedJournal?.downloads == 1 && engine.importedJournal?.skipped == 1 && engine.importedJournal?.keptAt == kept)
+        #expect(engine.snapshot(id: "0123456789abcdef")?.state == .paused && engine.list().count == 1)
+        #expect(FileStore.fileSize(partial) == 3 && FileStore.fileSize(kept) != nil)
+    }
+
+    @Test func anUnreadableJournalLeavesEveryFileInPlace() throws {
+        let root = EngineFixture.root()
+        let state = root.appendingPathComponent("state")
+        try FileManager.default.createDirectory(at: state.appendingPathComponent("partials"), withIntermediateDirectories: true)
+        try Data("{\"version\":1,".utf8).write(to: state.appendingPathComponent("journal.json"))
+        let partial = state.appendingPathComponent("partials/fedcba9876543210.part").path
+        RecoveryScaleTests.file(partial, [1, 2, 3])
+        let engine = try EngineFixture.engine(root, driver: FakeTransferDriver())
+        #expect(engine.stateSetAside == [state.appendingPathComponent("journal.json.corrupt").path])
+        #expect(FileStore.fileSize(partial) == 3)
+    }
+
+    /// A journal that is there but cannot be read (here: a directory) stops start-up: going on
+    /// without it would sweep the files it names.
+    @Test func aJournalThatCannotBeReadStopsStartUp() throws {
+        let root = EngineFixture.root()
+        let journal = root.appendingPathComponent("state/journal.json")
+        try FileManager.default.createDirectory(at: journal, withIntermediateDirectories: true)
+        #expect(throws: StateStoreError.self) { try EngineFixture.engine(root, driver: FakeTransferDriver()) }
+    }
+
+    /// `user:password@` in a journal's URL becomes the download's credential, as for a new request:
+    /// the download is private, the password stored nowhere, and a caller giving it joins.
+    @Test func urlCredentialsInTheJournalAreNotStoredAndKeepTheDownloadPrivate() async throws {
+        let root = EngineFixture.root()
+        let state = root.appendingPathComponent("state")
+        try Self.writeJournal([Self.entry("0123456789abcdef", "http://alice:s3cret@o.test/p", state: "failed",
+                                          #","error":{"code":"http_error","message":"HTTP 503"}"#)], in: state)
+        let engine = try EngineFixture.engine(root, driver: FakeTransferDriver()) { $0.allowURLCredentials = true }
+        let imported = try #require(engine.snapshot(id: "0123456789abcdef"))
+        #expect(imported.isPrivate && imported.url == "http://o.test/p")
+        engine.core.stateWriter.flush()
+        let bytes = StateFixture.fileBytes(state.path)
+        #expect(bytes.contains(bytes: Array("http://o.test/p".utf8)), "the search finds what is stored")
+        #expect(!bytes.contains(bytes: Array("s3cret".utf8)) && !bytes.contains(bytes: Array("YWxpY2U6czNjcmV0".utf8)))
+        #expect(try engine.request(DownloadRequest(url: "http://o.test/p")).snapshot.id != imported.id, "not for callers without it")
+        #expect(try engine.request(DownloadRequest(url: "http://alice:s3cret@o.test/p")).snapshot.id == imported.id)
         await engine.shutdown()
     }
 }

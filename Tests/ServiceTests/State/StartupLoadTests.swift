@@ -90,7 +90,7 @@ import Testing
         let buried = [all[10].id, all[2500].id, all[4999].id]
         try store.commit(StateBatch(tombstones: buried.map { Tombstone(id: $0, url: "u", removedAt: Date(), by: .operator, paths: []) }))
         let writer = StateWriter(store: store, scheduler: ManualScheduler())
-        let load = StartupLoad(writer: writer, directory: directory) { entry in
+        let load = StartupLoad(writer: writer, directory: directory, credential: { _ in [] }) { entry in
             DownloadRecord(stored: entry, tau: 1, progressInterval: 1)
         }
         let prologue = try load.waitForPrologue()
