@@ -37,6 +37,8 @@ struct APIError: Error, Sendable, Equatable {
         case callbackNotRecorded = "callback_not_recorded"
         /// Cluster mode: the database is unreachable (503 with `Retry-After`).
         case databaseUnavailable = "database_unavailable"
+        /// A browser sent a request that changes something from another site (`CrossSiteGuard`).
+        case crossSite = "cross_site"
     }
 
     var status: Int

@@ -1,0 +1,48 @@
+import MiniHTTPServer
+
+/// A browser lets any web page send a "simple" cross-site request (a form's POST, a `text/plain`
+/// body: no CORS preflight) and adds the Basic credentials it cached for this service. Without a
+/// token (the default on loopback) that is every page the user visits. So a request that changes
+/// something (not GET, HEAD or OPTIONS) is refused when the browser marks it as coming from
+/// another origin: `Sec-Fetch-Site` other than `same-origin` or `none` (typed by the user), or,
+/// from browsers that do not send that, an `Origin` whose host and port are not the request's
+/// `Host`. Clients that are not browsers send neither field and are not affected; the operator
+/// page's own requests are same-origin. Pure.
+enum CrossSiteGuard {
+    static func refusal(method: String, headers: HTTPHeaders) -> APIError? {
+        guard method != "GET", method != "HEAD", method != "OPTIONS" else { return nil }
+        if let site = headers["sec-fetch-site"] {
+            let lowered = site.lowercased()
+            return lowered == "same-origin" || lowered == "none" ? nil : refused("Sec-Fetch-Site: \(site)")
+        }
+        guard let origin = headers["origin"] else { return nil }
+        guard let host = headers["host"], let authority = authority(ofOrigin: origin),
+              authority.text == normalized(host: host, defaultPort: authority.defaultPort) else {
+            return refused("Origin: \(origin)")
+        }
+        return nil
+    }
+
+    private static func refused(_ what: String) -> APIError {
+        APIError(status: 403, .crossSite,
+                 "a browser sent this request from another site (\(what)); only the service's own page may change things from a browser")
+    }
+
+    /// `scheme://host[:port]` → host and port (lower-cased; the scheme's default port as none).
+    /// nil for `null` and anything else that is not such an origin.
+    static func authority(ofOrigin origin: String) -> (text: String, defaultPort: String)? {
+        let lowered = origin.lowercased()
+        let scheme: String
+        if lowered.hasPrefix("http://") { scheme = "http" } else if lowered.hasPrefix("https://") { scheme = "https" } else { return nil }
+        let rest = lowered.dropFirst(scheme.count + 3)
+        guard !rest.isEmpty, !rest.contains("/") else { return nil }
+        let defaultPort = scheme == "http" ? "80" : "443"
+        return (normalized(host: String(rest), defaultPort: defaultPort), defaultPort)
+    }
+
+    /// `host[:port]` lower-cased, without the default port.
+    static func normalized(host: String, defaultPort: String) -> String {
+        let lowered = host.lowercased()
+        return lowered.hasSuffix(":" + defaultPort) ? String(lowered.dropLast(defaultPort.count + 1)) : lowered
+    }
+}

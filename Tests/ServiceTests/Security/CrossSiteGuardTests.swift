@@ -1,0 +1,38 @@
+import MiniHTTPServer
+import Testing
+@testable import DownloadService
+
+/// Which requests a browser sent from another site are refused: only those that change something.
+@Suite struct CrossSiteGuardTests {
+    static func headers(_ fields: [(String, String)]) -> HTTPHeaders {
+        var h = HTTPHeaders()
+        for (name, value) in fields { h.add(name, value) }
+        return h
+    }
+
+    @Test(arguments: [
+        // Not a browser: neither field.
+        ("POST", [("Host", "127.0.0.1:8080")], false),
+        // Sec-Fetch-Site decides when a browser sends it.
+        ("POST", [("Host", "h:8080"), ("Sec-Fetch-Site", "same-origin"), ("Origin", "http://other")], false),
+        ("POST", [("Host", "h:8080"), ("Sec-Fetch-Site", "none")], false),
+        ("POST", [("Host", "h:8080"), ("Sec-Fetch-Site", "cross-site")], true),
+        ("DELETE", [("Host", "h:8080"), ("Sec-Fetch-Site", "Same-Site")], true),
+        ("GET", [("Host", "h:8080"), ("Sec-Fetch-Site", "cross-site")], false),
+        ("HEAD", [("Host", "h:8080"), ("Origin", "http://evil.example")], false),
+        // Else the Origin must be this Host.
+        ("POST", [("Host", "127.0.0.1:8080"), ("Origin", "http://127.0.0.1:8080")], false),
+        ("POST", [("Host", "Service.Example"), ("Origin", "https://service.example:443")], false),
+        ("POST", [("Host", "service.example:80"), ("Origin", "http://service.example")], false),
+        ("POST", [("Host", "127.0.0.1:8080"), ("Origin", "http://127.0.0.1:3000")], true),
+        ("POST", [("Host", "127.0.0.1:8080"), ("Origin", "https://evil.example")], true),
+        ("POST", [("Host", "127.0.0.1:8080"), ("Origin", "null")], true),
+        ("POST", [("Origin", "http://127.0.0.1:8080")], true),
+        ("POST", [("Host", "h"), ("Origin", "http://h/path")], true),
+    ] as [(String, [(String, String)], Bool)])
+    func refusals(method: String, fields: [(String, String)], refused: Bool) {
+        let refusal = CrossSiteGuard.refusal(method: method, headers: Self.headers(fields))
+        #expect((refusal != nil) == refused)
+        #expect(refusal.map { $0.status == 403 && $0.code == "cross_site" } ?? true)
+    }
+}
