@@ -7,6 +7,9 @@ RUN apt-get update \
 WORKDIR /src
 COPY Package.swift ./
 COPY Sources ./Sources
+# Package.swift declares the ServiceTests test target (with excludes under Tests/ServiceTests):
+# SwiftPM refuses to load the package without it, even to build only the executable.
+COPY Tests ./Tests
 COPY scripts ./scripts
 RUN ./scripts/build-release /out
 
@@ -33,7 +36,8 @@ VOLUME ["/var/cache/download-service", "/var/lib/download-service"]
 # DOWNLOAD_SERVICE_NO_PROXY=hosts,*.suffix,CIDRs; HTTP(S)_PROXY variables are never used.
 USER 10001:10001
 EXPOSE 8080
+# Through a shell so the probe follows DOWNLOAD_SERVICE_PORT when it is overridden at run time.
 HEALTHCHECK --interval=30s --timeout=3s --start-period=5s --retries=3 \
-  CMD ["curl", "-fsS", "-o", "/dev/null", "http://127.0.0.1:8080/healthz"]
+  CMD ["sh", "-c", "curl -fsS -o /dev/null \"http://127.0.0.1:${DOWNLOAD_SERVICE_PORT:-8080}/healthz\""]
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["/usr/local/bin/download-service"]

@@ -15,6 +15,11 @@ import threading
 import httpx
 from httpx_sse import connect_sse
 
+# Wall-clock bound on the whole check (a 32 MiB loopback download and two streams take seconds).
+# Read timeouts alone do not bound it: the stream's `: keep-alive` comments reset them, and
+# iter_sse() never yields comments, so a stream that stalls short of `completed` would run forever.
+DEADLINE_SECONDS = 120
+
 
 def main() -> int:
     binary, work = sys.argv[1], sys.argv[2]
@@ -32,6 +37,15 @@ def main() -> int:
         [binary, "--port", "0", "--allow-private-networks", "--state-dir", f"{work}/state",
          "--cache-dir", f"{work}/cache", "--data-dir", f"{work}/data"],
         stderr=subprocess.PIPE, text=True)
+    expired = threading.Event()
+
+    def expire():
+        expired.set()
+        service.kill()  # ends the stream (and any blocked read) instead of waiting on it
+
+    watchdog = threading.Timer(DEADLINE_SECONDS, expire)
+    watchdog.daemon = True
+    watchdog.start()
     try:
         first = json.loads(service.stderr.readline())
         base = f"http://127.0.0.1:{first['port']}"
@@ -55,9 +69,18 @@ def main() -> int:
             assert "event: completed\n" in curl.stdout and curl.stdout.endswith("\n\n"), curl.stdout
             print("curl -N: stream ended after the completed event")
         return 0
+    except BaseException:
+        if expired.is_set():
+            print(f"sse-clients-check: gave up after {DEADLINE_SECONDS} s; the service was killed", file=sys.stderr)
+        raise
     finally:
+        watchdog.cancel()
         service.terminate()
-        service.wait(timeout=30)
+        try:
+            service.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            service.kill()
+            service.wait()
         origin.shutdown()
 
 
