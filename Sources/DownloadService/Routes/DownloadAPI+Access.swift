@@ -15,9 +15,9 @@ extension DownloadAPI {
     /// nil when `request` may read download `id` (an unknown one: yes, its own `404` follows); else
     /// the answer: a private download is unknown to others, and one whose privacy could not be read
     /// (cluster mode, the database did not answer) is `503`, never served as public.
-    func readRefusal(id: String, _ request: Request) -> Response? {
+    func readRefusal(id: String, _ request: Request, endpoint: Endpoint) -> Response? {
         do throws(EngineError) {
-            guard try engine.isPrivate(id: id), !access(isPrivate: true, request, id: id).allowsReading else { return nil }
+            guard try engine.isPrivate(id: id), !access(isPrivate: true, request, id: id, endpoint: endpoint).allowsReading else { return nil }
             return unknownDownloadResponse(id)
         } catch {
             return APIError(engineError: error).response
@@ -25,7 +25,7 @@ extension DownloadAPI {
     }
 
     /// The one place that says whether a request is the operator's: it shows the admin token
-    /// (`--admin-token`; on `/events` also as `?access_token=`). Without an admin token no request
+    /// (`--admin-token`; on `/events` and a file also as `?access_token=`, `QueryToken`). Without an admin token no request
     /// is: a shared `--auth-token` does not let one caller read another's private download.
     func isOperator(_ request: Request, endpoint: Endpoint? = nil) -> Bool {
         guard let adminAuth else { return false }
@@ -33,10 +33,10 @@ extension DownloadAPI {
         return adminAuth.allows(authorization: presented)
     }
 
-    func access(isPrivate: Bool, _ request: Request, id: String?) -> DownloadAccess {
+    func access(isPrivate: Bool, _ request: Request, id: String?, endpoint: Endpoint? = nil) -> DownloadAccess {
         var shows = false
         if isPrivate, let id, let token = callerToken(request) { shows = engine.isCaller(token: token, of: id) }
-        return DownloadAccess(isPrivate: isPrivate, showsCallerToken: shows, isOperator: isPrivate && isOperator(request))
+        return DownloadAccess(isPrivate: isPrivate, showsCallerToken: shows, isOperator: isPrivate && isOperator(request, endpoint: endpoint))
     }
 
     private func callerToken(_ request: Request) -> String? {

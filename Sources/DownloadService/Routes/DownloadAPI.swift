@@ -56,7 +56,7 @@ struct DownloadAPI: Sendable {
             case .wrong: return APIError(status: 403, .forbidden, "wrong token (neither the service's token nor the admin token)").response
             }
         }
-        if let id = Self.readDownloadID(endpoint, method: request.method), let refusal = readRefusal(id: id, request) {
+        if let id = Self.readDownloadID(endpoint, method: request.method), let refusal = readRefusal(id: id, request, endpoint: endpoint) {
             return refusal
         }
         if let refusal = clusterRefusal(endpoint, request) { return refusal }

@@ -115,6 +115,14 @@ struct CredentialsServiceLiveTests {
         let first = try #require(try await stream.next { _ in true })
         stream.close()
         #expect(first.event == "snapshot" && first.json["id"] as? String == id)
+        // The page's link to the file carries the admin token in the query: served to the operator only.
+        try await withTimeout(20) {
+            while try await client.request("GET", "/downloads/\(id)", headers: asAdmin).string("state") != "completed" {
+                try await Task.sleep(nanoseconds: 20_000_000)
+            }
+        }
+        #expect(try await client.request("GET", "/downloads/\(id)/file?access_token=\(adminToken)").status == 200)
+        #expect(try await client.request("GET", "/downloads/\(id)/file?access_token=\(callerToken)").status == 404)
         #expect(try await service.stop() == 0)
     }
 
