@@ -93,6 +93,7 @@ extension EngineCore {
             let restarted = (record.attempt?.keptAtStart ?? 0) > 0 && offset == 0
             publish(.resumed(offset: offset, restarted: restarted, snapshot), of: record)
         case .paused: publish(.paused(snapshot), of: record)
+        case .queued: publish(.progress(snapshot), of: record)
         case .completed: publish(.completed(snapshot), of: record)
         case .failed: publish(.failed(snapshot), of: record)
         }

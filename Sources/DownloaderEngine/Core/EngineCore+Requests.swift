@@ -109,8 +109,8 @@ extension EngineCore {
             if record.state == .completed { record.lastAccess = now }
             askConnections(record, request)
             tellJoining(record, request, as: joiner)
+            add(joiner, to: record)  // First: what the join tells watchers counts the newcomer.
             handle(.callerJoined, for: record)
-            add(joiner, to: record)
             save(record)  // Tokens are stored (hashed): they keep working after a restart.
             return answer(Joined(record: record, coalesced: coalesced, reused: reused))
         }

@@ -114,8 +114,8 @@ extension EngineCore {
     func tellNotice(_ notice: LifecycleNotice, of record: DownloadRecord) {
         let story = record.story
         switch notice {
-        case .resumed:
-            break  // Told with the head (`tellHead`).
+        case .resumed, .queued:
+            break  // Told with the head (`tellHead`), with the join or the operator's resume.
         case .paused:
             tell(.paused(reason: story.pauseReason, keptBytes: record.keptBytes), of: record)
         case .completed:

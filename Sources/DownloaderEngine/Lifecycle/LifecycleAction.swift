@@ -54,6 +54,10 @@ enum LifecycleNotice: Equatable, Sendable {
     /// A transfer (re)started: the accepted head's offset, and whether kept bytes were discarded.
     case resumed
     case paused
+    /// Back in the queue without a transfer yet (a caller joined a paused or failed download, the
+    /// operator lifted a hold): told as progress, so watchers see the state change at once, not
+    /// when a slot frees.
+    case queued
     case completed
     case failed
 }

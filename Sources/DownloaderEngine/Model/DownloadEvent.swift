@@ -1,6 +1,7 @@
 /// What subscribers to a download are told.
 public enum DownloadEvent: Sendable, Equatable {
-    /// Bytes moved (at most ~10 a second per download; conflated for slow subscribers).
+    /// Bytes moved (at most ~10 a second per download; conflated for slow subscribers), or the
+    /// download queued again without a transfer yet (`LifecycleNotice.queued`).
     case progress(DownloadSnapshot)
     /// A transfer (re)started at `offset`; `restarted` is true when kept bytes were discarded
     /// (the origin's file changed, ignored the range, or had no usable validator).
