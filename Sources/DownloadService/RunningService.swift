@@ -98,6 +98,11 @@ final class RunningService: Sendable {
             "allowHosts": configuration.allowHosts, "denyHosts": configuration.denyHosts,
             "maxConnections": configuration.maxConnections, "openFileLimit": openFiles.map { Int($0.soft) } ?? -1,
         ]) { $1 })
+        if configuration.isOpenBeyondLoopback {
+            logger.warning("listening beyond loopback without a token: whoever reaches this port may start downloads and use /admin"
+                           + " (set --auth-token and --admin-token, or DOWNLOAD_SERVICE_AUTH_TOKEN and DOWNLOAD_SERVICE_ADMIN_TOKEN)",
+                           ["host": configuration.host])
+        }
         if let openFiles, openFiles.soft < UInt64(configuration.maxConnections) + 256 {
             // Accepting pauses briefly on EMFILE instead of answering 503: worth knowing at start.
             logger.warning("open-file limit below --max-connections", [

@@ -94,7 +94,7 @@ enum CommandLineOptions {
             c.stallTimeout = try seconds(v, "--stall-timeout", within: 0.05...3600)
         },
         Option(flag: "--retry-base-delay", metavar: "SECONDS", help: "first retry delay, doubling per attempt with jitter (default 0.5)") { c, v throws(ParseError) in
-            c.retryBaseDelay = try seconds(v, "--retry-base-delay", within: 0...60)
+            c.retryBaseDelay = try seconds(v, "--retry-base-delay", within: 0...30)  // Retries wait 30 s at most.
         },
         Option(flag: "--max-attempts", metavar: "N", help: "attempts per download before it fails (default 6)") { c, v throws(ParseError) in
             guard let n = Int(v), (1...100).contains(n) else { throw ParseError(message: "--max-attempts must be 1-100, got '\(v)'") }
@@ -130,9 +130,18 @@ enum CommandLineOptions {
     static func parse(arguments: [String], environment: [String: String]) -> Outcome {
         var config = ServiceConfiguration(environment: environment)
         do throws(ParseError) {
+            // A bad variable is reported (by its name) only when no flag replaces it, and after
+            // `--help`/`--version` had their say.
+            var badVariables: [(flag: String, message: String)] = []
             for option in options {
-                if let value = environment[option.environmentName] { try option.apply(&config, value) }
+                guard let value = environment[option.environmentName] else { continue }
+                do throws(ParseError) {
+                    try option.apply(&config, value)
+                } catch {
+                    badVariables.append((option.flag, "\(option.environmentName): \(error.message)"))
+                }
             }
+            var given: Set<String> = []
             var index = 0
             while index < arguments.count {
                 let argument = arguments[index]
@@ -143,6 +152,7 @@ enum CommandLineOptions {
                 guard let option = options.first(where: { $0.flag == flag }) else {
                     throw ParseError(message: "unknown option '\(argument)' (see --help)")
                 }
+                given.insert(flag)
                 if let inline {
                     try option.apply(&config, inline)
                 } else if option.metavar == nil {
@@ -153,6 +163,7 @@ enum CommandLineOptions {
                     index += 1
                 }
             }
+            if let bad = badVariables.first(where: { !given.contains($0.flag) }) { throw ParseError(message: bad.message) }
         } catch {
             return .invalid(error.message)
         }
@@ -200,11 +211,11 @@ enum CommandLineOptions {
     /// Bytes with an optional binary suffix (K, M, G, T; `KiB` etc. too). 0 means no limit (nil).
     static func byteCount(_ v: String, _ flag: String) throws(ParseError) -> Int64? {
         var text = v.trimmingCharacters(in: .whitespaces).uppercased()
-        for suffix in ["IB", "B"] where text.hasSuffix(suffix) && text.count > suffix.count {
-            text.removeLast(suffix.count)
-            break
-        }
+        // `B` after a number or a unit letter; `iB` only after a unit letter (`5iB` is no count).
+        let binary = text.hasSuffix("IB")
+        if text.hasSuffix("B") && text.count > 1 { text.removeLast(binary ? 2 : 1) }
         var multiplier: Int64 = 1
+        if binary && !["K", "M", "G", "T"].contains(text.last.map(String.init) ?? "") { text = "" }
         if let last = text.last, let power = ["K": 1, "M": 2, "G": 3, "T": 4][String(last)] {
             multiplier = Int64(1) << (10 * power)
             text.removeLast()

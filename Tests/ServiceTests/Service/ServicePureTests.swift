@@ -31,11 +31,41 @@ import Testing
         #expect(c.maxFileSize == 10 << 30 && c.cacheMaxBytes == 512 << 20 && c.cacheDirectory == "/var/cache/ds")
     }
 
+    /// A flag replaces a bad variable as it replaces a good one; `--help` answers whatever the
+    /// environment holds; a bad variable nothing replaces is named.
+    @Test func aBadVariableIsReportedOnlyWhenNoFlagReplacesIt() {
+        let env = ["HOME": "/h", "DOWNLOAD_SERVICE_PORT": "abc"]
+        guard case .run(let c) = parse(["--port", "0"], env: env) else { Issue.record("expected run"); return }
+        #expect(c.port == 0)
+        #expect(parse(["--help"], env: env) == .help && parse(["--version"], env: env) == .version)
+        guard case .invalid(let message) = parse([], env: env) else { Issue.record("expected invalid"); return }
+        #expect(message.hasPrefix("DOWNLOAD_SERVICE_PORT: ") && message.contains("--port"))
+    }
+
+    @Test(arguments: [("5B", Int64(5)), ("5", 5), ("1KiB", 1024), ("1kb", 1024), ("2M", 2 << 20), ("1TiB", 1 << 40)])
+    func byteCounts(text: String, bytes: Int64) throws {
+        #expect(try CommandLineOptions.byteCount(text, "--x") == bytes)
+    }
+
+    @Test(arguments: [
+        ("127.0.0.1", true), ("127.9.8.7", true), ("::1", true), ("::ffff:127.0.0.1", true),
+        ("0.0.0.0", false), ("::", false), ("192.168.1.2", false), ("128.0.0.1", false), ("::2", false),
+    ])
+    func loopbackHosts(host: String, loopback: Bool) {
+        #expect(ServiceConfiguration.isLoopback(host) == loopback)
+        var c = ServiceConfiguration(environment: ["HOME": "/h"])
+        c.host = host
+        #expect(c.isOpenBeyondLoopback == !loopback)
+        c.authToken = "t"
+        #expect(!c.isOpenBeyondLoopback)
+    }
+
     @Test(arguments: [
         (["--port", "70000"], "--port"), (["--port"], "needs a value"), (["--bogus"], "unknown option"),
         (["--max-concurrent", "0"], "--max-concurrent"), (["--cache-dir", "rel/dir"], "absolute"),
         (["--max-file-size", "12Q"], "byte count"), (["--allow-private-networks=maybe"], "true or false"),
-        (["--auth-token="], "empty"),
+        (["--auth-token="], "empty"), (["--max-file-size", "5iB"], "byte count"), (["--max-file-size", "iB"], "byte count"),
+        (["--retry-base-delay", "45"], "--retry-base-delay"),
     ])
     func rejectsBadValues(args: [String], fragment: String) {
         guard case .invalid(let message) = parse(args) else { Issue.record("accepted \(args)"); return }
