@@ -21,7 +21,9 @@ extension DownloadAPI {
             "X-Accel-Buffering": "no",
         ]
         if request.method == "HEAD" { return Response(headers: headers) }
-        guard let lease = eventSubscriberQuota.acquire("") else {
+        // The operator's streams count apart: callers holding every place never lock the operator out.
+        let showsPrivate = isOperator(request, endpoint: .events)
+        guard let lease = eventSubscriberQuota.acquire(showsPrivate ? "operator" : "") else {
             return APIError(status: 503, .tooManySubscribers,
                             "\(eventSubscriberQuota.limit) event streams are open already; retry later",
                             headers: ["Retry-After": "5"]).response
@@ -29,7 +31,7 @@ extension DownloadAPI {
         let lastID = request.headers["Last-Event-ID"].flatMap { UInt64($0.trimmingCharacters(in: .whitespaces)) }
         let source = FeedStreamSource(subscription: engine.watchAll(after: lastID), eventData: eventData, lease: lease,
                                       keepAlive: (Array(ServerSentEvent.comment("keep-alive").utf8), keepAliveInterval),
-                                      showsPrivate: isOperator(request, endpoint: .events))
+                                      showsPrivate: showsPrivate)
         return Response(headers: headers, body: .push(PushBody(source: source)))
     }
 

@@ -47,11 +47,14 @@ struct FeedWatcherState {
         creditAt = now
     }
 
-    /// A watcher replaying after `lastID` (its history entries start at `nextIndex`).
+    /// A watcher replaying after `lastID` (its history entries start at `nextIndex`). Every
+    /// download's newest progress is owed again: an id says which lifecycle events the client saw,
+    /// not which progress (handed out after the history it caught up on, or not yet when it left).
+    /// A slot holds only progress newer than its download's last lifecycle event, so none is stale.
     mutating func replay(after lastID: UInt64, nextIndex: Int, now: UInt64) {
         phase = .active
         self.nextIndex = nextIndex
-        baseline = lastID
+        baseline = 0
         creditAt = now
     }
 

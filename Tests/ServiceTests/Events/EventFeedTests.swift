@@ -78,6 +78,20 @@ import Testing
         #expect(feed.replaying(after: 1_000_000) == nil)
     }
 
+    /// A client that left while catching up on lifecycle events, before the progress that came
+    /// earlier was handed to it, gets that progress on its replay (its id says nothing about it).
+    @Test func progressNotYetHandedOutIsOwedAfterAReplay() {
+        let feed = Self.feed()
+        let watcher = feed.makeWatcher()
+        feed.start(watcher, snapshots: [])
+        feed.ingest(.progress(Self.snapshot("c", bytes: 3)))
+        feed.ingest(.paused(Self.snapshot("a", .paused)))
+        guard case .item(let seen) = feed.poll(watcher, waker: {}) else { Issue.record("nothing"); return }
+        #expect(Self.describe(seen) == "life a paused")  // and the client went away
+        let replay = try! #require(feed.replaying(after: seen.id))
+        #expect(Self.drain(feed, replay).map(Self.describe) == ["progress c 3"])
+    }
+
     /// A client cut off inside its snapshot reconnects with the id of the last item it got: it gets
     /// a fresh snapshot (replaying after that id would never send the rest of the snapshot); after
     /// the snapshot's last item, a replay.

@@ -109,6 +109,22 @@ import Testing
         #expect(try await service.stop() == 0)
     }
 
+    /// Callers holding every place do not lock the operator out: the admin token's streams count apart.
+    @Test func theOperatorsStreamsCountApart() async throws {
+        let (caller, admin) = ("caller-\(UUID().uuidString.prefix(8))", "admin-\(UUID().uuidString.prefix(8))")
+        let service = try await ServiceProcess.start(arguments: Self.allowLoopback + ["--auth-token", caller, "--admin-token", admin,
+                                                                                      "--max-event-subscribers", "1"])
+        let client = service.client
+        let (one, a) = try await client.openStream("/events?access_token=\(caller)")
+        #expect(one.status == 200)
+        #expect(try await client.request("GET", "/events?access_token=\(caller)").status == 503)
+        let (operatorHead, b) = try await client.openStream("/events?access_token=\(admin)")
+        #expect(operatorHead.status == 200)
+        a.close()
+        b.close()
+        #expect(try await service.stop() == 0)
+    }
+
     @Test func watcherCapTokenInTheURLAndThePage() async throws {
         let secret = "events-secret-\(UUID().uuidString.prefix(8))"
         let service = try await ServiceProcess.start(arguments: Self.allowLoopback + ["--auth-token", secret, "--max-event-subscribers", "2"])
