@@ -16,12 +16,21 @@ struct ClusterOptions: Sendable, Equatable {
 
     var isEnabled: Bool { database != nil }
 
-    /// The start-up error of a half-given cluster configuration (exit 2), or nil.
-    var problem: String? {
+    /// The start-up error of a half-given cluster configuration (exit 2), or nil. `host`: the
+    /// address the service listens on (a wildcard is no address other replicas can reach).
+    func problem(host: String) -> String? {
         switch (database, sharedDirectory) {
         case (.some, nil): return "--cluster-db needs --shared-dir (the directory every replica shares)"
         case (nil, .some): return "--shared-dir is for cluster mode: it needs --cluster-db"
-        default: return nil
+        case (nil, nil):
+            let defaults = ClusterOptions()
+            guard advertiseURL == nil, leaseTTL == defaults.leaseTTL, poolSize == defaults.poolSize else {
+                return "--advertise-url, --lease-ttl and --cluster-db-pool are for cluster mode: they need --cluster-db"
+            }
+            return nil
+        case (.some, .some):
+            guard advertiseURL == nil, host == "0.0.0.0" || host == "::" else { return nil }
+            return "with --host \(host) other replicas cannot reach this one at its listening address: give --advertise-url"
         }
     }
 

@@ -30,7 +30,9 @@ enum CommandLineOptions {
 
     static let generalOptions: [Option] = [
         Option(flag: "--host", metavar: "ADDR", help: "address to listen on; :: for IPv6 and IPv4 (default 127.0.0.1)") { c, v throws(ParseError) in
-            guard !v.isEmpty else { throw ParseError(message: "--host needs an address") }
+            guard ServiceConfiguration.isNumericAddress(v) else {
+                throw ParseError(message: "--host needs a numeric IPv4 or IPv6 address (e.g. 127.0.0.1, 0.0.0.0, ::), got '\(v)'")
+            }
             c.host = v
         },
         Option(flag: "--port", metavar: "PORT", help: "port to listen on, 0 for any free port (default 8080)") { c, v throws(ParseError) in
@@ -167,7 +169,7 @@ enum CommandLineOptions {
         } catch {
             return .invalid(error.message)
         }
-        if let problem = config.cluster.problem { return .invalid(problem) }
+        if let problem = config.cluster.problem(host: config.host) { return .invalid(problem) }
         return .run(config)
     }
 

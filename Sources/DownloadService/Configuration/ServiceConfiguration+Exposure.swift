@@ -8,6 +8,13 @@ extension ServiceConfiguration {
         authToken == nil && adminToken == nil && !Self.isLoopback(host)
     }
 
+    /// An IPv4 or IPv6 address in numeric form (what the server binds; no names are looked up).
+    static func isNumericAddress(_ host: String) -> Bool {
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        return inet_pton(AF_INET, host, &v4) == 1 || inet_pton(AF_INET6, host, &v6) == 1
+    }
+
     /// A numeric address in 127.0.0.0/8 or `::1` (also written as IPv4-mapped `::ffff:127.x.y.z`).
     static func isLoopback(_ host: String) -> Bool {
         var v4 = in_addr()

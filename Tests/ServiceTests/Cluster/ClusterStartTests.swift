@@ -42,6 +42,11 @@ import Testing
         (["--cluster-db-pool", "1"], "--cluster-db-pool must be 2-256"),
         (["--advertise-url", "10.0.0.5:8080"], "--advertise-url must be an http:// or https:// URL"),
         (["--cluster-db", ""], "--cluster-db needs a postgres:// URL"),
+        (["--lease-ttl", "5"], "--advertise-url, --lease-ttl and --cluster-db-pool are for cluster mode"),
+        (["--advertise-url", "http://10.0.0.5:8080"], "--advertise-url, --lease-ttl and --cluster-db-pool are for cluster mode"),
+        (["--cluster-db-pool", "4"], "--advertise-url, --lease-ttl and --cluster-db-pool are for cluster mode"),
+        (["--cluster-db", "postgres://db/ds", "--shared-dir", "/s", "--host", "0.0.0.0"], "with --host 0.0.0.0 other replicas"),
+        (["--cluster-db", "postgres://db/ds", "--shared-dir", "/s", "--host", "::"], "with --host :: other replicas"),
     ])
     func halfOrBadClusterSettingsAreRefused(arguments: [String], message: String) {
         guard case .invalid(let text) = parse(arguments) else { Issue.record("accepted \(arguments)"); return }

@@ -65,7 +65,7 @@ import Testing
         (["--max-concurrent", "0"], "--max-concurrent"), (["--cache-dir", "rel/dir"], "absolute"),
         (["--max-file-size", "12Q"], "byte count"), (["--allow-private-networks=maybe"], "true or false"),
         (["--auth-token="], "empty"), (["--max-file-size", "5iB"], "byte count"), (["--max-file-size", "iB"], "byte count"),
-        (["--retry-base-delay", "45"], "--retry-base-delay"),
+        (["--retry-base-delay", "45"], "--retry-base-delay"), (["--host", "localhost"], "numeric"), (["--host", ""], "numeric"),
     ])
     func rejectsBadValues(args: [String], fragment: String) {
         guard case .invalid(let message) = parse(args) else { Issue.record("accepted \(args)"); return }
