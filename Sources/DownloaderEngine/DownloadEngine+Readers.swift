@@ -9,7 +9,7 @@ extension DownloadEngine {
     public func attachReader(_ request: DownloadRequest) throws(EngineError) -> DownloadReader {
         let request = try screened(request)
         let core = self.core
-        return try core.join(request, url: request.url, as: .reader) { joined in
+        return try core.join(request, as: .reader) { joined in
             let id = joined.record.id
             return DownloadReader(id: id, snapshot: joined.record.snapshot(), coalesced: joined.coalesced,
                                   tail: joined.record.tail!) { core.detachReader(id: id) }

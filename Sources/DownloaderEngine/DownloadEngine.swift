@@ -115,7 +115,7 @@ public final class DownloadEngine: Sendable {
     /// so every replica finds it at once.
     public func request(_ request: DownloadRequest) throws(EngineError) -> Enqueued {
         let request = try screened(request)
-        let enqueued = try core.request(request, url: request.url)
+        let enqueued = try core.request(request)
         core.clusterPublishTokens()
         return enqueued
     }

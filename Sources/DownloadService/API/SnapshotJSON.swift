@@ -42,7 +42,7 @@ enum SnapshotJSON {
         o.append("state", .string(s.state.rawValue))
         o.append("storage", .string(s.storage.rawValue))
         o.append("updatedAt", .string(JSON.timestamp(s.updatedAt)))
-        o.append("url", .string(URLRedaction.redactingCredentials(s.url)))
+        o.append("url", .string(URLCredentials.redacted(s.url)))
         return o
     }
 

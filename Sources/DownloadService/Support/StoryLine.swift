@@ -13,7 +13,7 @@ enum StoryLine {
         var all = fields
         all["event"] = name
         all["id"] = story.id
-        all["url"] = URLRedaction.redactingCredentials(story.url)
+        all["url"] = URLCredentials.redacted(story.url)
         return (level, "download " + name.replacingOccurrences(of: "_", with: " "), all)
     }
 

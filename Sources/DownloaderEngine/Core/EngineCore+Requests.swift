@@ -17,18 +17,19 @@ extension EngineCore {
         var reused = false
     }
 
-    /// `url`: `request.url` normalised (`URLNormalizer`), as the caller already did to screen it.
-    func request(_ request: DownloadRequest, url: String) throws(EngineError) -> Enqueued {
+    /// `request` as screened (`DownloadEngine.screened`: its URL normalised, credentials moved).
+    func request(_ request: DownloadRequest) throws(EngineError) -> Enqueued {
         let token = random.hex(byteCount: 16)
-        return try join(request, url: url, as: .caller(TokenHash(token: token))) { joined in
+        return try join(request, as: .caller(TokenHash(token: token))) { joined in
             Enqueued(token: token, snapshot: joined.record.snapshot(), coalesced: joined.coalesced, reused: joined.reused)
         }
     }
 
-    /// Joins (or starts, or resumes) the download for `url` (`request.url` normalised) and the
-    /// request's headers as `joiner`, or a stored file with the asked `sha256`; `answer` reads what
-    /// the caller needs under the same lock.
-    func join<T>(_ request: DownloadRequest, url: String, as joiner: Joiner, answer: (Joined) -> T) throws(EngineError) -> T {
+    /// Joins (or starts, or resumes) the download for the (screened) request's URL and headers as
+    /// `joiner`, or a stored file with the asked `sha256`; `answer` reads what the caller needs
+    /// under the same lock.
+    func join<T>(_ request: DownloadRequest, as joiner: Joiner, answer: (Joined) -> T) throws(EngineError) -> T {
+        let url = request.url
         var sha: String?
         if let given = request.sha256 {
             guard let normalized = ChecksumFormat.normalizedSHA256(given) else {

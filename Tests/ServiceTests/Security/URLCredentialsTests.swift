@@ -58,6 +58,6 @@ import Testing
         ("http://u:p@[::1]:81/f", "http://***@[::1]:81/f"),
     ])
     func snapshotsNeverShowCredentials(url: String, shown: String) {
-        #expect(URLRedaction.redactingCredentials(url) == shown)
+        #expect(URLCredentials.redacted(url) == shown)
     }
 }

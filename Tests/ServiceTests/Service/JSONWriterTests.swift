@@ -117,7 +117,7 @@ import Testing
     static func documented(_ s: DownloadSnapshot) -> [String: Any] {
         func orNull(_ v: Any?) -> Any { v ?? NSNull() }
         var o: [String: Any] = [
-            "id": s.id, "url": URLRedaction.redactingCredentials(s.url), "state": s.state.rawValue,
+            "id": s.id, "url": URLCredentials.redacted(s.url), "state": s.state.rawValue,
             "storage": s.storage.rawValue, "bytesWritten": s.bytesWritten, "bytesExpected": orNull(s.bytesExpected),
             "fraction": orNull(s.fraction), "bytesPerSecond": s.bytesPerSecond, "etaSeconds": orNull(s.etaSeconds),
             "callers": s.callers, "resumable": s.resumable,
