@@ -82,6 +82,8 @@ struct Logger: Sendable {
     /// written directly because it runs for every request (a dictionary of `Any` costs casts).
     func request(_ entry: AccessLogEntry, at date: Date = Date()) {
         guard minimumLevel <= .info else { return }
+        var entry = entry
+        entry.path = LoggedPath.shown(method: entry.method, path: entry.path)
         if format == .text {
             var fields: [String: Any] = ["bytes": entry.bytes, "durationMs": Self.milliseconds(entry.durationSeconds),
                                          "method": entry.method, "path": entry.path, "remote": entry.remoteAddress,

@@ -8,7 +8,9 @@ extension CurlTransfer {
     /// http and https only.
     func endHopWithRedirect(location: String) -> Bool {
         guard let next = Self.resolve(location, against: hopURL) else {
-            return abort(TransferFailure(.connection, "a redirect to an unusable Location: \(location.prefix(200))"))
+            // Not the Location itself: it may carry credentials or a signature (the message is
+            // logged, stored and shown to callers).
+            return abort(TransferFailure(.connection, "a redirect to an unusable Location (\(location.utf8.count) bytes)"))
         }
         redirectHops += 1
         guard redirectHops <= request.maxRedirects else {
