@@ -31,6 +31,11 @@ public final class ClusterDatabase: Sendable {
     public static func connect(url: String, poolSize: Int, within: Double = 10,
                                clock: @Sendable () -> Date = Date.init) throws(ClusterDatabaseError) -> ClusterDatabase {
         let parsed = ConnectionAddress(url)
+        guard parsed.parses else {
+            // libpq's own message quotes the string, password and all: not shown.
+            throw ClusterDatabaseError(description: "cluster database: the connection string cannot be parsed"
+                                       + " (a postgres://user:password@host:port/database URI or libpq key=value pairs)")
+        }
         let address = parsed.display
         let deadline = clock().addingTimeInterval(within)
         var last = "no attempt"
@@ -65,6 +70,10 @@ struct ConnectionAddress {
     var database: String?
     var user: String?
     var password: String?
+    /// The password as written in a URI (percent-encoded), to take it out of messages too.
+    var writtenPassword: String?
+    /// Whether libpq could read the string at all.
+    var parses = false
 
     init(_ url: String) {
         var error: UnsafeMutablePointer<CChar>?
@@ -72,7 +81,14 @@ struct ConnectionAddress {
             if let error { PQfreemem(error) }
             return
         }
+        parses = true
         defer { PQconninfoFree(options) }
+        if let schemeEnd = url.firstRange(of: "://") {
+            let authority = url[schemeEnd.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+            if let at = authority.lastIndex(of: "@"), let colon = authority[..<at].firstIndex(of: ":") {
+                writtenPassword = String(authority[authority.index(after: colon)..<at])
+            }
+        }
         var at = options
         while let keyword = at.pointee.keyword {
             let value = at.pointee.val.map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
@@ -92,10 +108,11 @@ struct ConnectionAddress {
     /// `host:port/database` (the database defaults to the user's name, as in libpq).
     var display: String { "\(host):\(port)/\(database ?? user ?? "?")" }
 
-    /// `text` with the password (if any) replaced by `***`.
+    /// `text` with the password (if any, as read and as written) replaced by `***`.
     func redact(_ text: String) -> String {
-        guard let password, !password.isEmpty else { return text }
-        return text.replacingOccurrences(of: password, with: "***")
+        [password, writtenPassword].compactMap { $0 }.filter { !$0.isEmpty }.reduce(text) {
+            $0.replacingOccurrences(of: $1, with: "***")
+        }
     }
 }
 
