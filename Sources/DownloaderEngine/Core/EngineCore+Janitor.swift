@@ -111,7 +111,7 @@ extension EngineCore {
             event = PurgeEvent(kind: .cacheFile, reason: reason, id: row.id, url: shown, bytes: row.size ?? 0)
         case .expire:
             files = [file, partial].compactMap { $0 }
-            let tombstone = Tombstone(id: row.id, url: row.url, removedAt: clock.now(), by: .retention, paths: files, fence: fence)
+            let tombstone = Tombstone(id: row.id, url: shown, removedAt: clock.now(), by: .retention, paths: files, fence: fence)
             written = try? janitorStore.delete(row.id, fence: fence, tombstone: tombstone)
             event = PurgeEvent(kind: .cacheFile, reason: .ttl, id: row.id, url: shown, bytes: row.size ?? 0)
         case .forget:

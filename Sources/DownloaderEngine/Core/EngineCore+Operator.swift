@@ -82,7 +82,7 @@ extension EngineCore {
         }
         var seen = Set<String>()
         let files = paths.filter { seen.insert($0).inserted }
-        tombstones.add(Tombstone(id: record.id, url: record.url, removedAt: clock.now(), by: cause, paths: files,
+        tombstones.add(Tombstone(id: record.id, url: record.shownURL, removedAt: clock.now(), by: cause, paths: files,
                                  fence: removalFence(of: record)))
         tell(.removed(by: cause), of: record)
         forget(record)

@@ -6,6 +6,7 @@ import Foundation
 /// newest `Tombstone.limit` are kept.
 struct Tombstone: Sendable, Equatable {
     var id: String
+    /// As shown (`shownURL`: signed query parameters named in `coalesceIgnoreQuery` redacted).
     var url: String
     var removedAt: Date
     var by: RemovalCause

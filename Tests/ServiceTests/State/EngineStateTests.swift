@@ -30,6 +30,20 @@ import Testing
         await next.shutdown()
     }
 
+    /// A signature named in `coalesceIgnoreQuery` is a credential: a removal's tombstone keeps the
+    /// URL as shown, not the signature.
+    @Test func aTombstoneStoresTheURLAsShown() async throws {
+        let root = EngineFixture.root()
+        let engine = try EngineFixture.engine(root, driver: FakeTransferDriver()) { $0.coalesceIgnoreQuery = ["X-Amz-Signature"] }
+        let made = try engine.request(DownloadRequest(url: "http://o.test/obj?v=1&X-Amz-Signature=SIG0123"))
+        #expect(engine.remove(id: made.snapshot.id) != nil)
+        await engine.shutdown()
+        let state = root.appendingPathComponent("state").path
+        let tombstones = try SQLiteStateStore.open(directory: state).store.loadTombstones()
+        #expect(tombstones.map(\.url) == ["http://o.test/obj?v=1&X-Amz-Signature=REDACTED"])
+        #expect(!StateFixture.fileBytes(state).contains(bytes: Array("SIG0123".utf8)))
+    }
+
     @Test func onlyTheDownloadsThatChangedAreCommitted() async throws {
         let root = EngineFixture.root()
         let engine = try EngineFixture.engine(root, driver: FakeTransferDriver())
