@@ -64,6 +64,9 @@ final class RunningService: Sendable {
         } else if let imported = engine.importedJournal {
             logger.info("imported the journal of an earlier release, then deleted it", ["downloads": imported.downloads])
         }
+        for path in engine.journalsKeptEarlier {
+            logger.warning("a journal not wholly imported is kept: no orphan file is swept until it is removed", ["keptAt": path])
+        }
         engine.webhooks.start(WebhookSettings(
             render: { WebhookBody.render(event: $0, deliveryID: $1, snapshot: $2) }, secret: webhookSecret,
             userAgent: "download-service/\(ServiceVersion.current)", report: { logger.webhook($0) }))

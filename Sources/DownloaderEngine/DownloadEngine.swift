@@ -97,6 +97,12 @@ public final class DownloadEngine: Sendable {
         return (count, skipped, keptAt)
     }
 
+    /// Journals an earlier start could not wholly import, still kept: no file is swept while one is.
+    public var journalsKeptEarlier: [String] {
+        guard case .keptEarlier(let paths) = recovery.journal else { return [] }
+        return paths
+    }
+
     /// Calls `handler` for every file purged (paused partials, cache files), in order, on an engine
     /// queue. The service logs each one.
     public func onPurge(_ handler: @escaping @Sendable (PurgeEvent) -> Void) {

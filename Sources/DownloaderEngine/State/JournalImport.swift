@@ -1,5 +1,6 @@
 import Basics
 import Foundation
+import Glibc
 
 /// The one-time import of the state file earlier releases kept: `<state dir>/journal.json`,
 ///
@@ -15,10 +16,11 @@ import Foundation
 /// writer may have left). A crash between the commit and the deletion imports it again at the next
 /// start, which writes the same rows again (by id).
 ///
-/// What cannot be imported is kept for the operator, and start-up sweeps nothing that start (the
-/// files of what was not imported would look like orphans): a journal that does not parse is
-/// renamed `journal.json.corrupt`, one with entries that do not is imported without them and
-/// renamed `journal.json.incomplete`. A journal that cannot be read (permissions, I/O) stops start-up.
+/// What cannot be imported is kept for the operator (mode 0600), and start-up sweeps nothing while
+/// it is there (the files of what was not imported would look like orphans): a journal that does
+/// not parse is renamed `journal.json.corrupt`, one with entries that do not is imported without
+/// them and renamed `journal.json.incomplete`. A journal that cannot be read (permissions, I/O)
+/// stops start-up. The `journal.json.imported` copies an earlier release kept (tokens in clear) go.
 enum JournalImport {
     static let fileName = "journal.json"
 
@@ -28,13 +30,15 @@ enum JournalImport {
         /// `keptAt` (nil when all were imported and the journal deleted).
         case imported(count: Int, skipped: Int, keptAt: String?)
         case unreadable(keptAt: String)
+        /// No journal now, but one an earlier start could not wholly import is still kept there.
+        case keptEarlier([String])
 
-        /// Whether the journal held downloads that were not imported (their files must stay).
+        /// Whether a journal held downloads that were not imported (their files must stay).
         var leftSomethingOut: Bool {
             switch self {
             case .none: false
             case .imported(_, let skipped, _): skipped > 0
-            case .unreadable: true
+            case .unreadable, .keptEarlier: true
             }
         }
     }
@@ -44,7 +48,12 @@ enum JournalImport {
     static func run(directory: String, into store: StateStore,
                     credential: (CallerHeaders) -> [UInt8]) throws(StateStoreError) -> Outcome {
         let path = directory + "/" + fileName
-        guard let data = try read(path) else { return .none }
+        let aside = (try? FileManager.default.contentsOfDirectory(atPath: directory))?.filter { $0.hasPrefix(fileName + ".") } ?? []
+        for name in aside where name.hasPrefix(fileName + ".imported") { FileStore.remove(directory + "/" + name) }
+        guard let data = try read(path) else {
+            let kept = aside.filter { $0.hasPrefix(fileName + ".incomplete") || $0.hasPrefix(fileName + ".corrupt") }
+            return kept.isEmpty ? .none : .keptEarlier(kept.sorted().map { directory + "/" + $0 })
+        }
         guard let (entries, unread) = decode(data) else {
             return .unreadable(keptAt: try setAside(path, suffix: ".corrupt"))
         }
@@ -54,7 +63,11 @@ enum JournalImport {
         guard skipped == 0 else {
             return .imported(count: downloads.count, skipped: skipped, keptAt: try setAside(path, suffix: ".incomplete"))
         }
-        for leftover in [path, path + ".tmp"] { FileStore.remove(leftover) }
+        // Deleted for sure, or start-up stops: a journal imported again later would write its
+        // stale rows over newer state.
+        for leftover in [path, path + ".tmp"] where unlink(leftover) != 0 && errno != ENOENT {
+            throw StateStoreError(kind: .other, message: "cannot delete \(leftover) after importing it: \(String(cString: strerror(errno)))")
+        }
         FileStore.syncDirectory(of: path)
         return .imported(count: downloads.count, skipped: 0, keptAt: nil)
     }
@@ -83,7 +96,9 @@ enum JournalImport {
 
     private static func setAside(_ path: String, suffix: String) throws(StateStoreError) -> String {
         do throws(SystemError) {
-            return try FileStore.setAside(path, suffix: suffix)
+            let kept = try FileStore.setAside(path, suffix: suffix)
+            chmod(kept, 0o600)  // It holds caller tokens and URL passwords in clear.
+            return kept
         } catch {
             throw StateStoreError(kind: .other, message: "could not rename \(path) aside: \(error)")
         }

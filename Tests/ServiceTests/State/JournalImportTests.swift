@@ -147,8 +147,8 @@ import Testing
     }
 
     /// An entry that does not decode costs only itself; the journal is kept for the operator, and
-    /// nothing is swept that start (its partial would look like an orphan).
-    @Test func anEntryThatDoesNotDecodeIsSkippedAndItsFilesStay() throws {
+    /// nothing is swept while it is there (its partial would look like an orphan).
+    @Test func anEntryThatDoesNotDecodeIsSkippedAndItsFilesStay() async throws {
         let root = EngineFixture.root()
         let state = root.appendingPathComponent("state")
         try Self.writeJournal([Self.entry("0123456789abcdef", "http://o.test/a"),
@@ -160,6 +160,30 @@ import Testing
         #expect(engine.importedJournal?.downloads == 1 && engine.importedJournal?.skipped == 1 && engine.importedJournal?.keptAt == kept)
         #expect(engine.snapshot(id: "0123456789abcdef")?.state == .paused && engine.list().count == 1)
         #expect(FileStore.fileSize(partial) == 3 && FileStore.fileSize(kept) != nil)
+        let mode = try #require(try FileManager.default.attributesOfItem(atPath: kept)[.posixPermissions] as? Int)
+        #expect(mode == 0o600, "it holds tokens in clear")
+        await engine.shutdown()
+        // Not swept at the next start either, while the kept journal is there; then swept.
+        let next = try EngineFixture.engine(root, driver: FakeTransferDriver())
+        #expect(next.journalsKeptEarlier == [kept] && FileStore.fileSize(partial) == 3)
+        await next.shutdown()
+        try FileManager.default.removeItem(atPath: kept)
+        let last = try EngineFixture.engine(root, driver: FakeTransferDriver())
+        #expect(last.journalsKeptEarlier.isEmpty && FileStore.fileSize(partial) == nil)
+        await last.shutdown()
+    }
+
+    /// An earlier release kept the imported journal, caller tokens in clear: it goes.
+    @Test func theImportedCopiesAnEarlierReleaseKeptAreDeleted() async throws {
+        let root = EngineFixture.root()
+        let state = root.appendingPathComponent("state")
+        try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
+        for name in ["journal.json.imported", "journal.json.imported-2"] {
+            try Data("{}".utf8).write(to: state.appendingPathComponent(name))
+        }
+        let engine = try EngineFixture.engine(root, driver: FakeTransferDriver())
+        #expect(try FileManager.default.contentsOfDirectory(atPath: state.path).filter { $0.hasPrefix("journal") }.isEmpty)
+        await engine.shutdown()
     }
 
     @Test func anUnreadableJournalLeavesEveryFileInPlace() throws {
