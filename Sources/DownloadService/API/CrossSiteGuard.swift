@@ -1,26 +1,34 @@
+import Foundation
 import MiniHTTPServer
 
 /// A browser lets any web page send a "simple" cross-site request (a form's POST, a `text/plain`
-/// body: no CORS preflight) and adds the Basic credentials it cached for this service. Without a
-/// token (the default on loopback) that is every page the user visits. So a request that changes
-/// something (not GET, HEAD or OPTIONS) is refused when the browser marks it as coming from
-/// another origin: `Sec-Fetch-Site` other than `same-origin` or `none` (typed by the user), or,
-/// from browsers that do not send that, an `Origin` whose host and port are not the request's
-/// `Host`. Clients that are not browsers send neither field and are not affected; the operator
-/// page's own requests are same-origin. Pure.
+/// body, an `<img>`: no CORS preflight) and adds the Basic credentials it cached for this service.
+/// Without a token (the default on loopback) that is every page the user visits. So a request that
+/// changes something is refused when the browser marks it as coming from another origin: every
+/// method but GET, HEAD and OPTIONS, and `GET`/`HEAD /fetch` (it starts a download) unless it is
+/// the user following a link (`Sec-Fetch-Mode: navigate`). From another origin means
+/// `Sec-Fetch-Site` other than `same-origin` or `none` (typed by the user), or, from browsers that
+/// do not send that (plain-HTTP pages), an `Origin` whose host and port are neither the request's
+/// `Host` nor its `X-Forwarded-Host` (a reverse proxy's; a browser cannot add that field without
+/// a preflight this service never answers). Clients that are not browsers send none of these
+/// fields and are not affected; the operator page's own requests are same-origin. Pure.
 enum CrossSiteGuard {
-    static func refusal(method: String, headers: HTTPHeaders) -> APIError? {
-        guard method != "GET", method != "HEAD", method != "OPTIONS" else { return nil }
+    static func refusal(method: String, path: String, headers: HTTPHeaders) -> APIError? {
+        let reading = method == "GET" || method == "HEAD" || method == "OPTIONS"
+        if reading && !(path == "/fetch" && method != "OPTIONS") { return nil }
         if let site = headers["sec-fetch-site"] {
             let lowered = site.lowercased()
-            return lowered == "same-origin" || lowered == "none" ? nil : refused("Sec-Fetch-Site: \(site)")
+            if lowered == "same-origin" || lowered == "none" { return nil }
+            if reading && headers["sec-fetch-mode"]?.lowercased() == "navigate" { return nil }
+            return refused("Sec-Fetch-Site: \(site)")
         }
         guard let origin = headers["origin"] else { return nil }
-        guard let host = headers["host"], let authority = authority(ofOrigin: origin),
-              authority.text == normalized(host: host, defaultPort: authority.defaultPort) else {
-            return refused("Origin: \(origin)")
+        guard let authority = authority(ofOrigin: origin) else { return refused("Origin: \(origin)") }
+        let hosts = [headers["host"], headers["x-forwarded-host"]?.split(separator: ",").first.map(String.init)]
+        let matches = hosts.contains { host in
+            host.map { authority.text == normalized(host: $0.trimmingCharacters(in: .whitespaces), defaultPort: authority.defaultPort) } ?? false
         }
-        return nil
+        return matches ? nil : refused("Origin: \(origin)")
     }
 
     private static func refused(_ what: String) -> APIError {

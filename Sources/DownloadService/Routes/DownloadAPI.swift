@@ -41,7 +41,7 @@ struct DownloadAPI: Sendable {
     }
 
     private func respondOnce(to request: Request) async -> Response {
-        if let refusal = CrossSiteGuard.refusal(method: request.method, headers: request.headers) { return refusal.response }
+        if let refusal = CrossSiteGuard.refusal(method: request.method, path: request.path, headers: request.headers) { return refusal.response }
         if AdminEndpoint.isAdmin(request.path) { return await admin(request) }
         guard let endpoint = Endpoint(path: request.path) else {
             return APIError.notFound("no resource at \(request.path)").response

@@ -29,10 +29,29 @@ import Testing
         ("POST", [("Host", "127.0.0.1:8080"), ("Origin", "null")], true),
         ("POST", [("Origin", "http://127.0.0.1:8080")], true),
         ("POST", [("Host", "h"), ("Origin", "http://h/path")], true),
+        // Behind a reverse proxy that rewrites Host: its X-Forwarded-Host names the page's origin.
+        ("POST", [("Host", "127.0.0.1:8080"), ("X-Forwarded-Host", "nas.lan"), ("Origin", "http://nas.lan")], false),
+        ("POST", [("Host", "127.0.0.1:8080"), ("X-Forwarded-Host", "nas.lan, other"), ("Origin", "http://evil.example")], true),
     ] as [(String, [(String, String)], Bool)])
     func refusals(method: String, fields: [(String, String)], refused: Bool) {
-        let refusal = CrossSiteGuard.refusal(method: method, headers: Self.headers(fields))
+        let refusal = CrossSiteGuard.refusal(method: method, path: "/downloads", headers: Self.headers(fields))
         #expect((refusal != nil) == refused)
         #expect(refusal.map { $0.status == 403 && $0.code == "cross_site" } ?? true)
+    }
+
+    /// `/fetch` starts a download on a GET: another site's page may not make a browser do that
+    /// (an `<img>`, a script's fetch), but a user may follow a link to it.
+    @Test(arguments: [
+        ("GET", [("Sec-Fetch-Site", "cross-site"), ("Sec-Fetch-Mode", "no-cors")], true),
+        ("HEAD", [("Sec-Fetch-Site", "same-site"), ("Sec-Fetch-Mode", "cors")], true),
+        ("GET", [("Sec-Fetch-Site", "cross-site"), ("Sec-Fetch-Mode", "navigate")], false),
+        ("GET", [("Sec-Fetch-Site", "same-origin"), ("Sec-Fetch-Mode", "cors")], false),
+        ("GET", [("Host", "h:8080"), ("Origin", "http://evil.example")], true),
+        ("GET", [("Host", "h:8080")], false),
+        ("OPTIONS", [("Sec-Fetch-Site", "cross-site")], false),
+    ] as [(String, [(String, String)], Bool)])
+    func fetchRefusals(method: String, fields: [(String, String)], refused: Bool) {
+        #expect((CrossSiteGuard.refusal(method: method, path: "/fetch", headers: Self.headers(fields)) != nil) == refused)
+        #expect(CrossSiteGuard.refusal(method: method, path: "/downloads/x/file", headers: Self.headers(fields)) == nil)
     }
 }
