@@ -100,7 +100,7 @@ extension EngineCore {
     /// next waiting download) and its pending row change go.
     func evict(_ record: DownloadRecord) {
         byID[record.id] = nil
-        if byURL[record.key] === record { byURL[record.key] = nil }
+        unindex(record)
         for token in record.tokens where tokens[token] == record.id { tokens[token] = nil }
         failedRecords[record.id] = nil
         unsaved.remove(record.id)

@@ -46,13 +46,24 @@ extension EngineCore {
         forget(record)
     }
 
+    /// Takes `record` out of the coalescing index. Of downloads that came to share its key at
+    /// start-up (`EngineCore.index`), the one new callers should join takes its place.
+    func unindex(_ record: DownloadRecord) {
+        guard byURL[record.key] === record else { return }
+        byURL[record.key] = nil
+        guard sharedKeys.contains(record.key) else { return }
+        let siblings = byID.values.filter { $0 !== record && $0.key == record.key }
+        byURL[record.key] = siblings.max { Self.joinable($1.state, $1.partialBytes, before: $0.state, $0.partialBytes) }
+        if siblings.count <= 1 { sharedKeys.remove(record.key) }
+    }
+
     /// Removes a download entirely (its tokens stop working; the state store removes it too).
     func forget(_ record: DownloadRecord) {
         save(record)
         clusterForget(record)
         failedRecords[record.id] = nil
         byID[record.id] = nil
-        if byURL[record.key] === record { byURL[record.key] = nil }
+        unindex(record)
         for token in record.tokens { tokens[token] = nil }
         record.tokens.removeAll()
         slots.leave(record.id)

@@ -141,8 +141,9 @@ extension EngineCore {
     /// serves them better. Downloads that came to share a key (`coalesceIgnoreQuery` turned on over
     /// stored ones) all stay, with their ids, callers and files; only the best is joined.
     private func index(_ record: DownloadRecord) {
-        if let indexed = byURL.updateValue(record, forKey: record.key),
-           !Self.joinable(record.state, record.partialBytes, before: indexed.state, indexed.partialBytes) {
+        guard let indexed = byURL.updateValue(record, forKey: record.key) else { return }
+        sharedKeys.insert(record.key)
+        if !Self.joinable(record.state, record.partialBytes, before: indexed.state, indexed.partialBytes) {
             byURL[record.key] = indexed
         }
     }

@@ -42,6 +42,9 @@ final class EngineCore: @unchecked Sendable {
     var byID: [String: DownloadRecord] = [:]
     /// By coalescing key: normalised URL (ignored query parameters left out) and credential hash.
     var byURL: [CoalescingKey: DownloadRecord] = [:]
+    /// Keys several downloads came to share (`coalesceIgnoreQuery` turned on over stored ones): when
+    /// the one `byURL` names goes, another takes its place (`unindex`).
+    var sharedKeys: Set<CoalescingKey> = []
     /// Callers' token hashes → download id.
     var tokens: [TokenHash: String] = [:]
     var slots: TransferSlots

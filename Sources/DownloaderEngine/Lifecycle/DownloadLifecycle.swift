@@ -172,7 +172,7 @@ struct DownloadLifecycle: Equatable, Sendable {
         case .paused, .failed:
             phase = .queued
             attemptsMade = 0
-            return [.clearFailure, .requestSlot, .emit(.queued)]
+            return [.clearFailure, .emit(.queued), .requestSlot]
         case .queued, .running, .completed:
             return []
         }
@@ -335,7 +335,7 @@ struct DownloadLifecycle: Equatable, Sendable {
         guard phase == .paused, callers > 0 else { return [.journal] }
         phase = .queued
         attemptsMade = 0
-        return [.requestSlot, .emit(.queued), .journal]
+        return [.emit(.queued), .requestSlot, .journal]
     }
 
     /// Removal: the slot or the queue place goes, a live attempt is cancelled (it ends unheard: the

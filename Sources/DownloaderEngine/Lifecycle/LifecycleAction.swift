@@ -54,9 +54,9 @@ enum LifecycleNotice: Equatable, Sendable {
     /// A transfer (re)started: the accepted head's offset, and whether kept bytes were discarded.
     case resumed
     case paused
-    /// Back in the queue without a transfer yet (a caller joined a paused or failed download, the
-    /// operator lifted a hold): told as progress, so watchers see the state change at once, not
-    /// when a slot frees.
+    /// Back in the queue (a caller joined a paused or failed download, the operator lifted a hold),
+    /// told before the slot is asked for: as progress, so watchers see the state change at once,
+    /// not when a slot frees (a slot free now follows with `resumed`).
     case queued
     case completed
     case failed

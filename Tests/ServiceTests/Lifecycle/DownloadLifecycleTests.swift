@@ -103,7 +103,7 @@ import Testing
         Row(given: .backingOff, event: .callerJoined, actions: "", then: "running(backingOff#2)"),
 
         // Paused, with nothing running.
-        Row(given: .paused, event: .callerJoined, actions: "clear-failure request-slot emit:queued", then: "queued"),
+        Row(given: .paused, event: .callerJoined, actions: "clear-failure emit:queued request-slot", then: "queued"),
         Row(given: .paused, event: .retryDue(token: 2), actions: "", then: "paused"),
         Row(given: .paused, event: .slotGranted, actions: "release-slot", then: "paused"),
         Row(given: .paused, event: .shutdown, actions: "", then: "paused"),
@@ -117,7 +117,7 @@ import Testing
         Row(given: .pausedDraining, event: .checkpointSynced(serial: 1), actions: "keep-durable journal",
             then: "paused #1 transferring abandoned"),
         Row(given: .pausedDraining, event: .transferEnded(serial: 1), actions: "settle#1", then: "paused #1 settling abandoned"),
-        Row(given: .pausedDraining, event: .callerJoined, actions: "clear-failure request-slot emit:queued",
+        Row(given: .pausedDraining, event: .callerJoined, actions: "clear-failure emit:queued request-slot",
             then: "queued #1 transferring abandoned"),
         Row(given: .pausedDraining, event: .shutdown, actions: "", then: "paused #1 transferring abandoned"),
         Row(given: .pausedSettling, event: settled(1, S.cut), actions: "keep-settled emit:paused journal", then: "paused"),
@@ -133,11 +133,11 @@ import Testing
             then: "failed"),
         Row(given: .pausedSettling, event: .publishing(serial: 1), actions: "record-publishing journal",
             then: "paused #1 publishing abandoned"),
-        Row(given: .pausedSettling, event: .callerJoined, actions: "clear-failure request-slot emit:queued", then: "queued #1 settling abandoned"),
+        Row(given: .pausedSettling, event: .callerJoined, actions: "clear-failure emit:queued request-slot", then: "queued #1 settling abandoned"),
         // A pause during publishing: the verified file is published, the download completes.
         Row(given: .pausedPublishing, event: settled(1, .published, .empty),
             actions: "keep-settled record-completion emit:completed purge-cache journal", then: "completed"),
-        Row(given: .pausedPublishing, event: .callerJoined, actions: "clear-failure request-slot emit:queued",
+        Row(given: .pausedPublishing, event: .callerJoined, actions: "clear-failure emit:queued request-slot",
             then: "queued #1 publishing abandoned"),
 
         // A caller joining while the last one's cancel drains.
@@ -181,15 +181,15 @@ import Testing
         Row(given: .moving, event: .placementWanted(inPlace: false), actions: "", then: "completed moving"),
         Row(given: .moving, event: .moveEnded, actions: "", then: "completed"),
         Row(given: .moving, event: .fileVanished, actions: "reset-result", then: "failed moving"),
-        Row(given: .failed, event: .callerJoined, actions: "clear-failure request-slot emit:queued", then: "queued"),
+        Row(given: .failed, event: .callerJoined, actions: "clear-failure emit:queued request-slot", then: "queued"),
         Row(given: .failed, event: .callerLeft(remaining: 0, partial: .empty), actions: "journal", then: "failed"),
         Row(given: .failed, event: .retryDue(token: 2), actions: "", then: "failed"),
 
         // Recovered from the journal.
         Row(given: .recoveredQueued, event: .slotGranted, actions: "start#1", then: "running(attempt) #1 starting"),
-        Row(given: .recoveredPaused, event: .callerJoined, actions: "clear-failure request-slot emit:queued", then: "queued"),
+        Row(given: .recoveredPaused, event: .callerJoined, actions: "clear-failure emit:queued request-slot", then: "queued"),
         // Running when the engine stopped, with no stored caller (readers are not stored): paused.
-        Row(given: .recoveredRunning, event: .callerJoined, actions: "clear-failure request-slot emit:queued", then: "queued"),
+        Row(given: .recoveredRunning, event: .callerJoined, actions: "clear-failure emit:queued request-slot", then: "queued"),
         // Recovery of a download that was moving: the move starts again.
         Row(given: .recoveredCompleted, event: .placementWanted(inPlace: false), actions: "move-file", then: "completed moving"),
     ]

@@ -50,9 +50,9 @@ import Testing
             actions: "keep-settled record-completion emit:completed purge-cache journal", then: "completed"),
 
         // Resuming: with callers it queues again, without it stays paused; not held: nothing.
-        Row(given: .paused, before: [hold], event: .operatorResumed(callers: 1), actions: "request-slot emit:queued journal", then: "queued"),
+        Row(given: .paused, before: [hold], event: .operatorResumed(callers: 1), actions: "emit:queued request-slot journal", then: "queued"),
         Row(given: .paused, before: [hold], event: .operatorResumed(callers: 0), actions: "journal", then: "paused"),
-        Row(given: .transferring, before: [hold], event: .operatorResumed(callers: 2), actions: "request-slot emit:queued journal",
+        Row(given: .transferring, before: [hold], event: .operatorResumed(callers: 2), actions: "emit:queued request-slot journal",
             then: "queued #1 transferring abandoned"),
         Row(given: .paused, event: .operatorResumed(callers: 1), actions: "", then: "paused"),
         Row(given: .transferring, event: .operatorResumed(callers: 1), actions: "", then: "running(attempt) #1 transferring"),

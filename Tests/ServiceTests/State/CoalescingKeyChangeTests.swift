@@ -39,6 +39,8 @@ import Testing
         let survivor = joined.snapshot.id == kept.snapshot.id ? other : kept
         #expect(next.snapshot(id: survivor.snapshot.id)?.state == .completed)
         #expect(next.snapshot(id: paused.snapshot.id)?.state == .paused)
+        // The next caller joins the other completed one (it took the removed one's place).
+        #expect(try next.request(DownloadRequest(url: "http://o.test/f?Sig=d")).snapshot.id == survivor.snapshot.id)
         await next.shutdown()
 
         // And they all stay across one more restart.
