@@ -29,7 +29,7 @@ struct ClusterOptions: Sendable, Equatable {
             }
             return nil
         case (.some, .some):
-            guard advertiseURL == nil, host == "0.0.0.0" || host == "::" else { return nil }
+            guard advertiseURL == nil, ServiceConfiguration.isWildcard(host) else { return nil }
             return "with --host \(host) other replicas cannot reach this one at its listening address: give --advertise-url"
         }
     }

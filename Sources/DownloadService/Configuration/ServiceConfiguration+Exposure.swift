@@ -15,6 +15,18 @@ extension ServiceConfiguration {
         return inet_pton(AF_INET, host, &v4) == 1 || inet_pton(AF_INET6, host, &v6) == 1
     }
 
+    /// The address that listens on every interface, in any spelling (`0.0.0.0`, `::`, `::0`,
+    /// `::ffff:0.0.0.0`): no address another machine can reach this one at.
+    static func isWildcard(_ host: String) -> Bool {
+        var v4 = in_addr()
+        if inet_pton(AF_INET, host, &v4) == 1 { return v4.s_addr == 0 }
+        var v6 = in6_addr()
+        guard inet_pton(AF_INET6, host, &v6) == 1 else { return false }
+        let bytes = withUnsafeBytes(of: &v6) { Array($0) }
+        return bytes.allSatisfy { $0 == 0 } || (bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xff && bytes[11] == 0xff
+            && bytes[12...].allSatisfy { $0 == 0 })
+    }
+
     /// A numeric address in 127.0.0.0/8 or `::1` (also written as IPv4-mapped `::ffff:127.x.y.z`).
     static func isLoopback(_ host: String) -> Bool {
         var v4 = in_addr()

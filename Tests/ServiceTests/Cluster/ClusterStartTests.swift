@@ -47,6 +47,8 @@ import Testing
         (["--cluster-db-pool", "4"], "--advertise-url, --lease-ttl and --cluster-db-pool are for cluster mode"),
         (["--cluster-db", "postgres://db/ds", "--shared-dir", "/s", "--host", "0.0.0.0"], "with --host 0.0.0.0 other replicas"),
         (["--cluster-db", "postgres://db/ds", "--shared-dir", "/s", "--host", "::"], "with --host :: other replicas"),
+        (["--cluster-db", "postgres://db/ds", "--shared-dir", "/s", "--host", "0:0:0:0:0:0:0:0"], "with --host 0:0:0:0:0:0:0:0 other"),
+        (["--cluster-db", "postgres://db/ds", "--shared-dir", "/s", "--host", "::ffff:0.0.0.0"], "with --host ::ffff:0.0.0.0 other"),
     ])
     func halfOrBadClusterSettingsAreRefused(arguments: [String], message: String) {
         guard case .invalid(let text) = parse(arguments) else { Issue.record("accepted \(arguments)"); return }
