@@ -48,7 +48,8 @@ struct ClusterOrphanLiveTests {
             c.expect(Date().timeIntervalSince(made) < Self.age, "at once, not once old: \(Date().timeIntervalSince(made)) s")
             c.expect(Live.wait(Self.age + 15) { orphans.allSatisfy { !FileManager.default.fileExists(atPath: $0) } }, "the orphans go")
             let took = Date().timeIntervalSince(made)
-            c.expect(took >= Self.age, "not before they are \(Self.age) s old: \(took) s")
+            // A file's mtime comes from the kernel's coarse clock, a tick (up to 10 ms) behind `made`.
+            c.expect(took >= Self.age - 0.02, "not before they are \(Self.age) s old: \(took) s")
             for path in kept { c.expect(FileManager.default.fileExists(atPath: path), "\(path) stays") }
             c.expect(engine.statistics.cluster?.janitor == true)
         }
