@@ -39,6 +39,8 @@ struct APIError: Error, Sendable, Equatable {
         case databaseUnavailable = "database_unavailable"
         /// A browser sent a request that changes something from another site (`CrossSiteGuard`).
         case crossSite = "cross_site"
+        /// A `Host` that is no name of this machine, on loopback without a token (`LoopbackHostGuard`).
+        case misdirected = "misdirected"
     }
 
     var status: Int

@@ -9,6 +9,8 @@ struct DownloadAPI: Sendable {
     let auth: BearerAuth?
     /// `--admin-token`: guards `/admin/*` (nil: `auth` does); also accepted wherever `auth` is.
     var adminAuth: BearerAuth? = nil
+    /// Listening on loopback without a token: only requests naming this machine (`LoopbackHostGuard`).
+    var onlyLocalHostNames = false
     /// Seconds between `: keep-alive` comments on progress streams (default 15).
     var keepAliveInterval: Double = 15
     /// Progress streams per download (`--max-subscribers-per-download`); beyond it 503 `too_many_subscribers`.
@@ -41,6 +43,7 @@ struct DownloadAPI: Sendable {
     }
 
     private func respondOnce(to request: Request) async -> Response {
+        if onlyLocalHostNames, let refusal = LoopbackHostGuard.refusal(headers: request.headers) { return refusal.response }
         if let refusal = CrossSiteGuard.refusal(method: request.method, path: request.path, headers: request.headers) { return refusal.response }
         if AdminEndpoint.isAdmin(request.path) { return await admin(request) }
         guard let endpoint = Endpoint(path: request.path) else {

@@ -1,0 +1,34 @@
+import Glibc
+import MiniHTTPServer
+
+/// DNS rebinding: a web page at `evil.example` has its name point at 127.0.0.1; the user's browser
+/// then sends it same-origin requests here (`Host: evil.example:8080`) and reads the answers: the
+/// list of downloads, the files. With no token, on loopback (the default), nothing else stands in
+/// the way. So such a service answers only requests that name it as this machine: an address
+/// literal, `localhost` or a `*.localhost` name (RFC 6761), anything else `421`. A request
+/// without `Host` (no browser sends one) passes. Pure.
+enum LoopbackHostGuard {
+    static func refusal(headers: HTTPHeaders) -> APIError? {
+        guard let host = headers["host"], !allows(host: host) else { return nil }
+        return APIError(status: 421, .misdirected,
+                        "this service, listening on loopback without a token, answers only to an address, localhost or *.localhost"
+                            + " in Host (a page of another site may have its name point here: DNS rebinding)")
+    }
+
+    /// `host[:port]` names this machine without a DNS lookup another party controls.
+    static func allows(host field: String) -> Bool {
+        var name = Substring(field.lowercased())
+        if name.hasPrefix("[") {
+            guard let close = name.firstIndex(of: "]") else { return false }
+            name = name[name.index(after: name.startIndex)..<close]
+        } else if let colon = name.lastIndex(of: ":"), name.firstIndex(of: ":") == colon {
+            name = name[..<colon]  // One colon: a port. More: an IPv6 address without brackets (refused below if not one).
+        }
+        if name.hasSuffix(".") { name = name.dropLast() }
+        if name == "localhost" || name.hasSuffix(".localhost") { return true }
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        let text = String(name)
+        return inet_pton(AF_INET, text, &v4) == 1 || inet_pton(AF_INET6, text, &v6) == 1
+    }
+}
