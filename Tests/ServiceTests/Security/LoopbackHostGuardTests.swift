@@ -9,7 +9,7 @@ import Testing
         ("127.0.0.1:8080", true), ("127.0.0.1", true), ("[::1]:8080", true), ("::1", true), ("LOCALHOST:8080", true),
         ("localhost.", true), ("app.localhost:3000", true), ("10.1.2.3:8080", true),
         ("evil.example:8080", false), ("evil.example", false), ("localhost.evil.example", false), ("[::1", false),
-        ("127.0.0.1.nip.io:8080", false), ("", false),
+        ("127.0.0.1.nip.io:8080", false), ("", false), ("t", true), ("download-service:8080", true), ("a:b:c", false),
     ])
     func hosts(host: String, allowed: Bool) {
         #expect(LoopbackHostGuard.allows(host: host) == allowed)
