@@ -151,6 +151,23 @@ struct CredentialsServiceLiveTests {
         #expect(try await service.stop() == 0)
     }
 
+    /// A redirect the service cannot follow fails the download without quoting the Location (it may
+    /// carry credentials or a signature, and the message is stored, logged and shown).
+    @Test func anUnusableRedirectIsNotQuoted() async throws {
+        let origin = try TestOrigin(bodySize: 1000)
+        defer { origin.stop() }
+        origin.redirect(from: "/bad", to: "http://bob:BadPortPW@127.0.0.1:99999/x?X-Amz-Signature=LOCSIG1")
+        let service = try await ServiceProcess.start(arguments: ["--allow-private-networks", "--max-attempts", "1"])
+        let created = try await service.client.post("/downloads", json: Self.body(url: origin.url("/bad"), headers: ["X-Api-Key": Self.apiKey]))
+        let id = try #require(created.string("id"), "\(created.text)")
+        let done = try await Self.waitFor(service.client, id: id, token: try #require(created.string("token")), until: Self.ended)
+        #expect(done["state"] as? String == "failed", "\(done)")
+        let message = ((done["error"] as? [String: Any])?["message"] as? String) ?? ""
+        #expect(message.contains("unusable Location") && !message.contains("BadPortPW") && !message.contains("LOCSIG1"), "\(message)")
+        #expect(try await service.stop() == 0)
+        #expect(!service.logLines.contains { $0.contains("BadPortPW") || $0.contains("LOCSIG1") })
+    }
+
     @Test func afterARestartItWaitsForCredentialsAndResumesFromTheKeptBytes() async throws {
         var settings = TestOrigin.Settings()
         settings.bytesPerSecond = 400_000
