@@ -72,8 +72,7 @@ final class RunningService: Sendable {
             userAgent: "download-service/\(ServiceVersion.current)", report: { logger.webhook($0) }))
         var api = DownloadAPI(engine: engine, metrics: metrics, auth: configuration.authToken.map(BearerAuth.init(token:)))
         api.adminAuth = configuration.adminToken.map(BearerAuth.init(token:))
-        api.onlyLocalHostNames = configuration.authToken == nil && configuration.adminToken == nil
-            && ServiceConfiguration.isLoopback(configuration.host)
+        api.onlyLocalHostNames = configuration.hasNoToken && ServiceConfiguration.isLoopback(configuration.host)
         api.subscriberQuota = SubscriberQuota(limit: configuration.maxSubscribersPerDownload)
         api.eventSubscriberQuota = SubscriberQuota(limit: configuration.maxEventSubscribers)
         api.cluster = cluster

@@ -1,4 +1,3 @@
-import Glibc
 import MiniHTTPServer
 
 /// DNS rebinding: a web page at `evil.example` has its name point at 127.0.0.1; the user's browser
@@ -28,9 +27,6 @@ enum LoopbackHostGuard {
         if name.hasSuffix(".") { name = name.dropLast() }
         if name == "localhost" || name.hasSuffix(".localhost") { return true }
         if !name.isEmpty && !name.contains(".") && !name.contains(":") { return true }  // One label.
-        var v4 = in_addr()
-        var v6 = in6_addr()
-        let text = String(name)
-        return inet_pton(AF_INET, text, &v4) == 1 || inet_pton(AF_INET6, text, &v6) == 1
+        return ServiceConfiguration.isNumericAddress(String(name))
     }
 }

@@ -83,11 +83,8 @@ struct ConnectionAddress {
         }
         parses = true
         defer { PQconninfoFree(options) }
-        if let schemeEnd = url.firstRange(of: "://") {
-            let authority = url[schemeEnd.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-            if let at = authority.lastIndex(of: "@"), let colon = authority[..<at].firstIndex(of: ":") {
-                writtenPassword = String(authority[authority.index(after: colon)..<at])
-            }
+        if let (start, at) = URLCredentials.userinfo(in: url), let colon = url[start..<at].firstIndex(of: ":") {
+            writtenPassword = String(url[url.index(after: colon)..<at])
         }
         var at = options
         while let keyword = at.pointee.keyword {

@@ -25,7 +25,7 @@ public enum URLCredentials {
     }
 
     /// Where the userinfo lies: from the authority's start to its last `@` (nil: none).
-    private static func userinfo(in url: String) -> (start: String.Index, at: String.Index)? {
+    static func userinfo(in url: String) -> (start: String.Index, at: String.Index)? {
         guard url.utf8.contains(UInt8(ascii: "@")), let schemeEnd = url.firstRange(of: "://") else { return nil }
         let start = schemeEnd.upperBound
         let end = url[start...].firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? url.endIndex

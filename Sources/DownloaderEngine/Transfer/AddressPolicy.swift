@@ -58,9 +58,9 @@ enum IPAddress: Sendable, Equatable, CustomStringConvertible {
 
 /// Which addresses an origin may live at (the SSRF guard). Pure: the transfer asks it about the real
 /// address at connect time, so DNS rebinding and redirects cannot reach a non-public address.
-struct AddressPolicy: Sendable, Equatable {
+public struct AddressPolicy: Sendable, Equatable {
     /// What kind of address it is; everything but `.global` is refused unless private networks are allowed.
-    enum Category: String, Sendable, Equatable {
+    public enum Category: String, Sendable, Equatable {
         case global
         case unspecified
         case loopback
@@ -79,6 +79,12 @@ struct AddressPolicy: Sendable, Equatable {
     /// True if a connection to `address` is allowed.
     func allows(_ address: IPAddress) -> Bool {
         allowPrivateNetworks || Self.category(of: address) == .global
+    }
+
+    /// What the numeric address `text` is (IPv4 or IPv6, as `inet_pton` reads it); nil when `text`
+    /// is no address. The service judges its listening address and requests' `Host` with it.
+    public static func category(ofLiteral text: String) -> Category? {
+        IPAddress(text).map(category(of:))
     }
 
     static func category(of address: IPAddress) -> Category {
