@@ -18,7 +18,13 @@ struct ClusterOptions: Sendable, Equatable {
 
     /// The start-up error of a half-given cluster configuration (exit 2), or nil. `host`: the
     /// address the service listens on (a wildcard is no address other replicas can reach).
-    func problem(host: String) -> String? {
+    /// `givenFlags`: the flags on the command line; an area flag beside `--shared-dir` would be
+    /// ignored, so it is refused (the environment's area variables, as an image sets them, are not).
+    func problem(host: String, givenFlags: Set<String> = []) -> String? {
+        let areaFlags = ["--cache-dir", "--data-dir", "--state-dir"].filter(givenFlags.contains)
+        if sharedDirectory != nil, let flag = areaFlags.first {
+            return "--shared-dir replaces \(flag) (its cache/, persistent/ and partial/ are the areas): give one or the other"
+        }
         switch (database, sharedDirectory) {
         case (.some, nil): return "--cluster-db needs --shared-dir (the directory every replica shares)"
         case (nil, .some): return "--shared-dir is for cluster mode: it needs --cluster-db"

@@ -95,7 +95,7 @@ enum CommandLineOptions {
         Option(flag: "--stall-timeout", metavar: "SECONDS", help: "reconnect and resume after this long without a byte (default 30)") { c, v throws(ParseError) in
             c.stallTimeout = try seconds(v, "--stall-timeout", within: 0.05...3600)
         },
-        Option(flag: "--retry-base-delay", metavar: "SECONDS", help: "first retry delay, doubling per attempt with jitter (default 0.5)") { c, v throws(ParseError) in
+        Option(flag: "--retry-base-delay", metavar: "SECONDS", help: "first retry delay, doubling per attempt with jitter, at most 30 (default 0.5)") { c, v throws(ParseError) in
             c.retryBaseDelay = try seconds(v, "--retry-base-delay", within: 0...30)  // Retries wait 30 s at most.
         },
         Option(flag: "--max-attempts", metavar: "N", help: "attempts per download before it fails (default 6)") { c, v throws(ParseError) in
@@ -131,6 +131,7 @@ enum CommandLineOptions {
 
     static func parse(arguments: [String], environment: [String: String]) -> Outcome {
         var config = ServiceConfiguration(environment: environment)
+        var given: Set<String> = []  // The flags on the command line.
         do throws(ParseError) {
             // A bad variable is reported (by its name) only when no flag replaces it, and after
             // `--help`/`--version` had their say.
@@ -143,7 +144,6 @@ enum CommandLineOptions {
                     badVariables.append((option.flag, "\(option.environmentName): \(error.message)"))
                 }
             }
-            var given: Set<String> = []
             var index = 0
             while index < arguments.count {
                 let argument = arguments[index]
@@ -169,7 +169,7 @@ enum CommandLineOptions {
         } catch {
             return .invalid(error.message)
         }
-        if let problem = config.cluster.problem(host: config.host) { return .invalid(problem) }
+        if let problem = config.cluster.problem(host: config.host, givenFlags: given) { return .invalid(problem) }
         return .run(config)
     }
 

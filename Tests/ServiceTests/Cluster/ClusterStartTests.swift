@@ -31,6 +31,10 @@ import Testing
                                           "DOWNLOAD_SERVICE_LEASE_TTL": "1"])
         guard case .run(let e) = env else { Issue.record("\(env)"); return }
         #expect(e.cluster.database == "postgres://db/ds" && e.cluster.sharedDirectory == "/s" && e.cluster.leaseTTL == 1)
+        // An image's area variables are replaced by --shared-dir, not refused.
+        let image = parse(["--cluster-db", "postgres://db/ds", "--shared-dir", "/s"], environment: ["DOWNLOAD_SERVICE_STATE_DIR": "/v"])
+        guard case .run(let i) = image else { Issue.record("\(image)"); return }
+        #expect(i.engineConfiguration.stateDirectory.path == "/s/partial")
     }
 
     @Test(arguments: [
@@ -49,6 +53,9 @@ import Testing
         (["--cluster-db", "postgres://db/ds", "--shared-dir", "/s", "--host", "::"], "with --host :: other replicas"),
         (["--cluster-db", "postgres://db/ds", "--shared-dir", "/s", "--host", "0:0:0:0:0:0:0:0"], "with --host 0:0:0:0:0:0:0:0 other"),
         (["--cluster-db", "postgres://db/ds", "--shared-dir", "/s", "--host", "::ffff:0.0.0.0"], "with --host ::ffff:0.0.0.0 other"),
+        (["--cluster-db", "postgres://db/ds", "--shared-dir", "/s", "--state-dir", "/x"], "--shared-dir replaces --state-dir"),
+        (["--data-dir", "/x", "--cluster-db", "postgres://db/ds", "--shared-dir", "/s"], "--shared-dir replaces --data-dir"),
+        (["--shared-dir", "/s", "--cache-dir", "/x"], "--shared-dir replaces --cache-dir"),
     ])
     func halfOrBadClusterSettingsAreRefused(arguments: [String], message: String) {
         guard case .invalid(let text) = parse(arguments) else { Issue.record("accepted \(arguments)"); return }
@@ -74,8 +81,9 @@ import Testing
             // stderr goes to a file that only the child opens.
             let errorFile = root + "/stderr"
             process.executableURL = try ServiceProcess.executable()
-            process.arguments = ["--port", "0", "--state-dir", root + "/state", "--cache-dir", root + "/cache",
-                                 "--data-dir", root + "/data", "--log-format", "json"] + arguments
+            let areas = arguments.contains("--shared-dir") ? [] : ["--state-dir", root + "/state", "--cache-dir", root + "/cache",
+                                                                   "--data-dir", root + "/data"]
+            process.arguments = ["--port", "0", "--log-format", "json"] + areas + arguments
             process.standardOutput = .null
             process.standardError = .file(errorFile)
             let started = Date()

@@ -25,9 +25,11 @@ final class ServiceProcess: @unchecked Sendable {
     init(root: URL? = nil, arguments: [String] = [], environment: [String: String] = [:], startTimeout: Double = 20,
          launcher: [String] = []) throws {
         self.root = root ?? FileManager.default.temporaryDirectory.appendingPathComponent("ds-\(UUID().uuidString)")
-        let serviceArguments = ["--port", "0", "--state-dir", self.root.appendingPathComponent("state").path,
-                                "--cache-dir", self.root.appendingPathComponent("cache").path,
-                                "--data-dir", self.root.appendingPathComponent("data").path] + arguments
+        // `--shared-dir` replaces the areas (and refuses their flags beside it).
+        let areas = arguments.contains("--shared-dir") ? [] : ["--state-dir", self.root.appendingPathComponent("state").path,
+                                                               "--cache-dir", self.root.appendingPathComponent("cache").path,
+                                                               "--data-dir", self.root.appendingPathComponent("data").path]
+        let serviceArguments = ["--port", "0"] + areas + arguments
         if let first = launcher.first {
             process.executableURL = URL(fileURLWithPath: first)
             process.arguments = Array(launcher.dropFirst()) + [try Self.executable().path] + serviceArguments
