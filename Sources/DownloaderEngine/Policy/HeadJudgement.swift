@@ -35,10 +35,11 @@ enum HeadJudgement: Equatable, Sendable {
             return .refuse(.httpRetry(status: status, retryAfter: retryAfter))
         case .fail(let status):
             return .refuse(.httpFail(status: status))
-        case .accept(let offset, _, let total):
+        case .accept(let offset, let restarted, let total):
+            // A full body to a resume: the kept bytes are of another version, nothing to keep them for.
             if let limit = maxFileSize, let total, total > limit {
                 return .refuse(.fail(DownloadFailure(code: .tooLarge, message: "the file has \(total) bytes, more than the limit of \(limit)"),
-                                     discard: false))
+                                     discard: restarted))
             }
             if let expected = expectedSize, let total, total != expected {
                 return .refuse(.fail(DownloadFailure(code: .sizeMismatch, message: "the origin announces \(total) bytes, expected \(expected)"),

@@ -6,11 +6,11 @@ import Testing
     let body = EngineFixture.body(40_000)
 
     /// Starts a download, lets it write `kept` bytes under `headers`, then the last caller cancels.
-    func pausedDownload(headers: [String: String], kept: Int) async throws
+    func pausedDownload(headers: [String: String], kept: Int, configure: (inout EngineConfiguration) -> Void = { _ in }) async throws
         -> (engine: DownloadEngine, driver: FakeTransferDriver, id: String, root: URL) {
         let root = EngineFixture.root()
         let driver = FakeTransferDriver()
-        let engine = try EngineFixture.engine(root, driver: driver)
+        let engine = try EngineFixture.engine(root, driver: driver, configure: configure)
         let a = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
         let b = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
         try await withTimeout(5) { await driver.waitForStarts(1) }
@@ -96,6 +96,22 @@ import Testing
         let file = try #require(engine.completedFile(id: id))
         #expect(try Data(contentsOf: URL(fileURLWithPath: file.path)) == Data(v2))
         #expect(engine.statistics.restarts == 1)
+    }
+
+    @Test func aNewVersionOverTheSizeLimitFailsAndTheOldBytesGo() async throws {
+        let (engine, driver, id, root) = try await pausedDownload(headers: ["ETag": "\"v1\""], kept: 9000) { $0.maxFileSize = 45_000 }
+        let partial = root.appendingPathComponent("state/partials/\(id).part").path
+        #expect(FileStore.fileSize(partial) == 9000)
+        let sub = try #require(engine.subscribe(id: id))
+        _ = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
+        try await withTimeout(5) { await driver.waitForStarts(2) }
+        #expect(driver.transfer(1).header("If-Range") == "\"v1\"")
+        #expect(!driver.transfer(1).respond(200, ["Content-Length": "50000", "ETag": "\"v2\""]))
+        let events = try await withTimeout(5) { await EngineFixture.events(sub) { $0.isTerminal } }
+        guard case .failed(let failed) = events.last else { Issue.record("not failed: \(events)"); return }
+        #expect(failed.error?.code == .tooLarge && failed.bytesWritten == 0)
+        // v1's bytes are of no use to any later attempt (it would be answered v2 again).
+        #expect(await eventually(within: 10) { !FileManager.default.fileExists(atPath: partial) })
     }
 
     @Test func wrongContentRangeDiscardsAndRetriesFromZero() async throws {
