@@ -158,7 +158,10 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
     /// The outcome once libcurl reports `code`.
     func outcome(for code: CURLcode) -> Result<TransferSummary, TransferFailure> {
         if let abortReason { return .failure(abortReason) }
-        guard code == CURLE_OK else {
+        // Every byte the Content-Length announced is in: an error while waiting for the origin's
+        // close (a reset instead of a FIN) changes nothing about the body.
+        let bodyComplete = head.map { (200..<300).contains($0.status) } == true && declaredLength == bodyBytes
+        guard code == CURLE_OK || bodyComplete else {
             var context = CurlFailureMapping.Context(detail: String(cString: errorBuffer), blockedAddress: refusedAddress,
                                                      redirected: redirectHops > 0, host: currentHop()?.host ?? "",
                                                      handshakeAlert: handshakeAlert)

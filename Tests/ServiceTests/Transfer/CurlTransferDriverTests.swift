@@ -154,6 +154,25 @@ import Testing
         #expect(recorder.sink.bytes == Array(origin.expectedBody()[..<300_000]))
     }
 
+    @Test func aResetAfterTheWholeAnnouncedBodyIsNoFailure() async throws {
+        let origin = try TestOrigin(bodySize: 100_000)
+        defer { origin.stop() }
+        origin.inject(.reset(afterBodyBytes: 100_000))
+        let (summary, recorder) = try await Self.fetchOnce(.test(origin.url))
+
+        #expect(summary.bodyBytes == 100_000)
+        #expect(recorder.sink.bytes == origin.expectedBody())
+    }
+
+    @Test func aResetBeforeTheAnnouncedEndIsAConnectionFailure() async throws {
+        let origin = try TestOrigin(bodySize: 100_000)
+        defer { origin.stop() }
+        origin.inject(.reset(afterBodyBytes: 99_999))
+        let recorder = try await Self.attempt(.test(origin.url))
+
+        #expect(try await recorder.failureKind() == .connection)
+    }
+
     @Test func closeDelimitedBodyCompletes() async throws {
         let origin = try TestOrigin(bodySize: 200_000, settings: .init(closeDelimited: true))
         defer { origin.stop() }
