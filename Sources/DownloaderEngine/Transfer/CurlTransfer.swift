@@ -1,3 +1,4 @@
+import Basics
 import CCurl
 import Foundation
 import Synchronization
@@ -225,9 +226,10 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         return false
     }
 
-    /// The errno behind a sink error, when it carries one.
+    /// The errno behind a sink error (`SystemError`, as the engine's sinks throw, `POSIXError`, a
+    /// POSIX-domain `NSError`): `TransferFailure.code` for `.disk` (ENOSPC makes it `disk_full`).
     static func errno(of error: Error) -> Int32? {
-        if let carrying = error as? ErrnoCarrying { return carrying.errnoCode }
+        if let system = error as? SystemError { return system.errno }
         if let posix = error as? POSIXError { return posix.code.rawValue }
         let bridged = error as NSError
         if bridged.domain == NSPOSIXErrorDomain { return Int32(truncatingIfNeeded: bridged.code) }

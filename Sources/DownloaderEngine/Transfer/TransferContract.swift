@@ -64,11 +64,6 @@ extension BodySink {
     func idle() -> Double? { nil }
 }
 
-/// An error a `BodySink` may throw to say which errno made the write fail (e.g. ENOSPC); the driver
-/// puts it in `TransferFailure.code` for `.disk`. `POSIXError` and POSIX-domain `NSError`s work too.
-protocol ErrnoCarrying: Error {
-    var errnoCode: Int32 { get }
-}
 
 /// How an attempt ended badly.
 struct TransferFailure: Error, Sendable, Equatable {

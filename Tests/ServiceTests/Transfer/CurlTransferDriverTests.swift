@@ -1,3 +1,4 @@
+import Basics
 import CLinux
 @testable import DownloaderEngine
 import Foundation
@@ -241,11 +242,12 @@ import Testing
         #expect(recorder.sink.bytes == Array(origin.expectedBody()[..<recorder.sink.count]))
     }
 
-    @Test func sinkFailureIsDiskWithErrno() async throws {
+    /// `SystemError` is what the engine's sinks (the partial file, a segment's pwrite) throw.
+    @Test(arguments: [POSIXError(.ENOSPC), SystemError(errno: ENOSPC, function: "pwrite")] as [any Error])
+    func sinkFailureIsDiskWithErrno(_ error: any Error) async throws {
         let origin = try TestOrigin(bodySize: 100_000)
         defer { origin.stop() }
-        let recorder = try await Self.attempt(.test(origin.url),
-                                              recorder: TransferRecorder(sink: CollectingSink(failWith: POSIXError(.ENOSPC))))
+        let recorder = try await Self.attempt(.test(origin.url), recorder: TransferRecorder(sink: CollectingSink(failWith: error)))
         let result = try await recorder.outcome()
 
         guard case .failure(let failure) = result else { Issue.record("expected a failure"); return }
