@@ -16,6 +16,10 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
 
     // Set by the engine under its lock.
     var handle: TransferHandle?
+    /// A checkpoint's sync failed: written bytes past `durable` (the offset stored before it) may be
+    /// lost, and no later sync of the same open file says so again (Linux reports a failed writeback
+    /// once). Nothing is published and no offset advances after it.
+    var lostSync: (error: SystemError, durable: Int64)?
     /// Why the head was refused, when the engine's judgement refused it.
     var refusal: HeadJudgement.Refusal?
     /// What was asked for.

@@ -96,12 +96,12 @@ extension EngineCore {
     /// file), close it, then record `table` as the segments' durable offsets if the attempt is
     /// still writing (the prefix's own offset is `checkpoint`'s).
     func checkpointSegments(_ attempt: Attempt, descriptor: Int32, table: [Segment], done: @escaping @Sendable () -> Void) {
+        let sync = locked { hooks.partialSync }
         workQueue.async { [self] in
-            let synced = (try? syscall("fdatasync") { fdatasync(descriptor) }) != nil
-            Glibc.close(descriptor)
+            let failure = Self.checkpointSync(descriptor, sync)
             decide {
                 defer { done() }
-                guard synced, let record = byID[attempt.recordID], record.segments != nil else { return }
+                guard let record = byID[attempt.recordID], noteSync(failure, of: attempt, record), record.segments != nil else { return }
                 handle(.checkpointSynced(serial: attempt.serial), for: record) { action in
                     guard action == .keepDurableOffset else { return false }
                     var durable = table

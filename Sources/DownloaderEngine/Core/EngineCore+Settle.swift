@@ -56,16 +56,18 @@ extension EngineCore {
         let partial = attempt.partial
         attempt.partial = nil
         var settlement = Settlement.notDone
-        /// The sync reported an I/O error: written bytes may be lost although a later sync succeeds.
-        var lostWrites = false
+        /// A sync reported an I/O error: written bytes may be lost although a later sync succeeds.
+        let lostSync = locked { attempt.lostSync }
+        var lostWrites = lostSync != nil
         if case .success = result, attempt.refusal == nil, attempt.acceptedOffset != nil, let partial {
-            settlement = absorbSegments(attempt, partial) ?? verifyAndPublish(attempt, partial, context)
+            settlement = lostSync.map { .failed(.disk($0.error), discard: false) }
+                ?? absorbSegments(attempt, partial) ?? verifyAndPublish(attempt, partial, context)
         } else if let partial {
             if case .restart = attempt.refusal {} else {
-                do throws(SystemError) { try partial.sync() } catch { lostWrites = error.errno == EIO }
+                do throws(SystemError) { try partial.sync() } catch { lostWrites = lostWrites || error.errno == EIO }
             }
         }
-        let durable = partial?.durableLength ?? 0
+        let durable = min(partial?.durableLength ?? 0, lostSync?.durable ?? .max)
         let closed = partial?.close()
         let verdict = AttemptVerdict.judge(settlement, refusal: attempt.refusal, result: result,
                                            requestedOffset: attempt.plan.offset, acceptedOffset: attempt.acceptedOffset,
@@ -93,7 +95,7 @@ extension EngineCore {
                         record.durableOffset = durable
                         record.bytesWritten = keep
                         record.flushedBytes = keep
-                        keepSegments(of: attempt, record, keptPrefix: keep, synced: durable >= closed.length)
+                        keepSegments(of: attempt, record, keptPrefix: keep, synced: lostSync == nil && durable >= closed.length)
                     }
                 case .recordCompletion:
                     if case .published(let file) = settlement { recordCompletion(record, file) }

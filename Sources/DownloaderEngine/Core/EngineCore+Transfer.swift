@@ -160,21 +160,15 @@ extension EngineCore {
     /// duplicate of the partial's, whose first `length` bytes are written), close it, then record
     /// `length` as durable if the attempt is still writing. The stored offset is never ahead of
     /// synced data: it changes only after the sync succeeded, and not once the attempt is settling
-    /// (which may truncate the file).
+    /// (which may truncate the file), nor after a sync of the attempt failed (`Attempt.lostSync`).
     func checkpoint(_ attempt: Attempt, descriptor: Int32, length: Int64) {
-        let before = locked { hooks.beforeCheckpointSync }
+        let (before, sync) = locked { (hooks.beforeCheckpointSync, hooks.partialSync) }
         workQueue.async { [self] in
             before?()
-            var synced = true
-            do throws(SystemError) {
-                try syscall("fdatasync") { fdatasync(descriptor) }
-            } catch {
-                synced = false  // The write path or the settling sync reports disk trouble.
-            }
-            Glibc.close(descriptor)
+            let failure = Self.checkpointSync(descriptor, sync)
             let after: (@Sendable (String, Int64) -> Void)? = decide {
                 defer { attempt.checkpointInFlight.store(false, ordering: .releasing) }
-                guard synced, let record = byID[attempt.recordID] else { return nil }
+                guard let record = byID[attempt.recordID], noteSync(failure, of: attempt, record) else { return nil }
                 var advanced = false
                 handle(.checkpointSynced(serial: attempt.serial), for: record) { action in
                     guard action == .keepDurableOffset else { return false }
@@ -186,5 +180,25 @@ extension EngineCore {
             }
             after?(attempt.recordID, length)
         }
+    }
+
+    /// Work queue: fdatasyncs and closes a checkpoint's descriptor (through the `partialSync` seam).
+    static func checkpointSync(_ descriptor: Int32, _ sync: PartialFile.SyncCall?) -> SystemError? {
+        defer { Glibc.close(descriptor) }
+        do throws(SystemError) {
+            try syscall("fdatasync") { sync?(descriptor) ?? fdatasync(descriptor) }
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    /// Under `lock`, after a checkpoint's sync: whether its offsets may be stored. The first
+    /// failure marks the attempt (its bytes past the stored offset may be lost).
+    func noteSync(_ failure: SystemError?, of attempt: Attempt, _ record: DownloadRecord) -> Bool {
+        guard attempt.lostSync == nil else { return false }
+        guard let failure else { return true }
+        attempt.lostSync = (failure, record.durableOffset)
+        return false
     }
 }

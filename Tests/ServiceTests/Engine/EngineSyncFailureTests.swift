@@ -32,4 +32,36 @@ struct EngineSyncFailureTests {
         #expect(syncs.withLock { $0 } == 1, "the settle's sync, which failed")
         await engine.shutdown()
     }
+
+    /// The same for a checkpoint's sync: the settle's own sync of that file then "succeeds", so
+    /// the failure must be remembered. The whole body arrived: it is not published (its bytes on
+    /// disk may not be the ones hashed), the download fails with the disk error and keeps only
+    /// what the offset stored before the failure covers; a new request fetches the rest.
+    @Test(arguments: [1, 2])
+    func aFailedCheckpointSyncIsNeverPublishedNorResumedOn(connections: Int) async throws {
+        let origin = try TestOrigin(bodySize: 24 << 20)
+        defer { origin.stop() }
+        let engine = try EngineLiveTests.engine {
+            $0.checkpointBytes = 1 << 20
+            $0.maxConnectionsPerDownload = connections
+            $0.segmentProbeSeconds = 0
+        }
+        let syncs = OriginLock(0)
+        engine.core.locked {
+            engine.core.hooks.partialSync = { fd in
+                // The second checkpoint's sync fails; every other one works.
+                guard syncs.withLock({ $0 += 1; return $0 }) == 2 else { return fdatasync(fd) }
+                errno = EIO
+                return -1
+            }
+        }
+        let (r, failed) = try await EngineLiveTests.fetch(engine, DownloadRequest(url: origin.url, connections: connections))
+        #expect(failed.state == .failed && failed.error?.code == .diskError, "\(failed)")
+        #expect(failed.bytesWritten < 24 << 20, "kept only what was synced before the failure: \(failed.bytesWritten)")
+        #expect(engine.completedFile(id: r.snapshot.id) == nil)
+        let (_, done) = try await EngineLiveTests.requestAgain(engine, origin.url, id: r.snapshot.id)
+        #expect(done.state == .completed)
+        #expect(try EngineLiveTests.stored(engine, r.snapshot.id) == origin.expectedBody())
+        await engine.shutdown()
+    }
 }
