@@ -54,12 +54,15 @@ public struct CompletedFile: Sendable, Equatable {
     public var fileName: String
     public var size: Int64
     public var sha256: String
+    /// The origin's `Content-Type` (nil: it sent none).
+    public var contentType: String?
 
-    public init(path: String, fileName: String, size: Int64, sha256: String) {
+    public init(path: String, fileName: String, size: Int64, sha256: String, contentType: String? = nil) {
         self.path = path
         self.fileName = fileName
         self.size = size
         self.sha256 = sha256
+        self.contentType = contentType
     }
 }
 

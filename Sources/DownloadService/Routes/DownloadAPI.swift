@@ -159,13 +159,14 @@ struct DownloadAPI: Sendable {
                         "download \(id) is \(snapshot.state.rawValue); its file is served once completed").response
     }
 
-    /// The completed file `stored`, with its validators.
+    /// The completed file `stored`, with its validators and the origin's type (an attachment, never
+    /// sniffed: a browser saves it, it does not render it as a page of this service).
     private func served(_ stored: CompletedFile, alsoMatching: [String] = []) -> Response {
-        var served = FileResponse(path: stored.path, contentDisposition: FileHeaders.attachment(fileName: stored.fileName),
-                                  etag: "\"\(stored.sha256)\"")
+        var served = FileResponse(path: stored.path, contentType: stored.contentType ?? "application/octet-stream",
+                                  contentDisposition: FileHeaders.attachment(fileName: stored.fileName), etag: "\"\(stored.sha256)\"")
         served.followsSymlinks = false  // a link planted in a storage area is never followed out of it
         served.alsoMatches = alsoMatching
-        var response = Response(body: .file(served))
+        var response = Response(headers: ["X-Content-Type-Options": "nosniff"], body: .file(served))
         if let digest = FileHeaders.reprDigest(sha256Hex: stored.sha256) { response.headers["Repr-Digest"] = digest }
         return response
     }

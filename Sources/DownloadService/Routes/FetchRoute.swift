@@ -114,7 +114,6 @@ extension DownloadAPI {
     func fetchStored(id: String, tail: TailState) -> Response {
         var response = file(id: id, alsoMatching: [FetchPlan.etag(id: id, tail: tail)])
         for (name, value) in fetchHeaders(id: id) { response.headers[name] = value }
-        if let type = tail.contentType, response.status < 300 { response.headers["Content-Type"] = type }
         return response
     }
 
@@ -164,9 +163,9 @@ extension DownloadAPI {
         }
     }
 
-    /// Every `/fetch` answer about a download names it, and where to watch it.
+    /// Every `/fetch` answer about a download names it and where to watch it (and is never sniffed).
     func fetchHeaders(id: String) -> [String: String] {
-        ["X-Download-Id": id, "Link": "</downloads/\(id)/progress>; rel=\"progress\""]
+        ["X-Download-Id": id, "Link": "</downloads/\(id)/progress>; rel=\"progress\"", "X-Content-Type-Options": "nosniff"]
     }
 }
 

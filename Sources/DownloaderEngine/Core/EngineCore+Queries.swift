@@ -31,7 +31,8 @@ extension EngineCore {
                   let sha = record.sha256, let size = record.size else { return nil }
             record.lastAccess = clock.now()
             unsaved.insert(record.id)  // Stored with the next commit (no commit of its own).
-            return CompletedFile(path: path, fileName: record.fileName ?? FileNameSanitizer.fallback, size: size, sha256: sha)
+            return CompletedFile(path: path, fileName: record.fileName ?? FileNameSanitizer.fallback, size: size, sha256: sha,
+                                 contentType: record.contentType)
         }
         // The stat runs without the lock.
         guard let file, FileStore.fileSize(file.path) == file.size else { return nil }

@@ -203,6 +203,28 @@ struct FetchLiveTests {
         #expect(body == origin.expectedBody())
     }
 
+    /// The origin's type while streaming, and the same once stored (on /fetch and on the file),
+    /// never to be sniffed into a page of the service.
+    @Test func theOriginsContentTypeStaysOnceStored() async throws {
+        let origin = try TestOrigin(bodySize: 5000)
+        defer { origin.stop() }
+        origin.update { $0.contentType = "text/csv; charset=utf-8" }
+        let service = try await ServiceProcess.start(arguments: Self.loopback)
+        let streamed = try await Self.fetch(service, origin.url)
+        let id = try #require(streamed.header("X-Download-Id"))
+        _ = try await service.waitForEvent(id: id, "completed") { $0.event == "completed" }
+        let stored = try await Self.fetch(service, origin.url)
+        let ranged = try await Self.fetch(service, origin.url, headers: ["Range": "bytes=0-9"])
+        let file = try await service.client.request("GET", "/downloads/\(id)/file")
+        for (name, response) in [("streamed", streamed), ("stored", stored), ("ranged", ranged), ("file", file)] {
+            #expect(response.status == (name == "ranged" ? 206 : 200), "\(name)")
+            #expect(response.header("Content-Type") == "text/csv; charset=utf-8", "\(name)")
+            #expect(response.header("X-Content-Type-Options") == "nosniff", "\(name)")
+        }
+        let head = try await service.client.request("HEAD", "/downloads/\(id)/file")
+        #expect(head.header("Content-Type") == "text/csv; charset=utf-8")
+    }
+
     @Test func headNeverStartsADownload() async throws {
         let origin = try TestOrigin(bodySize: 12_345)
         defer { origin.stop() }

@@ -90,7 +90,7 @@ enum OriginResponder {
         if let etag { fields.append(.init(name: "ETag", value: etag)) }
         if let lastModified { fields.append(.init(name: "Last-Modified", value: lastModified)) }
         if !settings.ignoreRanges || settings.advertiseIgnoredRanges { fields.append(.init(name: "Accept-Ranges", value: "bytes")) }
-        fields.append(.init(name: "Content-Type", value: "application/octet-stream"))
+        fields.append(.init(name: "Content-Type", value: settings.contentType))
         if let encoding = settings.contentEncoding { fields.append(.init(name: "Content-Encoding", value: encoding)) }
         if let disposition = settings.contentDisposition { fields.append(.init(name: "Content-Disposition", value: disposition)) }
 

@@ -98,6 +98,8 @@ final class TestOrigin: Sendable {
         var contentEncoding: String? = nil
         /// `Content-Disposition` sent with resource bodies.
         var contentDisposition: String? = nil
+        /// `Content-Type` sent with resource bodies.
+        var contentType = "application/octet-stream"
         /// Send resource bodies with `Transfer-Encoding: chunked` (no Content-Length).
         var chunked = false
         /// Announce this many bytes more (or, negative, fewer) than the body has, send the whole
