@@ -22,6 +22,8 @@ public struct ServerError: Sendable, Equatable {
         /// A `Range` that does not overlap a `.file` body's file (416; the server adds
         /// `Content-Range` and the file's validators).
         case rangeNotSatisfiable
+        /// An `If-Match` or `If-Unmodified-Since` a `.file` body's file does not meet (412).
+        case preconditionFailed
     }
 
     public var status: Int

@@ -13,6 +13,7 @@ enum ServerErrorJSON {
         case bodyTooLarge = "body_too_large"
         case uriTooLong = "uri_too_long"
         case rangeNotSatisfiable = "range_not_satisfiable"
+        case preconditionFailed = "precondition_failed"
         case headersTooLarge = "headers_too_large"
         case `internal` = "internal"
         case notImplemented = "not_implemented"
@@ -36,6 +37,7 @@ enum ServerErrorJSON {
         case .fileNotFound: .notFound
         case .fileNotReadable: .forbidden
         case .rangeNotSatisfiable: .rangeNotSatisfiable
+        case .preconditionFailed: .preconditionFailed
         }
     }
 

@@ -1,4 +1,5 @@
 import DownloaderEngine
+import MiniHTTPServer
 
 /// What `GET /fetch` answers for a download in a given state: wait, serve the stored file, fail,
 /// refuse, or stream a range of the version now landing. Pure; `FetchPlanTests` is its table.
@@ -12,6 +13,8 @@ enum FetchPlan: Equatable {
     /// `409 changed` (a bare `Range` on a file that changed lately) or `416` (starts beyond the end).
     case refuse(Refusal)
     case stream(Streaming)
+    /// `304`: an `If-None-Match` names the version now landing.
+    case notModified(etag: String)
     /// The download was removed while the reader waited: `404 not_found`.
     case removed
 
@@ -49,7 +52,7 @@ enum FetchPlan: Equatable {
     /// HTTP/1.0 client's body of unknown size would end with the connection, a failure looking
     /// like the end of the file, so it waits for the verdict and gets the stored file.
     static func decide(id: String, tail: TailState, awaitingHead: Bool, range: String?, ifRange: String?,
-                       changedRecently: Bool, mayChunk: Bool = true) -> FetchPlan {
+                       ifNoneMatch: String? = nil, changedRecently: Bool, mayChunk: Bool = true) -> FetchPlan {
         var requested = ByteRangeRequest.parse(range)
         // A bare Range on a file that changed lately is refused, streaming or stored: the client's
         // bytes may be the old version's (a retrying wget would splice).
@@ -62,10 +65,11 @@ enum FetchPlan: Equatable {
         case .flowing where awaitingHead: return .wait
         case .flowing: break
         }
+        let etag = Self.etag(id: id, tail: tail)
+        if let ifNoneMatch, ETagList.matches(ifNoneMatch, etags: [etag], weak: true) { return .notModified(etag: etag) }
         if bareRangeOnChange { return .refuse(.changed) }
         // An empty file has no last byte to hold back: its answer waits for the verdict (the stored file, or 502).
         if tail.total == 0 { return .wait }
-        let etag = Self.etag(id: id, tail: tail)
         if let ifRange, ifRange.trimmingCharacters(in: .whitespaces) != etag {
             requested = .whole  // another version: the whole current one
         }

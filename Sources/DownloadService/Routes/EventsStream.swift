@@ -20,7 +20,7 @@ extension DownloadAPI {
             "Cache-Control": "no-cache",
             "X-Accel-Buffering": "no",
         ]
-        if request.method == "HEAD" { return Response(headers: headers) }
+        if request.method == "HEAD" { return Response(headers: headers, body: .push(PushBody(length: nil, source: HeadOnly()))) }
         // The operator's streams count apart: callers holding every place never lock the operator out.
         let showsPrivate = isOperator(request, endpoint: .events)
         guard let lease = eventSubscriberQuota.acquire(showsPrivate ? "operator" : "") else {

@@ -18,7 +18,7 @@ extension DownloadAPI {
         case .success(let q): query = q
         case .failure(let error): return error.response
         }
-        if request.method == "HEAD" { return await fetchHead(query) }
+        if request.method == "HEAD" { return await fetchHead(query, request) }
         let reader: DownloadReader
         var asked = query.request
         asked.client = clientAddress(request)
@@ -39,7 +39,8 @@ extension DownloadAPI {
             let awaiting = awaitingHeadsAbove.map { tail.heads <= $0 } ?? false
             let changed = engine.lastChange(id: reader.id).map { Date().timeIntervalSince($0) < Self.changedWindow } ?? false
             let plan = FetchPlan.decide(id: reader.id, tail: tail, awaitingHead: awaiting, range: request.headers["Range"],
-                                        ifRange: request.headers["If-Range"], changedRecently: changed, mayChunk: mayChunk)
+                                        ifRange: request.headers["If-Range"], ifNoneMatch: request.headers["If-None-Match"],
+                                        changedRecently: changed, mayChunk: mayChunk)
             switch plan {
             case .wait:
                 // The client went away (or shut down its side, as an interrupted client does): nobody reads this answer.
@@ -78,18 +79,12 @@ extension DownloadAPI {
                 reader.close()
                 if case .fail(let status, let failure) = plan { return fetchFailure(status: status, failure, id: reader.id) }
                 return fetchStored(id: reader.id, tail: tail)
-            case .refuse(.changed):
+            case .refuse, .notModified:
                 reader.close()
-                return APIError(status: 409, .changed, "the file changed at the origin lately: send If-Range with the ETag of the bytes you hold, or fetch it whole",
-                                headers: fetchHeaders(id: reader.id)).response
-            case .refuse(.unsatisfiable(let total)):
-                reader.close()
-                var headers = fetchHeaders(id: reader.id)
-                headers["Content-Range"] = "bytes */\(total)"
-                return APIError(status: 416, .rangeNotSatisfiable, "the range starts beyond the file's \(total) bytes",
-                                headers: headers).response
+                return bodiless(plan, id: reader.id)
             case .stream(let streaming):
-                return streamResponse(streaming, reader: reader, tail: tail)
+                return streamResponse(streaming, id: reader.id, tail: tail,
+                                      source: FetchStream(reader: reader, plan: streaming, patience: engine.configuration.stallTimeout))
             case .removed:
                 reader.close()
                 return unknownDownloadResponse(reader.id)
@@ -97,16 +92,34 @@ extension DownloadAPI {
         }
     }
 
-    private func streamResponse(_ plan: FetchPlan.Streaming, reader: DownloadReader, tail: TailState) -> Response {
+    /// The head of a streamed answer, its bytes from `source` (`HeadOnly` for a `HEAD`).
+    private func streamResponse(_ plan: FetchPlan.Streaming, id: String, tail: TailState, source: PushSource) -> Response {
         var headers = HTTPHeaders()
-        for (name, value) in fetchHeaders(id: reader.id) { headers[name] = value }
+        for (name, value) in fetchHeaders(id: id) { headers[name] = value }
         headers["Content-Type"] = tail.contentType ?? "application/octet-stream"
         headers["Content-Disposition"] = FileHeaders.attachment(fileName: tail.fileName)
         headers["ETag"] = plan.etag
         headers["Accept-Ranges"] = "bytes"
         if let range = plan.contentRange { headers["Content-Range"] = range }
-        let source = FetchStream(reader: reader, plan: plan, patience: engine.configuration.stallTimeout)
         return Response(status: plan.status, headers: headers, body: .push(PushBody(length: plan.contentLength, source: source)))
+    }
+
+    /// The answers without a body of the version landing: `304`, `409 changed`, `416`.
+    private func bodiless(_ plan: FetchPlan, id: String) -> Response {
+        var headers = fetchHeaders(id: id)
+        switch plan {
+        case .notModified(let etag):
+            headers["ETag"] = etag
+            var response = Response(status: 304, body: .empty)
+            for (name, value) in headers { response.headers[name] = value }
+            return response
+        case .refuse(.unsatisfiable(let total)):
+            headers["Content-Range"] = "bytes */\(total)"
+            return APIError(status: 416, .rangeNotSatisfiable, "the range starts beyond the file's \(total) bytes", headers: headers).response
+        default:
+            return APIError(status: 409, .changed, "the file changed at the origin lately: send If-Range with the ETag of the bytes you hold, or fetch it whole",
+                            headers: headers).response
+        }
     }
 
     /// A completed download, served as `GET /downloads/{id}/file`; an `If-Range` with the origin's
@@ -131,21 +144,23 @@ extension DownloadAPI {
     }
 
     /// `HEAD /fetch` never starts a download: a stored file answers with its head, a running
-    /// download with the head it is streaming, anything else with one `HEAD` to the origin (under the
-    /// same guard): a 2xx gives `200` with its length and type, anything else `502` as a `GET` would.
-    func fetchHead(_ query: FetchQuery) async -> Response {
+    /// download with the head a `GET` would get (its `Range`, `If-Range`, `If-None-Match` weighed
+    /// alike), anything else with one `HEAD` to the origin (under the same guard): a 2xx gives `200`
+    /// with its length and type, anything else `502` as a `GET` would.
+    func fetchHead(_ query: FetchQuery, _ request: Request) async -> Response {
         if let (id, tail) = engine.peek(url: query.request.url) {
-            switch tail.phase {
-            case .completed:
+            let changed = engine.lastChange(id: id).map { Date().timeIntervalSince($0) < Self.changedWindow } ?? false
+            let plan = FetchPlan.decide(id: id, tail: tail, awaitingHead: false, range: request.headers["Range"],
+                                        ifRange: request.headers["If-Range"], ifNoneMatch: request.headers["If-None-Match"],
+                                        changedRecently: changed)
+            switch plan {
+            case .serveStored:
                 return fetchStored(id: id, tail: tail)
-            case .flowing:
-                var headers = HTTPHeaders()
-                for (name, value) in fetchHeaders(id: id) { headers[name] = value }
-                headers["Content-Type"] = tail.contentType ?? "application/octet-stream"
-                headers["ETag"] = FetchPlan.etag(id: id, tail: tail)
-                headers["Accept-Ranges"] = "bytes"
-                return Response(headers: headers, body: .push(PushBody(length: tail.total, source: HeadOnly())))
-            case .waiting, .failed, .removed:
+            case .stream(let streaming):
+                return streamResponse(streaming, id: id, tail: tail, source: HeadOnly())
+            case .refuse, .notModified:
+                return bodiless(plan, id: id)
+            case .wait, .fail, .removed:
                 break
             }
         }

@@ -21,7 +21,9 @@ extension DownloadAPI {
             "X-Accel-Buffering": "no",
         ]
         if request.method == "HEAD" {
-            return engine.snapshot(id: id) == nil ? unknownDownloadResponse(id) : Response(headers: headers)
+            // The head a GET gets: a stream of unknown length (chunked), not an empty body.
+            return engine.snapshot(id: id) == nil ? unknownDownloadResponse(id)
+                : Response(headers: headers, body: .push(PushBody(length: nil, source: HeadOnly())))
         }
         guard let lease = subscriberQuota.acquire(id) else {
             return APIError.tooManySubscribers(limit: subscriberQuota.limit).response

@@ -18,7 +18,7 @@ enum FileServer {
         var framing: ResponseHeadEncoder.Framing
         /// The open file and the half-open byte range to send; the fd is owned by the caller.
         var range: FileRange?
-        /// A small in-memory body instead (the rendered 416 error).
+        /// A small in-memory body instead (the rendered 412 or 416 error).
         var body: [UInt8]?
     }
 
@@ -28,7 +28,7 @@ enum FileServer {
         case failure(ServerError)
     }
 
-    /// `renderError` renders the 416 answer (`ServerConfiguration.errorRenderer`).
+    /// `renderError` renders the 412 and 416 answers (`ServerConfiguration.errorRenderer`).
     static func prepare(_ file: FileResponse, method: String, requestHeaders: HTTPHeaders,
                         renderError: (ServerError) -> Response) -> Outcome {
         let fd = open(file.path, O_RDONLY | O_CLOEXEC | (file.followsSymlinks ? 0 : O_NOFOLLOW))
@@ -58,15 +58,15 @@ enum FileServer {
         case .notModified:
             close(fd)
             return .success(Prepared(status: 304, headers: headers, framing: .none))
+        case .preconditionFailed:
+            close(fd)
+            return .success(errorAnswer(ServerError(status: 412, kind: .preconditionFailed, reason: "the file does not meet the request's precondition"),
+                                        headers: headers))
         case .unsatisfiable:
             close(fd)
-            let error = renderError(ServerError(status: 416, kind: .rangeNotSatisfiable, reason: "requested range not satisfiable"))
             headers["Content-Range"] = "bytes */\(size)"
-            for (name, value) in error.headers { headers[name] = value }
-            var body: [UInt8] = []
-            if case .bytes(let b) = error.body, !HTTPStatus.forbidsBody(error.status) { body = b }
-            let framing: ResponseHeadEncoder.Framing = HTTPStatus.forbidsBody(error.status) ? .none : .length(Int64(body.count))
-            return .success(Prepared(status: error.status, headers: headers, framing: framing, body: body))
+            return .success(errorAnswer(ServerError(status: 416, kind: .rangeNotSatisfiable, reason: "requested range not satisfiable"),
+                                        headers: headers))
         case .full:
             headers["Content-Type"] = file.contentType
             if let disposition = file.contentDisposition { headers["Content-Disposition"] = disposition }
@@ -81,6 +81,17 @@ enum FileServer {
             headers["Content-Range"] = "bytes \(start)-\(end)/\(size)"
             return .success(Prepared(status: 206, headers: headers, framing: .length(end - start + 1),
                                      range: FileRange(fd: fd, start: off_t(start), end: off_t(end + 1))))
+        }
+
+        /// The rendered `error` (412, 416) as an in-memory answer, after the file's `headers`.
+        func errorAnswer(_ error: ServerError, headers: HTTPHeaders) -> Prepared {
+            let rendered = renderError(error)
+            var headers = headers
+            for (name, value) in rendered.headers { headers[name] = value }
+            var body: [UInt8] = []
+            if case .bytes(let b) = rendered.body, !HTTPStatus.forbidsBody(rendered.status) { body = b }
+            let framing: ResponseHeadEncoder.Framing = HTTPStatus.forbidsBody(rendered.status) ? .none : .length(Int64(body.count))
+            return Prepared(status: rendered.status, headers: headers, framing: framing, body: body)
         }
     }
 }

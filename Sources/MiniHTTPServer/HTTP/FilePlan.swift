@@ -7,9 +7,12 @@ struct FileMetadata: Equatable, Sendable {
     var modified: time_t
     /// Strong, quoted.
     var etag: String
-    /// Other strong validators naming the same content, honoured in `If-Range` (e.g. the origin's
-    /// ETag of a file the server stores under its own).
+    /// Other strong validators naming the same content, honoured in `If-Range`, `If-Match` and
+    /// `If-None-Match` (e.g. the origin's ETag of a file the server stores under its own).
     var alsoMatches: [String] = []
+
+    /// Every validator naming this content.
+    var etags: [String] { [etag] + alsoMatches }
 
     /// `"inode-size-mtime"` in hex: a strong validator derived from stat(2).
     static func derivedETag(inode: UInt64, size: Int64, modifiedNanoseconds: Int64) -> String {
@@ -18,28 +21,38 @@ struct FileMetadata: Equatable, Sendable {
 }
 
 /// Decides how to answer a request for a file: pure function of method, headers and metadata.
+/// Preconditions in RFC 9110 §13.2.2's order: `If-Match` (else `If-Unmodified-Since`), then
+/// `If-None-Match` (else `If-Modified-Since`), then `Range` under `If-Range`. Dates in any of the
+/// three HTTP-date forms.
 enum FilePlan: Equatable {
     case notModified
+    /// `412`: an `If-Match` or `If-Unmodified-Since` the file does not meet.
+    case preconditionFailed
     case full
     case partial(start: Int64, end: Int64)
     case unsatisfiable
 
     static func decide(method: String, headers: HTTPHeaders, file: FileMetadata) -> FilePlan {
         let cacheable = method == "GET" || method == "HEAD"
+        if let im = headers["If-Match"] {
+            if !ETagList.matches(im, etags: file.etags, weak: false) { return .preconditionFailed }
+        } else if let ius = headers["If-Unmodified-Since"].flatMap(date) {
+            if file.modified > ius { return .preconditionFailed }
+        }
         if cacheable, let inm = headers["If-None-Match"] {
-            if matches(inm, etag: file.etag, weak: true) { return .notModified }
-        } else if cacheable, let ims = headers["If-Modified-Since"].flatMap(HTTPDate.parseIMFFixdate) {
+            if ETagList.matches(inm, etags: file.etags, weak: true) { return .notModified }
+        } else if cacheable, let ims = headers["If-Modified-Since"].flatMap(date) {
             if file.modified <= ims { return .notModified }
         }
         guard cacheable, let range = headers["Range"] else { return .full }
         if let ifRange = headers["If-Range"] {
             let value = Substring(ifRange).trimmingSpaces()
             if value.hasPrefix("\"") {
-                guard value == file.etag || file.alsoMatches.contains(String(value)) else { return .full }
+                guard file.etags.contains(String(value)) else { return .full }
             } else if value.hasPrefix("W/") {
                 return .full  // weak validators never satisfy If-Range
             } else {
-                guard let date = HTTPDate.parseIMFFixdate(value), date == file.modified else { return .full }
+                guard let date = date(String(value)), date == file.modified else { return .full }
             }
         }
         switch RangeHeader.evaluate(range, size: file.size) {
@@ -49,15 +62,8 @@ enum FilePlan: Equatable {
         }
     }
 
-    /// `If-None-Match` list match (`*` matches anything; weak comparison ignores `W/`).
-    static func matches(_ header: String, etag: String, weak: Bool) -> Bool {
-        let strip: (Substring) -> Substring = { $0.hasPrefix("W/") ? $0.dropFirst(2) : $0 }
-        let ours = strip(Substring(etag))
-        for item in header.split(separator: ",") {
-            let tag = item.trimmingSpaces()
-            if tag == "*" { return true }
-            if strip(Substring(tag)) == ours { return true }
-        }
-        return false
+    /// An HTTP-date in any of its three forms, in whole seconds.
+    private static func date(_ text: String) -> time_t? {
+        HTTPDate.parse(text).map { time_t($0.timeIntervalSince1970) }
     }
 }

@@ -89,6 +89,17 @@ struct FetchLiveTests {
         #expect(inside.status == 206)
         #expect(inside.header("Content-Range") == "bytes 100-199/\(3 << 20)")
         #expect(inside.body == Array(expected[100...199]))
+        // HEAD weighs the same headers as GET; If-None-Match of the version landing is a 304.
+        let head = try await service.client.request("HEAD", Self.path(origin.url),
+                                                    headers: ["Range": "bytes=100-199", "If-Range": origin.etag() ?? ""])
+        #expect(head.status == 206 && head.header("Content-Length") == "100" && head.body.isEmpty)
+        #expect(head.header("Content-Range") == "bytes 100-199/\(3 << 20)")
+        #expect(head.header("Content-Disposition") == inside.header("Content-Disposition") && inside.header("Content-Disposition") != nil)
+        for method in ["GET", "HEAD"] {
+            let fresh = try await service.client.request(method, Self.path(origin.url), headers: ["If-None-Match": origin.etag() ?? ""])
+            #expect(fresh.status == 304 && fresh.header("ETag") == origin.etag() && fresh.body.isEmpty, "\(method)")
+            #expect(fresh.header("X-Download-Id") == id, "\(method)")
+        }
         let beyond = try await Self.open(service, origin.url, headers: ["Range": "bytes=\(2 << 20)-\((2 << 20) + 99)"])
         defer { beyond.close() }
         let beyondHead = try await beyond.readResponseHead()
@@ -223,6 +234,12 @@ struct FetchLiveTests {
         }
         let head = try await service.client.request("HEAD", "/downloads/\(id)/file")
         #expect(head.header("Content-Type") == "text/csv; charset=utf-8")
+        // HEAD of an event stream says what GET would: a stream, no length (not an empty body).
+        for path in ["/downloads/\(id)/progress", "/events"] {
+            let stream = try await service.client.request("HEAD", path)
+            #expect(stream.status == 200 && stream.header("Content-Type") == "text/event-stream; charset=utf-8", "\(path)")
+            #expect(stream.header("Content-Length") == nil && stream.header("Transfer-Encoding") == "chunked", "\(path)")
+        }
     }
 
     @Test func headNeverStartsADownload() async throws {

@@ -70,6 +70,7 @@ import Testing
         var awaitingHead = false
         var range: String?
         var ifRange: String?
+        var ifNoneMatch: String?
         var changed = false
         var http10 = false
         var plan: FetchPlan
@@ -115,6 +116,14 @@ import Testing
             plan: .refuse(.changed)),
         Row(name: "If-Range on a file that changed lately: honoured", tail: tail(), range: "bytes=10-", ifRange: "\"v1\"",
             changed: true, plan: stream(206, 10, 999, total: 1000, range: "bytes 10-999/1000")),
+        Row(name: "If-None-Match of the version landing: 304", tail: tail(), ifNoneMatch: "\"v0\", W/\"v1\"",
+            plan: .notModified(etag: "\"v1\"")),
+        Row(name: "If-None-Match *: 304", tail: tail(), ifNoneMatch: "*", plan: .notModified(etag: "\"v1\"")),
+        Row(name: "If-None-Match of another version: the body", tail: tail(), ifNoneMatch: "\"v0\"",
+            plan: stream(200, 0, 999, total: 1000, range: nil)),
+        Row(name: "If-None-Match before the head: waits", tail: tail(), awaitingHead: true, ifNoneMatch: "\"v1\"", plan: .wait),
+        Row(name: "completed, If-None-Match: the stored file decides", tail: tail(.completed), ifNoneMatch: "\"v1\"",
+            plan: .serveStored),
         Row(name: "no ETag at the origin: a version tag", tail: tail(etag: nil), plan: stream(200, 0, 999, total: 1000, range: nil,
                                                                                               etag: "\"d1-1\"")),
     ]
@@ -122,7 +131,8 @@ import Testing
     @Test(arguments: rows)
     func decides(_ row: Row) {
         let plan = FetchPlan.decide(id: "d1", tail: row.tail, awaitingHead: row.awaitingHead, range: row.range,
-                                    ifRange: row.ifRange, changedRecently: row.changed, mayChunk: !row.http10)
+                                    ifRange: row.ifRange, ifNoneMatch: row.ifNoneMatch, changedRecently: row.changed,
+                                    mayChunk: !row.http10)
         #expect(plan == row.plan)
     }
 }

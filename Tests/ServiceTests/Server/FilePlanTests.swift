@@ -51,12 +51,39 @@ struct FilePlanTests {
         #expect(plan([("Range", "bytes=500-")]) == .unsatisfiable)
     }
 
-    /// Conditionals are read with the strict IMF-fixdate parser: an obsolete form counts as absent.
-    @Test func obsoleteDateFormsCountAsAbsent() {
+    /// A recipient must accept all three HTTP-date forms (RFC 9110 §5.6.7); 1 700 000 000 is
+    /// Tue, 14 Nov 2023 22:13:20 GMT.
+    @Test func everyDateFormIsRead() {
         #expect(plan([("If-Modified-Since", "Wed, 15 Nov 2023 00:00:00 GMT")]) == .notModified)
-        #expect(plan([("If-Modified-Since", "Wednesday, 15-Nov-23 00:00:00 GMT")]) == .full)
-        #expect(plan([("If-Modified-Since", "Wed Nov 15 00:00:00 2023")]) == .full)
-        #expect(plan([("Range", "bytes=5-"), ("If-Range", "Tuesday, 14-Nov-23 22:13:20 GMT")]) == .full)
+        #expect(plan([("If-Modified-Since", "Wednesday, 15-Nov-23 00:00:00 GMT")]) == .notModified)
+        #expect(plan([("If-Modified-Since", "Wed Nov 15 00:00:00 2023")]) == .notModified)
+        #expect(plan([("If-Modified-Since", "Tue Nov 14 22:13:19 2023")]) == .full)
+        #expect(plan([("Range", "bytes=5-"), ("If-Range", "Tuesday, 14-Nov-23 22:13:20 GMT")]) == .partial(start: 5, end: 99))
+        #expect(plan([("Range", "bytes=5-"), ("If-Range", "Tuesday, 14-Nov-23 22:13:21 GMT")]) == .full)
+        #expect(plan([("If-Modified-Since", "not a date")]) == .full)
+    }
+
+    /// `If-Match` (strong comparison) and `If-Unmodified-Since` come first (RFC 9110 §13.2.2).
+    @Test(arguments: [
+        ([("If-Match", "\"abc\"")], FilePlan.full),
+        ([("If-Match", "\"x\", \"abc\"")], .full),
+        ([("If-Match", "*")], .full),
+        ([("If-Match", "\"x\"")], .preconditionFailed),
+        ([("If-Match", "W/\"abc\"")], .preconditionFailed),
+        ([("If-Match", "\"origin\"")], .full),
+        ([("If-Match", "\"x\""), ("If-Unmodified-Since", "Wed, 15 Nov 2023 00:00:00 GMT")], .preconditionFailed),
+        ([("If-Match", "\"abc\""), ("Range", "bytes=5-")], .partial(start: 5, end: 99)),
+        ([("If-Unmodified-Since", "Wed, 15 Nov 2023 00:00:00 GMT")], .full),
+        ([("If-Unmodified-Since", "Tue, 14 Nov 2023 22:13:20 GMT")], .full),
+        ([("If-Unmodified-Since", "Tue, 14 Nov 2023 22:13:19 GMT")], .preconditionFailed),
+        ([("If-Unmodified-Since", "Sunday, 01-Jan-01 00:00:00 GMT")], .preconditionFailed),
+        ([("If-None-Match", "\"origin\"")], .notModified),
+        ([("Range", "bytes=5-"), ("If-Range", "\"origin\"")], .partial(start: 5, end: 99)),
+    ] as [([(String, String)], FilePlan)])
+    func preconditions(_ headers: [(String, String)], _ expected: FilePlan) {
+        var meta = Self.meta
+        meta.alsoMatches = ["\"origin\""]
+        #expect(FilePlan.decide(method: "GET", headers: HTTPHeaders(headers.map { (name: $0.0, value: $0.1) }), file: meta) == expected)
     }
 
     @Test func derivedETagIsStrongAndQuoted() {
