@@ -29,6 +29,14 @@ public protocol PushSource: AnyObject, Sendable {
     /// aborted, the client left, or the server shut down. Called once (also for a HEAD answer, which
     /// has no body to feed).
     func ended(_ stream: PushStream, completed: Bool)
+    /// The server began shutting down while this body is being sent (on the loop): a body that
+    /// can no longer complete should `abort` now rather than hold the shutdown for its whole grace
+    /// period. Default: nothing (it is aborted when the grace period ends, if still open).
+    func serverShuttingDown(_ stream: PushStream)
+}
+
+extension PushSource {
+    public func serverShuttingDown(_ stream: PushStream) {}
 }
 
 /// An open file whose ranges a push stream sends; closed when the last user lets go.

@@ -87,6 +87,13 @@ final class FetchStream: PushSource, @unchecked Sendable {
         reader.close()
     }
 
+    /// The engine stops its transfers as the service shuts down: a body still waiting for bytes
+    /// would only wait out the server's grace period. Ended at once, short (the client resumes
+    /// elsewhere or later with `If-Range`), unless every byte is already on disk and verified.
+    func serverShuttingDown(_ stream: PushStream) {
+        if reader.state.phase != .completed { stream.abort("/fetch: the service is shutting down") }
+    }
+
     /// The file holding the bytes: opened once per response and checked to be this version's (a
     /// completed file is the same file renamed, so the open descriptor keeps serving it). `tail` may
     /// be a moment old: when the partial was renamed to its final path since, the newest state names

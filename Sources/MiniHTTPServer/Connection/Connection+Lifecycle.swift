@@ -72,6 +72,7 @@ extension Connection {
             return
         }
         if response?.isStream == true { servingWorker?.cancel() }
+        if let push, !push.isEnded { push.source.serverShuttingDown(push) }
     }
 
     /// Closes after a response: shut down our side first so unread input does not turn into a

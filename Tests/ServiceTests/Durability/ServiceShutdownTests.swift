@@ -71,4 +71,22 @@ struct ServiceShutdownTests {
         #expect(resumedAt == "bytes=\(offsets[urls[0]] ?? -1)-")
         #expect(try await second.stop() == 0)
     }
+
+    /// A `/fetch` reader waiting for bytes the stopped transfer will never bring does not hold the
+    /// shutdown for the server's whole grace period (10 s): its answer ends short at once.
+    @Test func aStreamingFetchDoesNotHoldTheShutdown() async throws {
+        let origin = try ServiceLiveTests.originStallingAtOneMiB(bodySize: 4 << 20, seconds: 60)
+        defer { origin.stop() }
+        let service = try await ServiceProcess.start(arguments: Durability.allowLoopback)
+        let reader = try await FetchLiveTests.open(service, origin.url)
+        defer { reader.close() }
+        let head = try await reader.readResponseHead()
+        let id = try #require(head.header("X-Download-Id"))
+        try await ServiceLiveTests.waitForTheStall(service, id: id)
+        let asked = Date()
+        #expect(try await service.stop() == 0)
+        #expect(Date().timeIntervalSince(asked) < 5, "the shutdown waited for the reader")
+        let body = try await reader.readToEnd()
+        #expect(body.count < 4 << 20, "a truncated body, never a complete-looking one")
+    }
 }
