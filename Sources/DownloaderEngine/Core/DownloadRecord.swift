@@ -80,7 +80,8 @@ final class DownloadRecord {
     /// The most connections any caller asked for (1: one), and what the last accepted head allowed.
     var connectionsRequested = 1
     var connectionsGranted = 1
-    /// A segment met another version of the file: this download goes on with one connection.
+    /// A segment met another version of the file, or the origin refused a second connection: this
+    /// download goes on with one connection.
     var segmentsRefused = false
     /// The segments of the partial beyond its prefix, as far as they are durable (stored), or as
     /// far as they are written once an attempt settled (its sync made them durable); nil: none.

@@ -30,7 +30,7 @@ extension EngineCore {
             // prefix from `offset`, those it already covers dropped.
             var resumed = Array(kept[first...])
             resumed[0].next = offset
-            let connections = min(granted, resumed.count)
+            let connections = record.segmentsRefused ? 1 : min(granted, resumed.count)
             record.connectionsGranted = connections
             guard resumed.count > 1, connections > 1 else { return }
             record.segments = resumed

@@ -80,7 +80,7 @@ extension EngineCore {
             }
             let kept = closed.map { PartialFacts(keptBytes: $0.length, resumable: record.validator != nil) } ?? record.partialFacts
             record.updatedAt = clock.now()
-            if attempt.crew?.abandoned == true { record.segmentsRefused = true }
+            if attempt.crew.map({ $0.abandoned || $0.refusedConnections }) == true { record.segmentsRefused = true }
             if case .failure(let failure) = result { record.lastAttemptStalled = failure.kind == .stalled }
             noteAttemptEnded(record, attempt, verdict, result)
             handle(.attemptSettled(serial: attempt.serial, verdict, partial: kept), for: record) { action in

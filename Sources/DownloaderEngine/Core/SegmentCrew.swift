@@ -45,6 +45,7 @@ final class SegmentCrew: @unchecked Sendable {
     private var failure: TransferFailure?
     private var finished = false
     private(set) var abandonReason: String?
+    private var connectionRefused = false
     /// The hashing, once the attempt's own transfer ended (until then the partial hashes as it appends).
     private var hashing: CrewHashing?
     private var checkpoints: CheckpointPacing
@@ -86,6 +87,10 @@ final class SegmentCrew: @unchecked Sendable {
 
     /// The pieces were abandoned for an answer of another version.
     var abandoned: Bool { lock.withLock { abandonReason != nil } }
+
+    /// The origin refused a connection beside the first (`refuse`): the download keeps its pieces
+    /// but goes on with one connection.
+    var refusedConnections: Bool { lock.withLock { connectionRefused } }
 
     /// Starts a fetch for the first pieces after the prefix, one per connection beside it that the
     /// probe allows now (none while the prefix's connection runs alone).
@@ -197,9 +202,11 @@ final class SegmentCrew: @unchecked Sendable {
         stopAll(TransferFailure(.rejected, reason))
     }
 
-    /// A piece got a final status the prefix did not: the attempt ends as that answer (retried).
-    func refuse(status: Int) {
-        attempt?.refusal = .httpRetry(status: status, retryAfter: nil)
+    /// A piece got an answer refusing its connection (one the prefix did not get): the attempt ends
+    /// as a retry after `retryAfter`, its pieces kept, and the download goes on with one connection.
+    func refuse(status: Int, retryAfter: String?) {
+        lock.withLock { connectionRefused = true }
+        attempt?.refusal = .httpRetry(status: status, retryAfter: retryAfter)
         stopAll(TransferFailure(.rejected, "a segment got HTTP \(status)"))
     }
 

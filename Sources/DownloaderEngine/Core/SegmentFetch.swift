@@ -60,8 +60,8 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
             return .failure(TransferFailure(.rejected, reason))
         case .retry(let status):
             return .failure(TransferFailure(.connection, "a segment got HTTP \(status)"))
-        case .fail(let status):
-            crew.refuse(status: status)
+        case .refuse(let status, let retryAfter):
+            crew.refuse(status: status, retryAfter: retryAfter)
             return .failure(TransferFailure(.rejected, "a segment got HTTP \(status)"))
         }
     }

@@ -121,6 +121,34 @@ import Testing
         #expect((1..<driver.startCount).allSatisfy { driver.transfer($0).header("If-Range") == "\"v1\"" })
     }
 
+    /// An origin that throttles or refuses connections beyond the first (429 with Retry-After, 503,
+    /// 403): no piece asks again on its own, the attempt ends as a retry after the origin's wait,
+    /// and the download goes on with one connection from where it stood (it used to fail).
+    @Test(arguments: [(429, "2"), (503, nil), (403, nil)] as [(Int, String?)])
+    func anOriginRefusingMoreConnectionsLeavesOne(status: Int, retryAfter: String?) async throws {
+        let origin = RangedFakeOrigin(body: body, etag: "\"v1\"")
+        let driver = FakeTransferDriver { request, _ in
+            let closed = request.headers.contains { $0.name == "Range" && !$0.value.hasSuffix("-") }
+            guard closed else { return origin.script(request) }
+            return .init(status: status, headers: retryAfter.map { ["Retry-After": $0] } ?? [:], body: [])
+        }
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver) {
+            $0.maxConnectionsPerDownload = 4
+            $0.minimumSegmentBytes = 10_000
+            $0.segmentProbeSeconds = 0
+            $0.retryMaxDelay = 5  // The origin's Retry-After is waited for (the fixture's cap is 0.05 s).
+        }
+        let started = Date()
+        let (id, events) = try await Self.fetch(engine, connections: 4)
+        guard case .completed(let done) = events.last else { Issue.record("not completed: \(events)"); return }
+        #expect(try Self.completedBytes(engine, id) == Data(body))
+        if let retryAfter { #expect(Date().timeIntervalSince(started) >= Double(retryAfter) ?? 0, "the origin's Retry-After") }
+        let ranges = (0..<driver.startCount).map { driver.transfer($0).range ?? "-" }
+        #expect(ranges.filter { !$0.hasSuffix("-") }.count <= 3, "each piece asked once: \(ranges)")
+        #expect(ranges.last?.hasSuffix("-") == true && ranges.last != "-", "resumed on one connection: \(ranges)")
+        #expect(done.connections?.granted == 1)
+    }
+
     /// More pieces than connections: each connection takes the next piece nobody has, every piece is
     /// asked for exactly once, and the file (its prefix hashed as it grows) verifies.
     /// The crew's first three requests are held until all three started: played at once, the first

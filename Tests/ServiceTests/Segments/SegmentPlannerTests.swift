@@ -87,9 +87,12 @@ import Testing
         (206, ["Content-Range": "bytes 100-199/*"], .abandon("a segment asked for 100-199/1000, got 100-199/*")),
         (206, [:], .abandon("a segment's 206 has no usable Content-Range")),
         (416, [:], .abandon("a segment's range no longer fits the file (416)")),
-        (503, [:], .retry(503)),
-        (429, [:], .retry(429)),
-        (404, [:], .fail(404)),
+        (500, [:], .retry(500)),
+        (408, [:], .retry(408)),
+        (503, [:], .refuse(503, retryAfter: nil)),
+        (429, ["Retry-After": "5"], .refuse(429, retryAfter: "5")),
+        (403, [:], .refuse(403, retryAfter: nil)),
+        (404, [:], .refuse(404, retryAfter: nil)),
     ] as [(Int, [String: String], SegmentPlanner.SegmentVerdict)])
     func segmentHeads(_ row: (Int, [String: String], SegmentPlanner.SegmentVerdict)) {
         let verdict = SegmentPlanner.judgeSegment(Self.head(row.0, row.1), first: 100, last: 199, total: 1000, validator: Self.strong)
