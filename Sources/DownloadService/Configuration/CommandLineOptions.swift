@@ -98,7 +98,7 @@ enum CommandLineOptions {
         Option(flag: "--retry-base-delay", metavar: "SECONDS", help: "first retry delay, doubling per attempt with jitter, at most 30 (default 0.5)") { c, v throws(ParseError) in
             c.retryBaseDelay = try seconds(v, "--retry-base-delay", within: 0...30)  // Retries wait 30 s at most.
         },
-        Option(flag: "--max-attempts", metavar: "N", help: "attempts per download before it fails (default 6)") { c, v throws(ParseError) in
+        Option(flag: "--max-attempts", metavar: "N", help: "attempts in a row before a download fails; one that kept 1 MiB more starts again (default 6)") { c, v throws(ParseError) in
             guard let n = Int(v), (1...100).contains(n) else { throw ParseError(message: "--max-attempts must be 1-100, got '\(v)'") }
             c.maxAttempts = n
         },

@@ -69,9 +69,14 @@ extension EngineCore {
         }
         let durable = min(partial?.durableLength ?? 0, lostSync?.durable ?? .max)
         let closed = partial?.close()
-        let verdict = AttemptVerdict.judge(settlement, refusal: attempt.refusal, result: result,
+        var verdict = AttemptVerdict.judge(settlement, refusal: attempt.refusal, result: result,
                                            requestedOffset: attempt.plan.offset, acceptedOffset: attempt.acceptedOffset,
                                            diskError: attempt.diskError)
+        if case .ended(var end) = verdict, !lostWrites, let closed {
+            let held = max(closed.length, attempt.crew?.table.writtenBytes ?? 0)
+            end.progressed = held - attempt.keptAtStart >= AttemptEnd.progressBytes
+            verdict = .ended(end)
+        }
         decide {
             guard let record = byID[attempt.recordID] else {
                 // Removed while settling: a file published meanwhile goes too.

@@ -270,6 +270,7 @@ struct DownloadLifecycle: Equatable, Sendable {
         if let failure = end.failure {
             return actions + (end.discardPartial ? [.discardPartial] : []) + fail(failure)
         }
+        if end.progressed && !end.restart { attemptsMade = 1 }  // As if this had been the first attempt.
         guard attemptsMade < context.maxAttempts else {
             let exhausted = DownloadFailure(code: end.exhaustionCode, message: "gave up after \(attemptsMade) attempts: \(end.reason)",
                                             httpStatus: end.httpStatus)

@@ -74,4 +74,9 @@ struct AttemptEnd: Equatable, Sendable {
     var reason = "unusable answer"
     /// The download's code if this was the last attempt allowed (`RetryPolicy.exhaustionCode`).
     var exhaustionCode: DownloadFailure.Code = .retriesExhausted
+    /// The attempt kept at least `progressBytes` new bytes: the count of attempts (and the
+    /// backoff) starts again, so a link that drops every few minutes still finishes a long download.
+    var progressed = false
+
+    static let progressBytes: Int64 = 1 << 20
 }

@@ -105,6 +105,21 @@ import Testing
         await engine.shutdown()
     }
 
+    /// A link that drops every 1.5 MiB: each attempt keeps more than 1 MiB, so `maxAttempts`
+    /// (3 here) counts attempts in a row without progress, and the 8 MiB file completes (it failed
+    /// with retries_exhausted after 3 attempts and 4.5 MiB).
+    @Test func attemptsThatProgressDoNotUseUpTheRetries() async throws {
+        let origin = try TestOrigin(bodySize: 8 << 20)
+        defer { origin.stop() }
+        origin.inject(.cut(afterBodyBytes: 3 << 19), times: 10)
+        let engine = try Self.engine { $0.maxAttempts = 3 }
+        let (r, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url))
+        #expect(done.state == .completed, "\(String(describing: done.error))")
+        #expect(try Self.stored(engine, r.snapshot.id) == origin.expectedBody())
+        #expect(origin.requests(path: "/file").count == 6)
+        await engine.shutdown()
+    }
+
     @Test func pauseByLastCancelThenResumeFromKeptOffset() async throws {
         let origin = try TestOrigin(bodySize: 2_000_000)
         defer { origin.stop() }

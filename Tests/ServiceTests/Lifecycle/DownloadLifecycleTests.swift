@@ -243,6 +243,22 @@ import Testing
         }
     }
 
+    /// An attempt that kept 1 MiB more counts as the first: the last one allowed is retried, with
+    /// the first attempt's backoff; one that kept less (or must restart) still exhausts them.
+    @Test func anAttemptThatProgressedStartsTheCountAgain() {
+        var progressed = AttemptEnd(reason: "connection reset")
+        progressed.progressed = true
+        var (l, _) = LifecycleState.lastAttemptSettling.reach()
+        let actions = l.handle(Self.settled(5, .ended(progressed)), .init(maxAttempts: S.maxAttempts))
+        #expect(actions.contains { if case .scheduleRetry(_, 1, nil) = $0 { true } else { false } }, "\(actions)")
+        #expect(l.attemptsMade == 1)
+        var restarting = progressed
+        restarting.restart = true
+        var (r, _) = LifecycleState.lastAttemptSettling.reach()
+        let exhausted = r.handle(Self.settled(5, .ended(restarting)), .init(maxAttempts: S.maxAttempts))
+        #expect(exhausted.contains { if case .recordFailure(let f) = $0 { f.code == .retriesExhausted } else { false } })
+    }
+
     @Test func retriesExhaustedSaysHowManyAndWhy() {
         var (l, _) = LifecycleState.lastAttemptSettling.reach()
         let actions = l.handle(Self.settled(5, S.unavailable), .init(maxAttempts: S.maxAttempts))
