@@ -41,6 +41,11 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     var handedOverAny = false
     /// Bytes kept before the attempt (for `restarted`).
     var keptAtStart: Int64 = 0
+    /// The attempt before this one had to drop its kept bytes (`DownloadRecord.restartPending`).
+    var followsRestart = false
+
+    /// A body accepted at `offset` replaces bytes the download held: a restart, to be told as one.
+    func restarts(at offset: Int64) -> Bool { offset == 0 && (keptAtStart > 0 || followsRestart) }
     /// The request as launched (segment fetches copy it) and its transfer.
     var launched: TransferRequest?
     private let mainTransfer = Mutex<TransferHandle?>(nil)

@@ -83,6 +83,9 @@ final class DownloadRecord {
     /// A segment met another version of the file, or the origin refused a second connection: this
     /// download goes on with one connection.
     var segmentsRefused = false
+    /// An attempt's answer made its kept bytes unusable (a restart): the next body from 0 replaces
+    /// them, and is told as a restart although the attempt starts with nothing kept.
+    var restartPending = false
     /// The segments of the partial beyond its prefix, as far as they are durable (stored), or as
     /// far as they are written once an attempt settled (its sync made them durable); nil: none.
     var segments: [Segment]?

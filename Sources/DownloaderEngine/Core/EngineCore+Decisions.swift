@@ -52,6 +52,7 @@ extension EngineCore {
         case .discardPartial:
             discardPartial(record)
         case .forgetValidator:
+            record.restartPending = record.restartPending || record.partialBytes > 0
             record.validator = nil
             record.expectedTotal = nil
         case .recordFailure(let failure):
@@ -90,8 +91,7 @@ extension EngineCore {
         switch notice {
         case .resumed:
             let offset = record.attempt?.acceptedOffset ?? 0
-            let restarted = (record.attempt?.keptAtStart ?? 0) > 0 && offset == 0
-            publish(.resumed(offset: offset, restarted: restarted, snapshot), of: record)
+            publish(.resumed(offset: offset, restarted: record.attempt?.restarts(at: offset) ?? false, snapshot), of: record)
         case .paused: publish(.paused(snapshot), of: record)
         case .queued: publish(.progress(snapshot), of: record)
         case .completed: publish(.completed(snapshot), of: record)

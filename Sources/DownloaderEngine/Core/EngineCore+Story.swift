@@ -85,7 +85,7 @@ extension EngineCore {
         let outcome: DownloadStory.HeadOutcome
         if let offset = attempt.acceptedOffset, refused == nil {
             if case .accept(_, let total) = judgement { size = total }
-            outcome = .body(offset: offset, restarted: attempt.keptAtStart > 0 && offset == 0)
+            outcome = .body(offset: offset, restarted: attempt.restarts(at: offset))
             record.story.bodySince = clock.monotonic()
         } else {
             outcome = .refused(refused?.message ?? "not taken")

@@ -71,7 +71,10 @@ extension EngineCore {
             record.fileName = name
         }
         if offset > 0 { stats.resumes += 1 }
-        if attempt.keptAtStart > 0 && offset == 0 { stats.restarts += 1 }
+        if attempt.restarts(at: offset) {
+            stats.restarts += 1
+            record.restartPending = false
+        }
         if newVersion {
             if record.generation > 0 { record.changedAt = clock.now() }
             record.generation += 1

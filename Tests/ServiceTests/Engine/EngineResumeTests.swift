@@ -119,9 +119,15 @@ import Testing
         #expect(engine.snapshot(id: id)?.bytesWritten == 1000)
         _ = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
         try await withTimeout(5) { await driver.waitForStarts(2) }
+        let sub = try #require(engine.subscribe(id: id))
         #expect(!driver.transfer(1).respond(206, ["Content-Range": "bytes 500-39999/40000", "ETag": "\"v1\""]))
         try await withTimeout(5) { await driver.waitForStarts(3) }
         #expect(driver.transfer(2).header("Range") == nil)
+        // The bytes went at the refusal, the next attempt kept none: its body is still a restart.
+        #expect(driver.transfer(2).respond(200, ["Content-Length": "40000", "ETag": "\"v1\""]))
+        let events = try await withTimeout(5) { await EngineFixture.events(sub) { if case .resumed = $0 { true } else { false } } }
+        #expect(events.contains { if case .resumed(0, true, _) = $0 { true } else { false } }, "\(events)")
+        #expect(engine.statistics.restarts == 1)
     }
 
     @Test func dropMidBodyRetriesFromKeptBytes() async throws {
