@@ -2,8 +2,8 @@ import DownloaderEngine
 
 /// The log line of one step of a download's story (`DownloadStory`). Pure. Every line has the
 /// fixed keys `event`, `id` and `url` (credentials redacted), then the event's own fields; a
-/// missing value is `null`, so each event always has the same keys. Levels: `retry_scheduled` is a
-/// warning, `failed` an error, every other step info.
+/// missing value is `null`, so each event always has the same keys. Levels: `retry_scheduled` and
+/// `move_failed` are warnings, `failed` an error, every other step info.
 enum StoryLine {
     /// The keys every story line starts with (text lines show them first, in this order).
     static let fixedKeys = ["event", "id", "url"]
@@ -59,6 +59,8 @@ enum StoryLine {
             return ("purged", .info, ["kind": kind.rawValue, "reason": reason.rawValue, "bytes": bytes])
         case .moved(let storage, let path):
             return ("moved", .info, ["storage": storage.rawValue, "path": path])
+        case .moveFailed(let storage, let error):
+            return ("move_failed", .warning, ["storage": storage.rawValue, "error": error])
         case .recovered(let state, let keptBytes, let callers):
             return ("recovered", .info, ["state": state.rawValue, "keptBytes": keptBytes, "callers": callers])
         case .stopped(let bytesWritten):

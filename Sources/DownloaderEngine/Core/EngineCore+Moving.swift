@@ -26,14 +26,13 @@ extension EngineCore {
         effects.append { [self] in
             workQueue.async { [self] in
                 before?()
-                let placed: Bool
+                var failure: SystemError?
                 do throws(SystemError) {
                     try store.place(from: path, to: target)
-                    placed = true
                 } catch {
-                    placed = false
+                    failure = error
                 }
-                let (obsolete, served, after) = finishMove(id: id, from: path, to: target, placed: placed)
+                let (obsolete, served, after) = finishMove(id: id, from: path, to: target, failure: failure)
                 if let obsolete {
                     let drop: @Sendable () -> Void = {
                         FileStore.remove(obsolete)
@@ -56,9 +55,10 @@ extension EngineCore {
     /// Applies a finished placement. Returns the path to delete afterwards (the old name once
     /// switched, or the copy when the download changed meanwhile), the path now served, and the
     /// `moved` hook.
-    private func finishMove(id: String, from path: String, to target: String, placed: Bool)
+    private func finishMove(id: String, from path: String, to target: String, failure: SystemError?)
         -> (obsolete: String?, served: String?, hook: (@Sendable (String, String?) -> Void)?) {
-        decide {
+        let placed = failure == nil
+        return decide {
             let hook = hooks.moved
             guard let record = byID[id] else { return (placed ? target : nil, nil, hook) }
             handle(.moveEnded, for: record)
@@ -66,10 +66,11 @@ extension EngineCore {
                 // Re-downloaded or reset meanwhile: drop the copy unless it is the new file itself.
                 return (placed && record.finalPath != target ? target : nil, record.finalPath, hook)
             }
-            guard placed else {
-                // The file stays where it is and is still served from there.
-                record.storage = path.hasPrefix(store.cacheDirectory + "/") ? .cache : .persistent
-                save(record)
+            if let failure {
+                // The file stays where it is and is served from there. Its class stays what the
+                // caller asked for: a persistent file is never purged, whichever area holds it, and
+                // the next start moves it (it is not where its class keeps it).
+                tell(.moveFailed(storage: record.storage, error: failure.description), of: record)
                 return (nil, path, hook)
             }
             tell(.moved(storage: record.storage, path: target), of: record)

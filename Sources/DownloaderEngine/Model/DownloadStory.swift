@@ -97,6 +97,9 @@ public struct DownloadStory: Sendable, Equatable {
         case purged(kind: PurgeKind, reason: PurgeReason, bytes: Int64)
         /// The completed file now lives in `storage`'s area, at `path`.
         case moved(storage: StorageClass, path: String)
+        /// The completed file could not move into `storage`'s area: it stays (served, never purged)
+        /// where it is, and the move is tried again at the next start.
+        case moveFailed(storage: StorageClass, error: String)
         /// Loaded at start-up as running: it carries on for its `callers` (none: paused, bytes kept).
         case recovered(state: DownloadState, keptBytes: Int64, callers: Int)
         /// The engine shut down while it ran: it carries on at the next start.

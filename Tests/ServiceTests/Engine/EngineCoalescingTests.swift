@@ -90,6 +90,33 @@ import Testing
         try await withTimeout(5) { await driver.waitForStarts(2) }
     }
 
+    /// The move into the data area fails (here a directory stands where the file should go): the
+    /// file stays in the cache area and is served from there, but stays `persistent` (cache purges
+    /// take only `cache` files; the next start moves it); before, it silently became `cache` again.
+    @Test func aFailedMoveKeepsTheFilePersistentWhereItIs() async throws {
+        let root = EngineFixture.root()
+        let body = EngineFixture.body(5_000)
+        let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: ["Content-Length": "\(body.count)"], body: body) }
+        let engine = try EngineFixture.engine(root, driver: driver)
+        let (first, done) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/x/file"),
+                                                                   until: [.completed, .failed])
+        #expect(done.state == .completed)
+        let file = try #require(engine.completedFile(id: first.snapshot.id))
+        let blocker = root.appendingPathComponent("data").appendingPathComponent((file.path as NSString).lastPathComponent).path
+        let moved = OneShot<String>()
+        engine.core.locked {
+            engine.core.hooks.beforeMove = {
+                try? FileManager.default.createDirectory(atPath: blocker + "/inside", withIntermediateDirectories: true)
+            }
+            engine.core.hooks.moved = { _, path in moved.set(path ?? "") }
+        }
+        let persistent = try engine.request(DownloadRequest(url: "http://o.test/x/file", storage: .persistent))
+        #expect(try await withTimeout(5) { try await moved.value() } == file.path)
+        #expect(engine.snapshot(id: first.snapshot.id)?.storage == .persistent)
+        #expect(persistent.snapshot.storage == .persistent)
+        #expect(engine.completedFile(id: first.snapshot.id)?.path == file.path)
+    }
+
     @Test func queuesBeyondMaxConcurrentTransfersInOrder() async throws {
         let driver = FakeTransferDriver()
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver) { $0.maxConcurrentTransfers = 2 }

@@ -21,6 +21,7 @@ import Testing
         .failed(code: .retriesExhausted, message: "gave up after 6 attempts: HTTP 503", httpStatus: 503, attempts: 6),
         .purged(kind: .pausedPartial, reason: .disk, bytes: 1024),
         .moved(storage: .persistent, path: "/data/abc-f.bin"),
+        .moveFailed(storage: .persistent, error: "copy_file_range: No space left on device (errno 28)"),
         .recovered(state: .downloading, keptBytes: 1024, callers: 1),
         .stopped(bytesWritten: 2048),
         .connectionsDecided(attempt: 1, connections: 4, aloneBytesPerSecond: 49_876_543.4, probedBytesPerSecond: 99_500_000.6),
@@ -39,7 +40,7 @@ import Testing
         }
         let names = Self.every.map { Self.fields($0)["event"] as! String }
         #expect(names == ["created", "joined", "resumed", "attempt_started", "head_received", "head_received",
-                          "retry_scheduled", "paused", "completed", "failed", "purged", "moved", "recovered", "stopped",
+                          "retry_scheduled", "paused", "completed", "failed", "purged", "moved", "move_failed", "recovered", "stopped",
                           "connections_decided"])
     }
 
@@ -81,9 +82,9 @@ import Testing
 
     @Test func levelsRetriesWarnFailuresAreErrors() {
         let levels = Self.every.map { StoryLine.render(DownloadStory(id: "i", url: "u", event: $0)).level }
-        #expect(levels.filter { $0 == .warning }.count == 1 && levels[6] == .warning)
+        #expect(levels.filter { $0 == .warning }.count == 2 && levels[6] == .warning && levels[12] == .warning)
         #expect(levels.filter { $0 == .error }.count == 1 && levels[9] == .error)
-        #expect(levels.filter { $0 == .info }.count == Self.every.count - 2)
+        #expect(levels.filter { $0 == .info }.count == Self.every.count - 3)
     }
 
     @Test func jsonLinesParseAndTextLinesLeadWithTheFixedKeys() throws {
@@ -105,7 +106,7 @@ import Testing
         let lines = OriginLock<[String]>([])
         let logger = Logger(sink: { line in lines.withLock { $0.append(line) } }, minimumLevel: .warning)
         for event in Self.every { logger.story(DownloadStory(id: "i", url: "u", event: event)) }
-        #expect(lines.withLock { $0 }.count == 2)
+        #expect(lines.withLock { $0 }.count == 3, "retry_scheduled, failed, move_failed")
     }
 
     @Test func textLinesNameTheLevelInFiveColumns() {

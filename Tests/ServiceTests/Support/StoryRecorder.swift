@@ -55,6 +55,7 @@ extension DownloadStory.Event {
         case .failed: "failed"
         case .purged: "purged"
         case .moved: "moved"
+        case .moveFailed: "move_failed"
         case .recovered: "recovered"
         case .stopped: "stopped"
         case .released: "released"
