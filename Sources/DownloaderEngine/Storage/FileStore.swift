@@ -60,17 +60,20 @@ struct FileStore: Sendable {
         }
     }
 
-    /// Moves `from` to `to` atomically: rename; across file systems copy + fsync + rename.
-    /// The target directory is fsynced afterwards. `rename` is a seam for tests (e.g. EXDEV).
+    /// Moves `from` to `to` atomically: rename; across file systems copy + fsync + rename, and the
+    /// source goes only once the new name is durable. The target directory is fsynced; an I/O error
+    /// there fails the move (the new name may not survive a crash). `rename` is a seam for tests.
     func publish(from: String, to: String,
                  rename renameCall: (String, String) -> Int32 = { Glibc.rename($0, $1) }) throws(SystemError) {
         if renameCall(from, to) != 0 {
             let code = errno
             guard code == EXDEV else { throw SystemError(errno: code, function: "rename") }
             try Self.copyInto(from: from, to: to, rename: renameCall)
+            try Self.syncDirectoryReportingIO(of: to)
             unlink(from)
+            return
         }
-        Self.syncDirectory(of: to)
+        try Self.syncDirectoryReportingIO(of: to)
     }
 
     /// Makes `to` a durable second name of `from`, leaving `from` in place: a hard link, or a copy
@@ -86,7 +89,7 @@ struct FileStore: Sendable {
             }
             try Self.copyInto(from: from, to: to, rename: { Glibc.rename($0, $1) })
         }
-        Self.syncDirectory(of: to)
+        try Self.syncDirectoryReportingIO(of: to)
     }
 
     /// What a copy is named until it is whole (a crash may leave one: start-up sweeps them).
@@ -132,11 +135,23 @@ struct FileStore: Sendable {
 
     /// fsync of the directory holding `path` (best effort: some file systems refuse).
     static func syncDirectory(of path: String) {
+        _ = directorySync(of: path)
+    }
+
+    /// fsync of the directory holding `path`; throws only on EIO (a name in it may be lost), not
+    /// where a file system refuses to sync directories.
+    static func syncDirectoryReportingIO(of path: String) throws(SystemError) {
+        let code = directorySync(of: path)
+        if code == EIO { throw SystemError(errno: code, function: "fsync (directory)") }
+    }
+
+    /// The errno of the directory's fsync (0: it worked).
+    private static func directorySync(of path: String) -> Int32 {
         let dir = (path as NSString).deletingLastPathComponent
         let fd = open(dir.isEmpty ? "." : dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        _ = fsync(fd)
-        Glibc.close(fd)
+        guard fd >= 0 else { return errno }
+        defer { Glibc.close(fd) }
+        return fsync(fd) == 0 ? 0 : errno
     }
 
     /// The size of the regular file at `path`; nil when missing or anything else (a symlink
