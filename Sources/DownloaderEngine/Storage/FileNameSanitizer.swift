@@ -6,11 +6,13 @@ enum FileNameSanitizer {
     /// Longest name in UTF-8 bytes (leaves room for the `<id>-` prefix under NAME_MAX 255).
     static let maxBytes = 200
 
-    /// A safe file name: no path separators, no `..`, no control characters, no leading dots,
-    /// bounded length; `download` when nothing usable is left.
+    /// A safe file name: no path separators, no `..`, no control or format characters (a
+    /// right-to-left override would show `gnp.exe` as `exe.png`), no leading dots, bounded length;
+    /// `download` when nothing usable is left.
     static func sanitize(_ raw: String) -> String {
         var scalars = String.UnicodeScalarView()
         for s in raw.unicodeScalars {
+            if s.properties.generalCategory == .format { continue }  // bidi controls, zero-width marks
             switch s.value {
             case 0..<0x20, 0x7f, 0x80..<0xa0: continue  // control characters
             case 0x2f, 0x5c: scalars.append("_")        // '/' and '\'

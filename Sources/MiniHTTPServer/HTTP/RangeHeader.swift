@@ -24,7 +24,10 @@ enum RangeHeader {
         }
         if first.isEmpty {
             guard let suffix = number(last) else { return .full }
-            if suffix == 0 || size == 0 { return .unsatisfiable }
+            if suffix == 0 { return .unsatisfiable }
+            // The one satisfiable range of an empty representation (RFC 9110 §14.1.1), with no
+            // byte to put in a 206: the whole (empty) body.
+            if size == 0 { return .full }
             return .partial(start: max(0, size - suffix), end: size - 1)
         }
         guard let start = number(first) else { return .full }

@@ -6,7 +6,8 @@ import Testing
         ("report.pdf", "report.pdf"), ("../../etc/passwd", "_._etc_passwd"), ("a/b\\c", "a_b_c"),
         ("..", "download"), ("", "download"), (".hidden", "hidden"), ("a\u{0}b\u{1f}c\u{7f}", "abc"),
         ("  spaced  ", "spaced"), ("x:y*z?.txt", "x_y_z_.txt"), ("€ rates.txt", "€ rates.txt"),
-        ("...", "download"),
+        ("...", "download"), ("invoice\u{202E}fdp.exe", "invoicefdp.exe"), ("a\u{200B}b\u{FEFF}\u{2066}c", "abc"),
+        ("\u{200F}", "download"), ("日本語.txt", "日本語.txt"),
     ])
     func sanitises(_ raw: String, _ expected: String) {
         #expect(FileNameSanitizer.sanitize(raw) == expected)

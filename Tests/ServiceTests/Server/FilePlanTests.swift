@@ -24,6 +24,13 @@ struct FilePlanTests {
         #expect(RangeHeader.evaluate(value, size: 100) == expected)
     }
 
+    @Test func anEmptyFileHasOneSatisfiableRange() {
+        #expect(RangeHeader.evaluate("bytes=-5", size: 0) == .full)
+        #expect(RangeHeader.evaluate("bytes=-0", size: 0) == .unsatisfiable)
+        #expect(RangeHeader.evaluate("bytes=0-", size: 0) == .unsatisfiable)
+        #expect(RangeHeader.evaluate("bytes=0-9", size: 0) == .unsatisfiable)
+    }
+
     static let meta = FileMetadata(size: 100, modified: 1_700_000_000, etag: "\"abc\"")
 
     func plan(_ headers: [(String, String)], method: String = "GET") -> FilePlan {
