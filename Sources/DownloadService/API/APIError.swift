@@ -29,6 +29,7 @@ struct APIError: Error, Sendable, Equatable {
         case changed = "changed"
         /// `/fetch`: a range that starts beyond the file's end.
         case rangeNotSatisfiable = "range_not_satisfiable"
+        case preconditionFailed = "precondition_failed"
         /// `/fetch`: the download's last attempt got no data for the stall timeout.
         case stalled = "stalled"
         /// `POST /downloads`: a `callback` that is not `{"url": http(s) URL, "events"?: [...]}`.

@@ -19,8 +19,8 @@ enum ForwardedHeaders {
 
     /// Request fields passed on to the holder.
     static let passed = [
-        "Authorization", "Content-Type", "Range", "If-Range", "If-None-Match", "If-Modified-Since",
-        "Last-Event-ID", "Accept", "X-Caller-Token",
+        "Authorization", "Content-Type", "Range", "If-Range", "If-None-Match", "If-Modified-Since", "If-Match",
+        "If-Unmodified-Since", "Last-Event-ID", "Accept", "X-Caller-Token",
     ]
 
     /// Hop-by-hop fields: meaningful for one connection only, never relayed.

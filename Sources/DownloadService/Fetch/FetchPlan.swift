@@ -21,6 +21,8 @@ enum FetchPlan: Equatable {
     enum Refusal: Equatable {
         case changed
         case unsatisfiable(total: Int64)
+        /// `412`: an `If-Match` that does not name the version landing.
+        case precondition
     }
 
     /// A response that streams bytes `start…end` of one version as they land.
@@ -52,7 +54,7 @@ enum FetchPlan: Equatable {
     /// HTTP/1.0 client's body of unknown size would end with the connection, a failure looking
     /// like the end of the file, so it waits for the verdict and gets the stored file.
     static func decide(id: String, tail: TailState, awaitingHead: Bool, range: String?, ifRange: String?,
-                       ifNoneMatch: String? = nil, changedRecently: Bool, mayChunk: Bool = true) -> FetchPlan {
+                       ifNoneMatch: String? = nil, ifMatch: String? = nil, changedRecently: Bool, mayChunk: Bool = true) -> FetchPlan {
         var requested = ByteRangeRequest.parse(range)
         // A bare Range on a file that changed lately is refused, streaming or stored: the client's
         // bytes may be the old version's (a retrying wget would splice).
@@ -66,6 +68,7 @@ enum FetchPlan: Equatable {
         case .flowing: break
         }
         let etag = Self.etag(id: id, tail: tail)
+        if let ifMatch, !ETagList.matches(ifMatch, etags: [etag], weak: false) { return .refuse(.precondition) }
         if let ifNoneMatch, ETagList.matches(ifNoneMatch, etags: [etag], weak: true) { return .notModified(etag: etag) }
         if bareRangeOnChange { return .refuse(.changed) }
         // An empty file has no last byte to hold back: its answer waits for the verdict (the stored file, or 502).

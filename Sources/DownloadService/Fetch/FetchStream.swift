@@ -89,9 +89,12 @@ final class FetchStream: PushSource, @unchecked Sendable {
 
     /// The engine stops its transfers as the service shuts down: a body still waiting for bytes
     /// would only wait out the server's grace period. Ended at once, short (the client resumes
-    /// elsewhere or later with `If-Range`), unless every byte is already on disk and verified.
+    /// elsewhere or later with `If-Range`), unless every byte it owes is on disk already (the file
+    /// is complete, or a range ending before the bytes written).
     func serverShuttingDown(_ stream: PushStream) {
-        if reader.state.phase != .completed { stream.abort("/fetch: the service is shutting down") }
+        let tail = reader.state
+        let owedOnDisk = tail.phase == .flowing && cursor.plan.end.map { $0 < tail.available && !cursor.plan.endsAtLastByte } ?? false
+        if tail.phase != .completed && !owedOnDisk { stream.abort("/fetch: the service is shutting down") }
     }
 
     /// The file holding the bytes: opened once per response and checked to be this version's (a

@@ -37,10 +37,7 @@ extension DownloadAPI {
         while true {
             let tail = reader.state
             let awaiting = awaitingHeadsAbove.map { tail.heads <= $0 } ?? false
-            let changed = engine.lastChange(id: reader.id).map { Date().timeIntervalSince($0) < Self.changedWindow } ?? false
-            let plan = FetchPlan.decide(id: reader.id, tail: tail, awaitingHead: awaiting, range: request.headers["Range"],
-                                        ifRange: request.headers["If-Range"], ifNoneMatch: request.headers["If-None-Match"],
-                                        changedRecently: changed, mayChunk: mayChunk)
+            let plan = fetchPlan(id: reader.id, tail: tail, request, awaitingHead: awaiting, mayChunk: mayChunk)
             switch plan {
             case .wait:
                 // The client went away (or shut down its side, as an interrupted client does): nobody reads this answer.
@@ -104,7 +101,15 @@ extension DownloadAPI {
         return Response(status: plan.status, headers: headers, body: .push(PushBody(length: plan.contentLength, source: source)))
     }
 
-    /// The answers without a body of the version landing: `304`, `409 changed`, `416`.
+    /// What `request` gets from download `id` as `tail` shows it (`FetchPlan`, with its headers).
+    private func fetchPlan(id: String, tail: TailState, _ request: Request, awaitingHead: Bool, mayChunk: Bool = true) -> FetchPlan {
+        let changed = engine.lastChange(id: id).map { Date().timeIntervalSince($0) < Self.changedWindow } ?? false
+        return FetchPlan.decide(id: id, tail: tail, awaitingHead: awaitingHead, range: request.headers["Range"],
+                                ifRange: request.headers["If-Range"], ifNoneMatch: request.headers["If-None-Match"],
+                                ifMatch: request.headers["If-Match"], changedRecently: changed, mayChunk: mayChunk)
+    }
+
+    /// The answers without a body of the version landing: `304`, `409 changed`, `412`, `416`.
     private func bodiless(_ plan: FetchPlan, id: String) -> Response {
         var headers = fetchHeaders(id: id)
         switch plan {
@@ -116,6 +121,9 @@ extension DownloadAPI {
         case .refuse(.unsatisfiable(let total)):
             headers["Content-Range"] = "bytes */\(total)"
             return APIError(status: 416, .rangeNotSatisfiable, "the range starts beyond the file's \(total) bytes", headers: headers).response
+        case .refuse(.precondition):
+            return APIError(status: 412, .preconditionFailed, "If-Match names another version than the one landing", headers: headers)
+                .response
         default:
             return APIError(status: 409, .changed, "the file changed at the origin lately: send If-Range with the ETag of the bytes you hold, or fetch it whole",
                             headers: headers).response
@@ -149,10 +157,7 @@ extension DownloadAPI {
     /// with its length and type, anything else `502` as a `GET` would.
     func fetchHead(_ query: FetchQuery, _ request: Request) async -> Response {
         if let (id, tail) = engine.peek(url: query.request.url) {
-            let changed = engine.lastChange(id: id).map { Date().timeIntervalSince($0) < Self.changedWindow } ?? false
-            let plan = FetchPlan.decide(id: id, tail: tail, awaitingHead: false, range: request.headers["Range"],
-                                        ifRange: request.headers["If-Range"], ifNoneMatch: request.headers["If-None-Match"],
-                                        changedRecently: changed)
+            let plan = fetchPlan(id: id, tail: tail, request, awaitingHead: false)
             switch plan {
             case .serveStored:
                 return fetchStored(id: id, tail: tail)

@@ -39,8 +39,10 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     /// and whether this attempt handed any over yet (`Attempt+HandOver`).
     var heldSince: Double?
     var handedOverAny = false
-    /// Bytes kept before the attempt (for `restarted`).
+    /// Bytes kept before the attempt (for `restarted`): the contiguous prefix, and with the
+    /// pieces beyond it (`DownloadRecord.partialBytes`, for `AttemptEnd.progressed`).
     var keptAtStart: Int64 = 0
+    var heldAtStart: Int64 = 0
     /// The attempt before this one had to drop its kept bytes (`DownloadRecord.restartPending`).
     var followsRestart = false
 

@@ -57,6 +57,7 @@ extension EngineCore {
             record.expectedTotal = nil
         case .recordFailure(let failure):
             record.publishing = nil
+            record.restartPending = false  // A later request starts afresh: no restart to tell.
             record.error = failure
             record.updatedAt = clock.now()
         case .clearFailure:

@@ -72,16 +72,18 @@ extension EngineCore {
         var verdict = AttemptVerdict.judge(settlement, refusal: attempt.refusal, result: result,
                                            requestedOffset: attempt.plan.offset, acceptedOffset: attempt.acceptedOffset,
                                            diskError: attempt.diskError)
-        if case .ended(var end) = verdict, !lostWrites, let closed {
-            let held = max(closed.length, attempt.crew?.table.writtenBytes ?? 0)
-            end.progressed = held - attempt.keptAtStart >= AttemptEnd.progressBytes
-            verdict = .ended(end)
-        }
+        let held = lostWrites ? 0 : max(closed?.length ?? 0, attempt.crew?.table.writtenBytes ?? 0)
         decide {
             guard let record = byID[attempt.recordID] else {
                 // Removed while settling: a file published meanwhile goes too.
                 if case .published(let file) = settlement { removeLater(file.path) }
                 return
+            }
+            // Progress counts only in bytes the next attempt resumes on: the body went on from
+            // what was held (no restart) and a strong validator is known.
+            if case .ended(var end) = verdict, record.validator != nil, attempt.acceptedOffset == attempt.plan.offset {
+                end.progressed = held - attempt.heldAtStart >= AttemptEnd.progressBytes
+                verdict = .ended(end)
             }
             let kept = closed.map { PartialFacts(keptBytes: $0.length, resumable: record.validator != nil) } ?? record.partialFacts
             record.updatedAt = clock.now()

@@ -15,6 +15,7 @@ extension EngineCore {
         let hasher = record.keptHasher
         record.keptHasher = nil
         attempt.keptAtStart = kept
+        attempt.heldAtStart = record.partialBytes
         attempt.followsRestart = record.restartPending
         let validator = record.validator
         let path = partialPath(of: record)

@@ -177,7 +177,7 @@ final class SegmentCrew: @unchecked Sendable {
         tell(verdict)
         if let due {
             // Every byte of `due` is in the file (pwrite returned): a sync of it makes them durable.
-            if let copy = try? syscall("fcntl", { fcntl(fd, F_DUPFD_CLOEXEC, 0) }) {
+            if let copy = FileStore.descriptorForSync(fd) {
                 core.checkpointSegments(attempt, descriptor: copy, table: due) { [weak self] in self?.checkpointEnded() }
             } else {
                 checkpointEnded()

@@ -79,11 +79,11 @@ enum SegmentPlanner {
         /// Not this version's bytes (a 200, another validator, a Content-Range that does not match):
         /// the segments are abandoned and the download starts again from 0 on one connection.
         case abandon(String)
-        /// A transient HTTP answer (500, 502, 504, 408…): the segment may ask again.
+        /// A transient HTTP answer (5xx, 408): the segment may ask again.
         case retry(Int)
-        /// The origin will not serve this connection (429 or 503, an overload; 401, 403…, a
-        /// refusal the first connection did not get): the download goes on with one connection,
-        /// after `Retry-After` when given.
+        /// The origin will not serve this connection (429, or 503 with `Retry-After`: an overload;
+        /// 401, 403…: a refusal the first connection did not get): the download goes on with one
+        /// connection, after `Retry-After` when given.
         case refuse(Int, retryAfter: String?)
     }
 
@@ -96,7 +96,9 @@ enum SegmentPlanner {
             return .abandon("a segment got a whole body (\(head.status)): the file changed")
         case 416:
             return .abandon("a segment's range no longer fits the file (416)")
-        case 429, 503:
+        case 429:
+            return .refuse(head.status, retryAfter: head.value("retry-after"))
+        case 503 where head.value("retry-after") != nil:
             return .refuse(head.status, retryAfter: head.value("retry-after"))
         case 408, 500...599:
             return .retry(head.status)

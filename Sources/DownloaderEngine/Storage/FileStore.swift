@@ -133,6 +133,15 @@ struct FileStore: Sendable {
         try syscall("fsync") { fsync(output) }
     }
 
+    /// A descriptor of the file `fd` is open on, for a checkpoint's sync on another thread: a new
+    /// open file (through `/proc/self/fd`), not a `dup`. Linux reports a failed writeback once per
+    /// open file, so a checkpoint's sync on a duplicate would take the error away from the
+    /// partial's own final sync; on a file of its own both hear it. A `dup` where `/proc` is missing.
+    static func descriptorForSync(_ fd: Int32) -> Int32? {
+        if let own = try? syscall("open", { open("/proc/self/fd/\(fd)", O_RDONLY | O_CLOEXEC) }) { return own }
+        return try? syscall("fcntl") { fcntl(fd, F_DUPFD_CLOEXEC, 0) }
+    }
+
     /// fsync of the directory holding `path` (best effort: some file systems refuse).
     static func syncDirectory(of path: String) {
         _ = directorySync(of: path)

@@ -301,8 +301,6 @@ final class WritePipeline: @unchecked Sendable {
         }
     }
 
-    /// A second descriptor for the same open file (for a sync elsewhere); nil when none is left.
-    private static func duplicate(_ fd: Int32) -> Int32? {
-        try? syscall("fcntl") { fcntl(fd, F_DUPFD_CLOEXEC, 0) }
-    }
+    /// A second descriptor of the same file for a sync elsewhere (`FileStore.descriptorForSync`).
+    private static func duplicate(_ fd: Int32) -> Int32? { FileStore.descriptorForSync(fd) }
 }

@@ -62,8 +62,6 @@ enum FilePlan: Equatable {
         }
     }
 
-    /// An HTTP-date in any of its three forms, in whole seconds.
-    private static func date(_ text: String) -> time_t? {
-        HTTPDate.parse(text).map { time_t($0.timeIntervalSince1970) }
-    }
+    /// An HTTP-date in any of its three forms, strictly (anything else is ignored).
+    private static func date(_ text: String) -> time_t? { HTTPDate.parseStrict(text) }
 }

@@ -24,6 +24,27 @@ struct HTTPDateTests {
         #expect(HTTPDate.parseIMFFixdate("garbage") == nil)
     }
 
+    /// The conditional requests' parser: the three forms as RFC 9110 writes them, nothing looser.
+    @Test(arguments: [
+        ("Sun, 06 Nov 1994 08:49:37 GMT", example),
+        ("Sunday, 06-Nov-94 08:49:37 GMT", example),
+        ("Sun Nov  6 08:49:37 1994", example),
+        ("Sun Nov 16 08:49:37 1994", example + 10 * 86_400),
+        ("Sunday, 06-Nov-05 08:49:37 GMT", 1_131_266_977),
+        ("Wed, 15 Nov 2023 00:00:00 +0100", nil),
+        ("Wed, 15 Nov 2023 00:00:00 PST", nil),
+        ("Sunday, 06-Nov-94 08:49:37 PST", nil),
+        ("Sunday, 06-Nov-1994 08:49:37 GMT", nil),
+        ("Sun Nov  6 08:49:37 94", nil),
+        ("Sun Nov 6 08:49:37 1994", nil),
+        ("Sunday, 6-Nov-94 08:49:37 GMT", nil),
+        ("garbage", nil),
+        ("", nil),
+    ] as [(String, time_t?)])
+    func strictThreeFormParser(_ text: String, _ expected: time_t?) {
+        #expect(HTTPDate.parseStrict(text) == expected)
+    }
+
     @Test func generalParserTakesAllThreeForms() {
         let expected = Date(timeIntervalSince1970: TimeInterval(Self.example))
         #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT") == expected)

@@ -71,6 +71,7 @@ import Testing
         var range: String?
         var ifRange: String?
         var ifNoneMatch: String?
+        var ifMatch: String?
         var changed = false
         var http10 = false
         var plan: FetchPlan
@@ -118,6 +119,10 @@ import Testing
             changed: true, plan: stream(206, 10, 999, total: 1000, range: "bytes 10-999/1000")),
         Row(name: "If-None-Match of the version landing: 304", tail: tail(), ifNoneMatch: "\"v0\", W/\"v1\"",
             plan: .notModified(etag: "\"v1\"")),
+        Row(name: "If-Match of the version landing: the body", tail: tail(), ifMatch: "\"v1\"",
+            plan: stream(200, 0, 999, total: 1000, range: nil)),
+        Row(name: "If-Match of another version: 412", tail: tail(), ifMatch: "\"v0\"", plan: .refuse(.precondition)),
+        Row(name: "If-Match weak: 412 (strong comparison)", tail: tail(), ifMatch: "W/\"v1\"", plan: .refuse(.precondition)),
         Row(name: "If-None-Match *: 304", tail: tail(), ifNoneMatch: "*", plan: .notModified(etag: "\"v1\"")),
         Row(name: "If-None-Match of another version: the body", tail: tail(), ifNoneMatch: "\"v0\"",
             plan: stream(200, 0, 999, total: 1000, range: nil)),
@@ -131,7 +136,7 @@ import Testing
     @Test(arguments: rows)
     func decides(_ row: Row) {
         let plan = FetchPlan.decide(id: "d1", tail: row.tail, awaitingHead: row.awaitingHead, range: row.range,
-                                    ifRange: row.ifRange, ifNoneMatch: row.ifNoneMatch, changedRecently: row.changed,
+                                    ifRange: row.ifRange, ifNoneMatch: row.ifNoneMatch, ifMatch: row.ifMatch, changedRecently: row.changed,
                                     mayChunk: !row.http10)
         #expect(plan == row.plan)
     }

@@ -121,10 +121,10 @@ import Testing
         #expect((1..<driver.startCount).allSatisfy { driver.transfer($0).header("If-Range") == "\"v1\"" })
     }
 
-    /// An origin that throttles or refuses connections beyond the first (429 with Retry-After, 503,
+    /// An origin that throttles or refuses connections beyond the first (429, 503 with Retry-After,
     /// 403): no piece asks again on its own, the attempt ends as a retry after the origin's wait,
-    /// and the download goes on with one connection from where it stood (it used to fail).
-    @Test(arguments: [(429, "2"), (503, nil), (403, nil)] as [(Int, String?)])
+    /// and the download goes on with one connection from its first bytes (it used to fail).
+    @Test(arguments: [(429, "2"), (503, "1"), (403, nil)] as [(Int, String?)])
     func anOriginRefusingMoreConnectionsLeavesOne(status: Int, retryAfter: String?) async throws {
         let origin = RangedFakeOrigin(body: body, etag: "\"v1\"")
         let driver = FakeTransferDriver { request, _ in

@@ -68,6 +68,7 @@ struct FilePlanTests {
         #expect(plan([("Range", "bytes=5-"), ("If-Range", "Tuesday, 14-Nov-23 22:13:20 GMT")]) == .partial(start: 5, end: 99))
         #expect(plan([("Range", "bytes=5-"), ("If-Range", "Tuesday, 14-Nov-23 22:13:21 GMT")]) == .full)
         #expect(plan([("If-Modified-Since", "not a date")]) == .full)
+        #expect(plan([("If-Unmodified-Since", "Wed, 15 Nov 2023 00:00:00 +0100")]) == .full, "not a date: ignored")
     }
 
     /// `If-Match` (strong comparison) and `If-Unmodified-Since` come first (RFC 9110 §13.2.2).
