@@ -8,6 +8,19 @@ import Testing
 /// never resumed on: the next attempt keeps only what an earlier sync made durable.
 @Suite(.timeLimit(.minutes(2)))
 struct EngineSyncFailureTests {
+    /// Makes the `number`th fdatasync of a partial (checkpoint or settle) fail with EIO; the count of syncs so far.
+    static func failSync(number: Int, of engine: DownloadEngine) -> OriginLock<Int> {
+        let syncs = OriginLock(0)
+        engine.core.locked {
+            engine.core.hooks.partialSync = { fd in
+                guard syncs.withLock({ $0 += 1; return $0 }) == number else { return fdatasync(fd) }
+                errno = EIO
+                return -1
+            }
+        }
+        return syncs
+    }
+
     @Test func bytesWhoseSyncFailedWithEIOAreFetchedAgainNotResumedOn() async throws {
         let origin = try TestOrigin(bodySize: 2 << 20)
         defer { origin.stop() }
@@ -16,14 +29,7 @@ struct EngineSyncFailureTests {
             $0.checkpointBytes = 1 << 40  // no checkpoint: the settle's sync is the first
             $0.checkpointInterval = 3600
         }
-        let syncs = OriginLock(0)
-        engine.core.locked {
-            engine.core.hooks.partialSync = { fd in
-                guard syncs.withLock({ $0 += 1; return $0 }) == 1 else { return fdatasync(fd) }
-                errno = EIO
-                return -1
-            }
-        }
+        let syncs = Self.failSync(number: 1, of: engine)
         let (r, done) = try await EngineLiveTests.fetch(engine, DownloadRequest(url: origin.url))
         #expect(done.state == .completed)
         #expect(try EngineLiveTests.stored(engine, r.snapshot.id) == origin.expectedBody())
@@ -46,15 +52,7 @@ struct EngineSyncFailureTests {
             $0.maxConnectionsPerDownload = connections
             $0.segmentProbeSeconds = 0
         }
-        let syncs = OriginLock(0)
-        engine.core.locked {
-            engine.core.hooks.partialSync = { fd in
-                // The second checkpoint's sync fails; every other one works.
-                guard syncs.withLock({ $0 += 1; return $0 }) == 2 else { return fdatasync(fd) }
-                errno = EIO
-                return -1
-            }
-        }
+        _ = Self.failSync(number: 2, of: engine)  // The second checkpoint's sync; every other one works.
         let (r, failed) = try await EngineLiveTests.fetch(engine, DownloadRequest(url: origin.url, connections: connections))
         #expect(failed.state == .failed && failed.error?.code == .diskError, "\(failed)")
         #expect(failed.bytesWritten < 24 << 20, "kept only what was synced before the failure: \(failed.bytesWritten)")
