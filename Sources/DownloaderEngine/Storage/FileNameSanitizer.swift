@@ -24,25 +24,28 @@ enum FileNameSanitizer {
                 }
             }
         }
-        var name = String(scalars).trimmingCharacters(in: .whitespaces)
+        var name = String(scalars)
         while name.contains("..") { name = name.replacingOccurrences(of: "..", with: ".") }
-        while name.hasPrefix(".") { name.removeFirst() }
-        name = name.trimmingCharacters(in: .whitespaces)
         if name.utf8.count > maxBytes { name = truncate(name) }
+        // No leading dot once the blanks are gone either (". .bashrc" is no `.bashrc`).
+        while let first = name.unicodeScalars.first, first == "." || first.properties.isWhitespace {
+            name.unicodeScalars.removeFirst()
+        }
+        name = name.trimmingCharacters(in: .whitespaces)
         return name.isEmpty ? fallback : name
     }
 
-    /// Keeps the extension when the name is too long.
+    /// At most `maxBytes` UTF-8 bytes, keeping an extension of at most 16 bytes.
     private static func truncate(_ name: String) -> String {
-        let ext: String
-        if let dot = name.lastIndex(of: "."), name.distance(from: dot, to: name.endIndex) <= 16 {
-            ext = String(name[dot...])
-        } else {
-            ext = ""
+        var ext = String.UnicodeScalarView()
+        if let dot = name.unicodeScalars.lastIndex(of: "."), name.unicodeScalars[dot...].reduce(0, { $0 + $1.utf8.count }) <= 16 {
+            ext = String.UnicodeScalarView(name.unicodeScalars[dot...])
         }
-        var stem = String(name.dropLast(ext.count))
-        while stem.utf8.count + ext.utf8.count > maxBytes, !stem.isEmpty { stem.removeLast() }
-        return stem + ext
+        var stem = String.UnicodeScalarView(name.unicodeScalars.dropLast(ext.count))
+        let extBytes = ext.reduce(0) { $0 + $1.utf8.count }
+        var stemBytes = stem.reduce(0) { $0 + $1.utf8.count }
+        while stemBytes + extBytes > maxBytes, let last = stem.popLast() { stemBytes -= last.utf8.count }
+        return String(stem) + String(ext)
     }
 
     /// The name from `Content-Disposition` (`filename*` preferred, then `filename`), else the URL's

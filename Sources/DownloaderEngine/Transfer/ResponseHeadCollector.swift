@@ -56,6 +56,9 @@ struct ResponseHeadCollector: Sendable {
             var headers = collectedHeaders()
             let redirectFollowed = followsRedirects && (300..<400).contains(status) && Self.location(in: headers) != nil
             if status < 200 || redirectFollowed { return .interimHead(status: status) }
+            // A transfer coding frames the body, whatever Content-Length says (RFC 9112 §6.3; libcurl
+            // reads it so): the length is no size to hold the body to.
+            if headers["transfer-encoding"] != nil { headers["content-length"] = nil }
             if let lengths = headers["content-length"] {
                 // Framing two readers could disagree on (RFC 9112 §6.3): libcurl reads the last.
                 guard let length = Self.contentLength(lengths) else { return .invalid("conflicting or malformed Content-Length") }
@@ -92,7 +95,9 @@ struct ResponseHeadCollector: Sendable {
             for part in value.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
                 let digits = blanksTrimmed(part)
                 guard !digits.isEmpty, digits.allSatisfy({ (48...57).contains($0) }) else { return nil }
-                let text = String(decoding: digits, as: UTF8.self)
+                // A length no 64-bit count holds is malformed, not absent (a body cut short would pass).
+                guard let value = Int64(String(decoding: digits, as: UTF8.self)) else { return nil }
+                let text = String(value)
                 guard length == nil || length == text else { return nil }
                 length = text
             }

@@ -8,6 +8,7 @@ import Testing
         ("  spaced  ", "spaced"), ("x:y*z?.txt", "x_y_z_.txt"), ("€ rates.txt", "€ rates.txt"),
         ("...", "download"), ("invoice\u{202E}fdp.exe", "invoicefdp.exe"), ("a\u{200B}b\u{FEFF}\u{2066}c", "abc"),
         ("\u{200F}", "download"), ("日本語.txt", "日本語.txt"),
+        (". .bashrc", "bashrc"), (" .. .profile", "profile"), (" . . ", "download"), (". \u{200B}.ssh", "ssh"),
     ])
     func sanitises(_ raw: String, _ expected: String) {
         #expect(FileNameSanitizer.sanitize(raw) == expected)
@@ -17,6 +18,13 @@ import Testing
         let name = FileNameSanitizer.sanitize(String(repeating: "a", count: 500) + ".tar.gz")
         #expect(name.utf8.count <= FileNameSanitizer.maxBytes)
         #expect(name.hasSuffix(".gz"))
+        // Characters of many bytes (a letter with 150 combining accents): bounded in bytes, never
+        // only its extension.
+        let marks = "x.a" + String(repeating: "\u{301}", count: 150)
+        for raw in [marks, String(repeating: "é", count: 300) + ".t" + String(repeating: "\u{301}", count: 20)] {
+            let bounded = FileNameSanitizer.sanitize(raw)
+            #expect(bounded.utf8.count <= FileNameSanitizer.maxBytes && !bounded.hasPrefix("."), "\(bounded.utf8.count)")
+        }
     }
 
     @Test(arguments: [

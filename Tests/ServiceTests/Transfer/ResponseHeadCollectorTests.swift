@@ -48,7 +48,8 @@ import Testing
     @Test(arguments: [
         (["5"], "5"), (["5", "5"], "5"), (["5, 5"], "5"), ([" 5 ,5\t"], "5"),
         (["5", "6"], nil), (["5, 6"], nil), (["-1"], nil), (["+5"], nil), (["5x"], nil), ([""], nil), (["5,"], nil),
-        (["1 2"], nil), (["٣"], nil),
+        (["1 2"], nil), (["٣"], nil), (["99999999999999999999999"], nil), (["9223372036854775807"], "9223372036854775807"),
+        (["05", "5"], "5"),
     ] as [([String], String?)])
     func contentLengths(values: [String], length: String?) {
         #expect(ResponseHeadCollector.contentLength(values) == length)
@@ -56,6 +57,14 @@ import Testing
         let expected: ResponseHeadCollector.Event = length.map { .finalHead(status: 200, headers: ["content-length": [$0]]) }
             ?? .invalid("conflicting or malformed Content-Length")
         #expect(feed(lines) == [expected])
+    }
+
+    /// A transfer coding frames the body: a Content-Length beside it is dropped (RFC 9112 §6.3).
+    @Test func aTransferCodingOverridesContentLength() {
+        #expect(feed(["HTTP/1.1 200 OK", "Transfer-Encoding: chunked", "Content-Length: 5", ""])
+                == [.finalHead(status: 200, headers: ["transfer-encoding": ["chunked"]])])
+        #expect(feed(["HTTP/1.1 200 OK", "Content-Length: x", "Transfer-Encoding: chunked", ""])
+                == [.finalHead(status: 200, headers: ["transfer-encoding": ["chunked"]])])
     }
 
     @Test func valuesAreTrimmedAndFoldedLinesJoined() {
