@@ -77,8 +77,21 @@ struct ResponseHeadCollector: Sendable {
         }
         guard fields.count < Self.maxFields else { return .invalid("more than \(Self.maxFields) header fields") }
         let name = String(decoding: line[..<colon], as: UTF8.self).lowercased()
-        fields.append((name, trimmed(line[(colon + 1)...])))
+        let value = line[(colon + 1)...]
+        // A Location's bytes beyond ASCII are percent-encoded, as libcurl sends them when it follows
+        // one itself (decoded as UTF-8, a Latin-1 `é` would turn into U+FFFD: another URL).
+        fields.append((name, name == "location" ? Self.percentEncodingNonASCII(Self.blanksTrimmed(value)) : trimmed(value)))
         return .none
+    }
+
+    static func percentEncodingNonASCII<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> String {
+        let hex = Array("0123456789ABCDEF".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        for byte in bytes {
+            if byte < 0x80 { out.append(byte) } else { out += [37, hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]] }
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// The redirect target libcurl follows: the first `Location` that is not empty (it ignores an

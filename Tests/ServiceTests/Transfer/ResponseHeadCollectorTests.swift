@@ -37,6 +37,20 @@ import Testing
 
     /// libcurl ignores an empty `Location` (the 3xx is then the answer) and follows the first
     /// one that is not empty.
+    /// A Location's bytes beyond ASCII, UTF-8 or not, go on percent-encoded (as libcurl sends them).
+    @Test func aLocationBeyondASCIIIsPercentEncoded() {
+        var collector = ResponseHeadCollector(followsRedirects: false)
+        for line in ["HTTP/1.1 302 Found", "Location: /caf\u{FFFF}", ""] {
+            var bytes = Array((line + "\r\n").utf8)
+            if line.hasPrefix("Location") { bytes = Array("Location: /caf".utf8) + [0xE9, 0x2F, 0xC3, 0xA9, 13, 10] }
+            if case .finalHead(_, let headers) = collector.consume(bytes) {
+                #expect(headers["location"] == ["/caf%E9/%C3%A9"])
+                return
+            }
+        }
+        Issue.record("no head")
+    }
+
     @Test func anEmptyLocationIsNoRedirect() {
         #expect(feed(["HTTP/1.1 302 Found", "Location:  ", ""]) == [.finalHead(status: 302, headers: ["location": [""]])])
         #expect(feed(["HTTP/1.1 302 Found", "Location:", "Location: /x", ""]) == [.interimHead(status: 302)])
