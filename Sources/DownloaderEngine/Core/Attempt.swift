@@ -39,6 +39,9 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     /// and whether this attempt handed any over yet (`Attempt+HandOver`).
     var heldSince: Double?
     var handedOverAny = false
+    /// Transfer thread: the accepted answer carries no byte of the file (a 416 confirming that the
+    /// kept bytes are all of it): its body is dropped.
+    var discardsBody = false
     /// Bytes kept before the attempt (for `restarted`): the contiguous prefix, and with the
     /// pieces beyond it (`DownloadRecord.partialBytes`, for `AttemptEnd.progressed`).
     var keptAtStart: Int64 = 0
@@ -134,6 +137,7 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     // MARK: BodySink
 
     func write(_ whole: UnsafeRawBufferPointer) throws {
+        if discardsBody { return }
         guard let partial, let core else { throw SystemError(errno: EBADF, function: "write (no partial file)") }
         try core.checkWrite(under: lease)
         var bytes = whole

@@ -15,6 +15,8 @@ extension EngineCore {
                                             knownTotal: facts.total, maxFileSize: configuration.maxFileSize,
                                             expectedSize: facts.size)
         var identity: FileIdentity?
+        // An accepted 416 says the kept bytes are the whole file (`ResumePlan`): its body is not the file's.
+        attempt.discardsBody = head.status == 416
         if case .accept(let offset, _) = judgement, let partial = attempt.partial {
             do throws(SystemError) {
                 if offset == 0 && (partial.length > 0 || attempt.keptSegments) { try startOver(partial) }
@@ -80,7 +82,7 @@ extension EngineCore {
             record.generation += 1
         }
         record.heads += 1
-        record.contentType = head.value("content-type")
+        if !attempt.discardsBody { record.contentType = head.value("content-type") }
         record.flushedBytes = offset
         record.partialIdentity = file
         record.lastAttemptStalled = false

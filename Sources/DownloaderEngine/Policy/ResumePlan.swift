@@ -108,12 +108,27 @@ enum ResumePlan {
             }
             return .accept(offset: requested.offset, restarted: false, total: range.total ?? knownTotal)
         case 416 where requested.offset > 0:
+            // `bytes */N` with N the bytes kept, for the validator sent (If-Range held, or the
+            // origin would have sent the whole file): they are the whole file. Nothing to write;
+            // the engine verifies them (the answer's body is an error page, dropped).
+            if let total = ContentRange.unsatisfiedTotal(head.value("content-range") ?? ""), total == requested.offset,
+               knownTotal.map({ $0 == total }) ?? true, sameVersion(head, sentValidator) {
+                return .accept(offset: total, restarted: false, total: total)
+            }
             return .restartNextAttempt(reason: "416: the kept bytes no longer fit the file")
         case 408, 429, 500...599:
             return .retry(status: status, retryAfter: head.value("retry-after"))
         default:
             return .fail(status: status)
         }
+    }
+
+    /// No validator in `head` contradicts the one sent.
+    private static func sameVersion(_ head: ResponseHead, _ sent: Validator?) -> Bool {
+        guard let sent, let offered = rawValidator(head) else { return sent != nil }
+        if let etag = sent.etag, let seen = offered.etag, seen != etag { return false }
+        if let date = sent.lastModified, let seen = offered.lastModified, seen != date { return false }
+        return true
     }
 
     /// The ETag/Last-Modified as sent, for comparison only (no strength requirement).
@@ -147,5 +162,12 @@ struct ContentRange: Equatable {
             total = n
         }
         return ContentRange(first: first, last: last, total: total)
+    }
+
+    /// The size in an unsatisfied-range answer, `bytes */N`; nil for anything else.
+    static func unsatisfiedTotal(_ text: String) -> Int64? {
+        let t = text.trimmingCharacters(in: .whitespaces)
+        guard t.lowercased().hasPrefix("bytes */"), let n = Int64(t.dropFirst(8)), n >= 0 else { return nil }
+        return n
     }
 }

@@ -56,6 +56,42 @@ import Testing
         #expect(engine.statistics.resumes == 1)
     }
 
+    /// Every byte was kept before the attempt could end (a pause or a shutdown while waiting for
+    /// the origin's close): the resume's `416 bytes */40000` says they are the whole file. They are
+    /// verified and published; the 416's error page is no part of it, and nothing is fetched again.
+    @Test func aResumeAnswered416ForTheWholeFileCompletesWithTheKeptBytes() async throws {
+        let (engine, driver, id, _) = try await pausedDownload(headers: ["ETag": "\"v1\"", "Content-Type": "application/x-tar"],
+                                                               kept: 40_000)
+        let sub = try #require(engine.subscribe(id: id))
+        _ = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
+        try await withTimeout(5) { await driver.waitForStarts(2) }
+        let t = driver.transfer(1)
+        #expect(t.header("Range") == "bytes=40000-" && t.header("If-Range") == "\"v1\"")
+        let page = Array("<html>416</html>".utf8)
+        #expect(t.respond(416, ["Content-Range": "bytes */40000", "Content-Type": "text/html", "Content-Length": "\(page.count)"]))
+        try t.send(page)
+        t.finish()
+        let events = try await withTimeout(5) { await EngineFixture.events(sub) { $0.isTerminal } }
+        guard case .completed(let done) = events.last else { Issue.record("not completed: \(events)"); return }
+        #expect(done.sha256 == SHA256Hasher.hex(body) && done.size == 40_000)
+        let file = try #require(engine.completedFile(id: id))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: file.path)) == Data(body))
+        #expect(file.contentType == "application/x-tar")
+        #expect(driver.startCount == 2)
+        #expect(engine.statistics.restarts == 0)
+    }
+
+    /// A 416 of another size, or of another version, is a restart as before.
+    @Test(arguments: [["Content-Range": "bytes */50000"], ["Content-Range": "bytes */40000", "ETag": "\"v2\""], [:]])
+    func aResumeAnswered416OtherwiseRestarts(_ fields: [String: String]) async throws {
+        let (engine, driver, _, _) = try await pausedDownload(headers: ["ETag": "\"v1\""], kept: 40_000)
+        _ = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
+        try await withTimeout(5) { await driver.waitForStarts(2) }
+        #expect(!driver.transfer(1).respond(416, fields))
+        try await withTimeout(5) { await driver.waitForStarts(3) }
+        #expect(driver.transfer(2).header("Range") == nil)
+    }
+
     @Test func weakETagIsNotResumable() async throws {
         let (engine, driver, id, root) = try await pausedDownload(headers: ["ETag": "W/\"v1\""], kept: 5000)
         #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("state/partials/\(id).part").path))

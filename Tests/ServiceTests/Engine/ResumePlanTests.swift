@@ -62,6 +62,7 @@ import Testing
         (206, ["Content-Range": "bytes 100-599/600"], .restartNextAttempt(reason: "the total size changed from 500 to 600")),
         (206, ["Content-Range": "bytes 100-499/500", "ETag": "\"v2\""], .restartNextAttempt(reason: "206 for a different ETag")),
         (416, [:], .restartNextAttempt(reason: "416: the kept bytes no longer fit the file")),
+        (416, ["Content-Range": "bytes */100"], .restartNextAttempt(reason: "416: the kept bytes no longer fit the file")),
         (503, ["Retry-After": "7"], .retry(status: 503, retryAfter: "7")),
         (429, [:], .retry(status: 429, retryAfter: nil)),
         (520, [:], .retry(status: 520, retryAfter: nil)),
@@ -74,6 +75,22 @@ import Testing
         let decision = ResumePlan.decide(head: Self.head(status, fields), requested: Self.resume,
                                          sentValidator: Validator(etag: "\"v1\""), knownTotal: 500)
         #expect(decision == expected)
+    }
+
+    /// `416 bytes */N` with N the bytes kept (and no other validator): they are the whole file.
+    @Test(arguments: [
+        (["Content-Range": "bytes */100"], Optional<Int64>.none, true),
+        (["Content-Range": "bytes */100", "ETag": "\"v1\""], 100, true),
+        (["Content-Range": "bytes */100", "ETag": "\"v2\""], nil, false),
+        (["Content-Range": "bytes */99"], nil, false),
+        (["Content-Range": "bytes 0-1/100"], nil, false),
+        (["Content-Range": "bytes */100"], 500, false),
+    ] as [([String: String], Int64?, Bool)])
+    func a416ForTheBytesKeptIsTheWholeFile(_ fields: [String: String], _ knownTotal: Int64?, _ whole: Bool) {
+        let decision = ResumePlan.decide(head: Self.head(416, fields), requested: Self.resume,
+                                         sentValidator: Validator(etag: "\"v1\""), knownTotal: knownTotal)
+        #expect(decision == (whole ? .accept(offset: 100, restarted: false, total: 100)
+                                   : .restartNextAttempt(reason: "416: the kept bytes no longer fit the file")))
     }
 
     /// With no size known from before, `bytes N-M/*` is all there is to go by.
