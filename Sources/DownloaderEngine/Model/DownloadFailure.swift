@@ -43,6 +43,9 @@ public struct DownloadFailure: Sendable, Equatable {
         case destinationForbidden = "destination_forbidden"
         /// The response heads, all redirect hops together, are over the configured limit.
         case headerTooLarge = "header_too_large"
+        /// The origin's answer cannot be read as HTTP allows (a malformed or conflicting
+        /// Content-Length, an unusable Location, a body before any head): not retried.
+        case badResponse = "bad_response"
         /// The origin redirected too many times.
         case tooManyRedirects = "too_many_redirects"
         /// The origin redirected to a scheme other than http or https.

@@ -69,6 +69,7 @@ struct RetryPolicy: Sendable, Equatable {
         case .tooLarge: return .fail(code: .tooLarge)
         case .blockedAddress: return .fail(code: .destinationForbidden)
         case .headerTooLarge: return .fail(code: .headerTooLarge)
+        case .badResponse: return .fail(code: .badResponse)
         case .tooManyRedirects: return .fail(code: .tooManyRedirects)
         case .unsupportedRedirect: return .fail(code: .unsupportedRedirect)
         case .disk: return .fail(code: .diskError)

@@ -10,7 +10,7 @@ extension CurlTransfer {
         guard let next = Self.resolve(location, against: hopURL) else {
             // Not the Location itself: it may carry credentials or a signature (the message is
             // logged, stored and shown to callers).
-            return abort(TransferFailure(.connection, "a redirect to an unusable Location (\(location.utf8.count) bytes)"))
+            return abort(TransferFailure(.badResponse, "a redirect to an unusable Location (\(location.utf8.count) bytes)"))
         }
         redirectHops += 1
         guard redirectHops <= request.maxRedirects else {

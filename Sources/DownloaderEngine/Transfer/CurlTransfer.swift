@@ -105,7 +105,7 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
             }
             return true
         case .invalid(let reason):
-            return abort(TransferFailure(.connection, "bad response head: \(reason)"))
+            return abort(TransferFailure(.badResponse, "bad response head: \(reason)"))
         case .finalHead(let status, let headers):
             return deliverHead(status: status, headers: headers)
         }
@@ -114,7 +114,7 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
     /// Body bytes; returns false to abort.
     func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
         if isCancelled { return abort(TransferFailure(.cancelled, "cancelled")) }
-        guard let head else { return abort(TransferFailure(.connection, "body before the response head")) }
+        guard let head else { return abort(TransferFailure(.badResponse, "body before the response head")) }
         // A delegate may accept a 416 (the bytes it holds are the whole file): the body goes to its sink to be dropped.
         guard (200..<300).contains(head.status) || head.status == 416 else {
             return abort(TransferFailure(.rejected, "status \(head.status): body not written"))

@@ -95,6 +95,8 @@ struct TransferFailure: Error, Sendable, Equatable {
         case blockedAddress
         /// The response heads (all redirect hops together) exceed the driver's header budget.
         case headerTooLarge
+        /// The answer breaks HTTP's framing or syntax (`DownloadFailure.Code.badResponse`).
+        case badResponse
         case tooManyRedirects
         /// A redirect pointed at a scheme other than http/https (e.g. `ftp://`): final, not retried.
         case unsupportedRedirect

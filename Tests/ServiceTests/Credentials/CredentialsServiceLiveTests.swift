@@ -157,13 +157,16 @@ struct CredentialsServiceLiveTests {
         let origin = try TestOrigin(bodySize: 1000)
         defer { origin.stop() }
         origin.redirect(from: "/bad", to: "http://bob:BadPortPW@127.0.0.1:99999/x?X-Amz-Signature=LOCSIG1")
-        let service = try await ServiceProcess.start(arguments: ["--allow-private-networks", "--max-attempts", "1"])
+        let service = try await ServiceProcess.start(arguments: ["--allow-private-networks"])
         let created = try await service.client.post("/downloads", json: Self.body(url: origin.url("/bad"), headers: ["X-Api-Key": Self.apiKey]))
         let id = try #require(created.string("id"), "\(created.text)")
         let done = try await Self.waitFor(service.client, id: id, token: try #require(created.string("token")), until: Self.ended)
         #expect(done["state"] as? String == "failed", "\(done)")
         let message = ((done["error"] as? [String: Any])?["message"] as? String) ?? ""
         #expect(message.contains("unusable Location") && !message.contains("BadPortPW") && !message.contains("LOCSIG1"), "\(message)")
+        // An answer that breaks HTTP is not asked again (it was retried until retries_exhausted).
+        #expect((done["error"] as? [String: Any])?["code"] as? String == "bad_response", "\(done)")
+        #expect(origin.requests(path: "/bad").count == 1)
         #expect(try await service.stop() == 0)
         #expect(!service.logLines.contains { $0.contains("BadPortPW") || $0.contains("LOCSIG1") })
     }

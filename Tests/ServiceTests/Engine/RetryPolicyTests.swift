@@ -36,7 +36,7 @@ import Testing
 
     @Test(arguments: [
         (TransferFailure.Kind.connection, RetryPolicy.Verdict.retry), (.connectTimeout, .retry), (.stalled, .retry),
-        (.tooLarge, .fail(code: .tooLarge)), (.blockedAddress, .fail(code: .destinationForbidden)), (.headerTooLarge, .fail(code: .headerTooLarge)),
+        (.tooLarge, .fail(code: .tooLarge)), (.blockedAddress, .fail(code: .destinationForbidden)), (.headerTooLarge, .fail(code: .headerTooLarge)), (.badResponse, .fail(code: .badResponse)),
         (.tooManyRedirects, .fail(code: .tooManyRedirects)),
         (.unsupportedRedirect, .fail(code: .unsupportedRedirect)),
         (.headTimeout, .retry), (.tlsCertificate, .fail(code: .tlsCertificate)), (.tlsHandshake, .fail(code: .tlsHandshake)),
