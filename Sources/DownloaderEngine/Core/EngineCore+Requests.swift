@@ -86,15 +86,15 @@ extension EngineCore {
                 let record = startDownload(url: url, key: key, headers: headers, request, sha: sha, as: joiner, at: now)
                 return answer(Joined(record: record, coalesced: false))
             }
-            if record.interest >= max(1, configuration.maxCallersPerDownload) {
-                // Tokens of an ended download hold nothing (no transfer to keep alive): make room by
-                // dropping one. A running download's callers are real: refuse the newcomer.
-                guard record.state == .completed || record.state == .failed, let dropped = record.tokens.popFirst() else {
-                    throw .tooManyCallers("the download already has \(record.interest) callers")
-                }
-                tokens[dropped] = nil
+            let full = record.interest >= max(1, configuration.maxCallersPerDownload)
+            // Tokens of an ended download hold nothing (no transfer to keep alive): room is made by
+            // dropping one (below, once the request is known to join). A running download's
+            // callers are real: the newcomer is refused.
+            if full && record.state != .completed && record.state != .failed {
+                throw .tooManyCallers("the download already has \(record.interest) callers")
             }
             try checkExpectations(record, sha: sha, size: request.size)
+            if full, let dropped = record.tokens.popFirst() { tokens[dropped] = nil }
             if record.state == .completed, storedFileVanished, record.finalPath == storedPath {
                 handle(.fileVanished, for: record)
             }
@@ -165,14 +165,21 @@ extension EngineCore {
             }
         }
         if let size {
-            if let known = record.expectedSize ?? (record.state == .completed ? record.size : nil), known != size {
+            if let known = record.expectedSize ?? (record.state == .completed ? record.size : record.expectedTotal), known != size {
                 throw .conflict("size differs from the existing download's")
             }
         }
-        if record.state != .completed {
-            if record.expectedSHA256 == nil { record.expectedSHA256 = sha }
-            if record.expectedSize == nil { record.expectedSize = size }
+        guard record.state != .completed else { return }
+        // A newcomer's expectations bind the download only when nobody else holds it: imposed on
+        // callers who did not ask for them, a wrong sha256 or size would fail their download and
+        // throw its bytes away.
+        let newSHA = sha != nil && record.expectedSHA256 == nil
+        let newSize = size != nil && record.expectedSize == nil && record.expectedTotal == nil
+        if (newSHA || newSize) && record.interest > 0 {
+            throw .conflict("the download is shared with callers that gave no \(newSHA ? "sha256" : "size"); ask without it and compare what the download reports")
         }
+        if newSHA { record.expectedSHA256 = sha }
+        if newSize { record.expectedSize = size }
     }
 
     func cancel(token: String) -> DownloadSnapshot? {

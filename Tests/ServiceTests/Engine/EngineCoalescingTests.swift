@@ -40,6 +40,29 @@ import Testing
         #expect(a.snapshot.id == b.snapshot.id && a.snapshot.id != c.snapshot.id)
     }
 
+    /// A joiner's sha256 or size is not imposed on callers who did not ask for it (a wrong one
+    /// would fail their download and drop its bytes): 409 while they hold it; bound once nobody
+    /// else does. A size contradicting what the origin announced is a conflict too.
+    @Test func aJoinersExpectationsNeverBindOtherCallers() throws {
+        let driver = FakeTransferDriver()
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
+        let url = "http://o.test/shared"
+        let a = try engine.request(DownloadRequest(url: url))
+        let sha = String(repeating: "c", count: 64)
+        #expect(throws: EngineError.conflict("")) { try engine.request(DownloadRequest(url: url, sha256: sha)) }
+        #expect(throws: EngineError.conflict("")) { try engine.request(DownloadRequest(url: url, size: 5)) }
+        #expect(engine.snapshot(id: a.snapshot.id)?.callers == 1)
+        _ = try engine.request(DownloadRequest(url: url))  // Without expectations: joins.
+        // Alone with it (every caller gone, paused), a caller may set them.
+        let b = try engine.request(DownloadRequest(url: "http://o.test/alone"))
+        #expect(engine.cancel(token: b.token)?.callers == 0)
+        let c = try engine.request(DownloadRequest(url: "http://o.test/alone", sha256: sha))
+        #expect(c.snapshot.id == b.snapshot.id)
+        #expect(throws: EngineError.conflict("")) {
+            try engine.request(DownloadRequest(url: "http://o.test/alone", sha256: String(repeating: "d", count: 64)))
+        }
+    }
+
     @Test func rejectsBadInput() throws {
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: FakeTransferDriver())
         #expect(throws: EngineError.invalidURL("")) { try engine.request(DownloadRequest(url: "ftp://x/y")) }

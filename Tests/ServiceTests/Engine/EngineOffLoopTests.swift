@@ -125,6 +125,9 @@ import Testing
         var tokens = [first.token]
         for _ in 0..<5 { tokens.append(try engine.request(DownloadRequest(url: "http://o.test/done")).token) }
         #expect(engine.snapshot(id: first.snapshot.id)?.callers == 2)
+        // A request that is refused (409) takes nobody's place.
+        #expect(throws: EngineError.conflict("")) { try engine.request(DownloadRequest(url: "http://o.test/done", size: 4)) }
+        #expect(engine.liveTokens(among: tokens).count == 2)
         // Exactly the cap's worth of tokens still work; the newest one always does.
         #expect(engine.cancel(token: try #require(tokens.last)) != nil)
         #expect(tokens.dropLast().filter { engine.cancel(token: $0) != nil }.count == 1)
