@@ -1,7 +1,8 @@
 import Foundation
 
 /// Turns a caller's URL into the coalescing key: scheme and host lower-cased, default port,
-/// fragment dropped, empty path made `/`. Pure; rejects what the engine must never fetch.
+/// fragment dropped, empty path made `/`, dot segments resolved. Pure; rejects what the engine must
+/// never fetch.
 enum URLNormalizer {
     /// Longest URL accepted.
     static let maxLength = 8192
@@ -62,7 +63,7 @@ enum URLNormalizer {
             if port != defaultPort { out += ":\(port)" }
         }
         let path = components.percentEncodedPath
-        out += path.isEmpty ? "/" : path
+        out += URLScanner.withoutDotSegments(path.isEmpty ? "/" : path)
         if let query = components.percentEncodedQuery { out += "?" + query }
         return .success(out)
     }

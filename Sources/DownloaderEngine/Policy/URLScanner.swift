@@ -20,7 +20,8 @@ struct URLScanner: Equatable {
     /// After `?`, as written (the fragment is dropped).
     var query: String?
 
-    /// The coalescing form: scheme and host lower-cased, the default port dropped, an empty path `/`.
+    /// The coalescing form: scheme and host lower-cased, the default port dropped, an empty path `/`,
+    /// dot segments resolved.
     var normalized: String {
         var out = scheme + "://"
         if user != nil || password != nil {
@@ -30,9 +31,28 @@ struct URLScanner: Equatable {
         }
         out += isIPv6 ? "[" + host.lowercased() + "]" : host.lowercased()
         if let port, port != (scheme == "http" ? 80 : 443) { out += ":\(port)" }
-        out += path.isEmpty ? "/" : path
+        out += Self.withoutDotSegments(path.isEmpty ? "/" : path)
         if let query { out += "?" + query }
         return out
+    }
+
+    /// `path` with its `.` and `..` segments resolved (RFC 3986 §5.2.4), as libcurl sends it:
+    /// `/a/./b/../c` is the resource `/a/c`, one download. Literal dots only (`%2E` is another name).
+    static func withoutDotSegments(_ path: String) -> String {
+        guard path.contains("/.") else { return path }
+        var output: [Substring] = []
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()  // path starts with "/"
+        for (index, segment) in segments.enumerated() {
+            let last = index == segments.count - 1
+            switch segment {
+            case ".": if last { output.append("") }
+            case "..":
+                _ = output.popLast()
+                if last { output.append("") }
+            default: output.append(segment)
+            }
+        }
+        return "/" + output.joined(separator: "/")
     }
 
     static func scan(_ url: String, allowingCredentials: Bool) -> URLScanner? {

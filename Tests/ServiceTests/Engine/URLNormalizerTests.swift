@@ -18,9 +18,17 @@ import Testing
         // An IDN host stays in its ASCII (punycode) form: Foundation's parser, the path before
         // URLScanner, turned it into "b%c3%bccher.example", a host no resolver knows.
         ("http://xn--bcher-kva.example/x", "http://xn--bcher-kva.example/x"),
+        // Dot segments are resolved (RFC 3986 §5.2.4) as libcurl sends the path: one resource, one key.
+        ("http://example.com/a/./b/../c?x=/../y", "http://example.com/a/c?x=/../y"),
+        ("http://example.com/a/.", "http://example.com/a/"), ("http://example.com/a/b/..", "http://example.com/a/"),
+        ("http://example.com/../../a", "http://example.com/a"), ("http://example.com/.hidden/..x", "http://example.com/.hidden/..x"),
+        ("http://example.com/a//b/../c", "http://example.com/a//c"), ("http://example.com/%2E%2E/a", "http://example.com/%2E%2E/a"),
     ])
     func normalises(_ input: String, _ expected: String) throws {
         #expect(try URLNormalizer.normalize(input).get() == expected)
+        if input.contains("/.") {
+            #expect(try URLNormalizer.normalizeWithFoundation(input).get() == expected, "the Foundation path agrees")
+        }
     }
 
     @Test(arguments: [
