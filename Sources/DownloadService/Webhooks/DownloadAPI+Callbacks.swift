@@ -31,7 +31,8 @@ extension DownloadAPI {
         } catch {
             _ = engine.cancel(token: enqueued.token)
             callerQuota?.remove(enqueued.token)
-            return APIError(status: 503, .callbackNotRecorded, "the callback could not be recorded (\(error)); nothing was created",
+            return APIError(status: 503, .callbackNotRecorded,
+                            "the callback could not be recorded (\(error)); your request was withdrawn (no token, no callback): retry later",
                             headers: ["Retry-After": "5"])
         }
     }
