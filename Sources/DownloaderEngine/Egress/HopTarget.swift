@@ -28,7 +28,6 @@ struct HopTarget: Sendable, Equatable {
     }
 
     private static func readByCurl(_ url: String) -> (String, Int)? {
-        IDNLocale.prepared
         guard let handle = curl_url() else { return nil }
         defer { curl_url_cleanup(handle) }
         guard curl_url_set(handle, CURLUPART_URL, url, 0) == CURLUE_OK,

@@ -21,10 +21,7 @@ final class CurlMultiLoop: @unchecked Sendable {
 
     /// libcurl's process-wide initialisation, run once on first use (a Swift static is initialised
     /// exactly once, thread-safely).
-    private static let globalInit: CURLcode = {
-        IDNLocale.prepared
-        return curl_global_init(ccurl_global_all())
-    }()
+    private static let globalInit: CURLcode = curl_global_init(ccurl_global_all())
 
     /// Marks the loop thread in its thread dictionary.
     fileprivate static let loopMarker = "DownloaderEngine.CurlMultiLoop"
