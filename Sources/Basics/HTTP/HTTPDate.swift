@@ -28,17 +28,19 @@ public enum HTTPDate {
         func imf(_ parts: [ArraySlice<UInt8>]) -> String { String(decoding: parts.joined(), as: UTF8.self) }
         if b.count == 24, b[3] == 32, b[7] == 32, b[10] == 32, b[19] == 32 {  // asctime
             let day: ArraySlice<UInt8> = b[8] == 32 ? [48, b[9]] : b[8..<10]
-            return parseIMFFixdate(imf([b[0..<3], [44, 32], day, [32], b[4..<7], [32], b[20..<24], [32], b[11..<19], [32, 71, 77, 84]]))
+            return parseIMFFixdate(imf([b[0..<3], ArraySlice(", ".utf8), day, [32], b[4..<7], [32], b[20..<24], [32], b[11..<19],
+                                        ArraySlice(" GMT".utf8)]))
         }
         // RFC 850: weekday, `, `, dd-Mon-yy hh:mm:ss GMT (two-digit years 70–99 → 19xx, else 20xx).
         guard let comma = b.firstIndex(of: 44), b.count - comma == 24, b[comma + 1] == 32,
               b[comma + 4] == 45, b[comma + 8] == 45, b[comma + 11] == 32 else { return nil }
-        let rest = b[(comma + 2)...].dropFirst(0)
+        let rest = b[(comma + 2)...]
         let year = rest.dropFirst(7).prefix(2)
         guard year.allSatisfy({ $0 >= 48 && $0 <= 57 }), let tens = year.first else { return nil }
         let century: ArraySlice<UInt8> = tens >= 55 ? [49, 57] : [50, 48]
-        return parseIMFFixdate(imf([[88, 120, 120, 44, 32], rest.prefix(2), [32], rest.dropFirst(3).prefix(3), [32], century, year,
-                                     rest.dropFirst(9)]))
+        // The weekday is not checked (`parseIMFFixdate` reads positions from the day on).
+        return parseIMFFixdate(imf([ArraySlice("Xxx, ".utf8), rest.prefix(2), [32], rest.dropFirst(3).prefix(3), [32], century, year,
+                                    rest.dropFirst(9)]))
     }
 
     /// Parses an IMF-fixdate only, by fixed byte positions (no tokenising, no `Calendar`); nil for

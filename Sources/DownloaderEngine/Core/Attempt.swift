@@ -79,8 +79,8 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     /// A checkpoint (fdatasync of the partial on the work queue, then a state write) every
     /// `checkpointBytes` or `checkpointSeconds` of writing (`EngineConfiguration`, default 4 MiB or
     /// 1 s): a crash loses at most that much plus what was in flight. The transfer thread only hands
-    /// the buffered bytes over; once they are written, the partial file's write lane duplicates the
-    /// descriptor for the sync, so neither a write nor a slow disk's sync stalls the transfer.
+    /// the buffered bytes over; once they are written, the partial file's write lane opens the
+    /// file again for the sync, so neither a write nor a slow disk's sync stalls the transfer.
     init(serial: UInt64, recordID: String, core: EngineCore, checkpointBytes: Int64, checkpointSeconds: Double) {
         self.serial = serial
         self.recordID = recordID
@@ -166,8 +166,8 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
            checkpointInFlight.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged {
             lastCheckpointTime = now
             checkpointedLength = partial.length
-            // Everything up to `length` reaches the file before the descriptor is duplicated; the
-            // work queue syncs through the duplicate, independent of a later close.
+            // Everything up to `length` reaches the file before the second descriptor is opened;
+            // the work queue syncs through it, independent of a later close.
             partial.whenWritten { [self] descriptor, length in
                 if let descriptor {
                     core.checkpoint(self, descriptor: descriptor, length: length)

@@ -92,7 +92,7 @@ extension EngineCore {
     }
 
     /// A checkpoint of a segmented attempt (transfer thread): on the work queue, fdatasync
-    /// `descriptor` (a duplicate of the partial's; every segment's bytes up to `table` are in the
+    /// `descriptor` (a second descriptor of the partial's file; every segment's bytes up to `table` are in the
     /// file), close it, then record `table` as the segments' durable offsets if the attempt is
     /// still writing (the prefix's own offset is `checkpoint`'s).
     func checkpointSegments(_ attempt: Attempt, descriptor: Int32, table: [Segment], done: @escaping @Sendable () -> Void) {

@@ -162,7 +162,7 @@ extension EngineCore {
     }
 
     /// A checkpoint (from the partial's write lane or the transfer thread): on the work queue, fdatasync `descriptor` (a
-    /// duplicate of the partial's, whose first `length` bytes are written), close it, then record
+    /// second descriptor of the partial's file, whose first `length` bytes are written), close it, then record
     /// `length` as durable if the attempt is still writing. The stored offset is never ahead of
     /// synced data: it changes only after the sync succeeded, and not once the attempt is settling
     /// (which may truncate the file), nor after a sync of the attempt failed (`Attempt.lostSync`).

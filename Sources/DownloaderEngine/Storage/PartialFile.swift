@@ -166,8 +166,8 @@ final class PartialFile {
         try pipeline.drain()
     }
 
-    /// Without waiting: every byte appended so far goes to the file, then `then` gets a duplicate of
-    /// the descriptor (the receiver closes it) and the length they make, for a sync elsewhere. It
+    /// Without waiting: every byte appended so far goes to the file, then `then` gets a second
+    /// descriptor of the file (the receiver closes it) and the length they make, for a sync elsewhere. It
     /// runs on the pipeline's write lane, or at once when nothing is in flight; it gets nil when a
     /// write failed (which a later append or flush throws).
     func whenWritten(_ then: @escaping WritePipeline.Written) {

@@ -25,8 +25,9 @@ import Synchronization
 /// `written` and `hasFailed` may be read from any thread. The hasher belongs to the hash lane while
 /// chunks are in flight, to the owner once `waitIdle` returned.
 final class WritePipeline: @unchecked Sendable {
-    /// Told once a chunk is written: a duplicate of its descriptor (the receiver closes it) and the
-    /// file length at the end of that chunk; nil when the write failed or no descriptor was left.
+    /// Told once a chunk is written: a second descriptor of its file (`FileStore.descriptorForSync`;
+    /// the receiver closes it) and the file length at the end of that chunk; nil when the write
+    /// failed or no descriptor was left.
     typealias Written = @Sendable (_ descriptor: Int32?, _ length: Int64) -> Void
 
     /// Told, on the write lane (or the owner's thread), each time bytes reach the file: the file's
@@ -127,8 +128,8 @@ final class WritePipeline: @unchecked Sendable {
     }
 
     /// Calls `then` once every chunk submitted so far is written: on the write lane after the last
-    /// one, or at once (on the caller's thread) when none is in flight, with a duplicate of `fd` and
-    /// `length`; with nil at once when a failure stands.
+    /// one, or at once (on the caller's thread) when none is in flight, with a second descriptor of
+    /// `fd`'s file and `length`; with nil at once when a failure stands.
     func whenWritten(length: Int64, fd: Int32, _ then: @escaping Written) {
         condition.lock()
         if failure != nil {
@@ -139,7 +140,7 @@ final class WritePipeline: @unchecked Sendable {
             condition.unlock()
         } else {
             condition.unlock()
-            then(Self.duplicate(fd), length)
+            then(FileStore.descriptorForSync(fd), length)
         }
     }
 
@@ -236,7 +237,7 @@ final class WritePipeline: @unchecked Sendable {
             if !told.isEmpty || advance != nil {
                 condition.unlock()
                 advance?(chunk.end)
-                for then in told { then(error == nil ? Self.duplicate(chunk.fd) : nil, chunk.end) }
+                for then in told { then(error == nil ? FileStore.descriptorForSync(chunk.fd) : nil, chunk.end) }
                 condition.lock()
             }
         }
@@ -301,6 +302,4 @@ final class WritePipeline: @unchecked Sendable {
         }
     }
 
-    /// A second descriptor of the same file for a sync elsewhere (`FileStore.descriptorForSync`).
-    private static func duplicate(_ fd: Int32) -> Int32? { FileStore.descriptorForSync(fd) }
 }

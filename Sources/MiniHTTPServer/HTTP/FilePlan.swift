@@ -36,12 +36,12 @@ enum FilePlan: Equatable {
         let cacheable = method == "GET" || method == "HEAD"
         if let im = headers["If-Match"] {
             if !ETagList.matches(im, etags: file.etags, weak: false) { return .preconditionFailed }
-        } else if let ius = headers["If-Unmodified-Since"].flatMap(date) {
+        } else if let ius = headers["If-Unmodified-Since"].flatMap(HTTPDate.parseStrict) {
             if file.modified > ius { return .preconditionFailed }
         }
         if cacheable, let inm = headers["If-None-Match"] {
             if ETagList.matches(inm, etags: file.etags, weak: true) { return .notModified }
-        } else if cacheable, let ims = headers["If-Modified-Since"].flatMap(date) {
+        } else if cacheable, let ims = headers["If-Modified-Since"].flatMap(HTTPDate.parseStrict) {
             if file.modified <= ims { return .notModified }
         }
         guard cacheable, let range = headers["Range"] else { return .full }
@@ -52,7 +52,7 @@ enum FilePlan: Equatable {
             } else if value.hasPrefix("W/") {
                 return .full  // weak validators never satisfy If-Range
             } else {
-                guard let date = date(String(value)), date == file.modified else { return .full }
+                guard let date = HTTPDate.parseStrict(String(value)), date == file.modified else { return .full }
             }
         }
         switch RangeHeader.evaluate(range, size: file.size) {
@@ -62,6 +62,4 @@ enum FilePlan: Equatable {
         }
     }
 
-    /// An HTTP-date in any of its three forms, strictly (anything else is ignored).
-    private static func date(_ text: String) -> time_t? { HTTPDate.parseStrict(text) }
 }
