@@ -28,6 +28,10 @@ struct HopTarget: Sendable, Equatable {
     }
 
     private static func readByCurl(_ url: String) -> (String, Int)? {
+        IDNLocale.reading { readByCurlInThisLocale(url) }
+    }
+
+    private static func readByCurlInThisLocale(_ url: String) -> (String, Int)? {
         guard let handle = curl_url() else { return nil }
         defer { curl_url_cleanup(handle) }
         guard curl_url_set(handle, CURLUPART_URL, url, 0) == CURLUE_OK,

@@ -93,6 +93,7 @@ final class CurlMultiLoop: @unchecked Sendable {
 
     private func run() {
         Thread.current.threadDictionary[Self.loopMarker] = true
+        IDNLocale.adoptOnThisThread()
         defer { exited.signal() }
         guard let multi else {
             failEverythingAndStop(TransferFailure(.connection, "libcurl could not be initialised"))

@@ -118,7 +118,7 @@ struct CurlWebhookPoster: WebhookPosting {
             let fd = socket(address.pointee.family, address.pointee.socktype | Int32(SOCK_CLOEXEC.rawValue), address.pointee.protocol)
             return fd >= 0 ? fd : ccurl_socket_bad()
         }
-        let code = curl_easy_perform(easy)
+        let code = IDNLocale.reading { curl_easy_perform(easy) }
         // A refused address counts only when nothing else connected (libcurl tries a host's next
         // address after one refused, as the download path does; the receiver may have answered).
         if let refused = context.refused, code == CURLE_COULDNT_CONNECT || code == CURLE_ABORTED_BY_CALLBACK {

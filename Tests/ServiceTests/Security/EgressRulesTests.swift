@@ -138,6 +138,9 @@ import Testing
         #expect(HopTarget(url: "http://XN--bcher-kva.example:81/x") == HopTarget(host: "xn--bcher-kva.example", port: 81))
         let rules = try Self.rules(deny: ["xn--bcher-kva.example"])
         #expect(throws: EngineError.destinationForbidden("")) { try rules.screen(url: "http://xn--bcher-kva.example/x") }
+        // A redirect may name the host in Unicode: read (by libcurl's libidn2, in a UTF-8 locale)
+        // as the punycode host it is fetched as. In the C locale it could not be read at all.
+        #expect(HopTarget(url: "http://bücher.example/x") == HopTarget(host: "xn--bcher-kva.example", port: 80))
     }
 
     /// A redirect's URL may hold characters the grammar refuses (libcurl keeps `|`, `{`, `^`, …

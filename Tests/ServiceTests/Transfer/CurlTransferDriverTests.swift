@@ -80,6 +80,21 @@ import Testing
         #expect(origin.requests().allSatisfy { $0.header("range") == "bytes=10-" })
     }
 
+    /// A redirect may name its host in Unicode: libcurl follows it to the punycode host (libidn2
+    /// reads the name in the transfer thread's UTF-8 locale; in the C locale the hop failed as
+    /// "bad/illegal format"). `*.localhost` is loopback to libcurl, without DNS.
+    @Test func aRedirectToAnInternationalisedHostIsFollowed() async throws {
+        let origin = try TestOrigin(bodySize: 20_000)
+        defer { origin.stop() }
+        origin.redirect(from: "/a", to: "http://bücher.localhost:\(origin.port)/file")
+        let (summary, recorder) = try await Self.fetchOnce(.test(origin.url("/a")))
+
+        #expect(summary.head.status == 200)
+        #expect(recorder.sink.bytes == origin.expectedBody())
+        #expect(origin.requests().map(\.path) == ["/a", "/file"])
+        #expect(origin.requests().last?.header("host") == "xn--bcher-kva.localhost:\(origin.port)")
+    }
+
     @Test func tooManyRedirects() async throws {
         let origin = try TestOrigin(bodySize: 10)
         defer { origin.stop() }
