@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 
 /// Resolves host names for hops that go through the upstream proxy (the transfer vets the
 /// addresses itself before the proxy is told where to connect).
@@ -10,18 +11,39 @@ protocol HostResolver: Sendable {
 }
 
 /// `getaddrinfo` (the system's resolver: /etc/hosts, DNS) on at most `width` threads at a time.
-/// Lookups wait in an `OperationQueue`; there are never more than the transfers running.
+///
+/// A lookup cannot be cancelled and may block for the resolver's whole timeout, so one name that
+/// does not answer must not hold every thread: concurrent lookups of one host and port share one
+/// call (the many attempts of a burst on one origin take one thread), and the width leaves room for
+/// other names beside a few that hang. Lookups wait in an `OperationQueue`; there are never more
+/// of them than distinct hosts of the transfers running.
 final class SystemResolver: HostResolver {
-    private let queue: OperationQueue
+    typealias Lookup = @Sendable (_ host: String, _ port: Int) -> [IPAddress]
 
-    init(width: Int = 4) {
+    private let queue: OperationQueue
+    private let lookup: Lookup
+    /// The callers waiting for each lookup under way, by host and port.
+    private let waiting = Mutex<[String: [@Sendable ([IPAddress]) -> Void]]>([:])
+
+    init(width: Int = 16, lookup: @escaping Lookup = SystemResolver.addresses(of:port:)) {
         queue = OperationQueue()
         queue.name = "host-resolver"
         queue.maxConcurrentOperationCount = max(1, width)
+        self.lookup = lookup
     }
 
     func resolve(_ host: String, port: Int, done: @escaping @Sendable ([IPAddress]) -> Void) {
-        queue.addOperation { done(Self.addresses(of: host, port: port)) }
+        let name = "\(port) \(host)"
+        let first = waiting.withLock { waiting -> Bool in
+            defer { waiting[name, default: []].append(done) }
+            return waiting[name] == nil
+        }
+        guard first else { return }
+        queue.addOperation { [self] in
+            let addresses = lookup(host, port)
+            let callers = waiting.withLock { $0.removeValue(forKey: name) ?? [] }
+            for caller in callers { caller(addresses) }
+        }
     }
 
     /// Every TCP address of `host`, duplicates dropped, in `getaddrinfo`'s order.
