@@ -7,6 +7,7 @@ extension CurlMultiLoop {
     func startHop(_ transfer: CurlTransfer, in multi: UnsafeMutableRawPointer) {
         let settings = transfer.settings
         let plan = HopRoute.plan(url: transfer.hopURL, proxy: settings.proxy, noProxy: settings.noProxy, egress: transfer.egress)
+        transfer.tunnelFallbacks = []
         guard case .lookup(let host, let port) = plan else {
             route(transfer, plan, in: multi)
             return
@@ -15,6 +16,16 @@ extension CurlMultiLoop {
         settings.resolver.resolve(host, port: port) { [weak self] addresses in
             self?.lookedUp(transfer, addresses: addresses, host: host, port: port)
         }
+    }
+
+    /// Routes a hop whose host's `addresses` are known: tunnelled to the first the guard admits,
+    /// the others kept to fall back to.
+    func routeLookedUp(_ transfer: CurlTransfer, _ addresses: [IPAddress], host: String, port: Int,
+                       in multi: UnsafeMutableRawPointer) {
+        let egress = transfer.egress
+        let plan = HopRoute.choose(addresses, host: host, port: port, egress: egress)
+        if case .tunnel = plan { transfer.tunnelFallbacks = Array(HopRoute.admitted(addresses, host: host, port: port, egress: egress).dropFirst()) }
+        route(transfer, plan, in: multi)
     }
 
     /// Acts on a hop's route: a new easy handle in the multi, or the attempt's end.

@@ -107,8 +107,7 @@ final class CurlMultiLoop: @unchecked Sendable {
             }
             for transfer in starts { begin(transfer, in: multi) }
             for lookup in lookups where !lookup.transfer.finished {
-                route(lookup.transfer, HopRoute.choose(lookup.addresses, host: lookup.host, port: lookup.port,
-                                                       egress: lookup.transfer.egress), in: multi)
+                routeLookedUp(lookup.transfer, lookup.addresses, host: lookup.host, port: lookup.port, in: multi)
             }
             for transfer in cancels where !transfer.finished {
                 finish(transfer, .failure(TransferFailure(.cancelled, "cancelled")), in: multi)
@@ -171,6 +170,11 @@ final class CurlMultiLoop: @unchecked Sendable {
                 }
                 transfer.hopURL = next
                 startHop(transfer, in: multi)
+                continue
+            }
+            if let next = transfer.tunnelFallback(after: code) {
+                releaseEasy(transfer, in: multi)
+                route(transfer, .tunnel(next), in: multi)
                 continue
             }
             finish(transfer, transfer.outcome(for: code), in: multi)

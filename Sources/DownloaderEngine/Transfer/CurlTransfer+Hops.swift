@@ -25,6 +25,17 @@ extension CurlTransfer {
         return false
     }
 
+    /// The next vetted address of a tunnelled hop whose tunnel the proxy could not open (it answered
+    /// CONNECT with a 5xx: the address refused or did not answer), taken from `tunnelFallbacks`;
+    /// nil when the attempt ends here. Nothing of the origin was heard, so nothing is lost.
+    func tunnelFallback(after code: CURLcode) -> IPAddress? {
+        guard code != CURLE_OK, isTunnelled, !tunnelFallbacks.isEmpty, head == nil, abortReason == nil,
+              !isCancelled, let easy else { return nil }
+        var status = 0
+        guard ccurl_getinfo_long(easy, CURLINFO_HTTP_CONNECTCODE, &status) == CURLE_OK, (500..<600).contains(status) else { return nil }
+        return tunnelFallbacks.removeFirst()
+    }
+
     /// Whether this transfer follows redirects itself: with a proxy (each hop routed and vetted),
     /// and with caller credentials (sent only to hops of the request URL's origin).
     var followsRedirectsItself: Bool { settings.followsRedirectsItself || !request.credentials.isEmpty }

@@ -27,6 +27,9 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
     /// follows them itself) and how it is reached.
     var hopURL: String
     var route = HopRoute.direct
+    /// A tunnelled hop's other vetted addresses, in order, still to try if the proxy cannot reach
+    /// the one it was asked for (`tunnelFallback`).
+    var tunnelFallbacks: [IPAddress] = []
     /// The next hop's URL once the current hop answered with a redirect the transfer follows itself.
     var pendingRedirect: String?
     let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))

@@ -29,14 +29,23 @@ enum HopRoute: Equatable, Sendable {
     /// The first of `addresses` (in the resolver's order) that the guard admits for the hop to
     /// `host` on `port`; every refused one is skipped, as a direct connection would skip it.
     static func choose(_ addresses: [IPAddress], host: String, port: Int, egress: EgressRules) -> HopRoute {
-        var firstRefusal: String?
+        if let first = admitted(addresses, host: host, port: port, egress: egress).first { return .tunnel(first) }
         for address in addresses {
+            if case .forbidden(let reason) = egress.admit(host: host, port: port, address: address) { return .refused(reason) }
+        }
+        return .unresolved("could not resolve host: \(host)")
+    }
+
+    /// Every one of `addresses` the guard admits, in the resolver's order: the tunnel's first choice,
+    /// then the ones it falls back to when the proxy cannot reach it, as libcurl goes on to a
+    /// host's next address on a direct connection.
+    static func admitted(_ addresses: [IPAddress], host: String, port: Int, egress: EgressRules) -> [IPAddress] {
+        addresses.filter { address in
             switch egress.admit(host: host, port: port, address: address) {
-            case .allowed, .undecided: return .tunnel(address)
-            case .forbidden(let reason): firstRefusal = firstRefusal ?? reason
+            case .allowed, .undecided: true
+            case .forbidden: false
             }
         }
-        return firstRefusal.map { .refused($0) } ?? .unresolved("could not resolve host: \(host)")
     }
 
     /// libcurl's `CURLOPT_CONNECT_TO` entry sending every connection of the hop to `address`:

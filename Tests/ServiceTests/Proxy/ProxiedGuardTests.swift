@@ -161,6 +161,34 @@ struct ProxiedGuardTests {
         #expect(squid.tunnels.isEmpty)
     }
 
+    /// A name with several addresses: when the proxy cannot reach the first (refused there), the
+    /// tunnel goes on to the next vetted one, as a direct connection goes on to a host's next
+    /// address; when none answers, the attempt fails once all were tried.
+    @Test func theTunnelFallsBackToTheNextVettedAddress() async throws {
+        let squid = try await onThread { try SquidProxy() }
+        defer { squid.stop() }
+        let origin = try TestOrigin(bodySize: 3000, port: 443)  // on 127.0.0.1 only
+        defer { origin.stop() }
+        let resolver = TableResolver(["two.test": [IPAddress("127.0.0.3")!, IPAddress("127.0.0.1")!],
+                                      "none.test": [IPAddress("127.0.0.3")!, IPAddress("127.0.0.4")!]])
+        let driver = CurlTransferDriver(proxy: try UpstreamProxy.parse(squid.url).get(), resolver: resolver)
+        defer { driver.shutdown() }
+        let recorder = TransferRecorder()
+        _ = driver.start(.test("http://two.test:443/file"), delegate: recorder)
+        let summary = try await recorder.outcome(timeout: 20).get()
+        #expect(summary.head.status == 200)
+        #expect(recorder.sink.bytes == origin.expectedBody())
+        #expect(recorder.heads.count == 1)
+        #expect(try await squid.waitForTunnels(2).map(\.target) == ["127.0.0.3:443", "127.0.0.1:443"])
+
+        let none = TransferRecorder()
+        _ = driver.start(.test("http://none.test:443/file"), delegate: none)
+        guard case .failure(let failure) = try await none.outcome(timeout: 20) else { Issue.record("fetched"); return }
+        #expect(failure.kind == .connection, "\(failure)")
+        #expect(try await squid.waitForTunnels(4).map(\.target).suffix(2) == ["127.0.0.3:443", "127.0.0.4:443"])
+        #expect(origin.getCount() == 1)
+    }
+
     @Test func aRedirectToADeniedAddressIsRefused() async throws {
         let squid = try await onThread { try SquidProxy() }
         defer { squid.stop() }

@@ -65,6 +65,9 @@ import Testing
         let rules = EgressRules()
         let mixed = [IPAddress("10.0.0.7")!, IPAddress("93.184.216.34")!, IPAddress("2606:2800:220:1::1")!]
         #expect(HopRoute.choose(mixed, host: "files.example", port: 443, egress: rules) == .tunnel(IPAddress("93.184.216.34")!))
+        // The others the tunnel may fall back to: admitted ones only, in the resolver's order.
+        #expect(HopRoute.admitted(mixed, host: "files.example", port: 443, egress: rules)
+                == [IPAddress("93.184.216.34")!, IPAddress("2606:2800:220:1::1")!])
         #expect(HopRoute.choose([IPAddress("127.0.0.1")!, IPAddress("::1")!], host: "rebind.example", port: 80, egress: rules)
                 == .refused("127.0.0.1 is loopback"))
         #expect(HopRoute.choose([], host: "nowhere.example", port: 80, egress: rules) == .unresolved("could not resolve host: nowhere.example"))
