@@ -43,6 +43,8 @@ final class RunningService: Sendable {
         serverConfiguration.bulkLoopNice = configuration.servingNice
         serverConfiguration.bulkLoopCount = configuration.servingLoops
         serverConfiguration.errorRenderer = ServerErrorJSON.response
+        // Through the log's queue: a loop never waits on a full standard error.
+        serverConfiguration.diagnostics = { logger.warning($0) }
         serverConfiguration.accessLog = { entry in
             metrics.record(status: entry.status, bytes: entry.bytes,
                            isFile: entry.path.hasSuffix("/file") && (200..<300).contains(entry.status))
@@ -72,7 +74,7 @@ final class RunningService: Sendable {
             userAgent: "download-service/\(ServiceVersion.current)", report: { logger.webhook($0) }))
         var api = DownloadAPI(engine: engine, metrics: metrics, auth: configuration.authToken.map(BearerAuth.init(token:)))
         api.adminAuth = configuration.adminToken.map(BearerAuth.init(token:))
-        api.onlyLocalHostNames = configuration.hasNoToken && ServiceConfiguration.isLoopback(configuration.host)
+        api.onlyLocalHostNames = configuration.callersNeedNoToken && ServiceConfiguration.isLoopback(configuration.host)
         api.subscriberQuota = SubscriberQuota(limit: configuration.maxSubscribersPerDownload)
         api.eventSubscriberQuota = SubscriberQuota(limit: configuration.maxEventSubscribers)
         api.cluster = cluster
@@ -103,7 +105,8 @@ final class RunningService: Sendable {
             "maxConnections": configuration.maxConnections, "openFileLimit": openFiles.map { Int($0.soft) } ?? -1,
         ]) { $1 })
         if configuration.isOpenBeyondLoopback {
-            logger.warning("listening beyond loopback without a token: whoever reaches this port may start downloads and use /admin"
+            let reach = configuration.adminToken == nil ? "start downloads and use /admin" : "start downloads and read files"
+            logger.warning("listening beyond loopback without a caller token: whoever reaches this port may \(reach)"
                            + " (set --auth-token and --admin-token, or DOWNLOAD_SERVICE_AUTH_TOKEN and DOWNLOAD_SERVICE_ADMIN_TOKEN)",
                            ["host": configuration.host])
         }

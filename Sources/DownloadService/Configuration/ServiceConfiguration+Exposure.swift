@@ -1,12 +1,14 @@
 import DownloaderEngine
 
 extension ServiceConfiguration {
-    /// No `--auth-token` nor `--admin-token`: every caller may start downloads and use `/admin`.
-    var hasNoToken: Bool { authToken == nil && adminToken == nil }
+    /// No `--auth-token`: every caller may start downloads, read files and cancel its own (and,
+    /// without `--admin-token` too, use `/admin`). An admin token alone leaves the caller routes
+    /// open, so it changes nothing here.
+    var callersNeedNoToken: Bool { authToken == nil }
 
-    /// Whether the service answers beyond this machine without any token. Fine on loopback (the
-    /// default); anywhere else it is logged as a warning at start.
-    var isOpenBeyondLoopback: Bool { hasNoToken && !Self.isLoopback(host) }
+    /// Whether the service answers callers beyond this machine without a token. Fine on loopback
+    /// (the default); anywhere else it is logged as a warning at start.
+    var isOpenBeyondLoopback: Bool { callersNeedNoToken && !Self.isLoopback(host) }
 
     /// An IPv4 or IPv6 address in numeric form (what the server binds; no names are looked up).
     static func isNumericAddress(_ host: String) -> Bool {

@@ -36,6 +36,11 @@ import Testing
         #expect(try await Self.status(open, host: "evil.example:\(open.port)") == 421)
         #expect(try await Self.status(open, host: "localhost:\(open.port)") == 200)
         #expect(try await open.stop() == 0)
+        // An operator token alone leaves the caller routes open: still guarded.
+        let adminOnly = try await ServiceProcess.start(arguments: ["--admin-token", "a-\(UUID().uuidString)"])
+        #expect(try await Self.status(adminOnly, host: "evil.example:\(adminOnly.port)") == 421)
+        #expect(try await Self.status(adminOnly, host: "localhost:\(adminOnly.port)") == 200)
+        #expect(try await adminOnly.stop() == 0)
         let guarded = try await ServiceProcess.start(arguments: ["--auth-token", "t-\(UUID().uuidString)"])
         #expect(try await Self.status(guarded, host: "evil.example:\(guarded.port)") == 401)
         #expect(try await guarded.stop() == 0)

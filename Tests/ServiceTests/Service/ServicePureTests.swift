@@ -56,8 +56,13 @@ import Testing
         var c = ServiceConfiguration(environment: ["HOME": "/h"])
         c.host = host
         #expect(c.isOpenBeyondLoopback == !loopback)
+        // An operator token alone leaves the caller routes open: still open, still guarded.
+        c.adminToken = "a"
+        #expect(c.isOpenBeyondLoopback == !loopback)
+        #expect(c.callersNeedNoToken)
         c.authToken = "t"
         #expect(!c.isOpenBeyondLoopback)
+        #expect(!c.callersNeedNoToken)
     }
 
     @Test(arguments: [
