@@ -9,10 +9,17 @@ enum LoggedPath {
 
     static func shown(method: String, path: String) -> String {
         guard let first = path.utf8.first else { return path }
-        if first != UInt8(ascii: "/") { return URLCredentials.redacted(path) }
-        if method == "DELETE", path.hasPrefix("/downloads/"), !path.dropFirst("/downloads/".count).contains("/") {
-            return tokenPlaceholder
-        }
-        return path
+        let absolute = first != UInt8(ascii: "/")
+        // Any DELETE under /downloads/: the router takes `/downloads/{token}/` too, and a path it
+        // refuses may still hold a live token.
+        if method == "DELETE", (absolute ? originForm(path) : path[...]).hasPrefix("/downloads/") { return tokenPlaceholder }
+        return absolute ? URLCredentials.redacted(path) : path
+    }
+
+    /// The path of an absolute-form target (`http://host/x` → `/x`).
+    private static func originForm(_ target: String) -> Substring {
+        guard let scheme = target.range(of: "://") else { return target[...] }
+        let rest = target[scheme.upperBound...]
+        return rest.firstIndex(of: "/").map { rest[$0...] } ?? ""
     }
 }

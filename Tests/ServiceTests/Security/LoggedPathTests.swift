@@ -9,6 +9,10 @@ import Testing
     @Test(arguments: [
         ("DELETE", "/downloads/38b0305b63f27440e8c22f7e63325cfc", "/downloads/{token}"),
         ("DELETE", "/downloads/anything", "/downloads/{token}"),
+        ("DELETE", "/downloads/38b0305b63f27440e8c22f7e63325cfc/", "/downloads/{token}"),
+        ("DELETE", "/downloads/38b0305b63f27440e8c22f7e63325cfc/x", "/downloads/{token}"),
+        ("DELETE", "http://127.0.0.1:8080/downloads/38b0305b63f27440e8c22f7e63325cfc", "/downloads/{token}"),
+        ("DELETE", "http://127.0.0.1:8080/admin/downloads/0123456789abcdef", "http://127.0.0.1:8080/admin/downloads/0123456789abcdef"),
         ("GET", "/downloads/0123456789abcdef", "/downloads/0123456789abcdef"),
         ("DELETE", "/admin/downloads/0123456789abcdef", "/admin/downloads/0123456789abcdef"),
         ("GET", "/downloads/x/file", "/downloads/x/file"),
