@@ -76,7 +76,7 @@ public final class HTTPServer: Sendable {
             let bulkCount = max(0, configuration.bulkLoopCount)
             var loops: [EventLoop] = []
             do {
-                for _ in 0..<(count + bulkCount) { loops.append(try EventLoop()) }
+                for _ in 0..<(count + bulkCount) { loops.append(try EventLoop(diagnostics: configuration.diagnostics)) }
             } catch {
                 close(fd)
                 state = .idle

@@ -25,6 +25,10 @@ public struct ServerConfiguration: Sendable {
     public var maxBodyBytes: Int = 1024 * 1024
     /// Seconds a client has to send a complete request head; then 408 and close (default 10).
     public var headerTimeout: Double = 10
+    /// Seconds a client has to send a whole request body once its head arrived (default 60); within
+    /// it, a pause of `headerTimeout` also ends the request (408 and close). So a body trickled a
+    /// byte at a time cannot hold a connection for longer.
+    public var bodyTimeout: Double = 60
     /// Seconds an idle keep-alive connection is kept open (default 60).
     public var idleTimeout: Double = 60
     /// Seconds a response may make no write progress before the connection is dropped (default 30).
@@ -56,6 +60,13 @@ public struct ServerConfiguration: Sendable {
     public var bulkLoopNice: Int = 10
     /// Smallest file or length-framed push body that moves to a bulk loop (default 1 MiB).
     public var bulkMinimumBodyBytes: Int64 = 1 << 20
+    /// Called with the server's own warnings: out of file descriptors (accepting pauses; said once
+    /// until an accept succeeds again), a loop thread's priority that could not be set, a failed
+    /// `epoll_wait`. Called on an event-loop thread, so it must not block: hand the line to a
+    /// logger that queues (and drops when full). Default: a write to standard error.
+    public var diagnostics: @Sendable (String) -> Void = ServerConfiguration.writeToStandardError
+    /// The default `diagnostics`: one line on standard error (a blocking write).
+    public static let writeToStandardError: @Sendable (String) -> Void = { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }
     /// Called once per finished request (for logs and metrics); nil logs nothing.
     public var accessLog: (@Sendable (AccessLogEntry) -> Void)?
     /// Renders the answers the server gives by itself (`ServerError`: a request it cannot read,

@@ -31,8 +31,12 @@ final class ServerContext: Selectable, @unchecked Sendable {
     // Hot-path copies of configuration values (nanoseconds), so connections never copy the struct.
     let idleTimeout: UInt64
     let headerTimeout: UInt64
+    let bodyTimeout: UInt64
     let writeTimeout: UInt64
     let accessLog: (@Sendable (AccessLogEntry) -> Void)?
+    let diagnostics: @Sendable (String) -> Void
+    /// Running out of descriptors was reported and no accept succeeded since (loop thread).
+    var warnedOutOfDescriptors = false
     private let errorRenderer: @Sendable (ServerError) -> Response
     @exclusivity(unchecked)
     private(set) var draining = false
@@ -62,8 +66,10 @@ final class ServerContext: Selectable, @unchecked Sendable {
         self.listenerFD = listenerFD
         self.idleTimeout = nanoseconds(configuration.idleTimeout)
         self.headerTimeout = nanoseconds(configuration.headerTimeout)
+        self.bodyTimeout = nanoseconds(configuration.bodyTimeout)
         self.writeTimeout = nanoseconds(configuration.writeTimeout)
         self.accessLog = configuration.accessLog
+        self.diagnostics = configuration.diagnostics
         self.errorRenderer = configuration.errorRenderer
         self.workers = HandlerWorkers(loop: loop)
         self.bulkMinimumBodyBytes = configuration.bulkMinimumBodyBytes
@@ -110,12 +116,16 @@ final class ServerContext: Selectable, @unchecked Sendable {
                 if error.errno == EMFILE || error.errno == ENFILE || error.errno == ENOBUFS || error.errno == ENOMEM {
                     // Out of descriptors: stop accepting for a moment instead of spinning on a
                     // listener that stays readable.
-                    FileHandle.standardError.write(Data("MiniHTTPServer: \(error); pausing accept\n".utf8))
+                    if !warnedOutOfDescriptors {
+                        warnedOutOfDescriptors = true
+                        diagnostics("MiniHTTPServer: \(error); accepting pauses (100 ms at a time) until descriptors are free")
+                    }
                     pauseAccepting()
                 }
                 return
             }
             guard let (fd, remote) = accepted else { return }
+            warnedOutOfDescriptors = false
             if let refusal = limiter.admit(remote: remote) {
                 limiter.refuse(fd: fd, refusal, scratch: loop.buffers.read)
                 continue

@@ -13,7 +13,7 @@ extension Connection {
         case nil: next = nil
         case .idle?: next = loop.now + server.idleTimeout
         case .header?: next = headStartedAt + server.headerTimeout
-        case .body?: next = lastProgressAt + server.headerTimeout
+        case .body?: next = min(lastProgressAt + server.headerTimeout, bodyStartedAt + server.bodyTimeout)
         case .write?: next = lastProgressAt + server.writeTimeout
         }
         setDeadline(next)

@@ -69,6 +69,9 @@ final class Connection: Selectable, @unchecked Sendable {
     var headStartedAt: UInt64 = 0
     @exclusivity(unchecked)
     var lastProgressAt: UInt64 = 0
+    /// When the current request's head was complete and its body began.
+    @exclusivity(unchecked)
+    var bodyStartedAt: UInt64 = 0
 
     // The request in progress.
     @exclusivity(unchecked)
@@ -228,8 +231,11 @@ final class Connection: Selectable, @unchecked Sendable {
                         continue  // answered synchronously? then the next pipelined request follows
                     case .continueReading:
                         lastProgressAt = loop.now
+                        bodyStartedAt = loop.now
                         if expectsContinue && used == input.count { writes.append(ResponseHeadEncoder.continueResponse); flush() }
-                        if case .length(let n) = framing { body.reserveCapacity(n) }
+                        // The declared length, up to 64 KiB: a head alone reserves no more (the
+                        // body grows as its bytes arrive, up to `maxBodyBytes`).
+                        if case .length(let n) = framing { body.reserveCapacity(min(n, 64 * 1024)) }
                     default:
                         close()
                         return input.count

@@ -53,8 +53,12 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
     @exclusivity(unchecked)
     private(set) var now: UInt64 = monotonicNanoseconds()
 
-    init() throws {
+    /// Where the loop's own warnings go (`ServerConfiguration.diagnostics`).
+    private let diagnostics: @Sendable (String) -> Void
+
+    init(diagnostics: @escaping @Sendable (String) -> Void = ServerConfiguration.writeToStandardError) throws {
         selector = try Selector()
+        self.diagnostics = diagnostics
     }
 
     // MARK: Thread
@@ -65,7 +69,7 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
             thread = pthread_self()
             kernelThreadID = ThreadNice.currentThreadID
             if let failure = ThreadNice.lowerCurrentThread(to: nice) {
-                FileHandle.standardError.write(Data("event loop: setpriority(\(nice)) failed: errno \(failure)\n".utf8))
+                diagnostics("event loop: setpriority(\(nice)) failed: errno \(failure)")
             }
             started.signal()
             run()
@@ -116,7 +120,7 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
                     dispatch(events, data: data)
                 }
             } catch {
-                FileHandle.standardError.write(Data("event loop: \(error)\n".utf8))
+                diagnostics("event loop: \(error)")
             }
             runDueTimers()
             drainInbox()

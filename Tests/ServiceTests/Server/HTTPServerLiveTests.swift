@@ -161,6 +161,24 @@ struct HTTPServerLiveTests {
         }
     }
 
+    /// A body trickled a byte at a time never pauses for `headerTimeout`, yet it cannot hold the
+    /// connection past `bodyTimeout` (100 bytes at one per 300 ms would take 30 s).
+    @Test func aTrickledBodyIsCutOffWith408() async throws {
+        try await withServer(configure: { $0.headerTimeout = 10; $0.bodyTimeout = 2 }, handler: Self.echo) { port in
+            let client = try await RawHTTPClient.connect(port: port, sending: "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n")
+            let trickle = Task {
+                for _ in 0..<100 {
+                    try await Task.sleep(for: .milliseconds(300))
+                    try await client.send("x")
+                }
+            }
+            defer { trickle.cancel() }
+            let response = try await client.readResponse()
+            #expect(response.status == 408)
+            #expect(response.header("Connection") == "close")
+        }
+    }
+
     @Test func idleConnectionsAreClosed() async throws {
         try await withServer(configure: { $0.idleTimeout = 0.2 }, handler: Self.echo) { port in
             let client = try await RawHTTPClient.connect(port: port)
