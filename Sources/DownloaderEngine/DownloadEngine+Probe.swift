@@ -18,16 +18,28 @@ extension DownloadEngine {
     /// One `HEAD` to the origin of `request.url`, under the same SSRF guard and egress rules as a
     /// download (checked at connect time, every redirect hop followed as a download would). Starts
     /// no download. A 2xx gives its head; anything else is the failure a download would report.
+    /// At most `maxConcurrentProbes` run at once (beyond: `EngineError.busy`); cancelling the
+    /// calling task (its client left) ends the probe's connection.
     public func probe(_ request: DownloadRequest) async throws(EngineError) -> ProbeOutcome {
         let url = try screenedURL(request.url)
         let c = configuration
+        guard probesRunning.add(1, ordering: .relaxed).newValue <= c.maxConcurrentProbes else {
+            probesRunning.subtract(1, ordering: .relaxed)
+            throw .busy("\(c.maxConcurrentProbes) HEAD probes to origins are running; try again shortly")
+        }
+        defer { probesRunning.subtract(1, ordering: .relaxed) }
         let transfer = TransferRequest(url: url, headers: [], connectTimeout: c.connectTimeout, headTimeout: c.headTimeout,
                                        stallTimeout: c.stallTimeout,
                                        maxBodyBytes: nil, maxRedirects: c.maxRedirects,
                                        allowPrivateNetworks: c.allowPrivateNetworks, userAgent: c.userAgent, method: .head)
         let driver = core.driver
-        return await withCheckedContinuation { continuation in
-            _ = driver.start(transfer, delegate: HeadProbe(continuation))
+        let attempt = ProbeAttempt()
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                attempt.started(driver.start(transfer, delegate: HeadProbe(continuation)))
+            }
+        } onCancel: {
+            attempt.cancel()
         }
     }
 
@@ -45,6 +57,19 @@ extension DownloadEngine {
     /// other content), if it did (kept in the state store: a restart does not forget it).
     public func lastChange(id: String) -> Date? {
         core.locked { core.byID[id]?.changedAt }
+    }
+}
+
+/// A probe's attempt, cancelled when its task is (before or after it started).
+private final class ProbeAttempt: Sendable {
+    private let state = Mutex<(handle: (any TransferHandle)?, cancelled: Bool)>((nil, false))
+
+    func started(_ handle: any TransferHandle) {
+        if state.withLock({ state in state.handle = handle; return state.cancelled }) { handle.cancel() }
+    }
+
+    func cancel() {
+        state.withLock { state in state.cancelled = true; return state.handle }?.cancel()
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The one owner of download state: coalescing, caller tokens, transfers, storage and subscribers.
 ///
@@ -22,6 +23,8 @@ public final class DownloadEngine: Sendable {
     let clusterReads: ClusterReads?
     /// Cluster mode: `watchAll` shows every download of the cluster (nil: single process).
     let clusterFeed: ClusterFeed?
+    /// `HEAD` probes running (`probe`), at most `configuration.maxConcurrentProbes`.
+    let probesRunning = Atomic<Int>(0)
 
     /// Creates the storage areas, loads the state (importing an earlier release's journal once),
     /// carries on downloads that were running,

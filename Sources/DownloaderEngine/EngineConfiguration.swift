@@ -55,6 +55,10 @@ public struct EngineConfiguration: Sendable {
     /// token is dropped instead (its `cancel` then answers nil), since such tokens keep nothing
     /// running. Tokens also go when their caller cancels or when the download is forgotten; they survive restarts.
     public var maxCallersPerDownload: Int = 10_000
+    /// `HEAD` probes to origins (`DownloadEngine.probe`, for `HEAD /fetch` of a URL nothing holds)
+    /// running at once (default 64). Beyond it a probe fails at once with `EngineError.busy`: each
+    /// holds an outbound connection for up to the connect and head timeouts.
+    public var maxConcurrentProbes: Int = 64
     /// Failed downloads remembered (in memory and in the state database) at most; beyond it the oldest
     /// failed ones are forgotten, with any kept partial (default 1 000). Completed downloads are
     /// bounded by their files on disk (a vanished file drops the entry) and, for the cache area, by

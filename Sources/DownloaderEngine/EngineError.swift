@@ -15,6 +15,7 @@ public struct EngineError: Error, Sendable, Equatable, CustomStringConvertible {
         case heldElsewhere = "held_elsewhere"
         case databaseUnavailable = "database_unavailable"
         case stateUnavailable = "state_unavailable"
+        case busy = "busy"
     }
 
     /// Stable machine-readable code.
@@ -78,6 +79,10 @@ public struct EngineError: Error, Sendable, Equatable, CustomStringConvertible {
     static func stateUnavailable(_ error: StateStoreError, _ what: String) -> EngineError {
         EngineError(.stateUnavailable, "\(what), but the state database could not record it (\(error)); it is retried, ask again shortly")
     }
+
+    /// Work that holds an outbound connection (a `HEAD` probe) is at its limit; answered `503` with
+    /// `Retry-After`.
+    public static func busy(_ message: String) -> EngineError { EngineError(.busy, message) }
 
     /// Equal when the codes are (the message is detail).
     public static func == (a: EngineError, b: EngineError) -> Bool { a.code == b.code }

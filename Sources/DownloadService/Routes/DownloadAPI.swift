@@ -194,6 +194,8 @@ extension APIError {
             self.init(status: 429, error.code, error.message, headers: ["Retry-After": "60"])
         case .shuttingDown:
             self.init(status: 503, error.code, error.message, headers: ["Retry-After": "5"])
+        case .busy:
+            self.init(status: 503, error.code, error.message, headers: ["Retry-After": "1"])
         case .heldElsewhere:
             self.init(status: 503, error.code, error.message, headers: ["Retry-After": "1"])
         case .databaseUnavailable, .stateUnavailable:

@@ -169,17 +169,36 @@ extension DownloadAPI {
                 break
             }
         }
-        do {
-            switch try await engine.probe(query.request) {
-            case .head(let head):
-                var headers = HTTPHeaders()
-                headers["Content-Type"] = head.contentType ?? "application/octet-stream"
-                return Response(headers: headers, body: .push(PushBody(length: head.contentLength, source: HeadOnly())))
-            case .failed(let failure):
-                return fetchFailure(status: 502, failure, id: nil)
-            }
-        } catch {
+        switch await probeWhileTheClientStays(query.request, request) {
+        case .success(.head(let head))?:
+            var headers = HTTPHeaders()
+            headers["Content-Type"] = head.contentType ?? "application/octet-stream"
+            return Response(headers: headers, body: .push(PushBody(length: head.contentLength, source: HeadOnly())))
+        case .success(.failed(let failure))?:
+            return fetchFailure(status: 502, failure, id: nil)
+        case .failure(let error)?:
             return APIError(engineError: error).response
+        case nil:
+            return APIError(status: 503, .queued, "the client went away").response  // nobody reads it
+        }
+    }
+
+    /// The engine's `HEAD` probe, ended when the client shuts down its side of the connection (as
+    /// an interrupted client does; checked every 250 ms, as `/fetch` waits): each probe holds an
+    /// outbound connection for up to the connect and head timeouts. nil: the client left first.
+    private func probeWhileTheClientStays(_ download: DownloadRequest, _ request: Request) async -> Result<ProbeOutcome, EngineError>? {
+        let engine = self.engine
+        return await withTaskGroup(of: Result<ProbeOutcome, EngineError>?.self) { group in
+            group.addTask {
+                do throws(EngineError) { return .success(try await engine.probe(download)) } catch { return .failure(error) }
+            }
+            group.addTask {
+                while !Task.isCancelled, request.peerSide?.hasShutDown != true { try? await Task.sleep(for: .milliseconds(250)) }
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
         }
     }
 

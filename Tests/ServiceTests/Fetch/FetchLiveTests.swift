@@ -257,6 +257,33 @@ struct FetchLiveTests {
         #expect(missing.status == 502)
     }
 
+    /// HEAD probes hold an outbound connection each: at most 64 run at once (the 65th is `503 busy`),
+    /// and a client that leaves ends its probe (the connect timeout here is a minute).
+    @Test func headProbesAreBoundedAndEndWithTheirClients() async throws {
+        let silent = try OriginSocket.silentListenerWithFullQueue()
+        defer { silent.descriptors.forEach { close($0) } }
+        let origin = try TestOrigin(bodySize: 100)
+        defer { origin.stop() }
+        let service = try await ServiceProcess.start(arguments: Self.loopback + ["--connect-timeout", "60"])
+        var waiting: [RawHTTPClient] = []
+        for index in 0..<64 {
+            let client = try await RawHTTPClient.connect(port: service.port)
+            try await client.send("HEAD \(Self.path("http://127.0.0.1:\(silent.port)/x\(index)")) HTTP/1.1\r\nHost: t\r\n\r\n")
+            waiting.append(client)
+        }
+        let busy = try await eventuallyValue(within: 20) { () async throws -> RawHTTPResponse? in
+            let answer = try await service.client.request("HEAD", Self.path(origin.url))
+            return answer.status == 503 ? answer : nil
+        }
+        #expect(busy?.header("Retry-After") == "1")
+        for client in waiting { client.close() }
+        let served = try await eventuallyValue(within: 15) { () async throws -> RawHTTPResponse? in
+            let answer = try await service.client.request("HEAD", Self.path(origin.url))
+            return answer.status == 200 ? answer : nil
+        }
+        #expect(served?.header("Content-Length") == "100")
+    }
+
     @Test func theTokenWorksAsBasicAuthsPassword() async throws {
         let origin = try TestOrigin(bodySize: 1000)
         defer { origin.stop() }

@@ -79,6 +79,7 @@ import Testing
         case .heldElsewhere: .heldElsewhere(ownerURL: "http://replica-b:8080")
         case .databaseUnavailable: .databaseUnavailable()
         case .stateUnavailable: .stateUnavailable(StateStoreError(kind: .full, message: "disk full"), "the download is paused")
+        case .busy: .busy("x")
         }
     }
 
@@ -86,7 +87,7 @@ import Testing
     static let expected: [EngineError.Code: (status: Int, retryAfter: String?)] = [
         .invalidURL: (400, nil), .invalidChecksum: (400, nil), .urlCredentials: (400, nil), .invalidHeaders: (400, nil), .destinationForbidden: (403, nil),
         .conflict: (409, nil), .tooManyCallers: (429, "60"), .shuttingDown: (503, "5"), .heldElsewhere: (503, "1"),
-        .databaseUnavailable: (503, "5"), .stateUnavailable: (503, "5"),
+        .databaseUnavailable: (503, "5"), .stateUnavailable: (503, "5"), .busy: (503, "1"),
     ]
 
     @Test(arguments: EngineError.Code.allCases)
