@@ -1,4 +1,5 @@
 import Basics
+import Glibc
 /// What settling an ended attempt achieved (on the work queue, without the engine's lock).
 enum Settlement: Equatable, Sendable {
     /// The whole body is verified, fsynced and renamed into its area.
@@ -69,6 +70,9 @@ extension AttemptVerdict {
         case .tooLarge where requestedOffset > 0 && (acceptedOffset ?? 0) == 0:
             return nil  // The limit was reduced by kept bytes that a full answer then discarded.
         case .disk:
+            // Out of descriptors (this process's or the system's) or kernel memory: the disk is
+            // fine and the shortage passes; try again after the retry delay, as for a network fault.
+            if let errno = diskError?.errno ?? failure.code, [EMFILE, ENFILE, ENOMEM].contains(errno) { return nil }
             if let diskError { return .disk(diskError) }
             if let code = failure.code { return .disk(SystemError(errno: code, function: "write")) }
             return DownloadFailure(code: .diskError, message: failure.message)
