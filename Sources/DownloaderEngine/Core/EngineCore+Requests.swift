@@ -81,6 +81,16 @@ extension EngineCore {
                 found = stored
                 reused = true
             }
+            if cluster == nil, let failed = found, failed.state == .failed, failed.interest > 0,
+               failed.expectedSHA256 != sha || failed.expectedSize != request.size {
+                // Its callers' verdict stands: restarted in place, the download could complete
+                // unverified against what they asked for (or fail again against what the newcomer
+                // did not). A newcomer with other expectations gets a download of its own; the
+                // failed one keeps its callers until they leave or it is forgotten. (Cluster mode
+                // keeps one download per lease key: there it restarts in place.)
+                found = nil
+                sharedKeys.insert(key)
+            }
             guard let record = found else {
                 guard clusterLeaseReady(key) else { return nil }
                 let record = startDownload(url: url, key: key, headers: headers, request, sha: sha, as: joiner, at: now)
@@ -154,7 +164,9 @@ extension EngineCore {
 
     private func checkExpectations(_ record: DownloadRecord, sha: String?, size: Int64?) throws(EngineError) {
         if record.state == .failed {
-            // A failed download starts afresh: the restarting request's expectations apply.
+            // A failed download starts afresh: the restarting request's expectations apply (its
+            // callers, if any, asked for the same ones: `join` gives other expectations a download
+            // of their own).
             record.expectedSHA256 = sha
             record.expectedSize = size
             return

@@ -55,6 +55,7 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: cache.path) == ["notours.txt"])
     }
 
+    /// A failed download nobody holds any more starts afresh under the restarting request's expectations.
     @Test func failedDownloadTakesTheRestartingRequestsExpectations() async throws {
         let body: [UInt8] = [1, 2, 3]
         let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: [:], body: body) }
@@ -62,10 +63,39 @@ import Testing
         let (wrong, failed) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/f", sha256: String(repeating: "0", count: 64)),
                                                                      until: [.failed, .completed])
         #expect(failed.error?.code == .checksumMismatch)
+        #expect(engine.cancel(token: wrong.token) != nil)
         let right = try engine.request(DownloadRequest(url: "http://o.test/f", sha256: SHA256Hasher.hex(body)))
         #expect(right.snapshot.id == wrong.snapshot.id)
         let done = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: right.snapshot.id, [.completed, .failed]) }
         #expect(done.state == .completed)
+    }
+
+    /// While callers hold a failed download, a restart under other expectations (another sha256, or
+    /// none) never completes it for them unverified: the newcomer gets a download of its own, the
+    /// failed one keeps its callers and its verdict. The same expectations restart it in place.
+    @Test(arguments: [String?.none, SHA256Hasher.hex([1, 2, 3])])
+    func aFailedDownloadsCallersKeepTheirVerdictWhenOthersAskDifferently(newcomerSHA: String?) async throws {
+        let body: [UInt8] = [1, 2, 3]
+        let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: [:], body: body) }
+        let root = EngineFixture.root()
+        let engine = try EngineFixture.engine(root, driver: driver)
+        let expected = String(repeating: "0", count: 64)
+        let (holder, failed) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/f", sha256: expected),
+                                                                      until: [.failed, .completed])
+        #expect(failed.error?.code == .checksumMismatch)
+        let newcomer = try engine.request(DownloadRequest(url: "http://o.test/f", sha256: newcomerSHA))
+        #expect(newcomer.snapshot.id != holder.snapshot.id)
+        let done = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: newcomer.snapshot.id, [.completed, .failed]) }
+        #expect(done.state == .completed && done.callers == 1)
+        let kept = try #require(engine.snapshot(id: holder.snapshot.id))
+        #expect(kept.state == .failed && kept.error?.code == .checksumMismatch && kept.callers == 1)
+        // Later callers join the new download, also after a restart (both are kept).
+        #expect(try engine.request(DownloadRequest(url: "http://o.test/f")).snapshot.id == newcomer.snapshot.id)
+        await engine.shutdown()
+        let restarted = try EngineFixture.engine(root, driver: FakeTransferDriver())
+        #expect(try restarted.request(DownloadRequest(url: "http://o.test/f")).snapshot.id == newcomer.snapshot.id)
+        #expect(restarted.snapshot(id: holder.snapshot.id)?.state == .failed)
+        #expect(restarted.cancel(token: holder.token)?.id == holder.snapshot.id)
     }
 
     @Test func noSpaceMapsToDiskFull() async throws {
