@@ -58,7 +58,7 @@ enum CommandLineOptions {
         Option(flag: "--cache-max-bytes", metavar: "BYTES", help: "cache area budget, e.g. 50G; 0 = no limit (default)") { c, v throws(ParseError) in
             c.cacheMaxBytes = try byteCount(v, "--cache-max-bytes")
         },
-        Option(flag: "--auth-token", metavar: "TOKEN", help: "require 'Authorization: Bearer TOKEN' on all but /healthz") { c, v throws(ParseError) in
+        Option(flag: "--auth-token", metavar: "TOKEN", help: "require 'Authorization: Bearer TOKEN' on all but /healthz, /readyz and the page /") { c, v throws(ParseError) in
             guard !v.isEmpty else { throw ParseError(message: "--auth-token must not be empty") }
             c.authToken = v
         },
