@@ -11,6 +11,7 @@ enum SnapshotJSON {
         o.append("bytesPerSecond", .double(rounded(s.bytesPerSecond)))
         o.append("bytesWritten", .int(s.bytesWritten))
         o.append("callers", .int(Int64(s.callers)))
+        if let changed = s.changedAt { o.append("changedAt", .string(JSON.timestamp(changed))) }
         if let c = s.connections {  // Segmented fetch: only once a caller asked for more than one.
             var connections = JSONObject()
             connections.append("active", .int(Int64(c.active)))

@@ -29,10 +29,18 @@ extension DownloadAPI {
             return APIError.tooManySubscribers(limit: subscriberQuota.limit).response
         }
         guard let subscription = engine.subscribe(id: id) else { return unknownDownloadResponse(id) }
-        let firstID = (request.headers["Last-Event-ID"].flatMap { UInt64($0.trimmingCharacters(in: .whitespaces)) } ?? 0) &+ 1
+        let firstID = Self.firstEventID(after: request.headers["Last-Event-ID"])
         let source = EventStreamSource(subscription: subscription, firstID: firstID, eventData: eventData, lease: lease,
                                        keepAlive: (Array(ServerSentEvent.comment("keep-alive").utf8), keepAliveInterval))
         return Response(headers: headers, body: .push(PushBody(source: source)))
+    }
+
+    /// The id of a stream's first event: one past a reconnecting client's `Last-Event-ID`, so ids
+    /// keep increasing across its reconnects; 1 for a first connection, and for an id that is not
+    /// a number this stream could have sent (ids never come near 2^53).
+    static func firstEventID(after lastEventID: String?) -> UInt64 {
+        guard let last = lastEventID.flatMap({ UInt64($0.trimmingCharacters(in: .whitespaces)) }), last < 1 << 53 else { return 1 }
+        return last + 1
     }
 
     /// The SSE form of an engine event: its name, and the snapshot (plus offset/restarted) as data.

@@ -198,7 +198,7 @@ final class DownloadRecord {
             path: state == .completed ? finalPath : nil, fileName: fileName, error: error,
             isPrivate: isCredentialed, reason: state == .paused && waitsForCredentials ? "credentials_required" : nil,
             connections: connectionCounts,
-            pausedBy: state == .paused ? (lifecycle.held ? .operator : .callers) : nil)
+            pausedBy: state == .paused ? (lifecycle.held ? .operator : .callers) : nil, changedAt: changedAt)
     }
 
     /// Shown once a caller asked for more than one connection.

@@ -38,6 +38,10 @@ public struct DownloadSnapshot: Sendable, Codable, Equatable {
     public var connections: ConnectionCounts?
     /// Who paused a `paused` download (nil in every other state).
     public var pausedBy: PauseCause?
+    /// When the origin's file last changed under this download (it started again from 0); nil if
+    /// it never did. Every event carries it, so a reader that missed the `resumed` (`restarted`)
+    /// event (dropped for a slow reader, or sent while it reconnected) still sees the change.
+    public var changedAt: Date?
 
     public init(
         id: String, url: String, state: DownloadState, storage: StorageClass,
@@ -45,7 +49,7 @@ public struct DownloadSnapshot: Sendable, Codable, Equatable {
         bytesPerSecond: Double = 0, etaSeconds: Double? = nil, callers: Int = 0, resumable: Bool = false,
         createdAt: Date, updatedAt: Date, sha256: String? = nil, size: Int64? = nil, path: String? = nil,
         fileName: String? = nil, error: DownloadFailure? = nil, isPrivate: Bool = false, reason: String? = nil,
-        connections: ConnectionCounts? = nil, pausedBy: PauseCause? = nil
+        connections: ConnectionCounts? = nil, pausedBy: PauseCause? = nil, changedAt: Date? = nil
     ) {
         self.id = id
         self.url = url
@@ -69,6 +73,7 @@ public struct DownloadSnapshot: Sendable, Codable, Equatable {
         self.reason = reason
         self.connections = connections
         self.pausedBy = pausedBy
+        self.changedAt = changedAt
     }
 }
 

@@ -149,6 +149,9 @@ import Testing
         let events = try await withTimeout(20) { await EngineFixture.events(sub) { $0.isTerminal } }
         #expect(events.contains { if case .resumed(0, true, _) = $0 { return true } else { return false } })
         #expect(events.last?.snapshot.state == .completed)
+        // Every later snapshot says the file changed, for a reader that missed the event.
+        #expect(events.first?.snapshot.changedAt == nil)
+        #expect(events.last?.snapshot.changedAt != nil)
         #expect(origin.requests(path: "/file").last?.header("If-Range") == oldETag)
         #expect(try Self.stored(engine, id) == origin.expectedBody())
         await engine.shutdown()

@@ -258,4 +258,13 @@ import Testing
         }
         #expect(message.contains("--serving-loops must be 0-16"))
     }
+
+    /// A progress stream's ids go on from a reconnecting client's `Last-Event-ID`; an id it could
+    /// not have sent starts again at 1 (never wrapping to 0).
+    @Test(arguments: [(String?.none, UInt64(1)), ("41", 42), (" 7 ", 8), ("abc", 1), ("-1", 1), ("18446744073709551615", 1),
+                      ("9007199254740991", 9_007_199_254_740_992), ("9007199254740992", 1)])
+    func progressStreamIDsFollowLastEventID(last: String?, first: UInt64) {
+        #expect(DownloadAPI.firstEventID(after: last) == first)
+    }
+
 }
