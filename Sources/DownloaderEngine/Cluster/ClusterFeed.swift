@@ -65,11 +65,20 @@ final class ClusterFeed: @unchecked Sendable {
         }
     }
 
+    /// How far ahead of this replica's reading a reconnecting watcher's id may be for its request to
+    /// read the database at once (in versions: changes stamped).
+    static let earlyReadWindow: UInt64 = 100_000
+
     /// A watcher of every download in the cluster (`DownloadEngine.watchAll`).
     func watch(after lastEventID: UInt64?) -> FeedSubscription {
         if let lastEventID {
-            if ClusterEventIDs.version(of: lastEventID) > (feed.clusterVersion ?? 0) {
-                reading.withLock { read() }  // Early: it saw a change this replica has not read yet.
+            let known = feed.clusterVersion ?? 0
+            let seen = ClusterEventIDs.version(of: lastEventID)
+            // Early: it saw a change this replica has not read yet. Only an id just ahead (what
+            // other replicas stamped within a few rounds) reads here, in the request: any other is
+            // not one the cluster gave out, and must not make every such request read the database.
+            if seen > known, seen - known <= Self.earlyReadWindow {
+                reading.withLock { read() }
             }
             if let id = feed.replaying(after: lastEventID) { return FeedSubscription(feed: feed, id: id) }
         }

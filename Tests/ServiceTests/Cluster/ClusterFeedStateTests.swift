@@ -88,3 +88,34 @@ import Testing
         #expect(c.replaying(after: 9 << 20) == nil)
     }
 }
+
+/// A reconnecting watcher's `Last-Event-ID` makes its request read the cluster database only when
+/// it is just ahead of this replica: an id no replica gave out never costs a read in the request.
+@Suite struct ClusterFeedEarlyReadTests {
+    final class CountingSource: ClusterFeedSource, @unchecked Sendable {
+        let reads = OriginLock<Int>(0)
+        func stamp() throws(StateStoreError) -> Int { 0 }
+        func start() throws(StateStoreError) -> (version: UInt64, rows: [ClusterRow]) { (10, []) }
+        func changes(after version: UInt64) throws(StateStoreError) -> (changes: [ClusterFeedStore.Change], more: Bool) {
+            reads.withLock { $0 += 1 }
+            return ([], false)
+        }
+    }
+
+    @Test func onlyAnIDJustAheadReadsInTheRequest() {
+        let scheduler = ManualScheduler()
+        let feed = EventFeed(pacer: ProgressPacer(pacing: ProgressPacing(), tick: 0.05, scheduler: scheduler), stored: nil, reserve: nil,
+                             background: DispatchQueue(label: "cluster-feed-early-read"))
+        let source = CountingSource()
+        let cluster = ClusterFeed(source: source, feed: feed, scheduler: scheduler, ignoring: [])
+        cluster.start()
+        defer { cluster.stop() }
+        let before = source.reads.withLock { $0 }
+        _ = cluster.watch(after: ClusterEventIDs.id(version: 12))
+        #expect(source.reads.withLock { $0 } == before + 1)
+        for far in [ClusterEventIDs.id(version: 10 + ClusterFeed.earlyReadWindow + 1), UInt64.max] {
+            _ = cluster.watch(after: far)
+        }
+        #expect(source.reads.withLock { $0 } == before + 1)
+    }
+}
