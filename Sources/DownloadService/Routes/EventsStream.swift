@@ -20,14 +20,16 @@ extension DownloadAPI {
             "Cache-Control": "no-cache",
             "X-Accel-Buffering": "no",
         ]
-        if request.method == "HEAD" { return Response(headers: headers, body: .push(PushBody(length: nil, source: HeadOnly()))) }
         // The operator's streams count apart: callers holding every place never lock the operator out.
         let showsPrivate = isOperator(request, endpoint: .events)
-        guard let lease = eventSubscriberQuota.acquire(showsPrivate ? "operator" : "") else {
-            return APIError(status: 503, .tooManySubscribers,
-                            "\(eventSubscriberQuota.limit) event streams are open already; retry later",
-                            headers: ["Retry-After": "5"]).response
+        let place = showsPrivate ? "operator" : ""
+        let full = APIError(status: 503, .tooManySubscribers, "\(eventSubscriberQuota.limit) event streams are open already; retry later",
+                            headers: ["Retry-After": "5"])
+        if request.method == "HEAD" {  // The head a GET gets (a HEAD takes no place).
+            guard eventSubscriberQuota.count(place) < eventSubscriberQuota.limit else { return full.response }
+            return Response(headers: headers, body: .push(PushBody(length: nil, source: HeadOnly())))
         }
+        guard let lease = eventSubscriberQuota.acquire(place) else { return full.response }
         let lastID = request.headers["Last-Event-ID"].flatMap { UInt64($0.trimmingCharacters(in: .whitespaces)) }
         let source = FeedStreamSource(subscription: engine.watchAll(after: lastID), eventData: eventData, lease: lease,
                                       keepAlive: (Array(ServerSentEvent.comment("keep-alive").utf8), keepAliveInterval),

@@ -21,9 +21,13 @@ extension DownloadAPI {
             "X-Accel-Buffering": "no",
         ]
         if request.method == "HEAD" {
-            // The head a GET gets: a stream of unknown length (chunked), not an empty body.
-            return engine.snapshot(id: id) == nil ? unknownDownloadResponse(id)
-                : Response(headers: headers, body: .push(PushBody(length: nil, source: HeadOnly())))
+            // The head a GET gets: a stream of unknown length (chunked), not an empty body, or the
+            // refusal at the limit (a HEAD takes no place).
+            guard engine.snapshot(id: id) != nil else { return unknownDownloadResponse(id) }
+            guard subscriberQuota.count(id) < subscriberQuota.limit else {
+                return APIError.tooManySubscribers(limit: subscriberQuota.limit).response
+            }
+            return Response(headers: headers, body: .push(PushBody(length: nil, source: HeadOnly())))
         }
         guard let lease = subscriberQuota.acquire(id) else {
             return APIError.tooManySubscribers(limit: subscriberQuota.limit).response

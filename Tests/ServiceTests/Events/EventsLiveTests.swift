@@ -141,6 +141,7 @@ import Testing
         #expect(try await Self.watchers(client, auth: auth, expected: 2) == 2)
         let third = try await client.request("GET", "/events?access_token=\(secret)")
         #expect(third.status == 503 && third.json["error"].flatMap { ($0 as? [String: Any])?["code"] as? String } == "too_many_subscribers")
+        #expect(try await client.request("HEAD", "/events?access_token=\(secret)").status == 503, "HEAD answers what a GET would")
         a.close()
         // The place is freed once the server notices the client went (bounded wait).
         var reopened = 0

@@ -122,6 +122,10 @@ import Testing
         #expect(first?.status == 200 && second.status == 200)
         let third = api.progress(id: a, request: get)
         #expect(third.status == 503)
+        // HEAD answers what a GET would, and takes no place.
+        #expect(api.progress(id: a, request: Request(method: "HEAD", target: "/")).status == 503)
+        #expect(api.progress(id: b, request: Request(method: "HEAD", target: "/")).status == 200)
+        #expect(api.subscriberQuota.count(b) == 0)
         #expect(Self.errorCode(third) == "too_many_subscribers")
         #expect(third.headers["Retry-After"] == "5")
         #expect(api.progress(id: b, request: get).status == 200)
