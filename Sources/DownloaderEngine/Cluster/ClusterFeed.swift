@@ -77,8 +77,10 @@ final class ClusterFeed: @unchecked Sendable {
             // Early: it saw a change this replica has not read yet. Only an id just ahead (what
             // other replicas stamped within a few rounds) reads here, in the request: any other is
             // not one the cluster gave out, and must not make every such request read the database.
-            if seen > known, seen - known <= Self.earlyReadWindow {
-                reading.withLock { read() }
+            // Behind a read that hangs (the database lost), the request waits 1 s at most.
+            if seen > known, seen - known <= Self.earlyReadWindow, reading.lock(before: Date().addingTimeInterval(1)) {
+                read()
+                reading.unlock()
             }
             if let id = feed.replaying(after: lastEventID) { return FeedSubscription(feed: feed, id: id) }
         }

@@ -51,6 +51,10 @@ extension AttemptVerdict {
                 end.discardPartial = discard
             }
         } else if case .failure(let failure) = result {
+            if failure.kind == .disk, let errno = diskError?.errno ?? failure.code, AttemptEnd.isShortage(errno) {
+                end.shortage = true
+                end.retryAfter = AttemptEnd.shortageDelay
+            }
             end.reason = failure.message
             end.exhaustionCode = RetryPolicy.exhaustionCode(failure.kind)
             // More bytes than announced: what was kept cannot be trusted either.
@@ -70,9 +74,8 @@ extension AttemptVerdict {
         case .tooLarge where requestedOffset > 0 && (acceptedOffset ?? 0) == 0:
             return nil  // The limit was reduced by kept bytes that a full answer then discarded.
         case .disk:
-            // Out of descriptors (this process's or the system's) or kernel memory: the disk is
-            // fine and the shortage passes; try again after the retry delay, as for a network fault.
-            if let errno = diskError?.errno ?? failure.code, [EMFILE, ENFILE, ENOMEM].contains(errno) { return nil }
+            // A shortage passes: tried again (`AttemptEnd.shortage`), the disk is fine.
+            if let errno = diskError?.errno ?? failure.code, AttemptEnd.isShortage(errno) { return nil }
             if let diskError { return .disk(diskError) }
             if let code = failure.code { return .disk(SystemError(errno: code, function: "write")) }
             return DownloadFailure(code: .diskError, message: failure.message)

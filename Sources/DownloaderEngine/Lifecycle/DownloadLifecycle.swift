@@ -73,6 +73,8 @@ struct DownloadLifecycle: Equatable, Sendable {
     private(set) var attempt: Attempt?
     /// Attempts in the current run (reset when the download pauses, completes, fails or is asked again).
     private(set) var attemptsMade = 0
+    /// Attempts in a row that could not open their file (`AttemptEnd.shortage`), not counted in `attemptsMade`.
+    private(set) var shortagesInARow = 0
     /// The completed file is being moved into another area.
     private(set) var moving = false
     /// The operator paused the download: callers joining do not resume it (only `operatorResumed` does).
@@ -172,6 +174,7 @@ struct DownloadLifecycle: Equatable, Sendable {
         case .paused, .failed:
             phase = .queued
             attemptsMade = 0
+            shortagesInARow = 0
             return [.clearFailure, .emit(.queued), .requestSlot]
         case .queued, .running, .completed:
             return []
@@ -197,6 +200,7 @@ struct DownloadLifecycle: Equatable, Sendable {
         }
         phase = .paused
         attemptsMade = 0
+        shortagesInARow = 0
         if attempt == nil { actions += settlePaused(partial) }
         return actions
     }
@@ -271,6 +275,16 @@ struct DownloadLifecycle: Equatable, Sendable {
             return actions + (end.discardPartial ? [.discardPartial] : []) + fail(failure)
         }
         if end.progressed && !end.restart { attemptsMade = 1 }  // As if this had been the first attempt.
+        if end.shortage {
+            attemptsMade -= 1  // The origin was not asked.
+            shortagesInARow += 1
+            guard shortagesInARow <= AttemptEnd.maxShortages else {
+                return actions + fail(DownloadFailure(code: .retriesExhausted,
+                                                      message: "gave up after \(shortagesInARow - 1) tries to open the file: \(end.reason)"))
+            }
+        } else {
+            shortagesInARow = 0
+        }
         guard attemptsMade < context.maxAttempts else {
             let exhausted = DownloadFailure(code: end.exhaustionCode, message: "gave up after \(attemptsMade) attempts: \(end.reason)",
                                             httpStatus: end.httpStatus)
@@ -286,6 +300,7 @@ struct DownloadLifecycle: Equatable, Sendable {
         phase = .completed
         held = false
         attemptsMade = 0
+        shortagesInARow = 0
         return [.recordCompletion] + releasing + [.emit(.completed), .housekeeping(.purgeCache), .journal]
     }
 
@@ -294,6 +309,7 @@ struct DownloadLifecycle: Equatable, Sendable {
         phase = .failed
         held = false
         attemptsMade = 0
+        shortagesInARow = 0
         return [.recordFailure(failure)] + releasing + [.emit(.failed), .housekeeping(.forgetOldFailures), .journal]
     }
 
@@ -336,6 +352,7 @@ struct DownloadLifecycle: Equatable, Sendable {
         guard phase == .paused, callers > 0 else { return [.journal] }
         phase = .queued
         attemptsMade = 0
+        shortagesInARow = 0
         return [.emit(.queued), .requestSlot, .journal]
     }
 

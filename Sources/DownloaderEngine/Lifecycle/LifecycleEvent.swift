@@ -1,3 +1,5 @@
+import Glibc
+
 /// What happens to a download, as `DownloadLifecycle` hears it. Attempts are named by their serial,
 /// so an event about an attempt that is no longer the current one is recognised as stale.
 enum LifecycleEvent: Equatable, Sendable {
@@ -77,6 +79,16 @@ struct AttemptEnd: Equatable, Sendable {
     /// The attempt kept at least `progressBytes` new bytes: the count of attempts (and the
     /// backoff) starts again, so a link that drops every few minutes still finishes a long download.
     var progressed = false
+    /// The attempt could not open its file for want of descriptors or memory (`isShortage`): the
+    /// origin was not asked, so it does not count against `maxAttempts`; it is tried again after
+    /// `shortageDelay`, at most `maxShortages` times in a row.
+    var shortage = false
 
     static let progressBytes: Int64 = 1 << 20
+    static let shortageDelay = "5"
+    static let maxShortages = 60
+
+    /// Out of descriptors (this process's or the system's) or kernel memory: the disk is fine and
+    /// the shortage passes.
+    static func isShortage(_ errno: Int32) -> Bool { errno == EMFILE || errno == ENFILE || errno == ENOMEM }
 }

@@ -213,7 +213,13 @@ final class PartialFile {
     /// its place.
     func replaceWithEmpty(settingAsideAt aside: String) throws(SystemError) {
         try syscall("rename") { rename(path, aside) }
-        let fresh = try syscall("open") { open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644) }
+        let fresh: Int32
+        do throws(SystemError) {
+            fresh = try syscall("open") { open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644) }
+        } catch {
+            _ = rename(aside, path)  // The file stays what it was (the attempt ends; nothing is lost or left aside).
+            throw error
+        }
         dropCurrent()
         pipeline.discard()  // Bytes in flight land in the old file before its descriptor closes.
         Glibc.close(fd)

@@ -26,8 +26,10 @@ extension CurlTransfer {
     }
 
     /// The next vetted address of a tunnelled hop whose tunnel the proxy could not open (it answered
-    /// CONNECT with a 5xx: the address refused or did not answer), taken from `tunnelFallbacks`;
-    /// nil when the attempt ends here. Nothing of the origin was heard, so nothing is lost.
+    /// CONNECT with a 5xx: the address refused, or was unreachable, before the connect timeout),
+    /// taken from `tunnelFallbacks`; nil when the attempt ends here. Nothing of the origin was
+    /// heard, so nothing is lost. An address that stays silent past the connect timeout ends the
+    /// attempt (its retry starts with the first address again).
     func tunnelFallback(after code: CURLcode) -> IPAddress? {
         guard code != CURLE_OK, isTunnelled, !tunnelFallbacks.isEmpty, head == nil, abortReason == nil,
               !isCancelled, let easy else { return nil }

@@ -17,11 +17,13 @@ import Testing
         guard case .ended(let end) = Self.ended(errno: errno) else { Issue.record("not an ended attempt"); return }
         #expect(end.failure == nil)
         #expect(!end.discardPartial)
+        #expect(end.shortage && end.retryAfter == AttemptEnd.shortageDelay)
     }
 
     @Test(arguments: [(ENOSPC, DownloadFailure.Code.diskFull), (EDQUOT, .diskFull), (EIO, .diskError), (EACCES, .diskError)])
     func aDiskFaultFailsTheDownload(errno: Int32, code: DownloadFailure.Code) throws {
         guard case .ended(let end) = Self.ended(errno: errno) else { Issue.record("not an ended attempt"); return }
         #expect(end.failure?.code == code)
+        #expect(!end.shortage)
     }
 }

@@ -259,6 +259,31 @@ import Testing
         #expect(exhausted.contains { if case .recordFailure(let f) = $0 { f.code == .retriesExhausted } else { false } })
     }
 
+    /// An attempt that could not open its file (out of descriptors) never asked the origin: it is
+    /// not counted against `maxAttempts` and waits `shortageDelay`, `maxShortages` times in a row.
+    @Test func anAttemptThatCouldNotOpenItsFileIsNotCounted() {
+        var shortage = AttemptEnd(retryAfter: AttemptEnd.shortageDelay, reason: "open: Too many open files (errno 24)")
+        shortage.shortage = true
+        let context = DownloadLifecycle.Context(maxAttempts: S.maxAttempts)
+        var (l, _) = LifecycleState.lastAttemptSettling.reach()
+        var serial: UInt64 = 5
+        for round in 0..<AttemptEnd.maxShortages {
+            let actions = l.handle(Self.settled(serial, .ended(shortage)), context)
+            let token = actions.compactMap { if case .scheduleRetry(let t, _, AttemptEnd.shortageDelay) = $0 { t } else { nil } }.first
+            guard let token else { Issue.record("round \(round): \(LifecycleNotation.actions(actions))"); return }
+            #expect(l.attemptsMade == S.maxAttempts - 1)
+            let started = l.handle(.retryDue(token: token), context)
+            guard let next = started.compactMap({ if case .startAttempt(let s) = $0 { s } else { nil } }).first else {
+                Issue.record("round \(round): \(LifecycleNotation.actions(started))")
+                return
+            }
+            serial = next
+            _ = l.handle(.transferEnded(serial: serial), context)
+        }
+        let exhausted = l.handle(Self.settled(serial, .ended(shortage)), context)
+        #expect(exhausted.contains { if case .recordFailure(let f) = $0 { f.code == .retriesExhausted } else { false } })
+    }
+
     @Test func retriesExhaustedSaysHowManyAndWhy() {
         var (l, _) = LifecycleState.lastAttemptSettling.reach()
         let actions = l.handle(Self.settled(5, S.unavailable), .init(maxAttempts: S.maxAttempts))

@@ -121,6 +121,15 @@ final class RawHTTPClient: @unchecked Sendable {
         }
     }
 
+    /// Sends `text` at once from the calling thread, beside whatever the queue runs (a read that
+    /// waits for the answer): for a body trickled while the response is awaited. False once the
+    /// connection is gone.
+    func sendBeside(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        return n == bytes.count
+    }
+
     /// Closes the sending side (the server reads end-of-stream).
     func shutdownWrite() { Glibc.shutdown(fd, Int32(SHUT_WR)) }
 
