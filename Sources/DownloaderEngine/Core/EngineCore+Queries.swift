@@ -35,8 +35,26 @@ extension EngineCore {
                                  contentType: record.contentType)
         }
         // The stat runs without the lock.
-        guard let file, FileStore.fileSize(file.path) == file.size else { return nil }
+        guard let file, FileStore.fileSize(file.path) == file.size else {
+            if let file, FileStore.isSurelyNot(file.path, size: file.size) { completedFileGone(id: id, path: file.path) }
+            return nil
+        }
         return file
+    }
+
+    /// A completed download's file is gone, or no longer its size (deleted or changed outside the
+    /// service): the download fails (`disk_error`), so that its callers stop waiting for a file that
+    /// will not be served and the next request of its URL fetches it anew.
+    private func completedFileGone(id: String, path: String) {
+        decide {
+            // (Not while it moves to another area: its old name goes before the new one is recorded.)
+            guard let record = byID[id], record.state == .completed, record.finalPath == path, !record.lifecycle.moving else { return }
+            handle(.fileVanished, for: record)
+            record.error = DownloadFailure(code: .diskError, message: "the completed file is gone or changed on disk (outside the service); "
+                                           + "ask for the URL again to fetch it anew")
+            record.updatedAt = clock.now()
+            save(record)
+        }
     }
 
     var statistics: EngineStatistics {

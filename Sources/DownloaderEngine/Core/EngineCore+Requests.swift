@@ -62,13 +62,14 @@ extension EngineCore {
                          as joiner: Joiner, answer: (Joined) -> T) throws(EngineError) -> T? {
         // A stored file's stat runs before the lock is taken: a slow disk never holds the engine.
         // (Checked again below that the path is still the one stat'ed.)
-        let (storedPath, reusePath): (String?, String?) = locked {
+        let (storedPath, storedSize, reusePath): (String?, Int64?, String?) = locked {
             let own = byURL[key]
             let stored = own.flatMap { $0.state == .completed ? $0.finalPath : nil }
             let reuse = stored == nil ? sha.flatMap { reusable(sha256: $0, credential: key.credential)?.finalPath } : nil
-            return (stored, reuse)
+            return (stored, own?.size, reuse)
         }
-        let storedFileVanished = storedPath.map { FileStore.fileSize($0) == nil } ?? false
+        // Gone, or changed on disk (another size): fetched anew.
+        let storedFileVanished = storedPath.map { path in storedSize.map { FileStore.isSurelyNot(path, size: $0) } ?? true } ?? false
         let reuseFileThere = reusePath.map { FileStore.fileSize($0) != nil } ?? false
         return try decide { () throws(EngineError) -> T? in
             guard !shuttingDown else { throw .shuttingDown() }

@@ -171,6 +171,14 @@ struct FileStore: Sendable {
         return Int64(st.st_size)
     }
 
+    /// Whether `path` is surely not a stored file of `size` bytes: nothing there (ENOENT), not a
+    /// regular file, or another size. False when the stat failed otherwise (it may pass).
+    static func isSurelyNot(_ path: String, size: Int64) -> Bool {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return errno == ENOENT || errno == ENOTDIR }
+        return (st.st_mode & S_IFMT) != S_IFREG || Int64(st.st_size) != size
+    }
+
     static func remove(_ path: String) { unlink(path) }
 
     /// Renames `path` to the first free name of `path + suffix`, `path + suffix + "-2"`, … (nothing

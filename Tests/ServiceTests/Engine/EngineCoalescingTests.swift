@@ -105,12 +105,32 @@ import Testing
         #expect(moved.path.hasPrefix(root.appendingPathComponent("data").path))
         #expect(!FileManager.default.fileExists(atPath: file.path))
         #expect(try Data(contentsOf: URL(fileURLWithPath: moved.path)) == Data(body))
-        // The file vanishing makes it downloadable again (same id).
+        // The file vanishing makes it downloadable again (same id). Asked for its file, it says it
+        // failed instead of completed (its callers would wait for a file never served).
         try FileManager.default.removeItem(atPath: moved.path)
         #expect(engine.completedFile(id: first.snapshot.id) == nil)
+        let gone = try #require(engine.snapshot(id: first.snapshot.id))
+        #expect(gone.state == .failed && gone.error?.code == .diskError && gone.sha256 == nil, "\(gone)")
         let redo = try engine.request(DownloadRequest(url: "http://o.test/x/file"))
         #expect(!redo.coalesced && redo.snapshot.id == first.snapshot.id)
         try await withTimeout(5) { await driver.waitForStarts(2) }
+    }
+
+    /// A stored file changed on disk (another size: cut, or overwritten) is not the verified file:
+    /// it is never served, and the next request fetches it anew.
+    @Test func aStoredFileOfAnotherSizeIsFetchedAnew() async throws {
+        let body = EngineFixture.body(5_000)
+        let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: ["Content-Length": "\(body.count)"], body: body) }
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
+        let (first, done) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/cut"), until: [.completed])
+        let path = try #require(done.path)
+        #expect(truncate(path, 1000) == 0)
+        let redo = try engine.request(DownloadRequest(url: "http://o.test/cut"))
+        #expect(!redo.coalesced && redo.snapshot.id == first.snapshot.id && redo.snapshot.state != .completed)
+        let again = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: first.snapshot.id, [.completed]) }
+        let againPath = try #require(again.path)
+        #expect(again.size == 5_000 && FileStore.fileSize(againPath) == 5_000)
+        #expect(driver.startCount == 2)
     }
 
     /// The move into the data area fails (here a directory stands where the file should go): the
