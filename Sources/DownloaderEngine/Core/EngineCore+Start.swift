@@ -37,6 +37,13 @@ extension EngineCore {
         // Space for the new bytes first: paused partials go before a low disk fills up.
         checkPressure(memory: false)
         do throws(SystemError) {
+            if kept == 0 && !keepTail && (FileStore.fileSize(path) ?? 0) > 0 {
+                // Bytes none of which was kept (e.g. a sync failed before the first checkpoint):
+                // a new inode, never a truncation, as `startOver` (readers may still hold the old one).
+                let aside = locked { asideName(for: path) }
+                try syscall("rename") { rename(path, aside) }
+                deleteInBackground(aside, before: locked { hooks.beforeRemove })
+            }
             let partial = try PartialFile(path: path, keep: kept, keepTail: keepTail, hasher: hasher, hashedLength: kept, write: write,
                                           sync: sync)
             partial.whenAdvanced { [weak self, weak attempt] length in
