@@ -42,7 +42,9 @@ extension EngineCore {
     /// watchers (`/events`, its progress streams) hear it `removed` by retention, as in cluster mode,
     /// instead of keeping a download the service no longer has.
     func retire(_ record: DownloadRecord) {
-        publish(.removed(by: .retention, freshSnapshot(record)), of: record)
+        var snapshot = freshSnapshot(record)
+        snapshot.pausedBy = nil  // Gone, not paused.
+        publish(.removed(by: .retention, snapshot), of: record)
         forget(record)
     }
 

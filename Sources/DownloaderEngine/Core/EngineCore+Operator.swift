@@ -66,7 +66,8 @@ extension EngineCore {
     @discardableResult
     func removeRecord(_ record: DownloadRecord, by cause: RemovalCause) -> DownloadSnapshot {
         handle(.removed, for: record)
-        let snapshot = freshSnapshot(record)
+        var snapshot = freshSnapshot(record)
+        snapshot.pausedBy = nil  // Stopped for good, not paused (by anyone): the event says who removed it.
         publish(.removed(by: cause, snapshot), of: record)
         if let tail = record.tail, record.state != .completed {
             effects.append { tail.update { $0.phase = .removed } }

@@ -111,6 +111,7 @@ import Synchronization
             Issue.record("no removed event"); return
         }
         #expect(by == .operator && last.id == id)
+        #expect(last.pausedBy == nil, "removed, not paused")
         #expect(driver.transfer(0).isCancelled)
         #expect(engine.snapshot(id: id) == nil && engine.subscribe(id: id) == nil)
         #expect(engine.liveTokens(among: [r.token]).isEmpty && engine.cancel(token: r.token) == nil)
