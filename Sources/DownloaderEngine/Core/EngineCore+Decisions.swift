@@ -51,10 +51,12 @@ extension EngineCore {
             scheduleRetry(record, token: token, attemptsMade: attemptsMade, retryAfter: retryAfter)
         case .discardPartial:
             discardPartial(record)
+            refreshTail(record)  // Readers joining now wait for the next version's head, not the dropped one's.
         case .forgetValidator:
             record.restartPending = record.restartPending || record.partialBytes > 0
             record.validator = nil
             record.expectedTotal = nil
+            refreshTail(record)  // No reader is told the old version's validator or length any more.
         case .recordFailure(let failure):
             record.publishing = nil
             record.restartPending = false  // A later request starts afresh: no restart to tell.
