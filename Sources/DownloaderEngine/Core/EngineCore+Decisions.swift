@@ -51,12 +51,12 @@ extension EngineCore {
             scheduleRetry(record, token: token, attemptsMade: attemptsMade, retryAfter: retryAfter)
         case .discardPartial:
             discardPartial(record)
-            refreshTail(record)  // Readers joining now wait for the next version's head, not the dropped one's.
+            refreshTailOnRestart(record)
         case .forgetValidator:
             record.restartPending = record.restartPending || record.partialBytes > 0
             record.validator = nil
             record.expectedTotal = nil
-            refreshTail(record)  // No reader is told the old version's validator or length any more.
+            refreshTailOnRestart(record)
         case .recordFailure(let failure):
             record.publishing = nil
             record.restartPending = false  // A later request starts afresh: no restart to tell.
@@ -104,6 +104,15 @@ extension EngineCore {
     }
 
     /// A completed download whose file vanished starts over under the same id: what it had is forgotten.
+    /// A download that goes on after dropping its version (a restart): readers joining now wait for
+    /// the next version's head, and none is told the old one's validator or length. (A failing
+    /// download's readers hear its failure from `recordFailure`, which comes after these actions:
+    /// told now, they would read a failure without its code.)
+    private func refreshTailOnRestart(_ record: DownloadRecord) {
+        guard record.state != .failed && record.state != .completed else { return }
+        refreshTail(record)
+    }
+
     private func resetResult(_ record: DownloadRecord) {
         record.finalPath = nil
         record.sha256 = nil
