@@ -103,7 +103,6 @@ extension EngineCore {
         tellNotice(notice, of: record)
     }
 
-    /// A completed download whose file vanished starts over under the same id: what it had is forgotten.
     /// A download that goes on after dropping its version (a restart): readers joining now wait for
     /// the next version's head, and none is told the old one's validator or length. (A failing
     /// download's readers hear its failure from `recordFailure`, which comes after these actions:
@@ -113,6 +112,7 @@ extension EngineCore {
         refreshTail(record)
     }
 
+    /// A completed download whose file vanished starts over under the same id: what it had is forgotten.
     private func resetResult(_ record: DownloadRecord) {
         record.finalPath = nil
         record.sha256 = nil

@@ -59,12 +59,17 @@ extension EngineCore {
         /// A sync reported an I/O error: written bytes may be lost although a later sync succeeds.
         let lostSync = locked { attempt.lostSync }
         var lostWrites = lostSync != nil
+        /// This settle's own sync failed: the other connections' pieces written in place are not durable.
+        var syncFailed = false
         if case .success = result, attempt.refusal == nil, attempt.acceptedOffset != nil, let partial {
             settlement = lostSync.map { .failed(.disk($0.error), discard: false) }
                 ?? absorbSegments(attempt, partial) ?? verifyAndPublish(attempt, partial, context)
         } else if let partial {
             if case .restart = attempt.refusal {} else {
-                do throws(SystemError) { try partial.sync() } catch { lostWrites = lostWrites || error.errno == EIO }
+                do throws(SystemError) { try partial.sync() } catch {
+                    syncFailed = true
+                    lostWrites = lostWrites || error.errno == EIO
+                }
             }
         }
         let durable = min(partial?.durableLength ?? 0, lostSync?.durable ?? .max)
@@ -102,7 +107,8 @@ extension EngineCore {
                         record.durableOffset = durable
                         record.bytesWritten = keep
                         record.flushedBytes = keep
-                        keepSegments(of: attempt, record, keptPrefix: keep, synced: lostSync == nil && durable >= closed.length)
+                        keepSegments(of: attempt, record, keptPrefix: keep,
+                                     synced: lostSync == nil && !syncFailed && durable >= closed.length)
                     }
                 case .recordCompletion:
                     if case .published(let file) = settlement { recordCompletion(record, file) }

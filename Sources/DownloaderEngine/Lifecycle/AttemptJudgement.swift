@@ -1,5 +1,4 @@
 import Basics
-import Glibc
 /// What settling an ended attempt achieved (on the work queue, without the engine's lock).
 enum Settlement: Equatable, Sendable {
     /// The whole body is verified, fsynced and renamed into its area.

@@ -280,7 +280,7 @@ struct DownloadLifecycle: Equatable, Sendable {
             shortagesInARow += 1
             guard shortagesInARow <= AttemptEnd.maxShortages else {
                 return actions + fail(DownloadFailure(code: .retriesExhausted,
-                                                      message: "gave up after \(shortagesInARow - 1) tries to open the file: \(end.reason)"))
+                                                      message: "gave up after \(shortagesInARow) tries to open the file: \(end.reason)"))
             }
         } else {
             shortagesInARow = 0

@@ -75,7 +75,9 @@ final class PartialFile {
         if fd >= 0 { pipeline.close(whenIdle: fd) }
     }
 
-    private static func hash(fd: Int32, from start: Int64 = 0, count: Int64, into hasher: SHA256Hasher) throws(SystemError) {
+    /// Reads `[start, start + count)` into `hasher`; `hashed` hears how far it got after each chunk.
+    private static func hash(fd: Int32, from start: Int64 = 0, count: Int64, into hasher: SHA256Hasher,
+                             hashed: (Int64) -> Void = { _ in }) throws(SystemError) {
         let chunk = 1 << 20
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
         defer { buffer.deallocate() }
@@ -87,6 +89,7 @@ final class PartialFile {
             if n == 0 { throw SystemError(errno: EIO, function: "pread (file shrank)") }
             hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
             offset += Int64(n)
+            hashed(offset)
         }
     }
 
@@ -188,7 +191,20 @@ final class PartialFile {
         try flush()
         guard end > length else { return }
         pipeline.waitIdle()
-        try Self.hash(fd: fd, from: length, count: end - length, into: pipeline.hasher)
+        var reached = length
+        do {
+            try Self.hash(fd: fd, from: length, count: end - length, into: pipeline.hasher) { reached = $0 }
+        } catch {
+            // Counted as far as it was hashed: a later absorb goes on from there, and no byte is
+            // hashed twice (the digest would be another file's).
+            try? counted(upTo: reached)
+            throw error
+        }
+        try counted(upTo: end)
+    }
+
+    /// The file ends at `end`, hashed up to there: appends go on from it.
+    private func counted(upTo end: Int64) throws(SystemError) {
         try syscall("lseek") { lseek(fd, off_t(end), SEEK_SET) }
         pipeline.written.set(end)
         length = end
@@ -200,9 +216,9 @@ final class PartialFile {
         try flush()
         guard bytes.count > 0 else { return }
         pipeline.waitIdle()
-        pipeline.hasher.update(bytes)
         let end = length + Int64(bytes.count)
-        try syscall("lseek") { lseek(fd, off_t(end), SEEK_SET) }
+        try syscall("lseek") { lseek(fd, off_t(end), SEEK_SET) }  // First: a failure leaves the hash as it was.
+        pipeline.hasher.update(bytes)
         pipeline.written.set(end)
         length = end
     }

@@ -60,6 +60,29 @@ import Testing
         #expect(second.sha256Hex == SHA256Hasher.hex(body))
     }
 
+    /// Segmented fetch: a read-back of pieces written in place that fails midway (here the file is
+    /// shorter than asked: a piece not there yet) counts what it hashed, and the next absorb goes on
+    /// from there: no byte is hashed twice, the digest is the file's.
+    @Test func anAbsorbThatFailsMidwayGoesOnWhereItStopped() throws {
+        let path = EngineFixture.root().appendingPathComponent("s.part").path
+        let body = EngineFixture.body(3 << 20)
+        let file = try PartialFile(path: path, keep: 0)
+        try body[0..<1000].withUnsafeBytes { try file.append($0) }
+        try file.flush()
+        // Another connection wrote [1000, 2.5 MiB) in place; the rest is not there yet.
+        let partEnd = (5 << 20) / 2
+        let fd = open(path, O_WRONLY | O_CLOEXEC)
+        #expect(body[1000..<partEnd].withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 1000) } == partEnd - 1000)
+        #expect(throws: SystemError.self) { try file.absorb(upTo: Int64(body.count)) }
+        #expect(file.length == Int64(partEnd))
+        #expect(body[partEnd...].withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(partEnd)) } == body.count - partEnd)
+        close(fd)
+        try file.absorb(upTo: Int64(body.count))
+        #expect(file.length == Int64(body.count))
+        #expect(file.sha256Hex == SHA256Hasher.hex(body))
+        _ = file.close()
+    }
+
     @Test func sha256KnownAnswer() {
         #expect(SHA256Hasher.hex(Array("abc".utf8)) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
         #expect(SHA256Hasher.hex([]) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
