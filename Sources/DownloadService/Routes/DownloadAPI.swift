@@ -19,6 +19,9 @@ struct DownloadAPI: Sendable {
     var callerQuota: (any CallerLimit)? = nil
     /// `GET /events` streams at once (`--max-event-subscribers`); beyond it 503 `too_many_subscribers`.
     var eventSubscriberQuota = SubscriberQuota(limit: 1_024)
+    /// `HEAD /fetch` probes to origins at once per client address, a share of the engine's 64:
+    /// beyond it 503 `busy` (one client cannot hold every probe).
+    var probeQuota = SubscriberQuota(limit: 16)
     /// Each event's SSE data, encoded once for all the download's streams.
     let eventData = EventDataCache()
     /// Each download's latest snapshot as JSON, for `GET /downloads/{id}`.

@@ -169,6 +169,10 @@ extension DownloadAPI {
                 break
             }
         }
+        guard let share = probeQuota.acquire(clientAddress(request)) else {
+            return APIError(engineError: .busy("\(probeQuota.limit) HEAD probes of this client are running; try again shortly")).response
+        }
+        defer { withExtendedLifetime(share) {} }
         switch await probeWhileTheClientStays(query.request, request) {
         case .success(.head(let head))?:
             var headers = HTTPHeaders()

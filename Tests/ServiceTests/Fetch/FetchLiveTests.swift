@@ -257,8 +257,8 @@ struct FetchLiveTests {
         #expect(missing.status == 502)
     }
 
-    /// HEAD probes hold an outbound connection each: at most 64 run at once (the 65th is `503 busy`),
-    /// and a client that leaves ends its probe (the connect timeout here is a minute).
+    /// HEAD probes hold an outbound connection each: at most 16 per client run at once (the 17th is
+    /// `503 busy`), and a client that leaves ends its probe (the connect timeout here is a minute).
     @Test func headProbesAreBoundedAndEndWithTheirClients() async throws {
         let silent = try OriginSocket.silentListenerWithFullQueue()
         defer { silent.descriptors.forEach { close($0) } }
@@ -266,7 +266,7 @@ struct FetchLiveTests {
         defer { origin.stop() }
         let service = try await ServiceProcess.start(arguments: Self.loopback + ["--connect-timeout", "60"])
         var waiting: [RawHTTPClient] = []
-        for index in 0..<64 {
+        for index in 0..<16 {
             let client = try await RawHTTPClient.connect(port: service.port)
             try await client.send("HEAD \(Self.path("http://127.0.0.1:\(silent.port)/x\(index)")) HTTP/1.1\r\nHost: t\r\n\r\n")
             waiting.append(client)
