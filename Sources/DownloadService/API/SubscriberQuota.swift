@@ -25,6 +25,9 @@ final class SubscriberQuota: Sendable {
     /// Streams open for `id`.
     func count(_ id: String) -> Int { open.withLock { $0[id, default: 0] } }
 
+    /// Whether `acquire(id)` would get a place now (a `HEAD` answers as its `GET` would, taking none).
+    func hasRoom(_ id: String) -> Bool { count(id) < limit }
+
     fileprivate func release(_ id: String) {
         open.withLock { open in
             let count = open[id, default: 0]

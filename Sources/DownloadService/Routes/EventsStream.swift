@@ -26,7 +26,7 @@ extension DownloadAPI {
         let full = APIError(status: 503, .tooManySubscribers, "\(eventSubscriberQuota.limit) event streams are open already; retry later",
                             headers: ["Retry-After": "5"])
         if request.method == "HEAD" {  // The head a GET gets (a HEAD takes no place).
-            guard eventSubscriberQuota.count(place) < eventSubscriberQuota.limit else { return full.response }
+            guard eventSubscriberQuota.hasRoom(place) else { return full.response }
             return Response(headers: headers, body: .push(PushBody(length: nil, source: HeadOnly())))
         }
         guard let lease = eventSubscriberQuota.acquire(place) else { return full.response }

@@ -24,7 +24,7 @@ extension DownloadAPI {
             // The head a GET gets: a stream of unknown length (chunked), not an empty body, or the
             // refusal at the limit (a HEAD takes no place).
             guard engine.snapshot(id: id) != nil else { return unknownDownloadResponse(id) }
-            guard subscriberQuota.count(id) < subscriberQuota.limit else {
+            guard subscriberQuota.hasRoom(id) else {
                 return APIError.tooManySubscribers(limit: subscriberQuota.limit).response
             }
             return Response(headers: headers, body: .push(PushBody(length: nil, source: HeadOnly())))

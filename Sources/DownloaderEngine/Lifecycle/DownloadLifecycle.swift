@@ -173,8 +173,7 @@ struct DownloadLifecycle: Equatable, Sendable {
         switch phase {
         case .paused, .failed:
             phase = .queued
-            attemptsMade = 0
-            shortagesInARow = 0
+            startsNewRun()
             return [.clearFailure, .emit(.queued), .requestSlot]
         case .queued, .running, .completed:
             return []
@@ -199,8 +198,7 @@ struct DownloadLifecycle: Equatable, Sendable {
             if a.stage == .starting || a.stage == .transferring { actions.insert(.cancelTransfer(serial: a.serial), at: 0) }
         }
         phase = .paused
-        attemptsMade = 0
-        shortagesInARow = 0
+        startsNewRun()
         if attempt == nil { actions += settlePaused(partial) }
         return actions
     }
@@ -216,6 +214,12 @@ struct DownloadLifecycle: Equatable, Sendable {
         case .running: [.releaseSlot]
         case .paused, .completed, .failed: []
         }
+    }
+
+    /// The counts of attempts start again (the download paused, ended or was asked again).
+    private mutating func startsNewRun() {
+        attemptsMade = 0
+        shortagesInARow = 0
     }
 
     private mutating func beginAttempt(_ context: Context) -> [LifecycleAction] {
@@ -299,8 +303,7 @@ struct DownloadLifecycle: Equatable, Sendable {
         let releasing = leaveSlotOrQueue()
         phase = .completed
         held = false
-        attemptsMade = 0
-        shortagesInARow = 0
+        startsNewRun()
         return [.recordCompletion] + releasing + [.emit(.completed), .housekeeping(.purgeCache), .journal]
     }
 
@@ -308,8 +311,7 @@ struct DownloadLifecycle: Equatable, Sendable {
         let releasing = leaveSlotOrQueue()
         phase = .failed
         held = false
-        attemptsMade = 0
-        shortagesInARow = 0
+        startsNewRun()
         return [.recordFailure(failure)] + releasing + [.emit(.failed), .housekeeping(.forgetOldFailures), .journal]
     }
 
@@ -351,8 +353,7 @@ struct DownloadLifecycle: Equatable, Sendable {
         held = false
         guard phase == .paused, callers > 0 else { return [.journal] }
         phase = .queued
-        attemptsMade = 0
-        shortagesInARow = 0
+        startsNewRun()
         return [.emit(.queued), .requestSlot, .journal]
     }
 
