@@ -34,10 +34,16 @@ extension DownloadAPI {
         return await forward(request, to: owner, streamed: streamed)
     }
 
-    /// The address `request` counts under (`--max-downloads-per-client`): the one the forwarding
-    /// replica vouched for, else the connection's.
+    /// The address `request` comes from: the one the forwarding replica vouched for, else the
+    /// connection's.
     func clientAddress(_ request: Request) -> String {
         forwarding.signing?.client(of: request) ?? request.remoteIP
+    }
+
+    /// What per-client limits count `request` under: its client address's network
+    /// (`ClientNetwork`: an IPv6 address by its /64, so one host cannot multiply its share).
+    func clientNetwork(_ request: Request) -> String {
+        ClientNetwork.of(clientAddress(request))
     }
 
     func placement(of subject: ForwardSubject) -> Placement {

@@ -115,8 +115,8 @@ struct DownloadAPI: Sendable {
         case .success(let c): callback = c
         case .failure(let error): return error.response
         }
-        let client = clientAddress(request)
-        parsed.client = client
+        parsed.client = clientAddress(request)
+        let client = clientNetwork(request)
         if let quota = callerQuota, !quota.reserve(client) {
             return APIError.tooManyDownloads(limit: quota.limit).response
         }

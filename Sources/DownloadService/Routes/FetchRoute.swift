@@ -169,7 +169,7 @@ extension DownloadAPI {
                 break
             }
         }
-        guard let share = probeQuota.acquire(clientAddress(request)) else {
+        guard let share = probeQuota.acquire(clientNetwork(request)) else {
             return APIError(engineError: .busy("\(probeQuota.limit) HEAD probes of this client are running; try again shortly")).response
         }
         defer { withExtendedLifetime(share) {} }

@@ -20,14 +20,15 @@ final class ConnectionLimiter: Sendable {
             status: 503, kind: .tooManyConnections, reason: "too many open connections from your address; close some and retry")))
     }
 
+    /// Counted per client network (`ClientNetwork`: an IPv6 peer by its /64).
     func admit(remote: String) -> ConnectionCounts.Refusal? {
-        let ip = ConnectionCounts.ip(ofRemote: remote)
-        return counts.withLock { $0.admit(ip) }
+        let network = ClientNetwork.of(ConnectionCounts.ip(ofRemote: remote))
+        return counts.withLock { $0.admit(network) }
     }
 
     func release(remote: String) {
-        let ip = ConnectionCounts.ip(ofRemote: remote)
-        counts.withLock { $0.release(ip) }
+        let network = ClientNetwork.of(ConnectionCounts.ip(ofRemote: remote))
+        counts.withLock { $0.release(network) }
     }
 
     /// The whole refusal, head and body, encoded once.

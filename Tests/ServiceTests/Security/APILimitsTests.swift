@@ -57,6 +57,21 @@ import Testing
         await engine.shutdown()
     }
 
+    /// An IPv6 client counts under its /64: a host that picks a fresh address of its network per
+    /// request still holds one allowance.
+    @Test func anIPv6ClientsAddressesShareOneAllowance() async throws {
+        let engine = try Self.engine()
+        var api = DownloadAPI(engine: engine, metrics: ServiceMetrics(), auth: nil)
+        api.callerQuota = CallerQuota(limit: 2) { [engine] in engine.liveTokens(among: $0) }
+        let url = "http://localhost:9/never"
+        #expect(await Self.post(api, url, from: "[2001:db8:5::1]:4000").status == 202)
+        #expect(await Self.post(api, url, from: "[2001:db8:5::2]:4000").status == 202)
+        let third = await Self.post(api, url, from: "[2001:db8:5:0:ffff::9]:4000")
+        #expect(third.status == 429 && Self.errorCode(third) == "too_many_downloads")
+        #expect(await Self.post(api, url, from: "[2001:db8:6::1]:4000").status == 202)
+        await engine.shutdown()
+    }
+
     @Test func tokensTheEngineDroppedNoLongerCount() {
         let live = LiveSet()
         let clock = Mutex<UInt64>(0)

@@ -35,6 +35,32 @@ import Testing
         #expect(ConnectionCounts.ip(ofRemote: remote) == ip)
     }
 
+    @Test(arguments: [
+        ("10.1.2.3", "10.1.2.3"),
+        ("2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"),
+        ("2001:db8:1:2::ffff", "2001:db8:1:2::/64"),
+        ("[2001:DB8:1:2::1]", "2001:db8:1:2::/64"),
+        ("fe80::1%eth0", "fe80::/64"),
+        ("::1", "::/64"),
+        ("::ffff:192.0.2.7", "192.0.2.7"),
+        ("not an address", "not an address"),
+        ("1:2", "1:2"),
+    ])
+    func anIPv6PeerCountsUnderItsSlash64(address: String, network: String) {
+        #expect(ClientNetwork.of(address) == network)
+    }
+
+    /// Two addresses of one /64 share the per-address limit; the next /64 has its own.
+    @Test func theLimiterCountsIPv6PeersByNetwork() {
+        let limiter = ConnectionLimiter(maxConnections: 10, maxConnectionsPerIP: 2, renderError: ServerError.plainText)
+        #expect(limiter.admit(remote: "[2001:db8::1]:4000") == nil)
+        #expect(limiter.admit(remote: "[2001:db8::2]:4000") == nil)
+        #expect(limiter.admit(remote: "[2001:db8::3]:4000") == .addressFull)
+        #expect(limiter.admit(remote: "[2001:db8:0:1::3]:4000") == nil)
+        limiter.release(remote: "[2001:db8::1]:4000")
+        #expect(limiter.admit(remote: "[2001:db8::abcd]:4001") == nil)
+    }
+
     @Test func theRefusalIsACompleteAnswer() throws {
         let limiter = ConnectionLimiter(maxConnections: 1, maxConnectionsPerIP: nil, renderError: ServerError.plainText)
         let text = String(decoding: limiter.refusalBytes(.serverFull), as: UTF8.self)
