@@ -56,13 +56,16 @@ public struct CompletedFile: Sendable, Equatable {
     public var sha256: String
     /// The origin's `Content-Type` (nil: it sent none).
     public var contentType: String?
+    /// The origin's strong ETag of this version, quotes included (nil: it sent none).
+    public var originETag: String?
 
-    public init(path: String, fileName: String, size: Int64, sha256: String, contentType: String? = nil) {
+    public init(path: String, fileName: String, size: Int64, sha256: String, contentType: String? = nil, originETag: String? = nil) {
         self.path = path
         self.fileName = fileName
         self.size = size
         self.sha256 = sha256
         self.contentType = contentType
+        self.originETag = originETag
     }
 }
 

@@ -32,8 +32,8 @@ struct FetchQuery: Equatable {
         }
         var size: Int64?
         if let text = values["size"] {
-            guard let parsed = Int64(text), parsed >= 0 else {
-                return .failure(.badRequest(.invalidSize, "size must be a non-negative integer"))
+            guard let parsed = Int64(text), (0...CreateDownloadBody.maxSize).contains(parsed) else {
+                return .failure(.badRequest(.invalidSize, "size must be an integer from 0 to 2^53-1"))
             }
             size = parsed
         }

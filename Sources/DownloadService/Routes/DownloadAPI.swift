@@ -149,7 +149,8 @@ struct DownloadAPI: Sendable {
         return .json(JSONObject(["downloads": .array(downloads.map { .object(SnapshotJSON.object($0)) })]).bytes)
     }
 
-    /// `alsoMatching`: other strong validators of the stored content honoured in `If-Range`.
+    /// `alsoMatching`: other strong validators of the stored content honoured in `If-Range`,
+    /// `If-Match` and `If-None-Match` (besides its SHA-256 and the origin's ETag).
     func file(id: String, alsoMatching: [String] = []) -> Response {
         guard let stored = engine.completedFile(id: id) else { return notComplete(id: id) }
         return served(stored, alsoMatching: alsoMatching)
@@ -163,12 +164,15 @@ struct DownloadAPI: Sendable {
     }
 
     /// The completed file `stored`, with its validators and the origin's type (an attachment, never
-    /// sniffed: a browser saves it, it does not render it as a page of this service).
+    /// sniffed: a browser saves it, it does not render it as a page of this service). Its ETag is
+    /// the SHA-256; conditions naming the origin's strong ETag of this version hold too (a client that
+    /// fetched it from the origin, or through `/fetch` while it was landing, may resume with it).
     private func served(_ stored: CompletedFile, alsoMatching: [String] = []) -> Response {
         var served = FileResponse(path: stored.path, contentType: stored.contentType ?? "application/octet-stream",
                                   contentDisposition: FileHeaders.attachment(fileName: stored.fileName), etag: "\"\(stored.sha256)\"")
         served.followsSymlinks = false  // a link planted in a storage area is never followed out of it
         served.alsoMatches = alsoMatching
+        if let origin = stored.originETag, !alsoMatching.contains(origin) { served.alsoMatches.append(origin) }
         var response = Response(headers: ["X-Content-Type-Options": "nosniff"], body: .file(served))
         if let digest = FileHeaders.reprDigest(sha256Hex: stored.sha256) { response.headers["Repr-Digest"] = digest }
         return response

@@ -32,7 +32,7 @@ extension EngineCore {
             record.lastAccess = clock.now()
             unsaved.insert(record.id)  // Stored with the next commit (no commit of its own).
             return CompletedFile(path: path, fileName: record.fileName ?? FileNameSanitizer.fallback, size: size, sha256: sha,
-                                 contentType: record.contentType)
+                                 contentType: record.contentType, originETag: record.validator?.etag)
         }
         // The stat runs without the lock.
         guard let file, FileStore.fileSize(file.path) == file.size else {

@@ -53,6 +53,14 @@ struct FetchLiveTests {
         let id = try #require(responses.first?.header("X-Download-Id"))
         let file = try await service.client.request("GET", "/downloads/\(id)/file")
         #expect(file.status == 200 && file.body == expected)
+        // Its file route takes the origin's ETag of that version in If-Range, If-None-Match and If-Match.
+        let originETag = try #require(origin.etag())
+        let ranged = try await service.client.request("GET", "/downloads/\(id)/file",
+                                                      headers: ["Range": "bytes=0-9", "If-Range": originETag])
+        #expect(ranged.status == 206 && ranged.body == Array(expected[0...9]))
+        #expect(try await service.client.request("GET", "/downloads/\(id)/file", headers: ["If-None-Match": originETag]).status == 304)
+        #expect(try await service.client.request("HEAD", "/downloads/\(id)/file", headers: ["If-Match": originETag]).status == 200)
+        #expect(try await service.client.request("HEAD", "/downloads/\(id)/file", headers: ["If-Match": "\"other\""]).status == 412)
         // And /fetch now serves the stored file, honouring an If-Range with the origin's ETag.
         let stored = try await Self.fetch(service, origin.url, headers: ["Range": "bytes=10-19", "If-Range": origin.etag() ?? ""])
         #expect(stored.status == 206 && stored.body == Array(expected[10...19]))
