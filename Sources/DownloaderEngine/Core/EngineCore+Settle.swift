@@ -64,15 +64,20 @@ extension EngineCore {
         if case .success = result, attempt.refusal == nil, attempt.acceptedOffset != nil, let partial {
             settlement = lostSync.map { .failed(.disk($0.error), discard: false) }
                 ?? absorbSegments(attempt, partial) ?? verifyAndPublish(attempt, partial, context)
-        } else if let partial {
-            if case .restart = attempt.refusal {} else {
-                do throws(SystemError) { try partial.sync() } catch {
-                    syncFailed = true
-                    lostWrites = lostWrites || error.errno == EIO
-                }
+        }
+        // Bytes kept for a later attempt are made durable first (not those a restart discards).
+        var restarts = false
+        if case .restart = attempt.refusal { restarts = true }
+        if let partial, settlement.resumes, !restarts {
+            do throws(SystemError) { try partial.sync() } catch {
+                syncFailed = true
+                lostWrites = lostWrites || error.errno == EIO
             }
         }
-        let durable = min(partial?.durableLength ?? 0, lostSync?.durable ?? .max)
+        // Durable: what this settle's sync covered, else what the attempt's checkpoints did (never
+        // past the offset stored before a checkpoint's sync failed).
+        let checkpointed = locked { byID[attempt.recordID]?.durableOffset ?? 0 }
+        let durable = min(max(partial?.durableLength ?? 0, checkpointed), lostSync?.durable ?? .max)
         let closed = partial?.close()
         var verdict = AttemptVerdict.judge(settlement, refusal: attempt.refusal, result: result,
                                            requestedOffset: attempt.plan.offset, acceptedOffset: attempt.acceptedOffset,

@@ -9,6 +9,14 @@ enum Settlement: Equatable, Sendable {
     case incomplete
     /// Nothing to verify: the attempt ended without a whole body.
     case notDone
+
+    /// A later attempt goes on from the partial's bytes.
+    var resumes: Bool {
+        switch self {
+        case .incomplete, .notDone: true
+        case .published, .failed: false
+        }
+    }
 }
 
 /// A verified file in its area.

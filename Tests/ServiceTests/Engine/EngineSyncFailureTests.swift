@@ -39,6 +39,38 @@ struct EngineSyncFailureTests {
         await engine.shutdown()
     }
 
+    /// Checkpoints made the first MiB durable, then every sync fails (the later checkpoints' and
+    /// the settle's own): the download fails with the disk error but keeps what the checkpoints
+    /// made durable (it kept none of this attempt's bytes), and a new request resumes from there.
+    @Test func bytesEarlierCheckpointsMadeDurableAreKeptWhenTheSettlesSyncFails() async throws {
+        let origin = try TestOrigin(bodySize: 3 << 20)
+        defer { origin.stop() }
+        origin.update { $0.bytesPerSecond = 2 << 20 }  // paced: checkpoints land while the body arrives
+        let engine = try EngineLiveTests.engine { $0.checkpointBytes = 1 << 20 }
+        let phase = OriginLock(0)  // 0: syncs work, 1: they fail, 2: they work again
+        engine.core.locked {
+            engine.core.hooks.partialSync = { fd in
+                guard phase.withLock({ $0 }) == 1 else { return fdatasync(fd) }
+                errno = EIO
+                return -1
+            }
+            engine.core.hooks.checkpointed = { _, length in
+                if length >= 1 << 20 { phase.withLock { if $0 == 0 { $0 = 1 } } }
+            }
+        }
+        let (r, failed) = try await EngineLiveTests.fetch(engine, DownloadRequest(url: origin.url))
+        #expect(failed.state == .failed && failed.error?.code == .diskError, "\(failed)")
+        let kept = failed.bytesWritten
+        #expect(kept >= 1 << 20 && kept < 3 << 20, "kept what the checkpoints made durable: \(kept)")
+        phase.withLock { $0 = 2 }
+        let (_, done) = try await EngineLiveTests.requestAgain(engine, origin.url, id: r.snapshot.id)
+        #expect(done.state == .completed)
+        #expect(try EngineLiveTests.stored(engine, r.snapshot.id) == origin.expectedBody())
+        let gets = origin.requests(path: "/file").filter { $0.method == "GET" }
+        #expect(gets.last?.header("Range") == "bytes=\(kept)-", "\(gets.map { $0.header("Range") ?? "-" })")
+        await engine.shutdown()
+    }
+
     /// The same for a checkpoint's sync: the settle's own sync of that file then "succeeds", so
     /// the failure must be remembered. The whole body arrived: it is not published (its bytes on
     /// disk may not be the ones hashed), the download fails with the disk error and keeps only
