@@ -4,11 +4,12 @@ import DownloaderEngine
 /// on disk (`TailState`). Pure; `FetchCursorTests` is its table.
 ///
 /// Bytes of one version only: when the version changes the response is aborted (never spliced).
-/// With the size known, the file's last byte waits for the verdict (verified and durable); a
-/// failure then aborts one byte short: the bytes of this version already in the file go out
-/// first (the verdict may come right after the last of them lands; those queued for a client
-/// that is behind are sent before the connection closes), never the last byte. With the
-/// size unknown, the end of the chunked body is the verdict.
+/// The file's last byte waits for the verdict (verified and durable); a failure then aborts one
+/// byte short: the bytes of this version already in the file go out first (the verdict may come
+/// right after the last of them lands; those queued for a client that is behind are sent before
+/// the connection closes), never the last byte. With the size unknown any byte landed may be the
+/// last, so the last one landed waits (the stream trails the file by one byte); the end of the
+/// chunked body comes with the verdict too.
 struct FetchCursor: Equatable {
     enum Step: Equatable {
         /// Send bytes `from..<to` of the file.
@@ -54,16 +55,17 @@ struct FetchCursor: Equatable {
     }
 
     /// Where the bytes that may go out before the verdict end: what is in the file, within the
-    /// range, short of the last byte of the file. With the size unknown, a closed range's last
-    /// byte may be the file's: it goes out once a byte beyond it landed (else with the verdict).
+    /// range, short of the last byte of the file. With the size unknown, the last byte landed
+    /// may be the file's: it goes out once a byte beyond it landed (else with the verdict).
     private func sendable(_ tail: TailState) -> Int64 {
         var upTo = tail.available
-        if let end = plan.end {
-            upTo = min(upTo, end + 1)
-            if tail.total == nil, tail.available <= end + 1 { upTo = min(upTo, end) }
+        if let end = plan.end { upTo = min(upTo, end + 1) }
+        if let total = tail.total {
+            if plan.endsAtLastByte { upTo = min(upTo, total - 1) }  // the verdict first
+        } else {
+            upTo = min(upTo, tail.available - 1)
         }
-        if plan.endsAtLastByte, let total = tail.total { upTo = min(upTo, total - 1) }  // the verdict first
-        return upTo
+        return max(upTo, next)
     }
 
     mutating func sent(upTo offset: Int64) {

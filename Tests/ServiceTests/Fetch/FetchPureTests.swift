@@ -190,11 +190,20 @@ import Testing
         #expect(cursor.step(Self.tail(.flowing, available: 50, total: 100)) == .finish)
     }
 
-    @Test func sizeUnknownStreamsEverythingAndEndsAtCompletion() {
+    /// Size unknown: any byte landed may be the last, so the stream trails the file by one byte
+    /// until the verdict; a failure aborts it short of the last byte landed.
+    @Test func sizeUnknownStreamsAllButTheLastByteLandedUntilTheVerdict() {
         var cursor = FetchCursor(Self.plan(end: nil, total: nil))
-        #expect(cursor.step(Self.tail(.flowing, available: 70, total: nil)) == .send(from: 0, to: 70))
-        cursor.sent(upTo: 70)
-        #expect(cursor.step(Self.tail(.completed, available: 80, total: 80)) == .send(from: 70, to: 80))
+        #expect(cursor.step(Self.tail(.waiting, available: 0, total: nil)) == .wait)
+        #expect(cursor.step(Self.tail(.flowing, available: 1, total: nil)) == .wait)
+        #expect(cursor.step(Self.tail(.flowing, available: 70, total: nil)) == .send(from: 0, to: 69))
+        cursor.sent(upTo: 69)
+        #expect(cursor.step(Self.tail(.flowing, available: 70, total: nil)) == .wait)
+        #expect(cursor.step(Self.tail(.flowing, available: 80, total: nil)) == .send(from: 69, to: 79))
+        cursor.sent(upTo: 79)
+        let failed = Self.tail(.failed(DownloadFailure(code: .checksumMismatch, message: "x"), stalled: false), available: 80, total: nil)
+        #expect(cursor.step(failed) == .fail("the download failed: checksum_mismatch"), "never the last byte")
+        #expect(cursor.step(Self.tail(.completed, available: 80, total: 80)) == .send(from: 79, to: 80))
         cursor.sent(upTo: 80)
         #expect(cursor.step(Self.tail(.completed, available: 80, total: 80)) == .finish)
     }
