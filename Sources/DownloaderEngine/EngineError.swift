@@ -24,11 +24,20 @@ public struct EngineError: Error, Sendable, Equatable, CustomStringConvertible {
     public let message: String
     /// `heldElsewhere`: the advertised URL of the replica that holds the download's lease.
     public let ownerURL: String?
+    /// The download the refusal is about, when there is one (`conflict`, `tooManyCallers`).
+    public private(set) var downloadID: String?
 
     private init(_ code: Code, _ message: String, ownerURL: String? = nil) {
         self.code = code
         self.message = message
         self.ownerURL = ownerURL
+    }
+
+    /// The same refusal, naming download `id`.
+    func about(_ id: String) -> EngineError {
+        var named = self
+        named.downloadID = id
+        return named
     }
 
     public var description: String { "\(code.rawValue): \(message)" }

@@ -25,7 +25,9 @@ extension DownloadAPI {
         do {
             reader = try engine.attachReader(asked)
         } catch {
-            return await answer(error, request, streamed: true)
+            var response = await answer(error, request, streamed: true)
+            if let id = error.downloadID { for (name, value) in fetchHeaders(id: id) { response.headers[name] = value } }
+            return response
         }
         // A reader that joined a download not transferring right now waits for the origin's answer.
         let awaitingHeadsAbove: UInt64? = reader.state.phase == .flowing ? nil : reader.state.heads
@@ -50,16 +52,17 @@ extension DownloadAPI {
                 queuedFor = queued ? queuedFor : 0
                 if queuedFor >= Self.queuedPatience {
                     reader.close()
-                    return APIError(status: 503, .queued, "the download waits for a transfer slot; retry later",
-                                    headers: ["Retry-After": "10"]).response
+                    var headers = fetchHeaders(id: reader.id)
+                    headers["Retry-After"] = "10"
+                    return APIError(status: 503, .queued, "the download waits for a transfer slot; retry later", headers: headers).response
                 }
                 // Held by the operator: the reader waits, for the stall timeout at most.
                 let held = snapshot?.pausedBy == .operator
                 heldFor = held ? heldFor : 0
                 if heldFor >= engine.configuration.stallTimeout {
                     reader.close()
-                    return APIError(status: 504, .stalled, "the download is paused by the operator; no data came for the stall timeout")
-                        .response
+                    return APIError(status: 504, .stalled, "the download is paused by the operator; no data came for the stall timeout",
+                                    headers: fetchHeaders(id: reader.id)).response
                 }
                 let started = Date()
                 await changes.wait(seconds: 1)
@@ -78,13 +81,15 @@ extension DownloadAPI {
                 return fetchStored(id: reader.id, tail: tail)
             case .refuse, .notModified:
                 reader.close()
-                return bodiless(plan, id: reader.id)
+                return bodiless(plan, id: reader.id, tail: tail)
             case .stream(let streaming):
                 return streamResponse(streaming, id: reader.id, tail: tail,
                                       source: FetchStream(reader: reader, plan: streaming, patience: engine.configuration.stallTimeout))
             case .removed:
                 reader.close()
-                return unknownDownloadResponse(reader.id)
+                var response = unknownDownloadResponse(reader.id)
+                for (name, value) in fetchHeaders(id: reader.id) { response.headers[name] = value }
+                return response
             }
         }
     }
@@ -109,9 +114,11 @@ extension DownloadAPI {
                                 ifMatch: request.headers["If-Match"], changedRecently: changed, mayChunk: mayChunk)
     }
 
-    /// The answers without a body of the version landing: `304`, `409 changed`, `412`, `416`.
-    private func bodiless(_ plan: FetchPlan, id: String) -> Response {
+    /// The answers without a body of the version landing: `304`, `409 changed`, `412`, `416`; each
+    /// names that version with its `ETag`, so that a client can ask again with `If-Range`.
+    private func bodiless(_ plan: FetchPlan, id: String, tail: TailState) -> Response {
         var headers = fetchHeaders(id: id)
+        headers["ETag"] = FetchPlan.etag(id: id, tail: tail)
         switch plan {
         case .notModified(let etag):
             headers["ETag"] = etag
@@ -164,7 +171,7 @@ extension DownloadAPI {
             case .stream(let streaming):
                 return streamResponse(streaming, id: id, tail: tail, source: HeadOnly())
             case .refuse, .notModified:
-                return bodiless(plan, id: id)
+                return bodiless(plan, id: id, tail: tail)
             case .wait, .fail, .removed:
                 break
             }

@@ -102,7 +102,7 @@ extension EngineCore {
             // dropping one (below, once the request is known to join). A running download's
             // callers are real: the newcomer is refused.
             if full && record.state != .completed && record.state != .failed {
-                throw .tooManyCallers("the download already has \(record.interest) callers")
+                throw EngineError.tooManyCallers("the download already has \(record.interest) callers").about(record.id)
             }
             try checkExpectations(record, sha: sha, size: request.size)
             if full, let dropped = record.tokens.popFirst() { tokens[dropped] = nil }
@@ -174,12 +174,12 @@ extension EngineCore {
         }
         if let sha {
             if let known = record.expectedSHA256 ?? (record.state == .completed ? record.sha256 : nil), known != sha {
-                throw .conflict("sha256 differs from the existing download's")
+                throw EngineError.conflict("sha256 differs from the existing download's").about(record.id)
             }
         }
         if let size {
             if let known = record.expectedSize ?? (record.state == .completed ? record.size : record.expectedTotal), known != size {
-                throw .conflict("size differs from the existing download's")
+                throw EngineError.conflict("size differs from the existing download's").about(record.id)
             }
         }
         guard record.state != .completed else { return }
@@ -189,7 +189,8 @@ extension EngineCore {
         let newSHA = sha != nil && record.expectedSHA256 == nil
         let newSize = size != nil && record.expectedSize == nil && record.expectedTotal == nil
         if (newSHA || newSize) && record.interest > 0 {
-            throw .conflict("the download is shared with callers that gave no \(newSHA ? "sha256" : "size"); ask without it and compare what the download reports")
+            throw EngineError.conflict("the download is shared with callers that gave no \(newSHA ? "sha256" : "size"); ask without it and compare what the download reports")
+                .about(record.id)
         }
         if newSHA { record.expectedSHA256 = sha }
         if newSize { record.expectedSize = size }

@@ -116,6 +116,11 @@ struct FetchLiveTests {
         let unsatisfiable = try await Self.fetch(service, origin.url, headers: ["Range": "bytes=\(3 << 20)-"])
         #expect(unsatisfiable.status == 416)
         #expect(unsatisfiable.header("Content-Range") == "bytes */\(3 << 20)")
+        #expect(unsatisfiable.header("ETag") == origin.etag() && unsatisfiable.header("X-Download-Id") == id)
+        // Expectations that contradict the download: 409, naming it.
+        let conflict = try await service.client.request("GET", Self.path(origin.url) + "&size=5")
+        #expect(conflict.status == 409 && (conflict.json["error"] as? [String: Any])?["code"] as? String == "conflict")
+        #expect(conflict.header("X-Download-Id") == id && conflict.header("Link") != nil)
         let rest = try await beyond.readExactBody(count: 100)
         #expect(rest == Array(expected[(2 << 20)...((2 << 20) + 99)]))
     }
@@ -149,6 +154,8 @@ struct FetchLiveTests {
         let bare = try await Self.fetch(service, origin.url, headers: ["Range": "bytes=\(received.count)-"])
         #expect(bare.status == 409)
         #expect((bare.json["error"] as? [String: Any])?["code"] as? String == "changed")
+        #expect(bare.header("X-Download-Id") == head.header("X-Download-Id"))
+        #expect(bare.header("ETag") != oldETag && bare.header("ETag") != nil, "names the current version, for an If-Range")
         let fresh = try await Self.fetch(service, origin.url)
         #expect(fresh.status == 200 && fresh.body == origin.expectedBody())
         // Its ETag names the new version: the origin's while it streams, the stored file's once the
