@@ -17,7 +17,8 @@ public enum ProbeOutcome: Sendable, Equatable {
 extension DownloadEngine {
     /// One `HEAD` to the origin of `request.url`, under the same SSRF guard and egress rules as a
     /// download (checked at connect time, every redirect hop followed as a download would). Starts
-    /// no download. A 2xx gives its head; anything else is the failure a download would report.
+    /// no download. A 2xx gives its head; anything else is the failure a download would report, as
+    /// is a `Content-Length` other than the request's `size` (`size_mismatch`).
     /// At most `maxConcurrentProbes` run at once (beyond: `EngineError.busy`); cancelling the
     /// calling task (its client left) ends the probe's connection.
     public func probe(_ request: DownloadRequest) async throws(EngineError) -> ProbeOutcome {
@@ -34,13 +35,32 @@ extension DownloadEngine {
                                        allowPrivateNetworks: c.allowPrivateNetworks, userAgent: c.userAgent, method: .head)
         let driver = core.driver
         let attempt = ProbeAttempt()
-        return await withTaskCancellationHandler {
+        let outcome = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 attempt.started(driver.start(transfer, delegate: HeadProbe(continuation)))
             }
         } onCancel: {
             attempt.cancel()
         }
+        if case .head(let head) = outcome, let expected = request.size, let announced = head.contentLength, announced != expected {
+            return .failed(DownloadFailure(code: .sizeMismatch, message: "the origin announces \(announced) bytes, expected \(expected)"))
+        }
+        return outcome
+    }
+
+    /// What a join of `request` would refuse before anything else, checked without joining (a
+    /// `HEAD` answers as its `GET` would): a `sha256` that is not 64 hex digits (`invalidChecksum`),
+    /// or a `sha256`/`size` contradicting the download of its URL (`conflict`, naming it).
+    public func screenExpectations(_ request: DownloadRequest) throws(EngineError) {
+        let sha = try EngineCore.normalizedSHA256(request.sha256)
+        guard sha != nil || request.size != nil,
+              let normalized = try? URLNormalizer.normalize(request.url, allowCredentials: configuration.allowURLCredentials).get() else {
+            return
+        }
+        let conflict = core.locked {
+            core.byURL[core.coalescingKey(url: normalized, headers: nil)].flatMap { core.expectationConflict($0, sha: sha, size: request.size) }
+        }
+        if let conflict { throw conflict }
     }
 
     /// The download's bytes as a reader would see them, without joining it (nil: no download of that URL).

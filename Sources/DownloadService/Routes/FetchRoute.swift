@@ -25,9 +25,7 @@ extension DownloadAPI {
         do {
             reader = try engine.attachReader(asked)
         } catch {
-            var response = await answer(error, request, streamed: true)
-            if let id = error.downloadID { for (name, value) in fetchHeaders(id: id) { response.headers[name] = value } }
-            return response
+            return naming(error.downloadID, await answer(error, request, streamed: true))
         }
         // A reader that joined a download not transferring right now waits for the origin's answer.
         let awaitingHeadsAbove: UInt64? = reader.state.phase == .flowing ? nil : reader.state.heads
@@ -87,9 +85,7 @@ extension DownloadAPI {
                                       source: FetchStream(reader: reader, plan: streaming, patience: engine.configuration.stallTimeout))
             case .removed:
                 reader.close()
-                var response = unknownDownloadResponse(reader.id)
-                for (name, value) in fetchHeaders(id: reader.id) { response.headers[name] = value }
-                return response
+                return naming(reader.id, unknownDownloadResponse(reader.id))
             }
         }
     }
@@ -158,11 +154,18 @@ extension DownloadAPI {
         return .json(status: status, JSONObject(["error": .object(error)]).bytes, headers: headers)
     }
 
-    /// `HEAD /fetch` never starts a download: a stored file answers with its head, a running
-    /// download with the head a `GET` would get (its `Range`, `If-Range`, `If-None-Match` weighed
-    /// alike), anything else with one `HEAD` to the origin (under the same guard): a 2xx gives `200`
-    /// with its length and type, anything else `502` as a `GET` would.
+    /// `HEAD /fetch` never starts a download. Its expectations are screened first, as a `GET`'s join
+    /// would (`400 invalid_sha256`, `409 conflict`); then a stored file answers with its head, a
+    /// running download with the head a `GET` would get (its `Range`, `If-Range`, `If-None-Match`
+    /// weighed alike), anything else with one `HEAD` to the origin (under the same guard): a 2xx
+    /// gives `200` with its length and type, anything else `502` as a `GET` would (also a length
+    /// other than `size`: `502 size_mismatch`).
     func fetchHead(_ query: FetchQuery, _ request: Request) async -> Response {
+        do throws(EngineError) {
+            try engine.screenExpectations(query.request)
+        } catch {
+            return naming(error.downloadID, APIError(engineError: error).response)
+        }
         if let (id, tail) = engine.peek(url: query.request.url) {
             let plan = fetchPlan(id: id, tail: tail, request, awaitingHead: false)
             switch plan {
@@ -216,6 +219,14 @@ extension DownloadAPI {
     /// Every `/fetch` answer about a download names it and where to watch it (and is never sniffed).
     func fetchHeaders(id: String) -> [String: String] {
         ["X-Download-Id": id, "Link": "</downloads/\(id)/progress>; rel=\"progress\"", "X-Content-Type-Options": "nosniff"]
+    }
+
+    /// `response` with the `fetchHeaders` of download `id`, when it is about one.
+    private func naming(_ id: String?, _ response: Response) -> Response {
+        guard let id else { return response }
+        var named = response
+        for (name, value) in fetchHeaders(id: id) { named.headers[name] = value }
+        return named
     }
 }
 

@@ -30,13 +30,7 @@ extension EngineCore {
     /// under the same lock.
     func join<T>(_ request: DownloadRequest, as joiner: Joiner, answer: (Joined) -> T) throws(EngineError) -> T {
         let url = request.url
-        var sha: String?
-        if let given = request.sha256 {
-            guard let normalized = ChecksumFormat.normalizedSHA256(given) else {
-                throw .invalidChecksum("sha256 must be 64 hex digits")
-            }
-            sha = normalized
-        }
+        let sha = try Self.normalizedSHA256(request.sha256)
         if let size = request.size, size < 0 { throw .invalidURL("size must not be negative") }
         let headers = try CallerHeaders.validate(request.headers.map { (name: $0.key, value: $0.value) }).get()
         let key = coalescingKey(url: url, headers: headers)
@@ -55,6 +49,13 @@ extension EngineCore {
     }
 
     static let joinAttempts = 3
+
+    /// A request's `sha256` in lower case; `invalidChecksum` when it is not 64 hex digits.
+    static func normalizedSHA256(_ given: String?) throws(EngineError) -> String? {
+        guard let given else { return nil }
+        guard let normalized = ChecksumFormat.normalizedSHA256(given) else { throw .invalidChecksum("sha256 must be 64 hex digits") }
+        return normalized
+    }
 
     /// `join`'s one attempt under the lease `clusterPrepare` took; nil: a new download would start
     /// without its lease.
@@ -172,28 +173,33 @@ extension EngineCore {
             record.expectedSize = size
             return
         }
-        if let sha {
-            if let known = record.expectedSHA256 ?? (record.state == .completed ? record.sha256 : nil), known != sha {
-                throw EngineError.conflict("sha256 differs from the existing download's").about(record.id)
-            }
-        }
-        if let size {
-            if let known = record.expectedSize ?? (record.state == .completed ? record.size : record.expectedTotal), known != size {
-                throw EngineError.conflict("size differs from the existing download's").about(record.id)
-            }
-        }
+        if let conflict = expectationConflict(record, sha: sha, size: size) { throw conflict }
         guard record.state != .completed else { return }
+        if sha != nil && record.expectedSHA256 == nil { record.expectedSHA256 = sha }
+        if size != nil && record.expectedSize == nil && record.expectedTotal == nil { record.expectedSize = size }
+    }
+
+    /// Under `lock`: why a request with these expectations may not join `record` (nil: it may). A
+    /// failed download takes any (it starts afresh).
+    func expectationConflict(_ record: DownloadRecord, sha: String?, size: Int64?) -> EngineError? {
+        guard record.state != .failed else { return nil }
+        if let sha, let known = record.expectedSHA256 ?? (record.state == .completed ? record.sha256 : nil), known != sha {
+            return EngineError.conflict("sha256 differs from the existing download's").about(record.id)
+        }
+        if let size, let known = record.expectedSize ?? (record.state == .completed ? record.size : record.expectedTotal), known != size {
+            return EngineError.conflict("size differs from the existing download's").about(record.id)
+        }
+        guard record.state != .completed else { return nil }
         // A newcomer's expectations bind the download only when nobody else holds it: imposed on
         // callers who did not ask for them, a wrong sha256 or size would fail their download and
         // throw its bytes away.
         let newSHA = sha != nil && record.expectedSHA256 == nil
         let newSize = size != nil && record.expectedSize == nil && record.expectedTotal == nil
         if (newSHA || newSize) && record.interest > 0 {
-            throw EngineError.conflict("the download is shared with callers that gave no \(newSHA ? "sha256" : "size"); ask without it and compare what the download reports")
+            return EngineError.conflict("the download is shared with callers that gave no \(newSHA ? "sha256" : "size"); ask without it and compare what the download reports")
                 .about(record.id)
         }
-        if newSHA { record.expectedSHA256 = sha }
-        if newSize { record.expectedSize = size }
+        return nil
     }
 
     func cancel(token: String) -> DownloadSnapshot? {

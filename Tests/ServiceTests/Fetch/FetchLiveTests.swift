@@ -296,6 +296,15 @@ struct FetchLiveTests {
         #expect((list.json["downloads"] as? [Any])?.isEmpty == true)
         let missing = try await service.client.request("HEAD", Self.path(origin.url("/nope")))
         #expect(missing.status == 502)
+        // Answered as a GET would: a malformed sha256, a size the origin contradicts.
+        #expect(try await service.client.request("HEAD", Self.path(origin.url) + "&sha256=zz").status == 400)
+        #expect(try await service.client.request("HEAD", Self.path(origin.url) + "&size=5").status == 502)
+        #expect(try await service.client.request("HEAD", Self.path(origin.url) + "&size=12345").status == 200)
+        // Expectations contradicting the stored download: 409, naming it.
+        let fetched = try await Self.fetch(service, origin.url)
+        let conflict = try await service.client.request("HEAD", Self.path(origin.url) + "&size=5")
+        #expect(conflict.status == 409 && conflict.header("X-Download-Id") == fetched.header("X-Download-Id"))
+        #expect(origin.getCount() == 1, "only the GET fetched")
     }
 
     /// HEAD probes hold an outbound connection each: at most 16 per client run at once (the 17th is
