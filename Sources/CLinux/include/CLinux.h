@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <sys/sendfile.h>
 #include <sys/timerfd.h>
+#include <sys/vfs.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 

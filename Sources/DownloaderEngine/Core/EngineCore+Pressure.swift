@@ -16,17 +16,21 @@ extension EngineCore {
         }
     }
 
-    /// Under `lock`. Memory pressure: every paused partial goes (oldest first), then cache files
-    /// beyond `cacheMaxBytes`. Low disk: paused partials (when the state area is low, or shares the
-    /// low cache area's file system), then least-recently-used cache files (when the cache area is
-    /// low), until the free space counted back reaches the minimum.
-    func relievePressure(memory: Bool, stateSpace: DiskSpace?, cacheSpace: DiskSpace?) {
+    /// Under `lock`. Memory pressure, for what memory holds (an area on tmpfs or ramfs): every
+    /// paused partial goes (oldest first), then cache files beyond `cacheMaxBytes`; files on a disk
+    /// stay (deleting them frees no memory, and the page cache of the service's own writes is enough
+    /// to raise a cgroup's `memory.high` events). Low disk: paused partials (when the state area is
+    /// low, or shares the low cache area's file system), then least-recently-used cache files (when
+    /// the cache area is low), until the free space counted back reaches the minimum.
+    func relievePressure(memory pressed: Bool, stateSpace: DiskSpace?, cacheSpace: DiskSpace?) {
+        let memory = pressed && stateSpace?.inMemory == true
+        let cacheMemory = pressed && cacheSpace?.inMemory == true
         var stateFree = stateSpace?.free ?? .max
         var cacheFree = cacheSpace?.free ?? .max
         let shared = stateSpace != nil && stateSpace?.fileSystem == cacheSpace?.fileSystem
         func stateLow() -> Bool { stateSpace.map { diskPressure.isLow(free: stateFree, total: $0.total) } ?? false }
         func cacheLow() -> Bool { cacheSpace.map { diskPressure.isLow(free: cacheFree, total: $0.total) } ?? false }
-        guard memory || stateLow() || cacheLow() else { return }
+        guard memory || cacheMemory || stateLow() || cacheLow() else { return }
         for record in idlePartials() {
             let diskWants = stateLow() || (shared && cacheLow())
             guard memory || diskWants else { break }
@@ -35,7 +39,7 @@ extension EngineCore {
             stateFree += freed
             if shared { cacheFree += freed }
         }
-        if memory, let limit = configuration.cacheMaxBytes {
+        if cacheMemory, let limit = configuration.cacheMaxBytes {
             purgeCacheFiles(reason: .memory) { usage in usage > limit }
         }
         if cacheLow() {

@@ -1,3 +1,4 @@
+import CLinux
 import Foundation
 import Glibc
 
@@ -7,14 +8,21 @@ struct DiskSpace: Sendable, Equatable {
     var total: Int64
     /// `f_fsid`: equal for two paths on the same file system.
     var fileSystem: UInt64
+    /// The file system keeps its files in memory (tmpfs, ramfs): deleting them frees memory.
+    var inMemory = false
 
     /// `statvfs` of `path` (blocks available to unprivileged users); nil when it fails.
     static func of(_ path: String) -> DiskSpace? {
         var s = statvfs()
         guard statvfs(path, &s) == 0 else { return nil }
+        var kind = statfs()
+        let inMemory = statfs(path, &kind) == 0 && memoryFileSystems.contains(Int64(kind.f_type))
         return DiskSpace(free: Int64(s.f_bavail) * Int64(s.f_frsize), total: Int64(s.f_blocks) * Int64(s.f_frsize),
-                         fileSystem: UInt64(s.f_fsid))
+                         fileSystem: UInt64(s.f_fsid), inMemory: inMemory)
     }
+
+    /// `f_type` of tmpfs and ramfs (linux/magic.h).
+    static let memoryFileSystems: Set<Int64> = [0x0102_1994, 0x8584_58f6]
 }
 
 /// Where the engine learns about memory and disk pressure. Injected, so tests raise pressure

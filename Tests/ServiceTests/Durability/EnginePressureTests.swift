@@ -54,8 +54,10 @@ import Testing
         func summary(_ events: [PurgeEvent]) -> [String] { events.map { "\($0.kind.rawValue):\($0.reason.rawValue):\($0.id)" } }
     }
 
+    /// Partials in memory (the state area on tmpfs): memory pressure purges every paused one.
     @Test func memoryPressurePurgesEveryPausedPartialOldestFirstAndNothingElse() async throws {
         let s = try Setup()
+        s.monitor.setSpace(s.statePath, free: 1 << 40, inMemory: true)
         let cached = try await s.completed("c1")
         let persistent = try await s.completed("p1", storage: .persistent)
         let older = try await s.partial("x", kept: 8000)
@@ -74,6 +76,20 @@ import Testing
         await s.engine.shutdown()
     }
 
+    /// Areas on a disk: deleting their files frees no memory, so memory pressure deletes none
+    /// (paused partials and cache files beyond the budget stay; the budget is kept by its own rule).
+    @Test func memoryPressureLeavesFilesOnADiskAlone() async throws {
+        let s = try Setup { $0.cacheMaxBytes = 1 << 40 }
+        let cached = try await s.completed("c1")
+        let paused = try await s.partial("x", kept: 8000)
+        s.monitor.setMemoryPressure(true)
+        s.monitor.fire()
+        s.monitor.fire()
+        #expect(try await s.log.wait(for: 1, timeout: 0.5).isEmpty)
+        #expect(s.kept(paused) == 8000 && s.engine.completedFile(id: cached) != nil)
+        await s.engine.shutdown()
+    }
+
     /// An operator's hold keeps a download's `/fetch` readers waiting on its partial: a purge would
     /// delete the file they read from (they would send on from the deleted file, cut short).
     @Test func aPausedPartialWithReadersIsNotPurged() async throws {
@@ -85,6 +101,7 @@ import Testing
         guard case .done = s.engine.operatorPause(id: held) else { Issue.record("not paused"); return }
         _ = try await withTimeout(5) { await EngineFixture.events(sub) { if case .paused = $0 { true } else { false } } }
         let other = try await s.partial("x", kept: 8000)
+        s.monitor.setSpace(s.statePath, free: 1 << 40, inMemory: true)
         s.monitor.setMemoryPressure(true)
         s.monitor.fire()
         let events = try await s.log.wait(for: 1)

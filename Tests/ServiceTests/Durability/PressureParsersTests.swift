@@ -1,3 +1,5 @@
+import Foundation
+import Glibc
 import Testing
 @testable import DownloaderEngine
 
@@ -23,6 +25,18 @@ import Testing
         #expect(v2.v2 == "/system.slice/ds.service" && v2.v1Memory == nil)
         let v1 = PressureParsers.cgroups("5:cpu,cpuacct:/\n4:memory:/docker/abc\n0::/\n")
         #expect(v1.v1Memory == "/docker/abc" && v1.v2 == "/")
+    }
+
+    /// tmpfs (as `/dev/shm` is, where it exists) keeps its files in memory; the test root does not
+    /// when it is on a disk.
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: "/dev/shm"))) func aMemoryFileSystemIsKnown() throws {
+        var kind = statfs()
+        try #require(statfs("/dev/shm", &kind) == 0)
+        #expect(try #require(DiskSpace.of("/dev/shm")).inMemory == (kind.f_type == 0x0102_1994))
+        let root = EngineFixture.root().path
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        try #require(statfs(root, &kind) == 0)
+        #expect(try #require(DiskSpace.of(root)).inMemory == DiskSpace.memoryFileSystems.contains(Int64(kind.f_type)))
     }
 
     @Test func linuxMonitorReadsThisMachine() throws {
