@@ -108,6 +108,12 @@ struct CrewRoster {
         var cut: TransferFailure?
         switch result {
         case .success where pieces.segments[index].isComplete: break
+        case .success(let summary) where summary.bodyBytes > 0:
+            // An answer ended short of the piece's end (its range was capped) after bytes came:
+            // asking again from there goes on (each time by a byte at least), and is no retry.
+            guard !stopping else { return (nil, nil) }
+            running[index] = SegmentSlot()
+            return (index, nil)
         case .success: cut = TransferFailure(.connection, "a segment ended early")
         case .failure(let failure): cut = failure
         }

@@ -80,8 +80,8 @@ enum ResumePlan {
             guard let range = ContentRange.parse(head.value("content-range") ?? "") else {
                 return .restartNextAttempt(reason: "206 without a usable Content-Range")
             }
-            if let total = range.total, range.last != total - 1 {
-                return .restartNextAttempt(reason: "206 with a Content-Range that does not reach the end")
+            if range.first == 0, range.total.map({ range.last != $0 - 1 }) ?? false {
+                return .restartNextAttempt(reason: "206 from 0 with a Content-Range that does not reach the end")
             }
             if range.first == 0 {
                 // A whole body in 206 form: usable as a fresh start.
@@ -93,10 +93,10 @@ enum ResumePlan {
             if let known = knownTotal, let total = range.total, known != total {
                 return .restartNextAttempt(reason: "the total size changed from \(known) to \(total)")
             }
-            // `bytes N-M/*`: the size known from an earlier answer is what the range must reach
-            // (else a resume cut short would complete the file short), and it stays known.
-            if range.total == nil, let known = knownTotal, range.last != known - 1 {
-                return .restartNextAttempt(reason: "206 with a Content-Range that does not reach the known end (\(known) bytes)")
+            // `bytes N-M/*`: the size known from an earlier answer stays known.
+            let total = range.total ?? knownTotal
+            if let total, range.last >= total {
+                return .restartNextAttempt(reason: "206 with a Content-Range beyond the end (\(total) bytes)")
             }
             if let sent = sentValidator, let offered = rawValidator(head) {
                 if let etag = sent.etag, offered.etag != nil, offered.etag != etag {
@@ -106,7 +106,10 @@ enum ResumePlan {
                     return .restartNextAttempt(reason: "206 for a different Last-Modified")
                 }
             }
-            return .accept(offset: requested.offset, restarted: false, total: range.total ?? knownTotal)
+            // A range short of the end (an origin that caps the length of its answers) holds bytes
+            // of the same version: they are kept, and the body ending short of `total` is resumed
+            // from there (`Settlement.incomplete`), never published.
+            return .accept(offset: requested.offset, restarted: false, total: total)
         case 416 where requested.offset > 0:
             // `bytes */N` with N the bytes kept, for the validator sent (If-Range held, or the
             // origin would have sent the whole file): they are the whole file. Nothing to write;

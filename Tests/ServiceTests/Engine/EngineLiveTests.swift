@@ -233,6 +233,22 @@ import Testing
         await engine.shutdown()
     }
 
+    /// An origin that answers at most 80 000 bytes of a range: each short 206 of the same version
+    /// is kept and the rest asked for from where it ended (none is thrown away, nothing published short).
+    @Test func shortRangesOfTheSameVersionAreKeptAndContinued() async throws {
+        let origin = try TestOrigin(bodySize: 300_000)
+        defer { origin.stop() }
+        origin.update { $0.maxRangeLength = 80_000 }
+        origin.inject(.cut(afterBodyBytes: 100_000))
+        let engine = try Self.engine()
+        let (r, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url))
+        #expect(done.state == .completed, "\(String(describing: done.error))")
+        #expect(try Self.stored(engine, r.snapshot.id) == origin.expectedBody())
+        let ranges = origin.requests(path: "/file").filter { $0.method == "GET" }.map { $0.header("Range") ?? "-" }
+        #expect(ranges == ["-", "bytes=100000-", "bytes=180000-", "bytes=260000-"])
+        await engine.shutdown()
+    }
+
     @Test func redirectedDownloadKeepsTheFinalHopsValidator() async throws {
         let origin = try TestOrigin(bodySize: 400_000)
         defer { origin.stop() }

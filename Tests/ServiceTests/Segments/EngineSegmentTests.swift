@@ -49,6 +49,21 @@ import Testing
         #expect(done.bytesWritten == 40_000)
     }
 
+    /// An origin that answers at most 3 000 bytes of a range: every piece goes on from where each
+    /// short answer ended (no piece is abandoned, the download never starts over).
+    @Test func cappedRangesAreContinuedPieceByPiece() async throws {
+        var origin = RangedFakeOrigin(body: body, etag: "\"v1\"")
+        origin.maxRangeLength = 3_000
+        let driver = FakeTransferDriver { [origin] request, _ in origin.script(request) }
+        let engine = try Self.engine(driver)
+        let (id, events) = try await Self.fetch(engine, connections: 4)
+        guard case .completed = events.last else { Issue.record("not completed: \(events)"); return }
+        #expect(try Self.completedBytes(engine, id) == Data(body))
+        #expect(engine.statistics.restarts == 0)
+        let ranges = (0..<driver.startCount).compactMap { driver.transfer($0).range }
+        #expect(ranges.contains("bytes=13000-19999") && ranges.contains("bytes=19000-19999"), "\(ranges)")
+    }
+
     @Test func oneConnectionByDefaultWhateverTheCallerAsks() async throws {
         let origin = RangedFakeOrigin(body: body, etag: "\"v1\"")
         let driver = FakeTransferDriver { request, _ in origin.script(request) }

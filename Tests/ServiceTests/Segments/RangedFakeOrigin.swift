@@ -8,11 +8,14 @@ struct RangedFakeOrigin: Sendable {
     var etag: String
     var acceptRanges = true
     var chunk = 1000
+    /// Answers a range with at most this many bytes (an origin capping its answers' length).
+    var maxRangeLength: Int?
 
     func script(_ request: TransferRequest) -> FakeTransferDriver.Script {
         let header = { (name: String) in request.headers.first { $0.name.lowercased() == name.lowercased() }?.value }
         if let range = header("Range"), header("If-Range") == nil || header("If-Range") == etag,
-           let (first, last) = Self.bounds(range, count: body.count) {
+           var (first, last) = Self.bounds(range, count: body.count) {
+            if let cap = maxRangeLength { last = min(last, first + cap - 1) }
             return FakeTransferDriver.Script(
                 status: 206,
                 headers: ["Content-Range": "bytes \(first)-\(last)/\(body.count)", "ETag": etag, "Content-Length": "\(last - first + 1)"],

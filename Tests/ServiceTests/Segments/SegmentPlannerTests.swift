@@ -85,6 +85,8 @@ import Testing
         (206, ["Content-Range": "bytes 100-199/2000", "ETag": "\"v1\""], .abandon("a segment asked for 100-199/1000, got 100-199/2000")),
         (206, ["Content-Range": "bytes 0-199/1000", "ETag": "\"v1\""], .abandon("a segment asked for 100-199/1000, got 0-199/1000")),
         (206, ["Content-Range": "bytes 100-199/*"], .abandon("a segment asked for 100-199/1000, got 100-199/*")),
+        (206, ["Content-Range": "bytes 100-149/1000", "ETag": "\"v1\""], .accept),  // capped: the rest is asked for next
+        (206, ["Content-Range": "bytes 100-299/1000", "ETag": "\"v1\""], .abandon("a segment asked for 100-199/1000, got 100-299/1000")),
         (206, [:], .abandon("a segment's 206 has no usable Content-Range")),
         (416, [:], .abandon("a segment's range no longer fits the file (416)")),
         (500, [:], .retry(500)),

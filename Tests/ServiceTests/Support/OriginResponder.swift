@@ -112,6 +112,9 @@ enum OriginResponder {
                     let start = requested.lowerBound > 0 ? requested.lowerBound - 1 : requested.lowerBound + 1
                     range = min(start, resource.size - 1)..<requested.upperBound
                 }
+                if let cap = settings.maxRangeLength, range.count > cap {
+                    range = range.lowerBound..<(range.lowerBound + cap)  // An origin capping its answers' length.
+                }
                 fields.append(.init(name: "Content-Range",
                                     value: "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(resource.size)"))
             }

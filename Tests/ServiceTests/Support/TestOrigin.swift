@@ -86,6 +86,8 @@ final class TestOrigin: Sendable {
         var advertiseIgnoredRanges = false
         /// Answer 206 with a range starting one byte before the requested start (after it for 0).
         var wrongContentRangeStart = false
+        /// Answer a range with at most this many bytes (`206 bytes N-M/total`, M short of the end).
+        var maxRangeLength: Int? = nil
         /// Throttle bodies to about this many bytes per second; nil is unthrottled.
         var bytesPerSecond: Int? = nil
         /// Send no Content-Length and close the connection to end the body.
