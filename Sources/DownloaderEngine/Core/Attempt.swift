@@ -58,8 +58,14 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     /// the crew running them (from the transfer thread); `prefixEnd` is where this transfer stops.
     var segmentPlan: [Segment]?
     var segmentConnections = 1
-    /// The partial keeps a segmented download's bytes after its prefix (a full answer replaces it).
+    /// The partial keeps a segmented download's bytes after its prefix (a full answer replaces it,
+    /// unless `continuesTail`).
     var keptSegments = false
+    /// With `keptSegments` while the prefix kept nothing (the request asks from 0, no `Range`):
+    /// the version and size the pieces belong to. A `200` of that version and size goes on with
+    /// them (`continuesTail`) instead of starting over.
+    var keptTailOf: (validator: Validator, total: Int64)?
+    var continuesTail = false
     private let crewBox = Mutex<SegmentCrew?>(nil)
     private(set) var prefixEnd: Int64?
     private var reachedPrefixEnd = false

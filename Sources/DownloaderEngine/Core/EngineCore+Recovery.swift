@@ -196,8 +196,9 @@ extension EngineCore {
         let onDisk = FileStore.fileSize(path) ?? 0
         var keep = min(record.keptBytes, onDisk)
         if record.validator == nil { keep = 0 }
-        let segmented = keep > 0 && restoreSegments(record, onDisk: onDisk)
-        if keep == 0 {
+        // Pieces are kept also when the prefix kept nothing (`startAttempt` resumes them).
+        let segmented = (keep > 0 || (record.segments?.writtenBytes ?? 0) > 0) && restoreSegments(record, onDisk: onDisk)
+        if keep == 0 && !segmented {
             FileStore.remove(path)
         } else if onDisk != keep && !segmented {
             if truncate(path, off_t(keep)) != 0 { keep = 0; FileStore.remove(path) }

@@ -24,7 +24,7 @@ extension EngineCore {
         let kept = record.segments
         record.segments = nil
         let granted = SegmentPlanner.granted(requested: record.connectionsRequested, limit: connectionLimit)
-        if let kept, offset > 0, let total, kept.last?.end == total, record.validator != nil,
+        if let kept, offset > 0 || attempt.continuesTail, let total, kept.last?.end == total, record.validator != nil,
            let first = kept.firstIndex(where: { offset < $0.end }), kept[first].start <= offset {
             // The same version (a 206 under If-Range): every piece goes on where it stood; the
             // prefix from `offset`, those it already covers dropped.

@@ -20,9 +20,11 @@ extension EngineCore {
         let validator = record.validator
         let path = partialPath(of: record)
         let (write, sync) = (hooks.partialWrite, hooks.partialSync)
-        let keepTail = record.segments != nil && kept > 0 && validator != nil
+        // Pieces are kept under a strong validator, also when the prefix kept nothing.
+        let keepTail = record.segments.map { kept > 0 || $0.writtenBytes > 0 } == true && validator != nil
         if !keepTail { record.segments = nil }
         attempt.keptSegments = keepTail
+        if keepTail, kept == 0, let validator, let total = record.segments?.last?.end { attempt.keptTailOf = (validator, total) }
         effects.append { [self] in
             workQueue.async {
                 self.prepare(attempt, path: path, kept: kept, keepTail: keepTail, hasher: hasher, validator: validator, write: write,

@@ -17,9 +17,14 @@ extension EngineCore {
         var identity: FileIdentity?
         // An accepted 416 says the kept bytes are the whole file (`ResumePlan`): its body is not the file's.
         attempt.discardsBody = head.status == 416
-        if case .accept(let offset, _) = judgement, let partial = attempt.partial {
+        if case .accept(let offset, let total) = judgement, let partial = attempt.partial {
+            // Pieces kept while the prefix kept nothing: a whole body of their version and size
+            // (a strong validator's equality is the same bytes) goes on with them.
+            attempt.continuesTail = attempt.keptTailOf.map {
+                offset == 0 && head.status == 200 && ResumePlan.validator(of: head) == $0.validator && total == $0.total
+            } ?? false
             do throws(SystemError) {
-                if offset == 0 && (partial.length > 0 || attempt.keptSegments) { try startOver(partial) }
+                if offset == 0 && (partial.length > 0 || attempt.keptSegments) && !attempt.continuesTail { try startOver(partial) }
                 identity = try partial.identity()
             } catch {
                 attempt.diskError = error

@@ -304,10 +304,21 @@ extension EngineSegmentPauseTests {
         guard case .paused(let paused) = event else { Issue.record("not paused: \(event)"); return }
         #expect(paused.bytesWritten == 6000)
         await engine.shutdown()
-        // Start-up bounds the empty paused downloads it restores.
-        let next = try EngineFixture.engine(root, driver: FakeTransferDriver(), configure: configure)
+        // Start-up bounds the empty paused downloads it restores; this one keeps its pieces, and
+        // resumes them: the prefix from 0 (a whole body of the same version and size), every other
+        // piece from where it stood.
+        let origin = RangedFakeOrigin(body: body, etag: "\"v1\"")
+        let resumed = FakeTransferDriver { request, _ in origin.script(request) }
+        let next = try EngineFixture.engine(root, driver: resumed, configure: configure)
         #expect(next.snapshot(id: r.snapshot.id)?.state == .paused)
         #expect(next.snapshot(id: r.snapshot.id)?.bytesWritten == 6000)
+        let again = try next.request(DownloadRequest(url: EngineSegmentTests.url, connections: 4))
+        let done = try await withTimeout(10) { try await EngineFixture.waitFor(next, id: again.snapshot.id, [.completed, .failed]) }
+        #expect(done.state == .completed)
+        #expect(try EngineSegmentTests.completedBytes(next, r.snapshot.id) == Data(body))
+        let ranges = (0..<resumed.startCount).map { resumed.transfer($0).range ?? "-" }
+        #expect(ranges == ["-", "bytes=12000-19999", "bytes=22000-29999", "bytes=32000-39999"], "\(ranges)")
+        #expect(next.statistics.restarts == 0)
         await next.shutdown()
     }
 }
