@@ -30,16 +30,17 @@ enum EpochFiles {
     /// The seed of a new epoch, given what the lease row recorded (the prefix's durable offset) and
     /// the download's row (a segmented download's segments, each with its durable `next`).
     static func seed(previousPartial: String?, durableOffset: Int64, segments: [Segment]? = nil) -> Seed {
-        guard let previousPartial, durableOffset > 0 else { return .empty }
-        return .copy(from: previousPartial, ranges: durableRanges(durableOffset: durableOffset, segments: segments))
+        let ranges = durableRanges(durableOffset: durableOffset, segments: segments)
+        guard let previousPartial, !ranges.isEmpty else { return .empty }
+        return .copy(from: previousPartial, ranges: ranges)
     }
 
     /// The durable bytes of a partial: the prefix up to `durableOffset` and every segment after the
-    /// first up to its durable `next`, in file order, merged where they touch or overlap. Nothing
-    /// without a durable prefix (segments resume only behind one, as in the single process).
+    /// first up to its durable `next`, in file order, merged where they touch or overlap. Segments
+    /// count also when the prefix kept nothing (they resume behind an empty prefix, as in the single
+    /// process).
     static func durableRanges(durableOffset: Int64, segments: [Segment]?) -> [Range<Int64>] {
-        guard durableOffset > 0 else { return [] }
-        var pieces: [Range<Int64>] = [0..<durableOffset]
+        var pieces: [Range<Int64>] = durableOffset > 0 ? [0..<durableOffset] : []
         for segment in (segments ?? []).dropFirst() where segment.next > segment.start {
             pieces.append(segment.start..<segment.next)
         }
@@ -58,11 +59,11 @@ enum EpochFiles {
     /// What a new epoch resumes from once `copied` (the ranges the seeding actually copied, maybe
     /// fewer or shorter than asked when the previous file was short or missing) are in its partial:
     /// the prefix's kept bytes (at most `durableOffset`) and the segments, each resuming where the
-    /// copied range holding its start ends (nil when there are none to resume: no segments, or no
-    /// prefix kept).
+    /// copied range holding its start ends (nil when there are none to resume: no segments, or
+    /// nothing copied).
     static func seeded(durableOffset: Int64, segments: [Segment]?, copied: [Range<Int64>]) -> (kept: Int64, segments: [Segment]?) {
         let kept = min(durableOffset, copied.first { $0.lowerBound == 0 }?.upperBound ?? 0)
-        guard var table = segments, table.count >= 2, kept > 0 else { return (kept, nil) }
+        guard var table = segments, table.count >= 2, !copied.isEmpty else { return (kept, nil) }
         for index in table.indices.dropFirst() {
             let segment = table[index]
             // Every copied byte is durable and of this version, also where the table is older than

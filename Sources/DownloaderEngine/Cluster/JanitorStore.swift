@@ -22,9 +22,10 @@ struct JanitorStore: Sendable {
                                parameters).rows.compactMap(Self.row)
             }
             func number(_ sql: String) throws(StateStoreError) -> Int64 { Int64(try db.execute(sql).scalar ?? "0") ?? 0 }
-            let idle = "d.state IN ('paused', 'failed') AND d.verified_offset > 0"
+            // A partial holds bytes in its prefix or in pieces kept behind an empty prefix.
+            let idle = "d.state IN ('paused', 'failed') AND (d.verified_offset > 0 OR d.segments IS NOT NULL)"
             let cache = "d.state = 'completed' AND d.storage = 'cache' AND d.final_path IS NOT NULL"
-            let empty = "d.state = 'paused' AND d.verified_offset = 0 AND NOT d.held AND NOT EXISTS "
+            let empty = "d.state = 'paused' AND d.verified_offset = 0 AND d.segments IS NULL AND NOT d.held AND NOT EXISTS "
                 + "(SELECT 1 FROM tokens AS t WHERE t.download = d.id)"
             var s = JanitorSurvey()
             if budgets {

@@ -87,17 +87,20 @@ import Testing
         #expect(EpochFiles.seed(previousPartial: "ab12.3.part", durableOffset: 0) == .empty)
         #expect(EpochFiles.seed(previousPartial: nil, durableOffset: 500) == .empty)
         #expect(EpochFiles.seed(previousPartial: "ab12.3.part", durableOffset: 4096) == .copy(from: "ab12.3.part", ranges: [0..<4096]))
+        // Pieces kept behind an empty prefix are seeded too.
+        let pieces = SegmentJournal.segments("0-100-0;100-200-150")
+        #expect(EpochFiles.seed(previousPartial: "ab12.3.part", durableOffset: 0, segments: pieces) == .copy(from: "ab12.3.part", ranges: [100..<150]))
     }
 
     /// A segmented download's seed: the prefix up to the lease's durable offset and every later
-    /// segment up to its own durable `next`, merged where they touch; nothing without a prefix.
+    /// segment up to its own durable `next`, merged where they touch.
     @Test(arguments: [
         // (durable offset, segments as start-end-next, ranges)
         (4096, nil, [0..<4096]),
         (100, "0-100-100;100-200-150;200-300-200;300-400-400", [0..<150, 300..<400]),
         (60, "0-100-80;100-200-130;200-300-250", [0..<60, 100..<130, 200..<250]),
         (150, "0-100-100;100-200-150;200-300-210", [0..<150, 200..<210]),  // An absorbed prefix covers piece 1.
-        (0, "0-100-0;100-200-150", []),
+        (0, "0-100-0;100-200-150", [100..<150]),  // Pieces behind an empty prefix.
         (100, "0-100-100;100-200-200;200-300-300", [0..<300]),
     ] as [(Int64, String?, [Range<Int64>])])
     func aSegmentedSeedIsTheUnionOfTheDurableRanges(durable: Int64, segments: String?, ranges: [Range<Int64>]) {
@@ -105,13 +108,14 @@ import Testing
     }
 
     /// What the new epoch resumes from: the prefix as far as it was copied (at most the durable
-    /// offset), every segment cut back to what the copy holds; no segments without a kept prefix.
+    /// offset), every segment cut back to what the copy holds; no segments when nothing was copied.
     @Test(arguments: [
         // (durable offset, segments, copied ranges, kept, resumed segments)
         (100, "0-100-100;100-200-150;200-300-200;300-400-400", [0..<150, 300..<400], 100, "0-100-100;100-200-150;200-300-200;300-400-400"),
         (100, "0-100-100;100-200-150;200-300-200;300-400-400", [0..<120], 100, "0-100-100;100-200-120;200-300-200;300-400-300"),
         (60, "0-100-80;100-200-130", [0..<40], 40, "0-100-40;100-200-100"),
         (60, "0-100-80;100-200-130", [], 0, nil),
+        (0, "0-100-0;100-200-150", [100..<150], 0, "0-100-0;100-200-150"),  // Pieces behind an empty prefix resume.
         (4096, nil, [0..<4096], 4096, nil),
         (150, "0-100-100;100-200-150;200-300-210", [0..<150, 200..<210], 150, "0-100-100;100-200-150;200-300-210"),
         // The table older than the lease's durable offset: the prefix absorbed pieces the table shows
