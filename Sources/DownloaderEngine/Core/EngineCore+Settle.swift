@@ -93,6 +93,13 @@ extension EngineCore {
             // what was held (no restart) and a strong validator is known.
             if case .ended(var end) = verdict, record.validator != nil, attempt.acceptedOffset == attempt.plan.offset {
                 end.progressed = held - attempt.heldAtStart >= AttemptEnd.progressBytes
+                if settlement == .incomplete, held > attempt.heldAtStart {
+                    // A whole answer short of the file (an origin capping its answers' length) that
+                    // brought bytes: no failed attempt, and the rest is asked for at once (each time
+                    // a byte further at least).
+                    end.progressed = true
+                    end.retryAfter = "0"
+                }
                 verdict = .ended(end)
             }
             let kept = closed.map { PartialFacts(keptBytes: $0.length, resumable: record.validator != nil) } ?? record.partialFacts
@@ -109,7 +116,7 @@ extension EngineCore {
                         let keep = lostWrites ? min(durable, closed.length) : closed.length
                         record.keptBytes = keep
                         record.keptHasher = keep == closed.length ? closed.hasher : nil
-                        record.durableOffset = durable
+                        record.durableOffset = min(durable, keep)
                         record.bytesWritten = keep
                         record.flushedBytes = keep
                         keepSegments(of: attempt, record, keptPrefix: keep,

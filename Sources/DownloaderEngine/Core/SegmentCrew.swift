@@ -131,7 +131,12 @@ final class SegmentCrew: @unchecked Sendable {
     func mainEnded(_ result: Result<TransferSummary, TransferFailure>, atBoundary: Bool, partial: PartialFile?) {
         let length = partial?.length ?? 0
         var cut: TransferFailure?
-        if case .failure(let failure) = result, !atBoundary { cut = failure }
+        switch result {
+        case .failure(let failure) where !atBoundary: cut = failure
+        // A whole answer short of the prefix's end (a capped range): a fetch takes the rest over.
+        case .success where !atBoundary: cut = TransferFailure(.connection, "the prefix's answer ended short of its piece")
+        default: break
+        }
         let (launches, stop, started): ([Int], TransferFailure?, CrewHashing?) = lock.withLock {
             roster.pieces.advance(0, to: atBoundary ? roster.pieces.prefixEnd : length)
             let (launches, stop) = roster.mainEnded(cut: cut)

@@ -107,8 +107,9 @@ enum ResumePlan {
                 }
             }
             // A range short of the end (an origin that caps the length of its answers) holds bytes
-            // of the same version: they are kept, and the body ending short of `total` is resumed
-            // from there (`Settlement.incomplete`), never published.
+            // of the same version: they are kept, and with the size known the body ending short
+            // of it is resumed from there (`Settlement.incomplete`), never published. (With no
+            // size known at all, `bytes N-M/*` can only be taken for the end of the file.)
             return .accept(offset: requested.offset, restarted: false, total: total)
         case 416 where requested.offset > 0:
             // `bytes */N` with N the bytes kept, for the validator sent (If-Range held, or the

@@ -281,6 +281,48 @@ import Testing
 }
 
 extension EngineSegmentPauseTests {
+    /// The resumed prefix gets a capped range (a 206 short of its piece's end): a fetch takes the
+    /// rest of the piece over, and the download completes byte-identical, never started over.
+    @Test func aCappedResumeOfThePrefixIsTakenOverByAFetch() async throws {
+        let driver = FakeTransferDriver()
+        let engine = try EngineSegmentTests.engine(driver)
+        let r = try engine.request(DownloadRequest(url: EngineSegmentTests.url, connections: 4))
+        let id = r.snapshot.id
+        try await withTimeout(5) { await driver.waitForStarts(1) }
+        #expect(driver.transfer(0).respond(200, ["ETag": "\"v1\"", "Accept-Ranges": "bytes", "Content-Length": "40000"]))
+        try driver.transfer(0).send(Array(body[0..<3000]))
+        for i in 1..<4 { #expect(Self.respond206(driver.transfer(i), i * 10_000, i * 10_000 + 9999)) }
+        guard case .paused = try await EngineFixture.cancelAndSettle(engine, token: r.token, id: id) else {
+            Issue.record("not paused")
+            return
+        }
+        _ = try engine.request(DownloadRequest(url: EngineSegmentTests.url, connections: 4))
+        let sub = try #require(engine.subscribe(id: id))
+        try await withTimeout(5) { await driver.waitForStarts(5) }
+        let resumed = driver.transfer(4)
+        #expect(resumed.range == "bytes=3000-")
+        #expect(Self.respond206(resumed, 3000, 5999))  // capped at 3 000 bytes
+        try await withTimeout(5) { await driver.waitForStarts(8) }
+        for i in 5..<8 {
+            let first = 10_000 * (i - 4)
+            #expect(Self.respond206(driver.transfer(i), first, first + 9999))
+            try driver.transfer(i).send(Array(body[first...(first + 9999)]))
+            driver.transfer(i).finish()
+        }
+        try resumed.send(Array(body[3000..<6000]))
+        resumed.finish()
+        try await withTimeout(5) { await driver.waitForStarts(9) }
+        let takeover = driver.transfer(8)
+        #expect(takeover.range == "bytes=6000-9999")
+        #expect(Self.respond206(takeover, 6000, 9999))
+        try takeover.send(Array(body[6000...9999]))
+        takeover.finish()
+        let events = try await withTimeout(10) { await EngineFixture.events(sub) { $0.isTerminal } }
+        guard case .completed = events.last else { Issue.record("not completed: \(events)"); return }
+        #expect(try EngineSegmentTests.completedBytes(engine, id) == Data(body))
+        #expect(engine.statistics.restarts == 0)
+    }
+
     /// A paused download whose first segment holds nothing yet still keeps the others' bytes: it is
     /// not an empty paused download to forget (that would leave its partial behind, unowned).
     @Test func pausedSegmentsWithAnEmptyPrefixAreKept() async throws {
