@@ -57,8 +57,12 @@ extension DownloadEngine {
               let normalized = try? URLNormalizer.normalize(request.url, allowCredentials: configuration.allowURLCredentials).get() else {
             return
         }
-        let conflict = core.locked {
-            core.byURL[core.coalescingKey(url: normalized, headers: nil)].flatMap { core.expectationConflict($0, sha: sha, size: request.size) }
+        let conflict = core.locked { () -> EngineError? in
+            let key = core.coalescingKey(url: normalized, headers: nil)
+            let own = core.byURL[key]
+            // As `join`: a stored file of the asked digest answers unless the URL's own download completed.
+            let reused = sha.flatMap { own?.state == .completed ? nil : core.reusable(sha256: $0, credential: key.credential) }
+            return (reused ?? own).flatMap { core.expectationConflict($0, sha: sha, size: request.size) }
         }
         if let conflict { throw conflict }
     }

@@ -80,7 +80,7 @@ enum CommandLineOptions {
             guard let n = Int(v), n >= 1 else { throw ParseError(message: "--max-connections must be a positive number, got '\(v)'") }
             c.maxConnections = n
         },
-        Option(flag: "--max-connections-per-ip", metavar: "N", help: "open connections per client IP (IPv6: per /64); 0 = no limit (default)") { c, v throws(ParseError) in
+        Option(flag: "--max-connections-per-ip", metavar: "N", help: "open connections per client IP (public IPv6: per /64); 0 = no limit (default)") { c, v throws(ParseError) in
             guard let n = Int(v), n >= 0 else { throw ParseError(message: "--max-connections-per-ip must be 0 or more, got '\(v)'") }
             c.maxConnectionsPerIP = n == 0 ? nil : n
         },
@@ -88,7 +88,7 @@ enum CommandLineOptions {
             guard let n = Int(v), n >= 1 else { throw ParseError(message: "--max-subscribers-per-download must be a positive number, got '\(v)'") }
             c.maxSubscribersPerDownload = n
         },
-        Option(flag: "--max-downloads-per-client", metavar: "N", help: "live caller tokens per client IP (IPv6: per /64); more get 429; 0 = no limit (default 1000)") { c, v throws(ParseError) in
+        Option(flag: "--max-downloads-per-client", metavar: "N", help: "live caller tokens per client IP (public IPv6: per /64); more get 429; 0 = no limit (default 1000)") { c, v throws(ParseError) in
             guard let n = Int(v), n >= 0 else { throw ParseError(message: "--max-downloads-per-client must be 0 or more, got '\(v)'") }
             c.maxDownloadsPerClient = n == 0 ? nil : n
         },

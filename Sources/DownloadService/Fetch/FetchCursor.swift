@@ -49,7 +49,7 @@ struct FetchCursor: Equatable {
         case .waiting, .flowing:
             let upTo = sendable(tail)
             if upTo > next { return .send(from: next, to: upTo) }
-            if let end = plan.end, next == end + 1, !plan.endsAtLastByte { return .finish }
+            if let end = plan.end, next == end + 1, !endsAtLastByte(tail) { return .finish }
             return .wait
         }
     }
@@ -61,11 +61,18 @@ struct FetchCursor: Equatable {
         var upTo = tail.available
         if let end = plan.end { upTo = min(upTo, end + 1) }
         if let total = tail.total {
-            if plan.endsAtLastByte { upTo = min(upTo, total - 1) }  // the verdict first
+            if endsAtLastByte(tail) { upTo = min(upTo, total - 1) }  // the verdict first
         } else {
             upTo = min(upTo, tail.available - 1)
         }
         return max(upTo, next)
+    }
+
+    /// The response ends at the file's last byte, as far as `tail` tells: an open range, or a
+    /// closed one reaching the size known now (it may have been unknown when the plan was made).
+    func endsAtLastByte(_ tail: TailState) -> Bool {
+        guard let end = plan.end else { return true }
+        return tail.total.map { end >= $0 - 1 } ?? false
     }
 
     mutating func sent(upTo offset: Int64) {

@@ -37,8 +37,6 @@ enum FetchPlan: Equatable {
         var generation: UInt64
 
         var contentLength: Int64? { end.map { $0 - start + 1 } }
-        /// The response ends at the file's last byte (which waits for the verdict).
-        var endsAtLastByte: Bool { end == nil || (total.map { end == $0 - 1 } ?? false) }
     }
 
     /// The strong validator a `/fetch` answer names its version by: the origin's ETag, else a tag

@@ -93,7 +93,7 @@ final class FetchStream: PushSource, @unchecked Sendable {
     /// is complete, or a range ending before the bytes written).
     func serverShuttingDown(_ stream: PushStream) {
         let tail = reader.state
-        let owedOnDisk = tail.phase == .flowing && cursor.plan.end.map { $0 < tail.available && !cursor.plan.endsAtLastByte } ?? false
+        let owedOnDisk = tail.phase == .flowing && cursor.plan.end.map { $0 < tail.available && !cursor.endsAtLastByte(tail) } ?? false
         if tail.phase != .completed && !owedOnDisk { stream.abort("/fetch: the service is shutting down") }
     }
 

@@ -40,7 +40,7 @@ extension EngineCore {
             if shared { cacheFree += freed }
         }
         if cacheMemory, let limit = configuration.cacheMaxBytes {
-            purgeCacheFiles(reason: .memory) { usage in usage > limit }
+            purgeCacheFiles(reason: .memory, countingPartials: memory) { usage in usage > limit }
         }
         if cacheLow() {
             purgeCacheFiles(reason: .disk) { _ in cacheLow() } freed: { bytes in
@@ -112,10 +112,12 @@ extension EngineCore {
 
     /// Purges cache files, least recently used first, while `more(usage)` holds (usage: bytes of
     /// paused partials and cache files).
-    private func purgeCacheFiles(reason: PurgeReason, while more: (Int64) -> Bool,
+    /// `countingPartials`: paused partials count in the usage `more` weighs (not when they are
+    /// on a disk while the cache files are in memory).
+    private func purgeCacheFiles(reason: PurgeReason, countingPartials: Bool = true, while more: (Int64) -> Bool,
                                  freed: (Int64) -> Void = { _ in }) {
         let files = cacheFiles()
-        var usage = idlePartials().reduce(0) { $0 + $1.partialBytes } + files.reduce(0) { $0 + ($1.size ?? 0) }
+        var usage = (countingPartials ? idlePartials().reduce(0) { $0 + $1.partialBytes } : 0) + files.reduce(0) { $0 + ($1.size ?? 0) }
         for record in files {
             guard more(usage) else { break }
             let bytes = record.size ?? 0

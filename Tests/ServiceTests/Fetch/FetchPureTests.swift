@@ -208,6 +208,18 @@ import Testing
         #expect(cursor.step(Self.tail(.completed, available: 80, total: 80)) == .finish)
     }
 
+    /// A closed range planned while the size was unknown that turns out to end at the file's last
+    /// byte: that byte waits for the verdict, as for a range planned with the size known.
+    @Test func aRangeFoundToEndAtTheLastByteWaitsForTheVerdict() {
+        var cursor = FetchCursor(Self.plan(start: 90, end: 99, total: nil))
+        #expect(cursor.step(Self.tail(.flowing, available: 100, total: 100)) == .send(from: 90, to: 99))
+        cursor.sent(upTo: 99)
+        #expect(cursor.step(Self.tail(.flowing, available: 100, total: 100)) == .wait, "not finished: the last byte is owed")
+        let failed = Self.tail(.failed(DownloadFailure(code: .checksumMismatch, message: "x"), stalled: false), available: 100, total: 100)
+        #expect(cursor.step(failed) == .fail("the download failed: checksum_mismatch"))
+        #expect(cursor.step(Self.tail(.completed, available: 100, total: 100)) == .send(from: 99, to: 100))
+    }
+
     /// Size unknown: the range's last byte may turn out to be the file's, so it waits until a byte
     /// beyond it lands, or for the verdict; a failure then aborts the response one byte short.
     @Test func sizeUnknownAClosedRangesLastByteWaitsForAByteBeyondIt() {

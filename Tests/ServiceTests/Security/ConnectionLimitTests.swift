@@ -40,13 +40,16 @@ import Testing
         ("2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"),
         ("2001:db8:1:2::ffff", "2001:db8:1:2::/64"),
         ("[2001:DB8:1:2::1]", "2001:db8:1:2::/64"),
-        ("fe80::1%eth0", "fe80::/64"),
-        ("::1", "::/64"),
+        ("fe80::1%eth0", "fe80::1"),  // link-local, unique local, loopback: the address itself
+        ("fd00:1:2:3::5", "fd00:1:2:3::5"),
+        ("::1", "::1"),
         ("::ffff:192.0.2.7", "192.0.2.7"),
+        ("64:ff9b::192.0.2.1", "192.0.2.1"),  // NAT64
+        ("2001:0:4136:e378:8000:63bf:3fff:fdd2", "192.0.2.45"),  // Teredo (RFC 4380's example)
         ("not an address", "not an address"),
         ("1:2", "1:2"),
     ])
-    func anIPv6PeerCountsUnderItsSlash64(address: String, network: String) {
+    func anIPv6PeerCountsUnderItsNetwork(address: String, network: String) {
         #expect(ClientNetwork.of(address) == network)
     }
 
