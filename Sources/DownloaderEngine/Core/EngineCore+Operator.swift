@@ -29,8 +29,11 @@ extension EngineCore {
             guard record.state != .completed && record.state != .failed else { return .invalidState(freshSnapshot(record)) }
             if record.lifecycle.held {
                 record.updatedAt = clock.now()
-                handle(.operatorResumed(callers: record.interest), for: record)
-                tell(.released(callers: record.interest), of: record)
+                // Callers count only when their headers are here: a private download that lost them
+                // in a restart waits for a caller who brings them (it would ask the origin without).
+                let callers = record.waitsForCredentials ? 0 : record.interest
+                handle(.operatorResumed(callers: callers), for: record)
+                tell(.released(callers: callers), of: record)
             }
             return .done(freshSnapshot(record))
         }

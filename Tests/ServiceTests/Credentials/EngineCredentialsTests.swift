@@ -111,6 +111,13 @@ import Testing
         #expect(bare.snapshot.id != r.snapshot.id)
         try await withTimeout(5) { await driver.waitForStarts(1) }
         #expect(second.snapshot(id: r.snapshot.id)?.state == .paused)
+        // An operator's hold, lifted: it still waits for the headers (never asks the origin without).
+        guard case .done = second.operatorPause(id: r.snapshot.id), case .done = second.operatorResume(id: r.snapshot.id) else {
+            Issue.record("the operator's pause or resume was refused")
+            return
+        }
+        let afterHold = try #require(second.snapshot(id: r.snapshot.id))
+        #expect(afterHold.state == .paused && afterHold.reason == "credentials_required")
         // The same headers resume it from the kept bytes.
         let again = try second.request(DownloadRequest(url: url, headers: ["AUTHORIZATION": Self.secret]))
         #expect(again.snapshot.id == r.snapshot.id)
