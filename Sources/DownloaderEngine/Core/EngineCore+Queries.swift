@@ -26,14 +26,19 @@ extension EngineCore {
     }
 
     func completedFile(id: String) -> CompletedFile? {
-        let file: CompletedFile? = locked {
+        let (file, commit): (CompletedFile?, Bool) = locked {
             guard let record = byID[id], record.state == .completed, let path = record.finalPath,
-                  let sha = record.sha256, let size = record.size else { return nil }
-            record.lastAccess = clock.now()
-            unsaved.insert(record.id)  // Stored with the next commit (no commit of its own).
-            return CompletedFile(path: path, fileName: record.fileName ?? FileNameSanitizer.fallback, size: size, sha256: sha,
-                                 contentType: record.contentType, originETag: record.validator?.etag)
+                  let sha = record.sha256, let size = record.size else { return (nil, false) }
+            // The access resets the retention clock, durably: a crash must not bring an earlier
+            // purge. A commit follows (the writer's pace bounds them), at most once a second a file.
+            let now = clock.now()
+            let commit = now.timeIntervalSince(record.lastAccess) >= 1
+            record.lastAccess = now
+            unsaved.insert(record.id)
+            return (CompletedFile(path: path, fileName: record.fileName ?? FileNameSanitizer.fallback, size: size, sha256: sha,
+                                  contentType: record.contentType, originETag: record.validator?.etag), commit)
         }
+        if commit { stateWriter.markDirty() }
         // The stat runs without the lock.
         guard let file, FileStore.fileSize(file.path) == file.size else {
             if let file, FileStore.isSurelyNot(file.path, size: file.size) { completedFileGone(id: id, path: file.path) }

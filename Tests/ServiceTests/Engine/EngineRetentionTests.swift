@@ -46,6 +46,33 @@ import Testing
         #expect(try engine.request(DownloadRequest(url: "http://o.test/c")).snapshot.id != cached.snapshot.id)
     }
 
+    /// Serving the file resets the retention clock durably: a commit with the new access time
+    /// follows on its own (a crash must not bring an earlier purge), not only with the next change.
+    @Test func servingTheFileCommitsTheNewAccessTime() async throws {
+        let clock = ManualScheduler()
+        let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: ["Content-Length": "3"], body: [1, 2, 3]) }
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver, scheduler: clock) { $0.cacheTTL = 100 }
+        let r = try engine.request(DownloadRequest(url: "http://o.test/c"))
+        try await withTimeout(5) {
+            while engine.snapshot(id: r.snapshot.id)?.state != .completed { try await Task.sleep(nanoseconds: 5_000_000) }
+        }
+        #expect(engine.core.stateWriter.flush())
+        let committed = OriginLock<[Date]>([])
+        engine.core.stateWriter.gateCommits { batch in
+            committed.withLock { $0 += batch.upserts.filter { $0.id == r.snapshot.id }.map(\.lastAccess) }
+        }
+        clock.advance(50)
+        let served = clock.now()
+        #expect(engine.completedFile(id: r.snapshot.id) != nil)
+        try await withTimeout(5) {
+            while !committed.withLock({ $0.contains(served) }) {
+                clock.advance(0.5)  // the writer's pace is on the engine's clock
+                try await Task.sleep(nanoseconds: 5_000_000)
+            }
+        }
+        await engine.shutdown()
+    }
+
     @Test(arguments: [10.0, nil])
     func servingTheFileResetsTheClockAndOffMeansNever(_ ttl: Double?) async throws {
         let clock = ManualScheduler()
