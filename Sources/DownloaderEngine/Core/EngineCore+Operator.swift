@@ -106,10 +106,9 @@ extension EngineCore {
             $0.state == .completed && $0.storage == .cache && !$0.lifecycle.moving && $0.lastAccess <= cutoff
         }
         for record in expired.sorted(by: { $0.lastAccess < $1.lastAccess }) {
-            let bytes = record.size ?? 0
-            let (id, url) = (record.id, record.url)
+            // The purge is told first, then the removal (the story reads as the README says).
+            notePurge(PurgeEvent(kind: .cacheFile, reason: .ttl, id: record.id, url: record.shownURL, bytes: record.size ?? 0))
             removeRecord(record, by: .retention)
-            notePurge(PurgeEvent(kind: .cacheFile, reason: .ttl, id: id, url: url, bytes: bytes))
         }
     }
 

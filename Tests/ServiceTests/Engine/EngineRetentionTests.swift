@@ -36,7 +36,8 @@ import Testing
         #expect(engine.snapshot(id: cached.snapshot.id) == nil, "purged within TTL + lateness")
         // Told (logged) as a purge and as a removal by retention.
         let told = try await stories.wait(for: cached.snapshot.id) { $0 == .removed(by: .retention) }
-        #expect(told.contains(.purged(kind: .cacheFile, reason: .ttl, bytes: 3000)))
+        let purged = told.firstIndex(of: .purged(kind: .cacheFile, reason: .ttl, bytes: 3000))
+        #expect(purged != nil && purged! < told.firstIndex(of: .removed(by: .retention))!, "the purge, then the removal")
         #expect(engine.statistics.purges[PurgeCounterKey(kind: .cacheFile, reason: .ttl)] == 1)
         try await withTimeout(5) { while FileStore.fileSize(file) != nil { try await Task.sleep(nanoseconds: 5_000_000) } }
         // The persistent file stays, however long.
