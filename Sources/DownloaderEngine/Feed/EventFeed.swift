@@ -122,7 +122,7 @@ final class EventFeed: @unchecked Sendable {
             } else {
                 firstID = ids.next
                 for _ in snapshots { _ = takeID() }
-                snapshotSpans.record(first: firstID, count: snapshots.count)
+                snapshotSpans.record(first: firstID, count: snapshots.count, outsideHistory: history.droppedUpTo)
             }
             watchers[id]?.start(snapshots: snapshots, firstID: firstID, nextIndex: history.appended, now: pacer.now())
             return wakeOnEvent.removeValue(forKey: id)

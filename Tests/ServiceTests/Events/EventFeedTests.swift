@@ -114,9 +114,25 @@ import Testing
         spans.record(first: 20, count: 1)  // one item: nothing after it to miss
         #expect(spans.cutsOff(10) && spans.cutsOff(11) && !spans.cutsOff(12) && !spans.cutsOff(20) && !spans.cutsOff(9))
         spans.record(first: 30, count: 2)
-        spans.record(first: 40, count: 2)  // the first span goes: every id up to its end counts as cut off
-        #expect(spans.cutsOff(5) && spans.cutsOff(11) && !spans.cutsOff(12) && spans.cutsOff(30) && !spans.cutsOff(31))
+        spans.record(first: 40, count: 2)  // the first span goes: its ids count as cut off, earlier ones not
+        #expect(!spans.cutsOff(5) && spans.cutsOff(10) && spans.cutsOff(11) && !spans.cutsOff(12) && spans.cutsOff(30) && !spans.cutsOff(31))
         #expect(spans.cutsOff(40) && !spans.cutsOff(41))
+        spans.record(first: 50, count: 2)  // the next goes too: the forgotten stretch runs 10…30
+        #expect(!spans.cutsOff(5) && spans.cutsOff(12) && spans.cutsOff(30) && !spans.cutsOff(31) && spans.cutsOff(40))
+    }
+
+    /// Spans the history no longer reaches go first, the forgotten stretch with them: ids the
+    /// history holds are not taken for cut off because of them.
+    @Test func snapshotSpansBeforeTheHistoryGoFirst() {
+        var spans = SnapshotSpans(capacity: 2)
+        spans.record(first: 10, count: 3)
+        spans.record(first: 20, count: 3)
+        spans.record(first: 30, count: 3)  // 10…11 forgotten
+        #expect(spans.cutsOff(10) && spans.cutsOff(20) && spans.cutsOff(30))
+        spans.record(first: 40, count: 3, outsideHistory: 25)  // the history starts after 25: 10…21 go, nothing is forgotten
+        #expect(!spans.cutsOff(26) && spans.cutsOff(30) && spans.cutsOff(31) && !spans.cutsOff(32) && spans.cutsOff(40))
+        spans.record(first: 50, count: 3, outsideHistory: 25)  // still full: 30…31 forgotten
+        #expect(spans.cutsOff(31) && !spans.cutsOff(26) && !spans.cutsOff(35) && spans.cutsOff(50))
     }
 
     @Test func historyIsBoundedAndOlderIDsGetNoReplay() {
