@@ -347,11 +347,11 @@ struct DownloadLifecycle: Equatable, Sendable {
     }
 
     /// The operator lifts the hold: with `callers` (callers and readers) left the download queues
-    /// again, else it stays paused.
+    /// again, else it stays paused, now for its callers (told: watchers see `pausedBy` change).
     private mutating func operatorResumed(callers: Int) -> [LifecycleAction] {
         guard held else { return [] }
         held = false
-        guard phase == .paused, callers > 0 else { return [.journal] }
+        guard phase == .paused, callers > 0 else { return (phase == .paused && attempt == nil ? [.emit(.paused)] : []) + [.journal] }
         phase = .queued
         startsNewRun()
         return [.emit(.queued), .requestSlot, .journal]

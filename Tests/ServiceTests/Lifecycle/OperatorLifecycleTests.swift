@@ -51,7 +51,7 @@ import Testing
 
         // Resuming: with callers it queues again, without it stays paused; not held: nothing.
         Row(given: .paused, before: [hold], event: .operatorResumed(callers: 1), actions: "emit:queued request-slot journal", then: "queued"),
-        Row(given: .paused, before: [hold], event: .operatorResumed(callers: 0), actions: "journal", then: "paused"),
+        Row(given: .paused, before: [hold], event: .operatorResumed(callers: 0), actions: "emit:paused journal", then: "paused"),
         Row(given: .transferring, before: [hold], event: .operatorResumed(callers: 2), actions: "emit:queued request-slot journal",
             then: "queued #1 transferring abandoned"),
         Row(given: .paused, event: .operatorResumed(callers: 1), actions: "", then: "paused"),
