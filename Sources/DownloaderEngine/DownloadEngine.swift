@@ -74,7 +74,10 @@ public final class DownloadEngine: Sendable {
                                           owner: configuration.clusterReplica.owner + "/" + random.hex(byteCount: 6))
             dispatcher.lock.withLock { dispatcher.cluster = cluster }
         }
-        core.locked { core.hooks.ended = { [weak dispatcher] snapshot in dispatcher?.downloadEnded(snapshot) } }
+        core.locked {
+            core.hooks.ended = { [weak dispatcher] snapshot in dispatcher?.downloadEnded(snapshot) }
+            core.hooks.removed = { [weak dispatcher] id in dispatcher?.downloadRemoved(id: id) }
+        }
         if let reads = clusterReads { core.locked { core.cluster?.evicted = { [weak reads] in reads?.evicted($0, completed: $1) } } }
         monitor.start(interval: configuration.pressureInterval) { [weak core] in core?.checkPressure() }
     }

@@ -41,7 +41,7 @@ extension DownloadAPI {
     }
 
     /// What per-client limits count `request` under: its client address's network
-    /// (`ClientNetwork`: an IPv6 address by its /64, so one host cannot multiply its share).
+    /// (`ClientNetwork`: a public IPv6 address by its /64, so one host cannot multiply its share).
     func clientNetwork(_ request: Request) -> String {
         ClientNetwork.of(clientAddress(request))
     }

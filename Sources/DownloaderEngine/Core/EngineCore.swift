@@ -171,8 +171,12 @@ final class EngineCore: @unchecked Sendable {
             subscribers.publish(event, to: id, sequence: sequence)
             feed.ingest(event)
         }
-        // A removal ends streams too, but it is no completion or failure (webhooks are about those).
-        if case .removed = event { return }
+        // A removal ends streams too, but it is no completion or failure (webhooks are about those):
+        // the download's callbacks go, with any delivery still pending.
+        if case .removed = event {
+            if let removed = hooks.removed { effects.append { removed(id) } }
+            return
+        }
         if event.isTerminal, let ended = hooks.ended { effects.append { ended(event.snapshot) } }
     }
 }

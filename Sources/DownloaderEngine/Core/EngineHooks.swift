@@ -24,6 +24,8 @@ struct EngineHooks: Sendable {
     /// After a download completed or failed (its final snapshot), off the lock, in order. Set in
     /// production too: the engine's `WebhookDispatcher` makes its deliveries from it.
     var ended: (@Sendable (DownloadSnapshot) -> Void)?
+    /// After a download was removed (its id), off the lock: its callbacks go with it.
+    var removed: (@Sendable (String) -> Void)?
     /// Cluster mode: after a join took (or found) the lease for its key, before it joins: the
     /// lease's name.
     var leasePrepared: (@Sendable (String) -> Void)?

@@ -131,6 +131,17 @@ public final class WebhookDispatcher: @unchecked Sendable {
         lock.withLock { (registrations.count, deliveries.values.count { $0.outcome == nil }) }
     }
 
+    /// From the engine (download `id` was removed): its registrations go, with their pending
+    /// deliveries (nothing is delivered about a download that is gone; its file answers 404).
+    /// Cluster mode keeps the rows to its rounds.
+    func downloadRemoved(id: String) {
+        guard lock.withLock({ cluster }) == nil else { return }
+        intake.async {
+            let ids = self.lock.withLock { self.registrations.values.filter { $0.downloadID == id }.map(\.id) }
+            self.remove(ids)
+        }
+    }
+
     /// From the engine (a download completed or failed), on whatever thread it acts on: handled on `intake`.
     func downloadEnded(_ snapshot: DownloadSnapshot) {
         guard lock.withLock({ cluster }) == nil else { return }  // The cluster's rounds read the rows.

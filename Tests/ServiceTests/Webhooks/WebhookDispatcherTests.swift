@@ -185,6 +185,22 @@ import Testing
         #expect(receiver.received.count == 3)
     }
 
+    /// A removed download's callbacks go, with a delivery still pending (its file answers 404).
+    @Test func aRemovedDownloadsCallbacksGo() async throws {
+        let receiver = try WebhookReceiver()
+        defer { receiver.stop() }
+        let h = Harness()
+        let dispatcher = try h.dispatcher(state: .downloading)
+        try dispatcher.register(CallbackRequest(url: receiver.url("/a")), token: "t1", snapshot: Harness.snapshot(.downloading))
+        try dispatcher.register(CallbackRequest(url: receiver.url("/b")), token: "t2", snapshot: Harness.snapshot(.downloading))
+        dispatcher.downloadEnded(Harness.snapshot(.completed))
+        try await withTimeout(20) { await h.scheduler.waitForTimers(2) }  // two deliveries armed, none tried
+        #expect(dispatcher.counts.registrations == 2 && dispatcher.counts.pending == 2)
+        dispatcher.downloadRemoved(id: Harness.snapshot(.downloading).id)
+        try await withTimeout(5) { while dispatcher.counts.registrations > 0 { try await Task.sleep(nanoseconds: 5_000_000) } }
+        #expect(dispatcher.counts.pending == 0)
+    }
+
     @Test func onlyTheEventsAskedForAreDelivered() async throws {
         let receiver = try WebhookReceiver()
         defer { receiver.stop() }
