@@ -17,6 +17,14 @@ final class FetchStream: PushSource, @unchecked Sendable {
     private var lastProgress: Double = 0
     /// `TailState.available` when the patience was last checked.
     private var lastAvailable: Int64 = -1
+    /// Looks for the file in a row that found it nowhere (see `openRetries`).
+    private var openMisses = 0
+
+    /// A file found nowhere is looked for again this many times, 50 ms apart, before the response
+    /// is aborted: it may have been renamed (published) before the state naming where it went
+    /// reached this reader (the engine tells readers after its lock, in order, on whichever thread
+    /// drains its effects). Another version or a removal ends the response at once (`FetchCursor`).
+    static let openRetries = 20
 
     /// Bytes one `produce` queues at most; more waits for the loop's next turn (`wake`). The
     /// socket of a new or drained reader takes megabytes at once: sent in one go, every such
@@ -54,9 +62,15 @@ final class FetchStream: PushSource, @unchecked Sendable {
                     return
                 }
                 guard let file = open(tail) else {
-                    stream.abort("/fetch: the file of this version could not be opened at \(tail.path)")
+                    openMisses += 1
+                    guard openMisses <= Self.openRetries else {
+                        stream.abort("/fetch: the file of this version could not be opened at \(tail.path)")
+                        return
+                    }
+                    stream.after(0.05) { [weak stream] in stream?.wake() }
                     return
                 }
+                openMisses = 0
                 let upTo = min(to, from + budget)
                 stream.send(file, from: from, to: upTo)
                 cursor.sent(upTo: upTo)
