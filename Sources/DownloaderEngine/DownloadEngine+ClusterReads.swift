@@ -76,7 +76,8 @@ final class ClusterReads: Sendable {
     func remember(_ row: StoredDownload, tail: TailState? = nil) -> KnownCompletion? {
         guard row.state == .completed, let path = row.finalPath, let sha = row.sha256, let size = row.size, isInArea(path) else { return nil }
         let file = CompletedFile(path: path, fileName: row.fileName ?? FileNameSanitizer.fallback, size: size, sha256: sha,
-                                 contentType: row.contentType, originETag: row.validator?.etag)
+                                 contentType: row.contentType, originETag: row.validator?.etag,
+                                 originLastModified: row.validator?.lastModified)
         let record = DownloadRecord(stored: row, tau: 1, progressInterval: 0, ignoring: ignoring)
         guard !record.isCredentialed else { return nil }
         let entry = KnownCompletion(id: row.id, leaseKey: record.key.leaseName, file: file,

@@ -58,14 +58,18 @@ public struct CompletedFile: Sendable, Equatable {
     public var contentType: String?
     /// The origin's strong ETag of this version, quotes included (nil: it sent none).
     public var originETag: String?
+    /// The origin's `Last-Modified` of this version when that was its strong validator (it sent no ETag).
+    public var originLastModified: String?
 
-    public init(path: String, fileName: String, size: Int64, sha256: String, contentType: String? = nil, originETag: String? = nil) {
+    public init(path: String, fileName: String, size: Int64, sha256: String, contentType: String? = nil, originETag: String? = nil,
+                originLastModified: String? = nil) {
         self.path = path
         self.fileName = fileName
         self.size = size
         self.sha256 = sha256
         self.contentType = contentType
         self.originETag = originETag
+        self.originLastModified = originLastModified
     }
 }
 

@@ -47,6 +47,9 @@ public struct FileResponse: Sendable {
     /// Other strong validators (with quotes) naming the same content: an `If-Range` with one of
     /// them is honoured like one with `etag`.
     public var alsoMatches: [String] = []
+    /// Other strong dates naming the same content, as HTTP-dates (e.g. an origin's
+    /// `Last-Modified`): an `If-Range` with one of them is honoured like one with the file's own.
+    public var alsoModified: [String] = []
     /// Whether a symlink at `path` itself is followed (default true). When false the file is opened
     /// with `O_NOFOLLOW` and a symlink answers 404, so a link planted where the file should be never
     /// serves what it points at.

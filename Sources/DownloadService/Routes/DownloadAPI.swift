@@ -165,7 +165,8 @@ struct DownloadAPI: Sendable {
 
     /// The completed file `stored`, with its validators and the origin's type (an attachment, never
     /// sniffed: a browser saves it, it does not render it as a page of this service). Its ETag is
-    /// the SHA-256; conditions naming the origin's strong ETag of this version hold too (a client that
+    /// the SHA-256; conditions naming the origin's strong ETag of this version hold too, and an
+    /// `If-Range` with the origin's `Last-Modified` when that was its validator (a client that
     /// fetched it from the origin, or through `/fetch` while it was landing, may resume with it).
     private func served(_ stored: CompletedFile, alsoMatching: [String] = []) -> Response {
         var served = FileResponse(path: stored.path, contentType: stored.contentType ?? "application/octet-stream",
@@ -173,6 +174,7 @@ struct DownloadAPI: Sendable {
         served.followsSymlinks = false  // a link planted in a storage area is never followed out of it
         served.alsoMatches = alsoMatching
         if let origin = stored.originETag, !alsoMatching.contains(origin) { served.alsoMatches.append(origin) }
+        if let date = stored.originLastModified { served.alsoModified = [date] }
         var response = Response(headers: ["X-Content-Type-Options": "nosniff"], body: .file(served))
         if let digest = FileHeaders.reprDigest(sha256Hex: stored.sha256) { response.headers["Repr-Digest"] = digest }
         return response

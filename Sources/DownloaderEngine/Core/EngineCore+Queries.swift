@@ -36,7 +36,8 @@ extension EngineCore {
             record.lastAccess = now
             unsaved.insert(record.id)
             return (CompletedFile(path: path, fileName: record.fileName ?? FileNameSanitizer.fallback, size: size, sha256: sha,
-                                  contentType: record.contentType, originETag: record.validator?.etag), commit)
+                                  contentType: record.contentType, originETag: record.validator?.etag,
+                                  originLastModified: record.validator?.lastModified), commit)
         }
         if commit { stateWriter.markDirty() }
         // The stat runs without the lock.

@@ -50,7 +50,7 @@ enum FileServer {
         let meta = FileMetadata(size: size, modified: st.st_mtim.tv_sec,
                                 etag: file.etag ?? FileMetadata.derivedETag(inode: UInt64(st.st_ino), size: size,
                                                                             modifiedNanoseconds: mtimeNanos),
-                                alsoMatches: file.alsoMatches)
+                                alsoMatches: file.alsoMatches, alsoModified: file.alsoModified.compactMap(HTTPDate.parseStrict))
         var headers = HTTPHeaders()
         headers["ETag"] = meta.etag
         headers["Last-Modified"] = HTTPDate.format(meta.modified)

@@ -10,6 +10,8 @@ struct FileMetadata: Equatable, Sendable {
     /// Other strong validators naming the same content, honoured in `If-Range`, `If-Match` and
     /// `If-None-Match` (e.g. the origin's ETag of a file the server stores under its own).
     var alsoMatches: [String] = []
+    /// Other strong dates naming the same content, honoured in `If-Range` (an exact match).
+    var alsoModified: [time_t] = []
 
     /// Every validator naming this content.
     var etags: [String] { [etag] + alsoMatches }
@@ -52,7 +54,9 @@ enum FilePlan: Equatable {
             } else if value.hasPrefix("W/") {
                 return .full  // weak validators never satisfy If-Range
             } else {
-                guard let date = HTTPDate.parseStrict(String(value)), date == file.modified else { return .full }
+                guard let date = HTTPDate.parseStrict(String(value)), date == file.modified || file.alsoModified.contains(date) else {
+                    return .full
+                }
             }
         }
         switch RangeHeader.evaluate(range, size: file.size) {

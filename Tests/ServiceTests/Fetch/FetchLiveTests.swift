@@ -66,6 +66,26 @@ struct FetchLiveTests {
         #expect(stored.status == 206 && stored.body == Array(expected[10...19]))
     }
 
+    /// An origin whose validator is its Last-Modified (no ETag): once stored, an If-Range with that
+    /// date is honoured, on /fetch and on the file route.
+    @Test func afterCompletionAnIfRangeWithTheOriginsDateIsHonoured() async throws {
+        let origin = try TestOrigin(bodySize: 100_000)
+        defer { origin.stop() }
+        origin.update { $0.validators = .lastModifiedOnly }
+        let service = try await ServiceProcess.start(arguments: Self.loopback)
+        let first = try await Self.fetch(service, origin.url)
+        let id = try #require(first.header("X-Download-Id"))
+        let date = try #require(origin.lastModified())
+        let expected = origin.expectedBody()
+        let fetched = try await Self.fetch(service, origin.url, headers: ["Range": "bytes=10-19", "If-Range": date])
+        #expect(fetched.status == 206 && fetched.body == Array(expected[10...19]))
+        let file = try await service.client.request("GET", "/downloads/\(id)/file", headers: ["Range": "bytes=10-19", "If-Range": date])
+        #expect(file.status == 206 && file.body == Array(expected[10...19]))
+        let other = try await service.client.request("GET", "/downloads/\(id)/file",
+                                                     headers: ["Range": "bytes=10-19", "If-Range": "Thu, 01 Jan 2004 00:00:00 GMT"])
+        #expect(other.status == 200 && other.body == expected)
+    }
+
     @Test func aReaderJoiningHalfWayGetsTheWholeBody() async throws {
         let origin = try ServiceLiveTests.originStallingAtOneMiB(bodySize: 2 << 20, seconds: 30)
         defer { origin.stop() }

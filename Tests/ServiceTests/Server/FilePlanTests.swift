@@ -55,6 +55,11 @@ struct FilePlanTests {
         #expect(plan([("Range", "bytes=5-"), ("If-Range", "W/\"abc\"")]) == .full)
         #expect(plan([("Range", "bytes=5-"), ("If-Range", lastModified)]) == .partial(start: 5, end: 99))
         #expect(plan([("Range", "bytes=5-"), ("If-Range", earlier)]) == .full)
+        // Another strong date naming the same content (an origin's Last-Modified) holds too.
+        var stored = Self.meta
+        stored.alsoModified = [Self.meta.modified - 10]
+        #expect(FilePlan.decide(method: "GET", headers: HTTPHeaders([(name: "Range", value: "bytes=5-"), (name: "If-Range", value: earlier)]),
+                                file: stored) == .partial(start: 5, end: 99))
         #expect(plan([("Range", "bytes=500-")]) == .unsatisfiable)
     }
 
