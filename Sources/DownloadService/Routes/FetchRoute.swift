@@ -166,6 +166,9 @@ extension DownloadAPI {
         } catch {
             return naming(error.downloadID, APIError(engineError: error).response)
         }
+        // A download of the URL that is not transferring (queued, paused, failed): the probe's
+        // answer is about it too, and names it.
+        var idle: String?
         if let (id, tail) = engine.peek(url: query.request.url) {
             let plan = fetchPlan(id: id, tail: tail, request, awaitingHead: false)
             switch plan {
@@ -175,7 +178,9 @@ extension DownloadAPI {
                 return streamResponse(streaming, id: id, tail: tail, source: HeadOnly())
             case .refuse, .notModified:
                 return bodiless(plan, id: id, tail: tail)
-            case .wait, .fail, .removed:
+            case .wait, .fail:
+                idle = id
+            case .removed:
                 break
             }
         }
@@ -187,9 +192,9 @@ extension DownloadAPI {
         case .success(.head(let head))?:
             var headers = HTTPHeaders()
             headers["Content-Type"] = head.contentType ?? "application/octet-stream"
-            return Response(headers: headers, body: .push(PushBody(length: head.contentLength, source: HeadOnly())))
+            return naming(idle, Response(headers: headers, body: .push(PushBody(length: head.contentLength, source: HeadOnly()))))
         case .success(.failed(let failure))?:
-            return fetchFailure(status: 502, failure, id: nil)
+            return fetchFailure(status: 502, failure, id: idle)
         case .failure(let error)?:
             return APIError(engineError: error).response
         case nil:

@@ -315,7 +315,12 @@ struct FetchLiveTests {
         let list = try await service.client.request("GET", "/downloads")
         #expect((list.json["downloads"] as? [Any])?.isEmpty == true)
         let missing = try await service.client.request("HEAD", Self.path(origin.url("/nope")))
-        #expect(missing.status == 502)
+        #expect(missing.status == 502 && missing.header("X-Download-Id") == nil, "no download: none named")
+        // Once a GET made a download of it (failed), the probe's answer names it.
+        let failed = try await Self.fetch(service, origin.url("/nope"))
+        #expect(failed.status == 502 && failed.header("X-Download-Id") != nil)
+        let named = try await service.client.request("HEAD", Self.path(origin.url("/nope")))
+        #expect(named.status == 502 && named.header("X-Download-Id") == failed.header("X-Download-Id"))
         // Answered as a GET would: a malformed sha256, a size the origin contradicts.
         #expect(try await service.client.request("HEAD", Self.path(origin.url) + "&sha256=zz").status == 400)
         #expect(try await service.client.request("HEAD", Self.path(origin.url) + "&size=5").status == 502)
