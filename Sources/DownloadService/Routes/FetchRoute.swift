@@ -136,9 +136,7 @@ extension DownloadAPI {
     /// A completed download, served as `GET /downloads/{id}/file`; an `If-Range` with the origin's
     /// validator of the stored version is honoured too.
     func fetchStored(id: String, tail: TailState) -> Response {
-        var response = file(id: id, alsoMatching: [FetchPlan.etag(id: id, tail: tail)])
-        for (name, value) in fetchHeaders(id: id) { response.headers[name] = value }
-        return response
+        naming(id, file(id: id, alsoMatching: [FetchPlan.etag(id: id, tail: tail)]))
     }
 
     private func fetchFailure(status: Int, _ failure: DownloadFailure, id: String?) -> Response {
@@ -147,11 +145,7 @@ extension DownloadAPI {
         error.append("code", .string(code))
         error.append("message", .string(failure.message))
         if let http = failure.httpStatus { error.append("httpStatus", .int(Int64(http))) }
-        var headers = HTTPHeaders()
-        if let id {
-            for (name, value) in fetchHeaders(id: id) { headers[name] = value }
-        }
-        return .json(status: status, JSONObject(["error": .object(error)]).bytes, headers: headers)
+        return naming(id, .json(status: status, JSONObject(["error": .object(error)]).bytes))
     }
 
     /// `HEAD /fetch` never starts a download. Its expectations are screened first, as a `GET`'s join

@@ -232,14 +232,21 @@ import Testing
         t.respond(206, ["Content-Range": "bytes \(first)-\(last)/40000", "ETag": "\"v1\"", "Content-Length": "\(last - first + 1)"])
     }
 
+    /// A download asking for 4 connections whose first answer (the whole 40 000 bytes, ranges
+    /// accepted, ETag `"v1"`) was given: its pieces start.
+    static func started(_ driver: FakeTransferDriver) async throws -> (engine: DownloadEngine, caller: Enqueued) {
+        let engine = try EngineSegmentTests.engine(driver)
+        let caller = try engine.request(DownloadRequest(url: EngineSegmentTests.url, connections: 4))
+        try await withTimeout(5) { await driver.waitForStarts(1) }
+        #expect(driver.transfer(0).respond(200, ["ETag": "\"v1\"", "Accept-Ranges": "bytes", "Content-Length": "40000"]))
+        return (engine, caller)
+    }
+
     @Test func pausedSegmentsResumeWhereTheyStoodByteIdentical() async throws {
         let driver = FakeTransferDriver()
-        let engine = try EngineSegmentTests.engine(driver)
-        let r = try engine.request(DownloadRequest(url: EngineSegmentTests.url, connections: 4))
+        let (engine, r) = try await Self.started(driver)
         let id = r.snapshot.id
-        try await withTimeout(5) { await driver.waitForStarts(1) }
         let main = driver.transfer(0)
-        #expect(main.respond(200, ["ETag": "\"v1\"", "Accept-Ranges": "bytes", "Content-Length": "40000"]))
         #expect(driver.startCount == 4)
         try main.send(Array(body[0..<3000]))
         for i in 1..<4 {
@@ -285,11 +292,8 @@ extension EngineSegmentPauseTests {
     /// rest of the piece over, and the download completes byte-identical, never started over.
     @Test func aCappedResumeOfThePrefixIsTakenOverByAFetch() async throws {
         let driver = FakeTransferDriver()
-        let engine = try EngineSegmentTests.engine(driver)
-        let r = try engine.request(DownloadRequest(url: EngineSegmentTests.url, connections: 4))
+        let (engine, r) = try await Self.started(driver)
         let id = r.snapshot.id
-        try await withTimeout(5) { await driver.waitForStarts(1) }
-        #expect(driver.transfer(0).respond(200, ["ETag": "\"v1\"", "Accept-Ranges": "bytes", "Content-Length": "40000"]))
         try driver.transfer(0).send(Array(body[0..<3000]))
         for i in 1..<4 { #expect(Self.respond206(driver.transfer(i), i * 10_000, i * 10_000 + 9999)) }
         guard case .paused = try await EngineFixture.cancelAndSettle(engine, token: r.token, id: id) else {
