@@ -20,7 +20,8 @@ struct CrewRoster {
     init(pieces: PieceBook, connections: Int, probe: ConnectionProbe) {
         self.pieces = pieces
         self.connections = max(1, connections)
-        self.probe = probe
+        // One connection has nothing to probe (a probe would open a second).
+        self.probe = connections > 1 ? probe : ConnectionProbe(window: 0)
     }
 
     /// Connections open now.

@@ -27,12 +27,15 @@ extension EngineCore {
         if let kept, offset > 0 || attempt.continuesTail, let total, kept.last?.end == total, record.validator != nil,
            let first = kept.firstIndex(where: { offset < $0.end }), kept[first].start <= offset {
             // The same version (a 206 under If-Range): every piece goes on where it stood; the
-            // prefix from `offset`, those it already covers dropped.
+            // prefix from `offset`, those it already covers dropped. Pieces after the prefix that
+            // hold bytes are continued also on one connection, piece by piece: one transfer to the
+            // end would fetch their bytes again.
             var resumed = Array(kept[first...])
             resumed[0].next = offset
             let connections = record.segmentsRefused ? 1 : min(granted, resumed.count)
             record.connectionsGranted = connections
-            guard resumed.count > 1, connections > 1 else { return }
+            let holdsBytes = resumed.dropFirst().contains { $0.next > $0.start }
+            guard resumed.count > 1, connections > 1 || holdsBytes else { return }
             record.segments = resumed
             attempt.segmentPlan = resumed
             attempt.segmentConnections = connections

@@ -23,6 +23,22 @@ import Testing
         #expect(result2 == [])
     }
 
+    /// Kept pieces continued on one connection (`EngineCore.planSegments`): no probe opens a
+    /// second; the prefix's connection takes the next piece once it ended, and so on.
+    @Test func oneConnectionNeverProbesAndGoesPieceByPiece() {
+        var roster = Self.roster(connections: 1, probe: 1)
+        #expect(roster.open() == [])
+        for now in stride(from: 0.0, through: 10, by: 0.5) {
+            roster.pieces.advance(0, to: min(10, Int64(now) + 1))
+            #expect(roster.probeStep(now) == [])
+        }
+        #expect(roster.active == 1)
+        let (launches, stop) = roster.mainEnded(cut: nil)
+        #expect(launches == [1] && stop == nil)
+        roster.pieces.advance(1, to: 20)
+        #expect(roster.fetchEnded(1, Self.ok).again == 2)
+    }
+
     @Test func aConnectionThatFinishedItsPieceTakesTheNextOne() {
         var roster = Self.roster()
         _ = roster.open()

@@ -372,3 +372,43 @@ extension EngineSegmentPauseTests {
 extension RangedFakeOrigin: CustomTestStringConvertible {
     var testDescription: String { "etag \(etag), Accept-Ranges \(acceptRanges)" }
 }
+
+extension EngineSegmentPauseTests {
+    /// Pieces kept from a segmented attempt are continued where they stood also when the next
+    /// attempt gets one connection (here the operator lowered the limit to 1 across a restart; the
+    /// same holds after the origin refused a second connection): one connection fetches what each
+    /// piece lacks, in file order, and no kept byte is asked for again.
+    @Test func keptPiecesGoOnWhereTheyStoodOnOneConnection() async throws {
+        let driver = FakeTransferDriver()
+        let root = EngineFixture.root()
+        let engine = try EngineSegmentTests.engine(driver, root: root)
+        let r = try engine.request(DownloadRequest(url: EngineSegmentTests.url, connections: 4))
+        try await withTimeout(5) { await driver.waitForStarts(1) }
+        #expect(driver.transfer(0).respond(200, ["ETag": "\"v1\"", "Accept-Ranges": "bytes", "Content-Length": "40000"]))
+        try await withTimeout(5) { await driver.waitForStarts(4) }
+        try driver.transfer(0).send(Array(body[0..<3000]))
+        for i in 1..<4 {
+            let start = i * 10_000
+            #expect(Self.respond206(driver.transfer(i), start, start + 9999))
+            try driver.transfer(i).send(Array(body[start..<(start + 2000 + i)]))
+        }
+        guard case .paused = try await EngineFixture.cancelAndSettle(engine, token: r.token, id: r.snapshot.id) else {
+            Issue.record("not paused")
+            return
+        }
+        await engine.shutdown()
+
+        let origin = RangedFakeOrigin(body: body, etag: "\"v1\"")
+        let resumed = FakeTransferDriver { request, _ in origin.script(request) }
+        let next = try EngineSegmentTests.engine(resumed, limit: 1, root: root)
+        let again = try next.request(DownloadRequest(url: EngineSegmentTests.url, connections: 4))
+        let done = try await withTimeout(10) { try await EngineFixture.waitFor(next, id: again.snapshot.id, [.completed, .failed]) }
+        #expect(done.state == .completed)
+        #expect(try EngineSegmentTests.completedBytes(next, r.snapshot.id) == Data(body))
+        let ranges = (0..<resumed.startCount).map { resumed.transfer($0).range ?? "-" }
+        #expect(ranges == ["bytes=3000-", "bytes=12001-19999", "bytes=22002-29999", "bytes=32003-39999"], "\(ranges)")
+        #expect(done.connections?.granted == 1)
+        #expect(next.statistics.restarts == 0)
+        await next.shutdown()
+    }
+}
