@@ -13,6 +13,9 @@ import MiniHTTPServer
 extension DownloadAPI {
     /// Reconnection delay suggested to clients, in milliseconds.
     static let retryMilliseconds = 2000
+    /// Reconnection delay on a terminal event (the stream ends after it): an hour, so that an
+    /// `EventSource` nobody closed does not fetch the same end again every 2 s.
+    static let endedRetryMilliseconds = 3_600_000
 
     func progress(id: String, request: Request) -> Response {
         let headers: HTTPHeaders = [

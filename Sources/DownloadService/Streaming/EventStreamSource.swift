@@ -76,7 +76,8 @@ final class EventStreamSource: PushSource, @unchecked Sendable {
 }
 
 /// What one progress stream writes, event by event: ids from `firstID` up (so a client's
-/// `Last-Event-ID` + 1 continues), `retry:` on the first event, nothing after a terminal event, and
+/// `Last-Event-ID` + 1 continues), `retry:` on the first event (an hour's on a terminal one), nothing
+/// after a terminal event, and
 /// a progress event not when it is the one written last. (Which progress a stream that fell behind
 /// gets, the newest or none before a waiting lifecycle event, the subscription decides.)
 /// Pure but for the closure it is given.
@@ -109,8 +110,10 @@ struct EventStreamCursor {
             }
             lastProgress = (snapshot.bytesWritten, snapshot.updatedAt)
         }
-        let bytes = Self.frame(id: nextID, event: DownloadAPI.eventName(event), data: data(event),
-                               retryMilliseconds: nextID == firstID ? DownloadAPI.retryMilliseconds : nil)
+        // The stream ends after a terminal event; a browser's EventSource left open would come
+        // back for it every 2 s: its `retry:` puts that off by an hour.
+        let retry = event.isTerminal ? DownloadAPI.endedRetryMilliseconds : nextID == firstID ? DownloadAPI.retryMilliseconds : nil
+        let bytes = Self.frame(id: nextID, event: DownloadAPI.eventName(event), data: data(event), retryMilliseconds: retry)
         nextID &+= 1
         if event.isTerminal { ended = true }
         if case .progress = event {} else { lastWasLifecycle = true }

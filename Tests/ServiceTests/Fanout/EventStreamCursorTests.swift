@@ -28,7 +28,8 @@ import Testing
             // Same bytes, later: a newer snapshot.
             (.progress(Self.snapshot(5, at: 4)), "id: 11\nevent: progress\ndata: {\"b\":5}\n\n"),
             (.paused(Self.snapshot(5, state: .paused, at: 4)), "id: 12\nevent: paused\ndata: {\"b\":5}\n\n"),
-            (.completed(Self.snapshot(9, state: .completed, at: 5)), "id: 13\nevent: completed\ndata: {\"b\":9}\n\n"),
+            // The end puts a reconnect off by an hour.
+            (.completed(Self.snapshot(9, state: .completed, at: 5)), "retry: 3600000\nid: 13\nevent: completed\ndata: {\"b\":9}\n\n"),
             (.progress(Self.snapshot(9, at: 6)), nil),  // nothing after the end
         ]
         for (event, expected) in steps {
@@ -38,6 +39,14 @@ import Testing
         }
         #expect(cursor.ended)
         #expect(cursor.nextID == 14)
+    }
+
+    /// A download that had ended: its terminal event is the first and only one, with the end's retry.
+    @Test func aStreamThatStartsAtTheEndPutsTheReconnectOff() {
+        var cursor = EventStreamCursor(firstID: 1)
+        let written = cursor.frame(for: .failed(Self.snapshot(3, state: .failed)), data: { _ in "{}" })
+        #expect(Self.text(written) == "retry: 3600000\nid: 1\nevent: failed\ndata: {}\n\n")
+        #expect(cursor.ended)
     }
 
     @Test(arguments: [
