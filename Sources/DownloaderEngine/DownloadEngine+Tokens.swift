@@ -7,6 +7,20 @@ extension DownloadEngine {
         return local.count == tokens.count ? local : local.union(clusterReads?.liveTokens(among: hashed.filter { !local.contains($0.0) }) ?? [])
     }
 
+    /// Which of `tokens` hold a place in `--max-downloads-per-client` (single process): live caller
+    /// tokens of downloads that have not ended. A completed or failed download's tokens keep its
+    /// file (or its restart) within reach and hold nothing, as at the per-download cap: a client
+    /// that fetched a thousand files and never cancelled a token is not refused for it.
+    public func tokensHoldingPlaces(among tokens: [String]) -> Set<String> {
+        let hashed = tokens.map { ($0, TokenHash(token: $0)) }
+        return core.locked {
+            Set(hashed.filter { token in
+                guard let id = core.tokens[token.1], let state = core.byID[id]?.state else { return false }
+                return state != .completed && state != .failed
+            }.map(\.0))
+        }
+    }
+
     /// Whether `token` is a live caller token of download `id` (what a private download's snapshot,
     /// progress stream and file are served on).
     public func isCaller(token: String, of id: String) -> Bool {

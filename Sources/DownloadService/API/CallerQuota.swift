@@ -1,9 +1,10 @@
 import Foundation
 import Synchronization
 
-/// `--max-downloads-per-client`: live caller tokens one client address may hold. A client at its
-/// limit first has its tokens checked against the engine (tokens the engine dropped no longer
-/// count); if it is still at the limit, the request is refused (429 `too_many_downloads`).
+/// `--max-downloads-per-client`: live caller tokens of unfinished downloads one client address may
+/// hold. A client at its limit first has its tokens checked against the engine (tokens the engine
+/// dropped, and those of downloads that completed or failed, no longer count); if it is still at
+/// the limit, the request is refused (429 `too_many_downloads`).
 /// That check looks at every token the client holds, so a check that freed nothing is not repeated
 /// for the same client within `recheckInterval` (a client hammering at its limit is refused at
 /// the cost of a lookup, not of a sweep through its 1,000 tokens per request); cancelling a token

@@ -36,7 +36,7 @@ enum ClusterStart {
     static func callerLimit(_ limit: Int?, _ database: ClusterDatabase?, engine: DownloadEngine) -> (any CallerLimit)? {
         guard let limit else { return nil }
         if let database { return ClusterCallerQuota(limit: limit, store: database.clientTokens()) }
-        return CallerQuota(limit: limit) { [engine] tokens in engine.liveTokens(among: tokens) }
+        return CallerQuota(limit: limit) { [engine] tokens in engine.tokensHoldingPlaces(among: tokens) }
     }
 
     /// This replica in the cluster: a fresh owner id, `--advertise-url`

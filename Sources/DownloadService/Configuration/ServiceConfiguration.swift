@@ -55,7 +55,7 @@ struct ServiceConfiguration: Sendable, Equatable {
     var maxSubscribersPerDownload = 16_384
     /// `GET /events` streams at once (`--max-event-subscribers`).
     var maxEventSubscribers = 1_024
-    /// Live caller tokens per client IP (default 1 000); nil = no limit. More get 429 `too_many_downloads`.
+    /// Live caller tokens of unfinished downloads per client IP (default 1 000); nil = no limit. More get 429 `too_many_downloads`.
     var maxDownloadsPerClient: Int? = 1_000
     // Origins: TLS, the upstream proxy, timeouts.
     /// PEM CA certificates trusted on top of the system's roots (default none).

@@ -1,10 +1,10 @@
 /// Cluster mode's `--max-downloads-per-client`, counted in the database so that it covers every
 /// replica: table `client_tokens` has one row per caller token (its hash, as in `tokens`) or per
 /// place reserved for one, with the client address it was given to. A row counts while its token
-/// is a live caller token (in `tokens`) or for `recent` seconds after it was written (a place
-/// reserved and not committed yet, or a token its holder has not committed yet: they are committed
-/// within a fraction of a second); older rows of dead tokens are deleted when their client reaches
-/// its limit (`ClientReservation`) and by `sweep()`. Reserving counts and inserts under a
+/// is a live caller token (in `tokens`) of a download that has not ended, or for `recent` seconds
+/// after it was written (a place reserved and not committed yet, or a token its holder has not
+/// committed yet: they are committed within a fraction of a second); older rows that hold no place
+/// are deleted when their client reaches its limit (`ClientReservation`) and by `sweep()`. Reserving counts and inserts under a
 /// per-client advisory lock, so two replicas cannot both take a client's last place.
 public final class ClientTokenStore: Sendable {
     public enum Reservation: Sendable, Equatable {
@@ -14,6 +14,11 @@ public final class ClientTokenStore: Sendable {
         /// The database failed.
         case unavailable
     }
+
+    /// Row `c`'s token is a live caller token of a download that has not ended (a completed or
+    /// failed download's tokens hold nothing, as at the per-download cap).
+    static let holdsPlace = "EXISTS (SELECT 1 FROM tokens t JOIN downloads d ON d.id = t.download "
+        + "WHERE t.hash = c.hash AND d.state NOT IN ('completed', 'failed'))"
 
     /// First key of the per-client advisory locks ("dlsc").
     static let lockSpace: Int32 = 0x646C_7363
@@ -52,7 +57,7 @@ public final class ClientTokenStore: Sendable {
                 var step = ClientReservation.step(rows: rows, limit: limit, pruned: false)
                 if step == .prune {
                     try db.execute("DELETE FROM client_tokens c WHERE c.client = $1 AND c.at < now() - make_interval(secs => $2::double precision) "
-                                   + "AND NOT EXISTS (SELECT 1 FROM tokens t WHERE t.hash = c.hash)", [client, window])
+                                   + "AND NOT " + Self.holdsPlace, [client, window])
                     rows = try held()
                     step = ClientReservation.step(rows: rows, limit: limit, pruned: true)
                 }
@@ -97,7 +102,7 @@ public final class ClientTokenStore: Sendable {
         let window = String(recent)
         let text = try? pool.withConnection { db throws(StateStoreError) in
             try db.execute("SELECT count(*) FROM client_tokens c WHERE c.client = $1 AND (c.at >= now() - make_interval(secs => "
-                           + "$2::double precision) OR EXISTS (SELECT 1 FROM tokens t WHERE t.hash = c.hash))", [client, window]).scalar
+                           + "$2::double precision) OR " + Self.holdsPlace + ")", [client, window]).scalar
         }
         return text.flatMap { Int($0) }
     }
@@ -107,7 +112,7 @@ public final class ClientTokenStore: Sendable {
         let window = String(recent)
         _ = try? pool.withConnection { db throws(StateStoreError) in
             try db.execute("DELETE FROM client_tokens c WHERE c.at < now() - make_interval(secs => $1::double precision) "
-                           + "AND NOT EXISTS (SELECT 1 FROM tokens t WHERE t.hash = c.hash)", [window])
+                           + "AND NOT " + Self.holdsPlace, [window])
         }
     }
 }

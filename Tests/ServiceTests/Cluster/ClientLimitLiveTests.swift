@@ -132,6 +132,29 @@ struct ClientLimitLiveTests {
 }
 
 extension ClientLimitLiveTests {
+    /// A completed download's token holds no place: past the rows' grace the client may start another.
+    @Test(.enabled(if: PostgresServer.isInstalled, "needs PostgreSQL (scripts/setup installs it)"))
+    func aCompletedDownloadsTokenHoldsNoPlace() async throws {
+        let database = try await onThread { try PostgresServer.shared.createDatabase() }
+        let origin = try TestOrigin(bodySize: 64 << 10)
+        defer { origin.stop() }
+        let shared = ClusterLeaseLiveTests.sharedDirectory()
+        defer { try? FileManager.default.removeItem(at: shared) }
+        let engine = try await onThread { try ClusterLeaseLiveTests.replica("a", database: database, shared: shared) }
+        defer { ClusterLeaseLiveTests.shutdown([engine]) }
+        let store = try #require(engine.configuration.clusterDatabase).clientTokens(recent: 1)
+        let quota = ClusterCallerQuota(limit: 1, store: store)
+        try await withTimeout(60) {
+            #expect(quota.reserve("192.0.2.7"))
+            let enqueued = try engine.request(DownloadRequest(url: origin.url))
+            quota.commit("192.0.2.7", token: enqueued.token)
+            #expect(!quota.reserve("192.0.2.7"))
+            _ = try await EngineFixture.waitFor(engine, id: enqueued.snapshot.id, [.completed])
+            #expect(engine.liveTokens(among: [enqueued.token]) == [enqueued.token], "the token still reaches the file")
+            #expect(await InProcessReplica.eventually(within: 10) { quota.reserve("192.0.2.7") })
+        }
+    }
+
     /// Far from the limit a reservation claims a block and the spare places serve the client's next
     /// requests without the database; never more places than the limit, whatever the blocks.
     @Test(.enabled(if: PostgresServer.isInstalled, "needs PostgreSQL (scripts/setup installs it)"))

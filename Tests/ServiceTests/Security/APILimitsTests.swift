@@ -57,6 +57,30 @@ import Testing
         await engine.shutdown()
     }
 
+    /// A completed or failed download's tokens hold no place (as at the per-download cap): only
+    /// tokens of downloads still queued, running or paused count against the client's limit.
+    @Test func tokensOfEndedDownloadsHoldNoPlace() async throws {
+        let body = EngineFixture.body(1000)
+        let driver = FakeTransferDriver { request, _ in
+            if request.url.hasSuffix("/done") { return .init(status: 200, headers: ["Content-Length": "1000"], body: body) }
+            if request.url.hasSuffix("/gone") { return .init(status: 404, headers: [:], body: []) }
+            return nil  // held: the download keeps running
+        }
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
+        let done = try engine.request(DownloadRequest(url: "http://o.test/done"))
+        let gone = try engine.request(DownloadRequest(url: "http://o.test/gone"))
+        let held = try engine.request(DownloadRequest(url: "http://o.test/held"))
+        let leaving = try engine.request(DownloadRequest(url: "http://o.test/shared"))
+        let staying = try engine.request(DownloadRequest(url: "http://o.test/shared"))
+        _ = try await withTimeout(10) { try await EngineFixture.waitFor(engine, id: done.snapshot.id, [.completed]) }
+        _ = try await withTimeout(10) { try await EngineFixture.waitFor(engine, id: gone.snapshot.id, [.failed]) }
+        _ = engine.cancel(token: leaving.token)
+        let tokens = [done.token, gone.token, held.token, staying.token, leaving.token]
+        #expect(engine.liveTokens(among: tokens) == Set([done.token, gone.token, held.token, staying.token]))
+        #expect(engine.tokensHoldingPlaces(among: tokens) == Set([held.token, staying.token]))
+        await engine.shutdown()
+    }
+
     /// An IPv6 client counts under its /64: a host that picks a fresh address of its network per
     /// request still holds one allowance.
     @Test func anIPv6ClientsAddressesShareOneAllowance() async throws {
