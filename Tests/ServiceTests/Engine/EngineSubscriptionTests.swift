@@ -19,7 +19,10 @@ import Testing
             clock.advance(0.05)
             try t.send([UInt8](repeating: 7, count: 1000))
         }
-        // The trailing progress tells the last bytes one interval later (timers run on the manual clock).
+        // The trailing progress tells the last bytes one interval later (timers run on the manual
+        // clock). Its timer can be armed by another thread's drain of the last write's effects:
+        // time moves once it is pending.
+        try await withTimeout(5) { await clock.waitForTimers(1) }
         clock.advance(0.1)
         var events = try await withTimeout(5) { await EngineFixture.events(sub) { $0.snapshot.bytesWritten == 100_000 } }
         t.finish()
