@@ -38,6 +38,6 @@ USER 10001:10001
 EXPOSE 8080
 # Through a shell so the probe follows DOWNLOAD_SERVICE_PORT when it is overridden at run time.
 HEALTHCHECK --interval=30s --timeout=3s --start-period=5s --retries=3 \
-  CMD ["sh", "-c", "curl -fsS -o /dev/null \"http://127.0.0.1:${DOWNLOAD_SERVICE_PORT:-8080}/healthz\""]
+  CMD ["sh", "-c", "curl -fsS --noproxy '*' -o /dev/null \"http://127.0.0.1:${DOWNLOAD_SERVICE_PORT:-8080}/healthz\""]
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["/usr/local/bin/download-service"]

@@ -152,7 +152,8 @@ enum CommandLineOptions {
                 if argument == "--version" { return .version }
                 let (flag, inline) = splitFlag(argument)
                 guard let option = options.first(where: { $0.flag == flag }) else {
-                    throw ParseError(message: "unknown option '\(argument)' (see --help)")
+                    // The flag alone: a misspelt `--webhook-secre=VALUE` must not print its value.
+                    throw ParseError(message: "unknown option '\(flag)' (see --help)")
                 }
                 given.insert(flag)
                 if let inline {

@@ -1,4 +1,6 @@
 import CCurl
+import CPQ
+import CSQLite
 import CTLS
 
 /// The versions of the libraries the engine runs with (what `--version` prints), read from the
@@ -24,4 +26,14 @@ public enum LinkedLibraries {
 
     /// The TLS library loaded into this process, as it describes itself, e.g. "OpenSSL 3.0.19 27 Jan 2026".
     public static var tls: String { String(cString: OpenSSL_version(OPENSSL_VERSION)) }
+
+    /// SQLite's version, e.g. "3.40.1" (the embedded state store).
+    public static var sqlite: String { String(cString: sqlite3_libversion()) }
+
+    /// libpq's version, e.g. "15.5" (cluster mode's PostgreSQL client): major.minor from
+    /// `PQlibVersion` (major * 10000 + minor since PostgreSQL 10).
+    public static var libpq: String {
+        let number = Int(PQlibVersion())
+        return number >= 100_000 ? "\(number / 10_000).\(number % 10_000)" : "\(number / 10_000).\(number / 100 % 100).\(number % 100)"
+    }
 }

@@ -61,13 +61,15 @@ import Testing
         #expect(Self.parse(arguments) == .invalid(message))
     }
 
-    @Test func versionNamesTheServiceLibcurlAndTheTLSLibrary() {
+    @Test func versionNamesTheServiceAndItsLibraries() {
         #expect(Self.parse(["--version"]) == .version)
         let lines = ServiceVersion.report.split(separator: "\n").map(String.init)
-        #expect(lines.count == 3)
+        #expect(lines.count == 5)
         #expect(lines[0] == "download-service \(ServiceVersion.current)")
         #expect(lines[1].hasPrefix("libcurl \(LinkedLibraries.curl) (OpenSSL/"), "\(lines)")
         #expect(lines[2].hasPrefix("TLS library: OpenSSL "), "\(lines)")
+        #expect(lines[3].wholeMatch(of: /SQLite 3\.\d+\.\d+/) != nil, "\(lines)")
+        #expect(lines[4].wholeMatch(of: /libpq \d+\.\d+/) != nil, "\(lines)")
         #expect(CommandLineOptions.usage.contains("--version"))
     }
 

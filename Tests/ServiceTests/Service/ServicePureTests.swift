@@ -77,6 +77,12 @@ import Testing
         #expect(message.contains(fragment), "\(message)")
     }
 
+    /// A misspelt flag's inline value (a secret, say) is not repeated in the error.
+    @Test func anUnknownOptionIsNamedWithoutItsValue() {
+        guard case .invalid(let message) = parse(["--webhook-secre=TOPSECRET"]) else { Issue.record("accepted"); return }
+        #expect(message == "unknown option '--webhook-secre' (see --help)")
+    }
+
     @Test func helpListsEveryFlagWithItsVariable() {
         #expect(parse(["--help"]) == .help)
         for option in CommandLineOptions.options {
