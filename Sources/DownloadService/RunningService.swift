@@ -10,12 +10,16 @@ final class RunningService: Sendable {
     let server: HTTPServer
     let logger: Logger
     private let memoryTrimmer: MemoryTrimmer?
+    /// Single process: the state area is this service's alone while it runs.
+    private let stateLock: StateDirectoryLock?
 
-    private init(engine: DownloadEngine, server: HTTPServer, logger: Logger, memoryTrimmer: MemoryTrimmer?) {
+    private init(engine: DownloadEngine, server: HTTPServer, logger: Logger, memoryTrimmer: MemoryTrimmer?,
+                 stateLock: StateDirectoryLock?) {
         self.engine = engine
         self.server = server
         self.logger = logger
         self.memoryTrimmer = memoryTrimmer
+        self.stateLock = stateLock
     }
 
     /// Opens the storage areas, starts the engine and binds the server. The first log line says
@@ -55,10 +59,15 @@ final class RunningService: Sendable {
         let cluster = try ClusterStart.connect(configuration, logger: logger)
         engineConfiguration.clusterDatabase = cluster
         engineConfiguration.clusterReplica = ClusterStart.replica(configuration, port: port)
+        let stateLock = cluster == nil ? try StateDirectoryLock.acquire(engineConfiguration.stateDirectory) : nil
         let engine = try DownloadEngine(configuration: engineConfiguration)
         for path in engine.stateSetAside {
-            logger.error("state file damaged or unreadable: renamed aside, started without the downloads it held",
-                         ["keptAt": path])
+            let damage = path.contains("/state.db.damaged") ? engine.stateDamage : nil
+            logger.error("state file damaged or unreadable: renamed aside, started without the downloads it held;"
+                         + " no file is swept while it is kept", ["keptAt": path, "reason": JSON.orNull(damage)])
+        }
+        for path in engine.damagedStatesKeptEarlier {
+            logger.warning("a damaged state database is kept: no orphan file is swept until it is removed", ["keptAt": path])
         }
         if let imported = engine.importedJournal, let keptAt = imported.keptAt {
             logger.error("imported the journal of an earlier release, but for entries it could not read: kept aside, files not swept",
@@ -117,7 +126,7 @@ final class RunningService: Sendable {
             ])
         }
         return RunningService(engine: engine, server: server, logger: logger,
-                              memoryTrimmer: MemoryTrimmer(interval: configuration.memoryTrimInterval))
+                              memoryTrimmer: MemoryTrimmer(interval: configuration.memoryTrimInterval), stateLock: stateLock)
     }
 
     /// Stops accepting, finishes in-flight requests, pauses transfers (stored, so they carry on

@@ -103,6 +103,12 @@ public final class DownloadEngine: Sendable {
         return (count, skipped, keptAt)
     }
 
+    /// Why the database set aside at this start was found damaged (nil: none was).
+    public var stateDamage: String? { recovery.stateDamage }
+
+    /// Damaged databases an earlier start set aside, still kept: no file is swept while one is.
+    public var damagedStatesKeptEarlier: [String] { recovery.damagedStatesKeptEarlier }
+
     /// Journals an earlier start could not wholly import, still kept: no file is swept while one is.
     public var journalsKeptEarlier: [String] {
         guard case .keptEarlier(let paths) = recovery.journal else { return [] }

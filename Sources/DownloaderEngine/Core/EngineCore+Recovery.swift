@@ -12,8 +12,12 @@ extension EngineCore {
         var published = 0
         /// What became of an earlier release's `journal.json`.
         var journal = JournalImport.Outcome.none
-        /// A damaged state database, kept aside (the engine started with an empty one).
+        /// A damaged state database, kept aside at this start (the engine started with an empty one).
         var damagedStateKeptAt: String?
+        /// Why it was found damaged (the integrity check's answer).
+        var stateDamage: String?
+        /// Damaged databases kept from earlier starts: no file was swept.
+        var damagedStatesKeptEarlier: [String] = []
     }
 
     /// Restores downloads from the state store (first importing an earlier release's journal, once):
@@ -24,7 +28,9 @@ extension EngineCore {
     /// before anything else uses the engine (file system work under the lock is fine here).
     func recover() throws -> RecoveryReport {
         var report = RecoveryReport()
-        report.damagedStateKeptAt = damagedStateKeptAt
+        report.damagedStateKeptAt = stateDamage.keptAt
+        report.stateDamage = stateDamage.reason
+        report.damagedStatesKeptEarlier = stateDamage.kept.filter { $0 != stateDamage.keptAt }
         // Cluster mode loads nothing: downloads come into memory when their lease is taken (a
         // request, or a takeover of a lapsed lease); nothing is swept that another replica may hold.
         guard cluster == nil else { return report }
@@ -75,8 +81,9 @@ extension EngineCore {
         // These forget failed and paused downloads only: `misplaced` and `queued` stay current.
         forgetOldFailures()
         expireIdle(restored: paused)
-        // Not while a journal's downloads could not be imported: their files would look like orphans.
-        if !report.journal.leftSomethingOut {
+        // Not while a journal's downloads could not be imported, nor while a damaged database is
+        // kept (it may be salvaged): the files of what they hold would look like orphans.
+        if !report.journal.leftSomethingOut && stateDamage.kept.isEmpty {
             removeOrphanPartials()
             // Cache files named like ours that no completed download claimed: left by a crash between
             // publishing and committing. The data area is never swept, but for copies a crash cut short.

@@ -19,8 +19,9 @@ final class EngineCore: @unchecked Sendable {
     let diskPressure: DiskPressure
     let pressure: PressureMonitor
     let stateWriter: StateWriter
-    /// Where opening the state store found a damaged database and kept it aside.
-    let damagedStateKeptAt: String?
+    /// Where opening the state store found a damaged database and kept it aside, and why; and every
+    /// damaged database kept in the state area (no file is swept while one is: it may be salvaged).
+    let stateDamage: (keptAt: String?, reason: String?, kept: [String])
     let workQueue = DispatchQueue(label: "download-engine.work", attributes: .concurrent)
     /// Purge notifications, in order, off the engine's lock.
     let notifyQueue = DispatchQueue(label: "download-engine.notify")
@@ -91,10 +92,10 @@ final class EngineCore: @unchecked Sendable {
         let stateStore: StateStore
         if let cluster = configuration.clusterDatabase {
             stateStore = cluster.store
-            damagedStateKeptAt = nil
+            stateDamage = (nil, nil, [])
         } else {
             let opening = try SQLiteStateStore.open(directory: store.stateDirectory, crashAtCommit: crashAtCommit)
-            damagedStateKeptAt = opening.damagedKeptAt
+            stateDamage = (opening.damagedKeptAt, opening.damage, opening.damagedKept)
             stateStore = opening.store
         }
         cluster = configuration.clusterDatabase.map { [scheduler] in

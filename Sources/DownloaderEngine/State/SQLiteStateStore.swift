@@ -13,10 +13,13 @@ final class SQLiteStateStore: StateStore, @unchecked Sendable {
     /// `integrity_check` (rather than `quick_check`): 100 000 downloads check in about 0.1 s.
     static let integrityPragma = "PRAGMA integrity_check"
 
-    /// What opening found: the store, and where a damaged database was kept aside.
+    /// What opening found: the store; where a damaged database was kept aside at this opening, and
+    /// why; and every damaged database kept in the directory (this one and earlier ones).
     struct Opening {
         let store: SQLiteStateStore
-        let damagedKeptAt: String?
+        var damagedKeptAt: String?
+        var damage: String?
+        var damagedKept: [String] = []
     }
 
     let path: String
@@ -37,9 +40,23 @@ final class SQLiteStateStore: StateStore, @unchecked Sendable {
     /// Opens `state.db` in `directory`. A damaged file is kept aside and replaced by an empty one;
     /// any other failure (a newer schema, permissions, a full disk) throws.
     static func open(directory: String, crashAtCommit: Int? = nil) throws(StateStoreError) -> Opening {
+        var opening = try openOrSetAside(directory: directory, crashAtCommit: crashAtCommit)
+        opening.damagedKept = keptDamaged(in: directory)
+        return opening
+    }
+
+    /// Damaged databases kept in `directory` (`state.db.damaged`, `state.db.damaged-2`, …).
+    static func keptDamaged(in directory: String) -> [String] {
+        let prefix = fileName + ".damaged"
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        return names.filter { $0.hasPrefix(prefix) && !$0.hasSuffix("-wal") && !$0.hasSuffix("-shm") }.sorted()
+            .map { directory + "/" + $0 }
+    }
+
+    private static func openOrSetAside(directory: String, crashAtCommit: Int?) throws(StateStoreError) -> Opening {
         let path = directory + "/" + fileName
         do {
-            return Opening(store: try SQLiteStateStore(path: path, crashAtCommit: crashAtCommit), damagedKeptAt: nil)
+            return Opening(store: try SQLiteStateStore(path: path, crashAtCommit: crashAtCommit))
         } catch where error.kind == .damaged {
             let aside: String
             do throws(SystemError) {
@@ -50,7 +67,8 @@ final class SQLiteStateStore: StateStore, @unchecked Sendable {
             } catch {
                 throw StateStoreError(kind: .other, message: "the state database \(path) is damaged (\(error)) and could not be set aside: \(error)")
             }
-            return Opening(store: try SQLiteStateStore(path: path, crashAtCommit: crashAtCommit), damagedKeptAt: aside)
+            return Opening(store: try SQLiteStateStore(path: path, crashAtCommit: crashAtCommit), damagedKeptAt: aside,
+                           damage: error.message)
         }
     }
 

@@ -56,6 +56,11 @@ import Testing
         #expect(pwrite(fd, &junk, junk.count, off_t(size / 2)) == junk.count)
         close(fd)
         let damaged = try #require(FileManager.default.contents(atPath: path))
+        // A partial the damaged database names: an orphan to the empty one that replaces it.
+        let partials = state.appendingPathComponent("partials")
+        try FileManager.default.createDirectory(at: partials, withIntermediateDirectories: true)
+        let partial = partials.appendingPathComponent("0000000000000007.part").path
+        try Data(repeating: 1, count: 100).write(to: URL(fileURLWithPath: partial))
 
         let aside = path + ".damaged"
         do {
@@ -63,6 +68,8 @@ import Testing
             #expect(engine.recovery.damagedStateKeptAt == aside && engine.stateSetAside == [aside])
             #expect(engine.list().isEmpty)
             #expect(FileManager.default.contents(atPath: aside) == damaged, "kept as it was")
+            #expect(engine.stateDamage?.contains("integrity") == true, "\(engine.stateDamage ?? "no reason")")
+            #expect(FileManager.default.fileExists(atPath: partial), "nothing swept while the damaged database is kept")
             // The fresh database works.
             let r = try engine.request(DownloadRequest(url: "http://o.test/after"))
             #expect(try StateFixture.stored(engine).map(\.id) == [r.snapshot.id])
@@ -74,10 +81,24 @@ import Testing
             while FileManager.default.fileExists(atPath: path + "-wal") { try await Task.sleep(for: .milliseconds(20)) }
         }
         try Data("not a database, not at all, not even close to one".utf8).write(to: URL(fileURLWithPath: path))
-        let next = try EngineFixture.engine(root, driver: FakeTransferDriver())
-        #expect(next.recovery.damagedStateKeptAt == aside + "-2")
-        #expect(FileManager.default.contents(atPath: aside) == damaged)
-        #expect(next.list().isEmpty)
+        do {
+            let next = try EngineFixture.engine(root, driver: FakeTransferDriver())
+            #expect(next.recovery.damagedStateKeptAt == aside + "-2")
+            #expect(next.damagedStatesKeptEarlier == [aside])
+            #expect(FileManager.default.contents(atPath: aside) == damaged)
+            #expect(next.list().isEmpty)
+            #expect(FileManager.default.fileExists(atPath: partial))
+            await next.shutdown()
+        }
+        // Once the operator removed them (salvaged or not), a start sweeps again.
+        try await withTimeout(10) {
+            while FileManager.default.fileExists(atPath: path + "-wal") { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        for kept in SQLiteStateStore.keptDamaged(in: state.path) { try FileManager.default.removeItem(atPath: kept) }
+        let swept = try EngineFixture.engine(root, driver: FakeTransferDriver())
+        #expect(swept.damagedStatesKeptEarlier.isEmpty && swept.recovery.damagedStateKeptAt == nil)
+        #expect(!FileManager.default.fileExists(atPath: partial), "an orphan once nothing could claim it")
+        await swept.shutdown()
     }
 
     @Test func aDatabaseFromANewerBuildIsRefusedAndLeftAlone() throws {
