@@ -63,25 +63,31 @@ extension EngineCore {
                          as joiner: Joiner, answer: (Joined) -> T) throws(EngineError) -> T? {
         // A stored file's stat runs before the lock is taken: a slow disk never holds the engine.
         // (Checked again below that the path is still the one stat'ed.)
-        let (storedPath, storedSize, reusePath): (String?, Int64?, String?) = locked {
+        let (storedPath, storedSize, reusePath, reuseSize): (String?, Int64?, String?, Int64?) = locked {
             let own = byURL[key]
             let stored = own.flatMap { $0.state == .completed ? $0.finalPath : nil }
-            let reuse = stored == nil ? sha.flatMap { reusable(sha256: $0, credential: key.credential)?.finalPath } : nil
-            return (stored, own?.size, reuse)
+            let reuse = stored == nil ? sha.flatMap { reusable(sha256: $0, credential: key.credential) } : nil
+            return (stored, own?.size, reuse?.finalPath, reuse?.size)
         }
-        // Gone, or changed on disk (another size): fetched anew.
-        let storedFileVanished = storedPath.map { path in storedSize.map { FileStore.isSurelyNot(path, size: $0) } ?? true } ?? false
-        let reuseFileThere = reusePath.map { FileStore.fileSize($0) != nil } ?? false
+        // Gone, or changed on disk (another size): fetched anew. The same for a file that would be
+        // reused: never answered `completed` from a file that is not the one verified.
+        func vanished(_ path: String, _ size: Int64?) -> Bool { size.map { FileStore.isSurelyNot(path, size: $0) } ?? true }
+        let storedFileVanished = storedPath.map { vanished($0, storedSize) } ?? false
+        let reuseFileVanished = reusePath.map { vanished($0, reuseSize) } ?? false
         return try decide { () throws(EngineError) -> T? in
             guard !shuttingDown else { throw .shuttingDown() }
             let now = clock.now()
             var found = byURL[key]
             var reused = false
-            if let sha, found?.state != .completed, reuseFileThere,
+            if let sha, found?.state != .completed, reusePath != nil,
                let stored = reusable(sha256: sha, credential: key.credential), stored.finalPath == reusePath {
-                // Content-addressed reuse: the stored file answers; this URL is not recorded.
-                found = stored
-                reused = true
+                if reuseFileVanished {
+                    handle(.fileVanished, for: stored)  // It fails (as its file route would find); this URL is fetched.
+                } else {
+                    // Content-addressed reuse: the stored file answers; this URL is not recorded.
+                    found = stored
+                    reused = true
+                }
             }
             if cluster == nil, let failed = found, failed.state == .failed, failed.interest > 0,
                failed.expectedSHA256 != sha || failed.expectedSize != request.size {

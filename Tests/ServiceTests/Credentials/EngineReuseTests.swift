@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Testing
 @testable import DownloaderEngine
 
@@ -25,6 +26,23 @@ import Testing
         #expect(engine.isCaller(token: reused.token, of: first.snapshot.id))
         let plain = try engine.request(DownloadRequest(url: "http://mirror.test/y"))
         #expect(!plain.reused && plain.snapshot.id != first.snapshot.id)
+        await engine.shutdown()
+    }
+
+    /// A stored file that changed on disk (another size) is not the one verified: nothing is
+    /// answered from it; the stored download fails (as its file route would find) and the new URL
+    /// is fetched.
+    @Test func aStoredFileThatChangedOnDiskIsNotReused() async throws {
+        let (engine, driver) = try engine()
+        let (first, _) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://a.test/x"), until: [.completed])
+        let path = try #require(engine.completedFile(id: first.snapshot.id)).path
+        #expect(truncate(path, 10) == 0)
+        let asked = try engine.request(DownloadRequest(url: "http://mirror.test/y", sha256: Self.digest))
+        #expect(!asked.reused && asked.snapshot.id != first.snapshot.id && asked.snapshot.state != .completed)
+        #expect(engine.snapshot(id: first.snapshot.id)?.state == .failed)
+        let done = try await withTimeout(10) { try await EngineFixture.waitFor(engine, id: asked.snapshot.id, [.completed, .failed]) }
+        #expect(done.state == .completed && done.sha256 == Self.digest)
+        #expect(driver.startCount == 2)
         await engine.shutdown()
     }
 
