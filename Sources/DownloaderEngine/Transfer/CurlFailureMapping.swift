@@ -7,8 +7,9 @@ import CCurl
 /// connect phase (name lookup, TCP, TLS, a proxy's CONNECT) timed out.
 ///
 /// TLS: a certificate that does not verify is `.tlsCertificate`; a handshake that ended with a
-/// fatal alert (sent or received) other than one reporting the peer's close is `.tlsHandshake`;
-/// a handshake cut by a reset or a close is a transient `.connection` failure like any other.
+/// fatal alert (sent or received) other than one reporting the peer's close, or with a peer that
+/// does not speak TLS at all ("wrong version number"), is `.tlsHandshake`; a handshake cut by a
+/// reset or a close is a transient `.connection` failure like any other.
 enum CurlFailureMapping {
     /// What else is known about the attempt when libcurl reports its code.
     struct Context: Equatable {
@@ -59,6 +60,12 @@ enum CurlFailureMapping {
         case CURLE_SSL_CIPHER:
             return TransferFailure(.tlsHandshake, "the TLS handshake with \(peer) failed: \(message)", code: raw)
         case CURLE_SSL_CONNECT_ERROR:
+            // The peer answered, but not in TLS (an https URL on a plain HTTP port): OpenSSL sends no
+            // alert for it, and asking again gets the same answer.
+            if context.handshakeAlert == nil, message.contains("wrong version number") {
+                return TransferFailure(.tlsHandshake, "the TLS handshake with \(peer) failed: it did not answer in TLS "
+                                       + "(a plain HTTP port?): \(message)", code: raw)
+            }
             guard let alert = context.handshakeAlert, alert.isLasting else { break }
             let who = alert.sent ? "refused by this side" : "refused by \(peer)"
             return TransferFailure(.tlsHandshake, "the TLS handshake with \(peer) failed (fatal alert '\(alert.description)', "

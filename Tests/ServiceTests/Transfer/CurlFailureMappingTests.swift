@@ -51,6 +51,11 @@ import Testing
         #expect(kind(TLSAlert(sent: true, description: "decode error", causedByEOF: true)) == .connection)
         #expect(kind(TLSAlert(sent: true, description: "protocol version", causedByEOF: false)) == .tlsHandshake)
         #expect(kind(TLSAlert(sent: false, description: "handshake failure", causedByEOF: false)) == .tlsHandshake)
+        // A plain HTTP port behind an https URL: no alert, the same answer every time.
+        let plain = CurlFailureMapping.failure(for: CURLE_SSL_CONNECT_ERROR, .init(
+            detail: "error:0A00010B:SSL routines::wrong version number", host: "files.test"))
+        #expect(plain.kind == .tlsHandshake)
+        #expect(plain.message.hasPrefix("the TLS handshake with files.test failed: it did not answer in TLS (a plain HTTP port?)"))
         let failure = CurlFailureMapping.failure(for: CURLE_SSL_CONNECT_ERROR, .init(
             detail: "error:0A00042E:SSL routines::tlsv1 alert protocol version", host: "files.test",
             handshakeAlert: TLSAlert(sent: false, description: "protocol version", causedByEOF: false)))
