@@ -66,6 +66,14 @@ final class RunningService: Sendable {
             logger.error("state file damaged or unreadable: renamed aside, started without the downloads it held;"
                          + " no file is swept while it is kept", ["keptAt": path, "reason": JSON.orNull(damage)])
         }
+        engine.onStateCommitHealth { failure in
+            if let failure {
+                logger.error("state commits failing: changes are kept in memory and retried every second"
+                             + " (/readyz answers 503 meanwhile)", ["reason": failure])
+            } else {
+                logger.info("state commits succeed again", [:])
+            }
+        }
         for path in engine.damagedStatesKeptEarlier {
             logger.warning("a damaged state database is kept: no orphan file is swept until it is removed", ["keptAt": path])
         }

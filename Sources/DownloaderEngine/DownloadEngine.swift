@@ -121,6 +121,12 @@ public final class DownloadEngine: Sendable {
         core.locked { core.purgeHandler = handler }
     }
 
+    /// Calls `handler` (on the state writer's thread) when commits of the state start failing, with
+    /// why (they are retried every second), and with nil once one succeeds again. The service logs it.
+    public func onStateCommitHealth(_ handler: @escaping @Sendable (_ failure: String?) -> Void) {
+        core.stateWriter.onHealthChange { handler($0?.description) }
+    }
+
     /// Registers a caller for `request.url` (its callback, if any, is `webhooks.register`ed by the
     /// service once this answered): joins the existing download for the normalised URL,
     /// resumes a paused one, answers from a stored file, or starts a new one. Never awaits and never

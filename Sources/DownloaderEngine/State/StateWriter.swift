@@ -45,6 +45,14 @@ final class StateWriter: @unchecked Sendable {
     /// The last commit error (nil once a commit succeeds).
     var lastError: StateStoreError? { lock.withLock { failure } }
 
+    /// Told (on the writer thread) when commits start failing (the error) and when one succeeds
+    /// again (nil): once per change, not per retry.
+    private var healthHandler: (@Sendable (StateStoreError?) -> Void)?
+
+    func onHealthChange(_ handler: @escaping @Sendable (StateStoreError?) -> Void) {
+        lock.withLock { healthHandler = handler }
+    }
+
     /// Test seam: `gate` runs before each commit and fails it by throwing.
     func gateCommits(_ gate: (@Sendable (StateBatch) throws(StateStoreError) -> Void)?) {
         lock.withLock { self.gate = gate }
@@ -120,9 +128,11 @@ final class StateWriter: @unchecked Sendable {
         let end = scheduler.monotonic()
         lock.lock()
         lastWriteEnd = end
+        let tell = (failure == nil) != (failed == nil) ? healthHandler : nil
         failure = failed
         if failed != nil { scheduleLocked(after: Self.retryInterval) }
         lock.unlock()
+        tell?(failed)
         if failed == nil { due = takeDue() }
     }
 

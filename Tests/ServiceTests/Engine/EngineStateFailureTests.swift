@@ -46,6 +46,8 @@ struct EngineStateFailureTests {
     @Test func anOperatorPauseThatCouldNotBeRecordedIsAnsweredStateUnavailable() async throws {
         let driver = FakeTransferDriver()
         let (engine, gate) = try Self.engine(EngineFixture.root(), driver: driver)
+        let told = Mutex<[String?]>([])
+        engine.onStateCommitHealth { failure in told.withLock { $0.append(failure) } }
         let r = try await EngineOperatorTests.transferring(engine, driver)
         let id = r.snapshot.id
         gate.fail(true)
@@ -59,6 +61,9 @@ struct EngineStateFailureTests {
         gate.fail(false)
         #expect(engine.core.stateWriter.flush())
         #expect(engine.statistics.stateFailure == nil)
+        // Told once when commits began to fail (however often they were retried), once when one succeeded.
+        let health = told.withLock { $0 }
+        #expect(health.count == 2 && health.first??.contains("no space left") == true && health.last == .some(nil), "\(health)")
         guard case .done(let held) = try engine.operatorPausing(id: id) else { Issue.record("not paused"); return }
         #expect(held.pausedBy == .operator)
         await engine.shutdown()
