@@ -121,6 +121,21 @@ public final class DownloadEngine: Sendable {
         core.locked { core.purgeHandler = handler }
     }
 
+    /// Waits (at most `timeout` seconds) until every change decided before this call is committed,
+    /// so that what was just answered survives a crash (a cancelled token does not come back).
+    /// Changes at once share a commit. False when the wait timed out (commits failing: the change
+    /// holds in memory and its commit is retried).
+    public func committed(within timeout: Double) async -> Bool {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            let answered = Mutex(false)
+            let answer: @Sendable (Bool) -> Void = { done in
+                if answered.withLock({ was in defer { was = true }; return !was }) { continuation.resume(returning: done) }
+            }
+            core.stateWriter.whenDurable { answer(true) }
+            DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { answer(false) }
+        }
+    }
+
     /// Calls `handler` (on the state writer's thread) when commits of the state start failing, with
     /// why (they are retried every second), and with nil once one succeeds again. The service logs it.
     public func onStateCommitHealth(_ handler: @escaping @Sendable (_ failure: String?) -> Void) {

@@ -17,6 +17,8 @@ struct DownloadAPI: Sendable {
     var subscriberQuota = SubscriberQuota(limit: 16_384)
     /// Live caller tokens per client address (`--max-downloads-per-client`); nil = no limit.
     var callerQuota: (any CallerLimit)? = nil
+    /// Seconds a `DELETE` of a token waits for its commit before it is answered anyway.
+    var cancelCommitWait: Double = 5
     /// `GET /events` streams at once (`--max-event-subscribers`); beyond it 503 `too_many_subscribers`.
     var eventSubscriberQuota = SubscriberQuota(limit: 1_024)
     /// `HEAD /fetch` probes to origins at once per client address, a share of the engine's 64:
@@ -85,6 +87,8 @@ struct DownloadAPI: Sendable {
                 return APIError.notFound("no caller holds token \(token) (unknown or already cancelled)").response
             }
             callerQuota?.remove(token)
+            // Answered once the cancel is committed: a crash right after cannot bring the token back.
+            _ = await engine.committed(within: cancelCommitWait)
             return .json(SnapshotJSON.object(snapshot).bytes)
         case (.download(let id), _):
             guard let snapshot = engine.snapshot(id: id) else { return unknownDownloadResponse(id) }

@@ -81,6 +81,21 @@ import Testing
         await engine.shutdown()
     }
 
+    /// A `DELETE` of a token is answered once the cancel is committed: a crash right after it
+    /// cannot bring the token back (commits here take 0.3 s each).
+    @Test func aCancelIsAnsweredOnceItIsCommitted() async throws {
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: FakeTransferDriver())
+        let api = DownloadAPI(engine: engine, metrics: ServiceMetrics(), auth: nil)
+        let r = try engine.request(DownloadRequest(url: "http://o.test/held"))
+        #expect(try StateFixture.stored(engine).first?.tokens.count == 1)
+        engine.core.stateWriter.gateCommits { _ throws(StateStoreError) in Thread.sleep(forTimeInterval: 0.3) }
+        let cancelled = await api.respond(to: Request(method: "DELETE", target: "/downloads/\(r.token)", remoteAddress: "127.0.0.5:4000"))
+        #expect(cancelled.status == 200)
+        let stored = try StateFixture.read(engine.core.store.stateDirectory)
+        #expect(stored.first?.tokens.isEmpty == true, "the cancel was on disk when it was answered")
+        await engine.shutdown()
+    }
+
     /// An IPv6 client counts under its /64: a host that picks a fresh address of its network per
     /// request still holds one allowance.
     @Test func anIPv6ClientsAddressesShareOneAllowance() async throws {
