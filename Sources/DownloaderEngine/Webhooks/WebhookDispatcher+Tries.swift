@@ -83,8 +83,9 @@ extension WebhookDispatcher {
             return
         }
         guard let outcome = delivery.outcome else { return }
-        // A completed download's registration has nothing left to do once its delivery ended.
-        if delivery.event == .completed { remove([registration.id]) }
+        // A completed download's registration has nothing left to do once its delivery ended, nor
+        // has a removed download's.
+        if delivery.event == .completed || lookup(registration.downloadID) == nil { remove([registration.id]) }
         settings.report(Self.report(delivery, outcome: outcome, downloadID: registration.downloadID, url: registration.url))
     }
 

@@ -8,7 +8,8 @@ import Foundation
 ///   crash loses neither; a pending delivery carries on after a restart, with the same id and body.
 /// - One delivery per registration and event; each caller's registration is its own.
 /// - A registration goes with its caller's token (`drop(token:)`), once its download completed and
-///   any `completed` delivery ended, or at a start that finds its download gone.
+///   any `completed` delivery ended, or once its download is gone (removed) and no delivery of it
+///   is under way.
 public final class WebhookDispatcher: @unchecked Sendable {
     let journal: WebhookJournal
     let poster: WebhookPosting
@@ -131,13 +132,17 @@ public final class WebhookDispatcher: @unchecked Sendable {
         lock.withLock { (registrations.count, deliveries.values.count { $0.outcome == nil }) }
     }
 
-    /// From the engine (download `id` was removed): its registrations go, with their pending
-    /// deliveries (nothing is delivered about a download that is gone; its file answers 404).
-    /// Cluster mode keeps the rows to its rounds.
+    /// From the engine (download `id` was removed): its registrations go, but for those whose
+    /// delivery is under way: the event it tells happened (a caller waiting for `failed` must hear
+    /// it), so it goes on to its outcome, and its registration goes then (`record`). Cluster mode
+    /// keeps the rows to its rounds.
     func downloadRemoved(id: String) {
         guard lock.withLock({ cluster }) == nil else { return }
         intake.async {
-            let ids = self.lock.withLock { self.registrations.values.filter { $0.downloadID == id }.map(\.id) }
+            let ids = self.lock.withLock { () -> [String] in
+                let delivering = Set(self.deliveries.values.filter { $0.outcome == nil }.map(\.registrationID))
+                return self.registrations.values.filter { $0.downloadID == id && !delivering.contains($0.id) }.map(\.id)
+            }
             self.remove(ids)
         }
     }

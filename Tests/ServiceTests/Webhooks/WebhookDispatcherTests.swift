@@ -11,12 +11,19 @@ import Testing
         let reports = OriginLock<[WebhookReport]>([])
         var journalPath: String { root.appendingPathComponent("state.db").path }
 
+        /// The download's state; nil once it is gone (removed).
+        let state = OriginLock<DownloadState?>(.completed)
+
         func dispatcher(egress: EgressRules = EgressRules(allowPrivateNetworks: true), state: DownloadState = .completed,
                         scheduler: ManualScheduler? = nil) throws -> WebhookDispatcher {
-            let snapshot = Self.snapshot(state)
+            self.state.withLock { $0 = state }
+            let current = self.state
             let dispatcher = try WebhookDispatcher(journal: WebhookJournal(path: journalPath), poster: CurlWebhookPoster(egress: egress),
                                                    scheduler: scheduler ?? self.scheduler, random: FixedRandom(unit: 0.5), egress: egress,
-                                                   lookup: { id in id == snapshot.id ? snapshot : nil })
+                                                   lookup: { id in
+                                                       guard id == Self.snapshot(.completed).id, let state = current.withLock({ $0 }) else { return nil }
+                                                       return Self.snapshot(state)
+                                                   })
             let reports = self.reports
             dispatcher.start(WebhookSettings(
                 render: { event, id, snapshot in Array(#"{"deliveryId":"\#(id)","download":"\#(snapshot.id)","event":"\#(event.rawValue)"}"#.utf8) },
@@ -185,18 +192,27 @@ import Testing
         #expect(receiver.received.count == 3)
     }
 
-    /// A removed download's callbacks go, with a delivery still pending (its file answers 404).
-    @Test func aRemovedDownloadsCallbacksGo() async throws {
+    /// A removed download's callbacks go; one whose delivery is under way first delivers it (the
+    /// event happened: a caller waiting for `failed` must hear it), then goes.
+    @Test func aRemovedDownloadsCallbacksGoOnceTheirDeliveriesEnded() async throws {
         let receiver = try WebhookReceiver()
         defer { receiver.stop() }
         let h = Harness()
         let dispatcher = try h.dispatcher(state: .downloading)
         try dispatcher.register(CallbackRequest(url: receiver.url("/a")), token: "t1", snapshot: Harness.snapshot(.downloading))
-        try dispatcher.register(CallbackRequest(url: receiver.url("/b")), token: "t2", snapshot: Harness.snapshot(.downloading))
-        dispatcher.downloadEnded(Harness.snapshot(.completed))
-        try await withTimeout(20) { await h.scheduler.waitForTimers(2) }  // two deliveries armed, none tried
-        #expect(dispatcher.counts.registrations == 2 && dispatcher.counts.pending == 2)
+        try dispatcher.register(CallbackRequest(url: receiver.url("/b"), events: [.completed]), token: "t2",
+                                snapshot: Harness.snapshot(.downloading))
+        dispatcher.downloadEnded(Harness.snapshot(.failed))
+        try await withTimeout(20) { await h.scheduler.waitForTimers(1) }  // /a's failed delivery armed, not tried
+        #expect(dispatcher.counts.registrations == 2 && dispatcher.counts.pending == 1)
+        h.state.withLock { $0 = nil }
         dispatcher.downloadRemoved(id: Harness.snapshot(.downloading).id)
+        try await withTimeout(5) { while dispatcher.counts.registrations > 1 { try await Task.sleep(nanoseconds: 5_000_000) } }
+        #expect(dispatcher.counts.pending == 1, "the delivery under way stays")
+        h.scheduler.advance(0)
+        let got = try await receiver.waitFor(1)
+        #expect(got.first?.target == "/a" && got.first?.json?["event"] as? String == "failed")
+        #expect(try await h.waitForReports(1).map(\.outcome) == [.delivered])
         try await withTimeout(5) { while dispatcher.counts.registrations > 0 { try await Task.sleep(nanoseconds: 5_000_000) } }
         #expect(dispatcher.counts.pending == 0)
     }
