@@ -2,13 +2,37 @@ import Foundation
 
 // One try of a delivery, and what its result decides (`WebhookSchedule`).
 extension WebhookDispatcher {
-    /// The try of delivery `id` runs `after` seconds from now, on a worker.
+    /// A try waiting for, or holding, a place in its receiver's lane.
+    struct TryTicket {
+        let key: DeliveryKey
+        let id: String
+    }
+
+    /// The try of delivery `id` runs `after` seconds from now, on a worker, once its receiver's
+    /// lane has room (`ReceiverLanes`).
     func arm(_ id: String, key: DeliveryKey, after seconds: Double) {
-        let timer = scheduler.schedule(after: seconds) { [weak self] in
-            self?.workers.addOperation { [weak self] in self?.runTry(key: key, id: id) }
-        }
+        let timer = scheduler.schedule(after: seconds) { [weak self] in self?.due(key: key, id: id) }
         lock.withLock {
             if deliveries[key]?.id == id { timers[id] = timer } else { timer.cancel() }
+        }
+    }
+
+    /// The time of delivery `id`'s try came: it runs now, or after the tries of its receiver ahead of it.
+    private func due(key: DeliveryKey, id: String) {
+        let admitted = lock.withLock { () -> (receiver: String, tried: TryTicket)? in
+            guard let url = registrations[key.registrationID]?.url else { return nil }
+            let receiver = ReceiverLanes<TryTicket>.receiver(of: url)
+            return lanes.admit(TryTicket(key: key, id: id), receiver: receiver).map { (receiver, $0) }
+        }
+        if let admitted { start(admitted.tried, receiver: admitted.receiver) }
+    }
+
+    /// Runs `ticket`'s try on a worker; when it ended, the next waiting try of the same receiver.
+    private func start(_ ticket: TryTicket, receiver: String) {
+        workers.addOperation { [weak self] in
+            guard let self else { return }
+            self.runTry(key: ticket.key, id: ticket.id)
+            if let next = self.lock.withLock({ self.lanes.ended(receiver: receiver) }) { self.start(next, receiver: receiver) }
         }
     }
 

@@ -19,13 +19,15 @@ public final class WebhookDispatcher: @unchecked Sendable {
     let schedule: WebhookSchedule
     /// The current snapshot of a download (nil: unknown). Never called under `lock`.
     let lookup: @Sendable (String) -> DownloadSnapshot?
-    /// Tries in flight at once (each blocks a worker up to `schedule.tryTimeout`).
+    /// Tries in flight at once (each blocks a worker up to `schedule.tryTimeout`), at most
+    /// `triesPerReceiver` of them for one receiver.
     let workers: OperationQueue = {
         let queue = OperationQueue()
         queue.name = "download-engine.webhooks"
-        queue.maxConcurrentOperationCount = 4
+        queue.maxConcurrentOperationCount = 16
         return queue
     }()
+    static let triesPerReceiver = 2
     /// Download events arrive here from the engine, off its threads (the journal writes wait for the disk).
     let intake = DispatchQueue(label: "download-engine.webhooks.intake")
 
@@ -35,6 +37,7 @@ public final class WebhookDispatcher: @unchecked Sendable {
     var registrations: [String: WebhookRegistration] = [:]
     var deliveries: [DeliveryKey: WebhookDelivery] = [:]
     var timers: [String: ScheduledTimer] = [:]
+    var lanes = ReceiverLanes<TryTicket>(limit: WebhookDispatcher.triesPerReceiver)
     var stats = WebhookStatistics()
     /// Cluster mode: registrations and deliveries in the cluster database instead (set once, before `start`).
     var cluster: ClusterWebhooks?

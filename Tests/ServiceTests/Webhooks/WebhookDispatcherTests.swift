@@ -217,6 +217,29 @@ import Testing
         #expect(dispatcher.counts.pending == 0)
     }
 
+    /// A receiver that takes tries and never answers holds two workers at most: another
+    /// receiver's delivery goes out at once (it waited for a try's whole timeout per four before).
+    @Test func aSilentReceiverDoesNotHoldUpAnotherOnesDeliveries() async throws {
+        let silent = try WebhookReceiver(answers: Array(repeating: .init(status: 200, held: true), count: 8))
+        let good = try WebhookReceiver()
+        defer { silent.stop(); good.stop() }
+        let h = Harness()
+        let dispatcher = try h.dispatcher(state: .downloading)
+        for n in 0..<8 {
+            try dispatcher.register(CallbackRequest(url: silent.url("/s\(n)")), token: "t\(n)", snapshot: Harness.snapshot(.downloading))
+        }
+        h.state.withLock { $0 = .completed }
+        dispatcher.downloadEnded(Harness.snapshot(.completed))
+        try await withTimeout(20) { await h.scheduler.waitForTimers(8) }
+        h.scheduler.advance(0)
+        _ = try await silent.waitFor(2)  // two tries held by the silent receiver, six waiting behind them
+        try dispatcher.register(CallbackRequest(url: good.url("/g")), token: "tg", snapshot: Harness.snapshot(.completed))
+        h.scheduler.advance(0)
+        let got = try await good.waitFor(1, timeout: 5)
+        #expect(got.first?.target == "/g")
+        #expect(silent.received.count == 2, "at most two tries at once for one receiver")
+    }
+
     @Test func onlyTheEventsAskedForAreDelivered() async throws {
         let receiver = try WebhookReceiver()
         defer { receiver.stop() }
