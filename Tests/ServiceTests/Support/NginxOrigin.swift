@@ -29,8 +29,8 @@ final class NginxOrigin: @unchecked Sendable {
     }
 
     let prefix: URL
-    let port: UInt16
-    private let process = ChildProcess()
+    private(set) var port: UInt16
+    private var process = ChildProcess()
 
     private let secure: Bool
 
@@ -54,6 +54,21 @@ final class NginxOrigin: @unchecked Sendable {
         self.port = port == 0 ? try Self.freePort() : port
         self.address = address
         secure = tls != nil
+        // A free port is found by binding port 0 and releasing it: another test's listener may take
+        // it before nginx binds it. nginx then retries its bind for ~2 s and exits, while the other
+        // listener answers in its place: such a start is tried again on another port.
+        for attempt in 1...3 {
+            do {
+                try start(binary: binary, html: html, tls: tls, limitRate: limitRate, ipv6: ipv6)
+                return
+            } catch let failure as Failure where port == 0 && attempt < 3 && failure.description.contains("Address already in use") {
+                self.port = try Self.freePort()
+                process = ChildProcess()
+            }
+        }
+    }
+
+    private func start(binary: String, html: URL, tls: TLS?, limitRate: Int?, ipv6: Bool) throws {
         var listen = tls.map { "ssl" + ($0.http2 ? " http2" : "") } ?? ""
         listen = "listen \(address):\(self.port) \(listen);" + (ipv6 ? " listen [::1]:\(self.port) \(listen);" : "")
         let tlsLines = tls.map { """
@@ -94,12 +109,14 @@ final class NginxOrigin: @unchecked Sendable {
         process.arguments = ["-p", prefix.path, "-c", confPath]
         process.standardOutput = .null
         process.standardError = .null
+        let errorLog = prefix.path + "/logs/error.log"
+        try? FileManager.default.removeItem(atPath: errorLog)  // this start's messages only
         try process.run()
         do {
             try waitUntilAnswering(seconds: 10)
         } catch {
-            stop()
-            let log = (try? String(contentsOfFile: prefix.path + "/logs/error.log", encoding: .utf8)) ?? ""
+            process.stop(grace: 5)  // The files stay for another start; `stop()` removes them.
+            let log = (try? String(contentsOfFile: errorLog, encoding: .utf8)) ?? ""
             throw Failure(description: "nginx did not start: \(error) \(log)")
         }
     }
@@ -127,11 +144,18 @@ final class NginxOrigin: @unchecked Sendable {
         return OriginSocket.localPort(fd) ?? 0
     }
 
-    /// Connects until nginx accepts (bounded: `seconds`, or nginx exiting).
+    /// Connects until nginx accepts (bounded: `seconds`, or nginx exiting), once nginx wrote its pid
+    /// file: it does so only after binding every listener (before, whoever answers on the port may be
+    /// another test's listener).
     private func waitUntilAnswering(seconds: Double) throws {
         let deadline = Date().addingTimeInterval(seconds)
+        let pidFile = prefix.path + "/nginx.pid"
         while Date() < deadline {
             guard process.isRunning else { throw Failure(description: "nginx exited with \(process.terminationStatus ?? -1)") }
+            guard FileManager.default.fileExists(atPath: pidFile) else {
+                usleep(20_000)
+                continue
+            }
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             var target = sockaddr_in()
             target.sin_family = sa_family_t(AF_INET)
