@@ -22,9 +22,11 @@ case .run(let parsed):
 let logger = Logger(writer: LogWriter(fileDescriptor: 2), minimumLevel: configuration.logLevel,
                     format: configuration.logFormat ?? (isatty(2) == 1 ? .text : .json))
 
-// Before anything starts: a SIGTERM during start-up must still mean a clean shutdown.
-guard let shutdownSignals = ShutdownSignals([SIGTERM, SIGINT]) else {
-    logger.error("could not install the SIGTERM/SIGINT handlers", [:])
+// Before anything starts: a SIGTERM during start-up must still mean a clean shutdown. SIGHUP too
+// (a closed terminal, or an operator's habit of "reload": nothing is reloaded, the service stops
+// cleanly instead of dying without storing where its transfers stood).
+guard let shutdownSignals = ShutdownSignals([SIGTERM, SIGINT, SIGHUP]) else {
+    logger.error("could not install the SIGTERM/SIGINT/SIGHUP handlers", [:])
     logger.flush()
     exit(1)
 }

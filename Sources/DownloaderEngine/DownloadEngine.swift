@@ -66,7 +66,8 @@ public final class DownloadEngine: Sendable {
         core.scheduleRetention()
         let dispatcher = try WebhookDispatcher(
             journal: WebhookJournal(path: core.store.stateDirectory + "/" + SQLiteStateStore.fileName),
-            poster: CurlWebhookPoster(egress: egress), scheduler: scheduler, random: random, egress: egress,
+            poster: CurlWebhookPoster(egress: egress, trust: (driver as? CurlTransferDriver)?.settings.trust),
+            scheduler: scheduler, random: random, egress: egress,
             lookup: { [weak core] id in core?.snapshot(id: id) })
         webhooks = dispatcher
         if let database = configuration.clusterDatabase {

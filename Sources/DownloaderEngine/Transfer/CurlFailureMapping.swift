@@ -50,13 +50,18 @@ enum CurlFailureMapping {
             return TransferFailure(.proxyAuth, "the upstream proxy wants credentials (HTTP 407): \(message)", code: raw)
         }
         if (400..<500).contains(context.proxyStatus) && context.proxyStatus != 408 && context.proxyStatus != 429 {
+            // Squid's default configuration allows CONNECT to port 443 only (http origins go through CONNECT too).
             return TransferFailure(.proxyRefused, "the upstream proxy refused the tunnel to \(context.host) "
-                                   + "(HTTP \(context.proxyStatus)): \(message)", code: raw)
+                                   + "(HTTP \(context.proxyStatus); does it allow CONNECT to this port?): \(message)", code: raw)
         }
         let peer = context.tlsProxyHost.map { "the upstream proxy \($0)" } ?? (context.host.isEmpty ? "the origin" : context.host)
         switch code {
         case CURLE_PEER_FAILED_VERIFICATION:
             return TransferFailure(.tlsCertificate, "the TLS certificate of \(peer) does not verify: \(message)", code: raw)
+        case CURLE_SSL_CACERT_BADFILE:
+            // This machine's CA bundle is missing or unreadable: every try would fail the same way.
+            return TransferFailure(.tlsCertificate, "the system's CA certificates cannot be read, so no certificate "
+                                   + "of \(peer) can be verified: \(message)", code: raw)
         case CURLE_SSL_CIPHER:
             return TransferFailure(.tlsHandshake, "the TLS handshake with \(peer) failed: \(message)", code: raw)
         case CURLE_SSL_CONNECT_ERROR:

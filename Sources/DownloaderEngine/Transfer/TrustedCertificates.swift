@@ -31,10 +31,34 @@ public final class TrustedCertificates: @unchecked Sendable {
             while let certificate = PEM_read_bio_X509(bio, nil, nil, nil) { parsed.append(certificate) }
         }
         ERR_clear_error()  // The read loop ends on "no start line", which is not an error here.
-        guard !parsed.isEmpty else {
+        // The loop also stops at a block that does not parse: every certificate after it would be
+        // left out without a word (or the whole file refused as holding none).
+        let blocks = Self.occurrences(of: Array("-----BEGIN CERTIFICATE-----".utf8), in: data)
+        guard !parsed.isEmpty || blocks > 0 else {
+            for certificate in parsed { X509_free(certificate) }
             throw TrustedCertificatesError(message: "CA file \(path) holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
         }
+        guard parsed.count == blocks else {
+            for certificate in parsed { X509_free(certificate) }
+            throw TrustedCertificatesError(message: "CA file \(path): certificate \(parsed.count + 1) of \(blocks) does not parse")
+        }
         certificates = parsed
+    }
+
+    /// How often `needle` occurs in `haystack` (the PEM blocks a file announces).
+    static func occurrences(of needle: [UInt8], in haystack: [UInt8]) -> Int {
+        guard !needle.isEmpty, haystack.count >= needle.count else { return 0 }
+        var count = 0
+        var index = 0
+        while index <= haystack.count - needle.count {
+            if haystack[index] == needle[0] && haystack[index..<(index + needle.count)].elementsEqual(needle) {
+                count += 1
+                index += needle.count
+            } else {
+                index += 1
+            }
+        }
+        return count
     }
 
     /// The whole file (a CA bundle: at most 16 MiB).

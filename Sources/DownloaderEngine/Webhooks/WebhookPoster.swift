@@ -20,9 +20,11 @@ protocol WebhookPosting: Sendable {
 
 /// `WebhookPosting` through a libcurl easy handle per try, with the SSRF guard's rules applied as
 /// for downloads: a host refused by name is not even resolved, and the address connected to is
-/// judged at connect time. Redirects are not followed; no proxy; TLS always verified.
+/// judged at connect time. Redirects are not followed; no proxy; TLS always verified, against the
+/// system's roots plus the downloads' extra CAs (`--ca-file`: a receiver on the internal CA).
 struct CurlWebhookPoster: WebhookPosting {
     let egress: EgressRules
+    var trust: TrustedCertificates? = nil
     /// libcurl's process-wide initialisation (idempotent, reference-counted by libcurl).
     private static let globalInit: CURLcode = curl_global_init(ccurl_global_all())
 
@@ -30,13 +32,15 @@ struct CurlWebhookPoster: WebhookPosting {
     private final class Context {
         let egress: EgressRules
         let host: HopTarget
+        let trust: TrustedCertificates?
         var refused: String?
         var retryAfter: String?
         var answeredBytes = 0
 
-        init(egress: EgressRules, host: HopTarget) {
+        init(egress: EgressRules, host: HopTarget, trust: TrustedCertificates?) {
             self.egress = egress
             self.host = host
+            self.trust = trust
         }
     }
 
@@ -47,7 +51,7 @@ struct CurlWebhookPoster: WebhookPosting {
         guard let target = HopTarget(url: url) else { return .forbidden("the URL's host and port cannot be read") }
         guard Self.globalInit == CURLE_OK, let easy = curl_easy_init() else { return .failed("libcurl could not start") }
         defer { curl_easy_cleanup(easy) }
-        let context = Context(egress: egress, host: target)
+        let context = Context(egress: egress, host: target, trust: trust)
         let pointer = Unmanaged.passUnretained(context).toOpaque()
         var list: UnsafeMutablePointer<curl_slist>?
         defer { curl_slist_free_all(list) }
@@ -68,6 +72,14 @@ struct CurlWebhookPoster: WebhookPosting {
         long(CURLOPT_SSL_VERIFYPEER, 1)
         long(CURLOPT_SSL_VERIFYHOST, 2)
         long(CURLOPT_SSLVERSION, Int(CURL_SSLVERSION_TLSv1_2))
+        if trust != nil {
+            _ = ccurl_setopt_pointer(easy, CURLOPT_SSL_CTX_DATA, pointer)
+            _ = ccurl_setopt_ssl_ctx_function(easy) { _, sslContext, raw in
+                guard let raw, let sslContext else { return CURLE_OK }
+                Unmanaged<Context>.fromOpaque(raw).takeUnretainedValue().trust?.add(to: OpaquePointer(sslContext))
+                return CURLE_OK
+            }
+        }
         long(CURLOPT_POST, 1)
         _ = ccurl_setopt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
         body.withUnsafeBytes { raw in

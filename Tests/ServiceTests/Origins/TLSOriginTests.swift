@@ -46,6 +46,25 @@ struct TLSOriginTests {
         await engine.shutdown()
     }
 
+    /// Webhook deliveries trust the `--ca-file` CAs too (a receiver on the internal CA): the
+    /// engine's poster verifies nginx's certificate and gets its answer; without the CA it fails.
+    @Test func webhookDeliveriesTrustTheCAFile() async throws {
+        let nginx = try Self.nginx(\.server, http2: false)
+        defer { nginx.stop() }
+        let egress = EgressRules(allowPrivateNetworks: true)
+        let trusted = CurlWebhookPoster(egress: egress, trust: try TrustedCertificates(pemFile: try Self.certificates.get().caFile))
+        let answered = try await onThread { trusted.post(url: nginx.baseURL + "/hook", headers: [], body: Array("{}".utf8), timeout: 5) }
+        guard case .answered = answered else { Issue.record("not answered: \(answered)"); return }
+        let untrusted = CurlWebhookPoster(egress: egress)
+        let refused = try await onThread { untrusted.post(url: nginx.baseURL + "/hook", headers: [], body: Array("{}".utf8), timeout: 5) }
+        guard case .failed(let reason) = refused else { Issue.record("answered without the CA: \(refused)"); return }
+        #expect(reason.lowercased().contains("certificate"), "\(reason)")
+        // The engine hands its poster the CAs it fetches with.
+        let engine = try Self.engine(caFile: try Self.certificates.get().caFile)
+        #expect((engine.webhooks.poster as? CurlWebhookPoster)?.trust != nil)
+        await engine.shutdown()
+    }
+
     @Test func http11WhenTheOriginDoesNotOfferHTTP2() async throws {
         let nginx = try Self.nginx(\.server, http2: false)
         defer { nginx.stop() }
@@ -156,6 +175,18 @@ struct TLSOriginTests {
         try "not a certificate\n".write(toFile: empty, atomically: true, encoding: .utf8)
         #expect(throws: TrustedCertificatesError(message: "CA file \(empty) holds no PEM certificate (-----BEGIN CERTIFICATE-----)")) {
             try TrustedCertificates(pemFile: empty)
+        }
+        // A block that does not parse, first or between good ones, is named (it stopped the reading:
+        // the certificates after it were left out, or the file was refused as holding none).
+        let ca = try String(contentsOfFile: certs.caFile, encoding: .utf8)
+        let broken = "-----BEGIN CERTIFICATE-----\nMIIBroken==\n-----END CERTIFICATE-----\n"
+        for (name, text, failing) in [("first", broken + ca, 1), ("middle", ca + broken + ca, 2)] {
+            let file = certs.directory.appendingPathComponent("broken-\(name).pem").path
+            try text.write(toFile: file, atomically: true, encoding: .utf8)
+            let blocks = name == "first" ? 2 : 3
+            #expect(throws: TrustedCertificatesError(message: "CA file \(file): certificate \(failing) of \(blocks) does not parse")) {
+                try TrustedCertificates(pemFile: file)
+            }
         }
         var c = EngineFixture.configuration(EngineFixture.root())
         c.caFile = missing

@@ -63,6 +63,14 @@ import Testing
                 + "error:0A00042E:SSL routines::tlsv1 alert protocol version")
     }
 
+    /// A CA bundle this machine cannot read fails at once (no try could verify anything).
+    @Test func anUnreadableCABundleIsNoConnectionError() {
+        let failure = CurlFailureMapping.failure(for: CURLE_SSL_CACERT_BADFILE, .init(
+            detail: "error setting certificate file: /etc/ssl/certs/ca-certificates.crt", host: "files.test"))
+        #expect(failure.kind == .tlsCertificate)
+        #expect(failure.message.hasPrefix("the system's CA certificates cannot be read, so no certificate of files.test can be verified"))
+    }
+
     @Test func aCertificateNamesTheHostOrTheProxy() {
         let origin = CurlFailureMapping.failure(for: CURLE_PEER_FAILED_VERIFICATION,
                                                 .init(detail: "SSL certificate problem: certificate has expired", host: "files.test"))
@@ -78,6 +86,8 @@ import Testing
         }
         #expect(kind(407) == .proxyAuth)
         #expect(kind(403) == .proxyRefused)
+        #expect(CurlFailureMapping.failure(for: CURLE_RECV_ERROR, .init(detail: "x", host: "h", proxyStatus: 403)).message
+                == "the upstream proxy refused the tunnel to h (HTTP 403; does it allow CONNECT to this port?): x")
         #expect(kind(0) == .connection)
         #expect(kind(503) == .connection)
         #expect(kind(429) == .connection)
