@@ -55,6 +55,12 @@ enum CurlFailureMapping {
                                    + "(HTTP \(context.proxyStatus); does it allow CONNECT to this port?): \(message)", code: raw)
         }
         let peer = context.tlsProxyHost.map { "the upstream proxy \($0)" } ?? (context.host.isEmpty ? "the origin" : context.host)
+        if let alert = context.handshakeAlert, alert.afterHandshake, alert.refusesClient {
+            // TLS 1.3 ends the handshake before the server judges the client: its refusal comes as
+            // the answer to the request (a failed read), not as a handshake error.
+            return TransferFailure(.tlsHandshake, "the TLS server \(peer) refused this client (fatal alert '\(alert.description)' "
+                                   + "after the handshake; does it require a client certificate?): \(message)", code: raw)
+        }
         switch code {
         case CURLE_PEER_FAILED_VERIFICATION:
             return TransferFailure(.tlsCertificate, "the TLS certificate of \(peer) does not verify: \(message)", code: raw)

@@ -63,6 +63,24 @@ import Testing
                 + "error:0A00042E:SSL routines::tlsv1 alert protocol version")
     }
 
+    /// TLS 1.3: a server that wants a client certificate refuses after this side's handshake ended,
+    /// so libcurl reports a failed read; the alert received says it is lasting.
+    @Test func aServerRefusingThisClientAfterTheHandshakeIsLasting() {
+        func failure(_ alert: TLSAlert?) -> TransferFailure {
+            CurlFailureMapping.failure(for: CURLE_RECV_ERROR, .init(
+                detail: "OpenSSL SSL_read: error:0A00045C:SSL routines::tlsv13 alert certificate required", host: "files.test",
+                handshakeAlert: alert))
+        }
+        let required = failure(TLSAlert(sent: false, description: TLSAlert.describe(116, openSSL: "unknown"), causedByEOF: false,
+                                        afterHandshake: true, code: 116))
+        #expect(required.kind == .tlsHandshake)
+        #expect(required.message.hasPrefix("the TLS server files.test refused this client (fatal alert 'certificate required' after the handshake"))
+        #expect(failure(nil).kind == .connection)
+        // Another alert after the handshake (a damaged record, say) is no refusal of the client.
+        #expect(failure(TLSAlert(sent: false, description: "bad record mac", causedByEOF: false, afterHandshake: true, code: 20)).kind
+                == .connection)
+    }
+
     /// A CA bundle this machine cannot read fails at once (no try could verify anything).
     @Test func anUnreadableCABundleIsNoConnectionError() {
         let failure = CurlFailureMapping.failure(for: CURLE_SSL_CACERT_BADFILE, .init(
