@@ -105,16 +105,8 @@ struct ClientLimitLiveTests {
     /// once the rows' grace (`recent`) has passed.
     @Test(.enabled(if: PostgresServer.isInstalled, "needs PostgreSQL (scripts/setup installs it)"))
     func aDeadTokenStopsCountingAfterTheGrace() async throws {
-        let database = try await onThread { try PostgresServer.shared.createDatabase() }
-        let origin = try TestOrigin(bodySize: 8 << 20, settings: ClusterLeaseLiveTests.throttled)
-        defer { origin.stop() }
-        let shared = ClusterLeaseLiveTests.sharedDirectory()
-        defer { try? FileManager.default.removeItem(at: shared) }
-        let engine = try await onThread { try ClusterLeaseLiveTests.replica("a", database: database, shared: shared) }
-        defer { ClusterLeaseLiveTests.shutdown([engine]) }
-        let store = try #require(engine.configuration.clusterDatabase).clientTokens(recent: 1)
-        let quota = ClusterCallerQuota(limit: 1, store: store)
-        try await withTimeout(60) {
+        try await Self.withOneReplica(origin: TestOrigin(bodySize: 8 << 20, settings: ClusterLeaseLiveTests.throttled)) {
+            engine, origin, store, quota in
             #expect(quota.reserve("192.0.2.7"))
             let enqueued = try engine.request(DownloadRequest(url: origin.url))
             quota.commit("192.0.2.7", token: enqueued.token)
@@ -132,19 +124,26 @@ struct ClientLimitLiveTests {
 }
 
 extension ClientLimitLiveTests {
-    /// A completed download's token holds no place: past the rows' grace the client may start another.
-    @Test(.enabled(if: PostgresServer.isInstalled, "needs PostgreSQL (scripts/setup installs it)"))
-    func aCompletedDownloadsTokenHoldsNoPlace() async throws {
-        let database = try await onThread { try PostgresServer.shared.createDatabase() }
-        let origin = try TestOrigin(bodySize: 64 << 10)
+    /// One replica on a fresh database fetching from `origin`, and a quota of one place per client
+    /// counted in that database (rows count 1 s without a live token); `body` runs within 60 s.
+    static func withOneReplica(origin: TestOrigin,
+                               _ body: @escaping @Sendable (DownloadEngine, TestOrigin, ClientTokenStore, ClusterCallerQuota) async throws -> Void)
+        async throws {
         defer { origin.stop() }
+        let database = try await onThread { try PostgresServer.shared.createDatabase() }
         let shared = ClusterLeaseLiveTests.sharedDirectory()
         defer { try? FileManager.default.removeItem(at: shared) }
         let engine = try await onThread { try ClusterLeaseLiveTests.replica("a", database: database, shared: shared) }
         defer { ClusterLeaseLiveTests.shutdown([engine]) }
         let store = try #require(engine.configuration.clusterDatabase).clientTokens(recent: 1)
         let quota = ClusterCallerQuota(limit: 1, store: store)
-        try await withTimeout(60) {
+        try await withTimeout(60) { try await body(engine, origin, store, quota) }
+    }
+
+    /// A completed download's token holds no place: past the rows' grace the client may start another.
+    @Test(.enabled(if: PostgresServer.isInstalled, "needs PostgreSQL (scripts/setup installs it)"))
+    func aCompletedDownloadsTokenHoldsNoPlace() async throws {
+        try await Self.withOneReplica(origin: TestOrigin(bodySize: 64 << 10)) { engine, origin, _, quota in
             #expect(quota.reserve("192.0.2.7"))
             let enqueued = try engine.request(DownloadRequest(url: origin.url))
             quota.commit("192.0.2.7", token: enqueued.token)
