@@ -88,7 +88,8 @@ final class RunningService: Sendable {
         }
         engine.webhooks.start(WebhookSettings(
             render: { WebhookBody.render(event: $0, deliveryID: $1, snapshot: $2) }, secret: webhookSecret,
-            userAgent: "download-service/\(ServiceVersion.current)", report: { logger.webhook($0) }))
+            userAgent: "download-service/\(ServiceVersion.current)", report: { logger.webhook($0) },
+            journalFailed: { logger.error($0, [:]) }))
         var api = DownloadAPI(engine: engine, metrics: metrics, auth: configuration.authToken.map(BearerAuth.init(token:)))
         api.adminAuth = configuration.adminToken.map(BearerAuth.init(token:))
         api.onlyLocalHostNames = configuration.callersNeedNoToken && ServiceConfiguration.isLoopback(configuration.host)

@@ -77,7 +77,7 @@ final class ClusterWebhooks: @unchecked Sendable {
             return (stopped ? nil : self.dispatcher, Self.workers - inFlight, rounds % 20 == 1)
         }
         guard let dispatcher, let settings = dispatcher.lock.withLock({ dispatcher.settings }) else { return }
-        makeOwed(settings, random: dispatcher.random)
+        makeOwed(settings)
         if sweep { try? store.sweep() }
         let seconds = claimSecondsForTests ?? dispatcher.schedule.tryTimeout + Self.claimMargin
         let claimed = (try? store.claim(owner: owner, seconds: seconds, limit: free)) ?? []
@@ -98,12 +98,12 @@ final class ClusterWebhooks: @unchecked Sendable {
 
     /// The deliveries owed, rendered from the download's row as it is now (made once: another
     /// replica's, made first, stays).
-    private func makeOwed(_ settings: WebhookSettings, random: RandomSource) {
+    private func makeOwed(_ settings: WebhookSettings) {
         guard let owed = try? store.owed(), !owed.isEmpty else { return }
         let rows = (try? reader.rows(ids: Array(Set(owed.map(\.downloadID))))) ?? [:]
         for entry in owed {
             guard let snapshot = rows[entry.downloadID]?.snapshot(ignoring: ignoring) else { continue }
-            let id = "dlv_" + random.hex(byteCount: 16)
+            let id = WebhookDelivery.id(registrationID: entry.registrationID, event: entry.event)
             let delivery = WebhookDelivery(id: id, registrationID: entry.registrationID, event: entry.event,
                                            body: settings.render(entry.event, id, snapshot), tries: 0, nextAt: Date())
             _ = try? store.make(delivery)

@@ -101,7 +101,7 @@ extension WebhookDispatcher {
             return true
         }
         guard current else { return }
-        try? journal.save(delivery)
+        store(delivery, settings: settings)
         if let delay, delivery.outcome == nil {
             arm(delivery.id, key: delivery.key, after: delay)
             return

@@ -174,7 +174,7 @@ public final class WebhookDispatcher: @unchecked Sendable {
             for registration in candidates where registration.downloadID == snapshot.id {
                 let key = DeliveryKey(registrationID: registration.id, event: event)
                 if registration.events.contains(event), deliveries[key] == nil {
-                    let id = "dlv_" + random.hex(byteCount: 16)
+                    let id = WebhookDelivery.id(registrationID: registration.id, event: event)
                     let delivery = WebhookDelivery(id: id, registrationID: registration.id, event: event,
                                                    body: settings.render(event, id, snapshot), tries: 0,
                                                    nextAt: scheduler.now())
@@ -187,17 +187,32 @@ public final class WebhookDispatcher: @unchecked Sendable {
         }
         lock.unlock()
         for delivery in made {
-            // Stored before the first try: from here a crash never loses it.
-            try? journal.save(delivery)
+            // Stored before the first try: from here a crash never loses it. When the store fails it is
+            // tried all the same (and made again, with the same id, if the process dies first).
+            store(delivery, settings: settings)
             arm(delivery.id, key: delivery.key, after: 0)
         }
         remove(finished)
     }
 
-    /// Forgets registrations `ids` with their deliveries (pending tries are cancelled), journal first.
+    /// Stores `delivery` in the journal; a failure is told (`WebhookSettings.journalFailed`), not thrown.
+    func store(_ delivery: WebhookDelivery, settings: WebhookSettings?) {
+        do throws(StateStoreError) {
+            try journal.save(delivery)
+        } catch {
+            settings?.journalFailed("could not store webhook delivery \(delivery.id): \(error.message)")
+        }
+    }
+
+    /// Forgets registrations `ids` with their deliveries (pending tries are cancelled), journal first
+    /// (a failure is told: they may come back after a restart).
     func remove(_ ids: [String]) {
         guard !ids.isEmpty else { return }
-        try? journal.remove(registrations: ids)
+        do throws(StateStoreError) {
+            try journal.remove(registrations: ids)
+        } catch {
+            lock.withLock { settings }?.journalFailed("could not remove \(ids.count) webhook registration(s): \(error.message)")
+        }
         lock.withLock {
             for id in ids {
                 registrations[id] = nil

@@ -71,12 +71,17 @@ public struct WebhookSettings: Sendable {
     public var userAgent: String
     /// Called once per delivery that ended, off every lock.
     public var report: @Sendable (WebhookReport) -> Void
+    /// Called when the journal could not store or remove what a delivery or registration became
+    /// (the state database failed): what it says may not hold after a restart.
+    public var journalFailed: @Sendable (String) -> Void
 
     public init(render: @escaping @Sendable (WebhookEvent, String, DownloadSnapshot) -> [UInt8], secret: [UInt8]?,
-                userAgent: String, report: @escaping @Sendable (WebhookReport) -> Void = { _ in }) {
+                userAgent: String, report: @escaping @Sendable (WebhookReport) -> Void = { _ in },
+                journalFailed: @escaping @Sendable (String) -> Void = { _ in }) {
         self.render = render
         self.secret = secret
         self.userAgent = userAgent
         self.report = report
+        self.journalFailed = journalFailed
     }
 }

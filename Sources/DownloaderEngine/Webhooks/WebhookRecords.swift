@@ -27,6 +27,14 @@ struct WebhookDelivery: Sendable, Equatable {
     var reason: String?
 
     var key: DeliveryKey { DeliveryKey(registrationID: registrationID, event: event) }
+
+    /// The id of the one delivery of `event` to registration `registrationID`: derived from them
+    /// (registration ids are random), so a delivery made again (its first store failed and the
+    /// process died, or another replica made it too) carries the same `X-Delivery-Id` and a
+    /// receiver deduplicating on it sees one event once.
+    static func id(registrationID: String, event: WebhookEvent) -> String {
+        "dlv_" + SHA256Hasher.hex(Array("\(registrationID)/\(event.rawValue)".utf8)).prefix(32)
+    }
 }
 
 /// At most one delivery per registration and event.

@@ -58,6 +58,7 @@ import Testing
         let h = Harness()
         let dispatcher = try h.dispatcher()
         try dispatcher.register(CallbackRequest(url: receiver.url("/hook?token=abc")), token: "caller-1", snapshot: Harness.snapshot(.completed))
+        let registration = try #require(dispatcher.lock.withLock { dispatcher.registrations.keys.first })
         h.scheduler.advance(0)  // the first try goes out at once
         _ = try await receiver.waitFor(1)
         try await h.waitForTimer(dueIn: 1)
@@ -70,6 +71,10 @@ import Testing
         #expect(got.count == 3)
         let ids = Set(got.map { $0.headers["x-delivery-id"] ?? "" })
         #expect(ids.count == 1 && ids.first?.hasPrefix("dlv_") == true)
+        // Derived from the registration and the event: made again (its store failed, then a crash),
+        // the delivery would carry the same id.
+        #expect(ids.first == WebhookDelivery.id(registrationID: registration, event: .completed))
+        #expect(WebhookDelivery.id(registrationID: registration, event: .failed) != ids.first)
         for request in got {
             #expect(request.method == "POST" && request.target == "/hook?token=abc")
             #expect(request.json?["deliveryId"] as? String == ids.first && request.json?["event"] as? String == "completed")
