@@ -115,10 +115,17 @@ final class SquidProxy: @unchecked Sendable {
         return port
     }
 
+    /// Waits until Squid says it accepts on `port` (its cache log), then until a connect succeeds.
+    /// The port was found free and released: until Squid logs it, whoever answers on it may be
+    /// another test's listener.
     private func waitUntilListening(_ port: UInt16, seconds: Double) throws {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
             guard process.isRunning else { throw Failure(description: "squid exited with \(process.terminationStatus ?? -1)") }
+            guard cacheLog.contains("local=127.0.0.1:\(port) ") else {
+                usleep(50_000)
+                continue
+            }
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             let connected = OriginSocket.connectToLoopback(fd, port: port)
             close(fd)
