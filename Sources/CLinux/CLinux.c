@@ -33,6 +33,12 @@ int clinux_catch_signals(const int *signals, int count) {
     return fds[0];
 }
 
+int clinux_signal_ignored(int signo) {
+    struct sigaction current;
+    if (sigaction(signo, NULL, &current) != 0) return 0;
+    return !(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_IGN;
+}
+
 int clinux_gettid(void) {
     return (int)syscall(SYS_gettid);
 }

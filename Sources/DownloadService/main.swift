@@ -1,3 +1,4 @@
+import CLinux
 import DownloaderEngine
 import Foundation
 import MiniHTTPServer
@@ -24,8 +25,10 @@ let logger = Logger(writer: LogWriter(fileDescriptor: 2), minimumLevel: configur
 
 // Before anything starts: a SIGTERM during start-up must still mean a clean shutdown. SIGHUP too
 // (a closed terminal, or an operator's habit of "reload": nothing is reloaded, the service stops
-// cleanly instead of dying without storing where its transfers stood).
-guard let shutdownSignals = ShutdownSignals([SIGTERM, SIGINT, SIGHUP]) else {
+// cleanly instead of dying without storing where its transfers stood), unless it came in ignored
+// (`nohup`): the operator shielded the service from it.
+let hangUp: [Int32] = clinux_signal_ignored(SIGHUP) == 1 ? [] : [SIGHUP]
+guard let shutdownSignals = ShutdownSignals([SIGTERM, SIGINT] + hangUp) else {
     logger.error("could not install the SIGTERM/SIGINT/SIGHUP handlers", [:])
     logger.flush()
     exit(1)

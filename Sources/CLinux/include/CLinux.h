@@ -16,6 +16,8 @@ int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);
 /// returns the pipe's read end (-1 on failure, or when called twice). Handlers are in place when it
 /// returns, so no signal is lost or fatal from then on.
 int clinux_catch_signals(const int *signals, int count);
+/// 1 when `signo` is ignored now (e.g. SIGHUP under `nohup`, inherited from the parent).
+int clinux_signal_ignored(int signo);
 
 /// The calling thread's kernel id (gettid(2)), which glibc's headers hide without _GNU_SOURCE.
 int clinux_gettid(void);

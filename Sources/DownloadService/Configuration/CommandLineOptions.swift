@@ -188,7 +188,7 @@ enum CommandLineOptions {
             }
             lines.append("  " + String(repeating: " ", count: 28) + "env " + o.environmentName)
         }
-        lines.append("  --version                   print the versions of the service, libcurl and the TLS library")
+        lines.append("  --version                   print the versions of the service, libcurl, the TLS library, SQLite and libpq")
         lines.append("  --help                      show this help")
         return lines.joined(separator: "\n")
     }

@@ -53,14 +53,21 @@ extension EngineCore {
     /// will not be served and the next request of its URL fetches it anew.
     private func completedFileGone(id: String, path: String) {
         decide {
-            // (Not while it moves to another area: its old name goes before the new one is recorded.)
-            guard let record = byID[id], record.state == .completed, record.finalPath == path, !record.lifecycle.moving else { return }
-            handle(.fileVanished, for: record)
-            record.error = DownloadFailure(code: .diskError, message: "the completed file is gone or changed on disk (outside the service); "
-                                           + "ask for the URL again to fetch it anew")
-            record.updatedAt = clock.now()
-            save(record)
+            guard let record = byID[id], record.finalPath == path else { return }
+            completedFileChanged(record)
         }
+    }
+
+    /// Under `lock`: the completed file of `record` is gone or changed on disk: the download fails
+    /// (`disk_error`), stored so. Not while it moves to another area (its old name goes before the
+    /// new one is recorded).
+    func completedFileChanged(_ record: DownloadRecord) {
+        guard record.state == .completed, !record.lifecycle.moving else { return }
+        handle(.fileVanished, for: record)
+        record.error = DownloadFailure(code: .diskError, message: "the completed file is gone or changed on disk (outside the service); "
+                                       + "ask for the URL again to fetch it anew")
+        record.updatedAt = clock.now()
+        save(record)
     }
 
     var statistics: EngineStatistics {

@@ -82,7 +82,7 @@ extension EngineCore {
             if let sha, found?.state != .completed, reusePath != nil,
                let stored = reusable(sha256: sha, credential: key.credential), stored.finalPath == reusePath {
                 if reuseFileVanished {
-                    handle(.fileVanished, for: stored)  // It fails (as its file route would find); this URL is fetched.
+                    completedFileChanged(stored)  // It fails (as its file route would find); this URL is fetched.
                 } else {
                     // Content-addressed reuse: the stored file answers; this URL is not recorded.
                     found = stored

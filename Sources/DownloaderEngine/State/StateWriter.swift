@@ -49,8 +49,13 @@ final class StateWriter: @unchecked Sendable {
     /// again (nil): once per change, not per retry.
     private var healthHandler: (@Sendable (StateStoreError?) -> Void)?
 
+    /// Sets the health handler; told at once when commits are failing already (start-up's did).
     func onHealthChange(_ handler: @escaping @Sendable (StateStoreError?) -> Void) {
-        lock.withLock { healthHandler = handler }
+        let failing = lock.withLock { () -> StateStoreError? in
+            healthHandler = handler
+            return failure
+        }
+        if let failing { handler(failing) }
     }
 
     /// Test seam: `gate` runs before each commit and fails it by throwing.

@@ -28,12 +28,15 @@ public final class TrustedCertificates: @unchecked Sendable {
         data.withUnsafeBytes { bytes in
             guard let bio = BIO_new_mem_buf(bytes.baseAddress, Int32(clamping: bytes.count)) else { return }
             defer { BIO_free(bio) }
-            while let certificate = PEM_read_bio_X509(bio, nil, nil, nil) { parsed.append(certificate) }
+            // The _AUX reader takes every certificate form: CERTIFICATE, X509 CERTIFICATE, TRUSTED CERTIFICATE.
+            while let certificate = PEM_read_bio_X509_AUX(bio, nil, nil, nil) { parsed.append(certificate) }
         }
         ERR_clear_error()  // The read loop ends on "no start line", which is not an error here.
         // The loop also stops at a block that does not parse: every certificate after it would be
         // left out without a word (or the whole file refused as holding none).
-        let blocks = Self.occurrences(of: Array("-----BEGIN CERTIFICATE-----".utf8), in: data)
+        let blocks = ["CERTIFICATE", "X509 CERTIFICATE", "TRUSTED CERTIFICATE"].reduce(0) {
+            $0 + Self.occurrences(of: Array("-----BEGIN \($1)-----".utf8), in: data)
+        }
         guard !parsed.isEmpty || blocks > 0 else {
             for certificate in parsed { X509_free(certificate) }
             throw TrustedCertificatesError(message: "CA file \(path) holds no PEM certificate (-----BEGIN CERTIFICATE-----)")

@@ -39,7 +39,9 @@ import Testing
         #expect(truncate(path, 10) == 0)
         let asked = try engine.request(DownloadRequest(url: "http://mirror.test/y", sha256: Self.digest))
         #expect(!asked.reused && asked.snapshot.id != first.snapshot.id && asked.snapshot.state != .completed)
-        #expect(engine.snapshot(id: first.snapshot.id)?.state == .failed)
+        let failed = try #require(engine.snapshot(id: first.snapshot.id))
+        #expect(failed.state == .failed && failed.error?.code == .diskError, "\(failed)")
+        #expect(try StateFixture.stored(engine).first { $0.id == first.snapshot.id }?.state == .failed, "stored so")
         let done = try await withTimeout(10) { try await EngineFixture.waitFor(engine, id: asked.snapshot.id, [.completed, .failed]) }
         #expect(done.state == .completed && done.sha256 == Self.digest)
         #expect(driver.startCount == 2)

@@ -64,6 +64,15 @@ struct EngineStateFailureTests {
         // Told once when commits began to fail (however often they were retried), once when one succeeded.
         let health = told.withLock { $0 }
         #expect(health.count == 2 && health.first??.contains("no space left") == true && health.last == .some(nil), "\(health)")
+        // A handler set while commits fail already (start-up's did) is told at once.
+        gate.fail(true)
+        _ = try engine.request(DownloadRequest(url: "http://o.test/late"))  // a change to commit
+        #expect(!engine.core.stateWriter.flush())
+        let late = Mutex<[String?]>([])
+        engine.onStateCommitHealth { failure in late.withLock { $0.append(failure) } }
+        #expect(late.withLock { $0.count } == 1 && late.withLock { $0.first ?? nil }?.contains("no space left") == true)
+        gate.fail(false)
+        #expect(engine.core.stateWriter.flush())
         guard case .done(let held) = try engine.operatorPausing(id: id) else { Issue.record("not paused"); return }
         #expect(held.pausedBy == .operator)
         await engine.shutdown()

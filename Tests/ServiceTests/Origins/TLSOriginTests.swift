@@ -188,6 +188,20 @@ struct TLSOriginTests {
                 try TrustedCertificates(pemFile: file)
             }
         }
+        // Every certificate form OpenSSL writes is read: the legacy `X509 CERTIFICATE` header and a
+        // `TRUSTED CERTIFICATE` (what `openssl x509 -trustout` writes) count with the plain one.
+        let legacy = certs.directory.appendingPathComponent("legacy.pem").path
+        try ca.replacingOccurrences(of: "BEGIN CERTIFICATE", with: "BEGIN X509 CERTIFICATE")
+            .replacingOccurrences(of: "END CERTIFICATE", with: "END X509 CERTIFICATE").write(toFile: legacy, atomically: true, encoding: .utf8)
+        #expect(try TrustedCertificates(pemFile: legacy).count == 1)
+        let trusted = certs.directory.appendingPathComponent("trusted.pem").path
+        let convert = ChildProcess("/usr/bin/openssl", ["x509", "-in", certs.caFile, "-trustout", "-addtrust", "serverAuth", "-out", trusted],
+                                   standardOutput: .null, standardError: .null)
+        try convert.run()
+        #expect(convert.waitUntilExit(timeout: 20) && convert.terminationStatus == 0)
+        let mixed = certs.directory.appendingPathComponent("mixed.pem").path
+        try (ca + (try String(contentsOfFile: trusted, encoding: .utf8))).write(toFile: mixed, atomically: true, encoding: .utf8)
+        #expect(try TrustedCertificates(pemFile: mixed).count == 2)
         var c = EngineFixture.configuration(EngineFixture.root())
         c.caFile = missing
         #expect(throws: TrustedCertificatesError.self) { try DownloadEngine(configuration: c) }
