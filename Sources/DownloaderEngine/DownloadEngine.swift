@@ -64,8 +64,11 @@ public final class DownloadEngine: Sendable {
         }
         clusterFeed?.start()
         core.scheduleRetention()
+        // Cluster mode keeps callbacks in the cluster database; no SQLite file goes into the shared
+        // directory (every replica would open and migrate the same one at once, over the network).
+        let journalPath = configuration.clusterDatabase == nil ? core.store.stateDirectory + "/" + SQLiteStateStore.fileName : ":memory:"
         let dispatcher = try WebhookDispatcher(
-            journal: WebhookJournal(path: core.store.stateDirectory + "/" + SQLiteStateStore.fileName),
+            journal: WebhookJournal(path: journalPath),
             poster: CurlWebhookPoster(egress: egress, trust: (driver as? CurlTransferDriver)?.settings.trust),
             scheduler: scheduler, random: random, egress: egress,
             lookup: { [weak core] id in core?.snapshot(id: id) })

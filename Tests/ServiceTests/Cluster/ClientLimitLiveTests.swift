@@ -1,4 +1,4 @@
-import DownloaderEngine
+@testable import DownloaderEngine
 import Foundation
 import MiniHTTPServer
 import Testing
@@ -191,4 +191,22 @@ struct RawAnswer {
 
     var code: String? { (json["error"] as? [String: Any])?["code"] as? String }
     func string(_ key: String) -> String? { json[key] as? String }
+}
+
+/// Replicas keep no SQLite file in the directory they share: started at once on a fresh one, each
+/// opened and migrated the same `state.db` (the webhook journal's) and some failed to start.
+@Suite(.enabled(if: PostgresServer.isInstalled, "needs PostgreSQL (scripts/setup installs it)"), .timeLimit(.minutes(2)))
+struct ClusterSharedDirectoryTests {
+    @Test func replicasStartedAtOnceShareNoSQLiteFile() async throws {
+        let database = try await onThread { try PostgresServer.shared.createDatabase() }
+        let shared = ClusterLeaseLiveTests.sharedDirectory()
+        defer { try? FileManager.default.removeItem(at: shared) }
+        async let a = onThread { try ClusterLeaseLiveTests.replica("a", database: database, shared: shared) }
+        async let b = onThread { try ClusterLeaseLiveTests.replica("b", database: database, shared: shared) }
+        async let c = onThread { try ClusterLeaseLiveTests.replica("c", database: database, shared: shared) }
+        let engines = try await [a, b, c]
+        defer { ClusterLeaseLiveTests.shutdown(engines) }
+        let files = FileManager.default.enumerator(atPath: shared.path)?.compactMap { $0 as? String } ?? []
+        #expect(!files.contains { $0.hasSuffix(SQLiteStateStore.fileName) || $0.contains(SQLiteStateStore.fileName + "-") }, "\(files)")
+    }
 }
