@@ -67,7 +67,12 @@ struct ClusterFeedStore: Sendable {
                     WHERE feed_seq IS NULL AND NOT EXISTS (SELECT 1 FROM feed_log AS g WHERE g.id = d.id AND g.feed_seq IS NULL)
                     LIMIT \(Self.batch) FOR UPDATE SKIP LOCKED) RETURNING 1
                     """).rows.count
-                try db.execute("DELETE FROM feed_log WHERE at < now() - interval '\(Self.logKept)' AND feed_seq IS NOT NULL")
+                // The oldest stamped entries by `n` (the primary key: no scan of the table, which
+                // has no index on `at`), those past the retention, at most a batch a round.
+                try db.execute("""
+                    DELETE FROM feed_log WHERE n IN (SELECT n FROM feed_log WHERE feed_seq IS NOT NULL ORDER BY n LIMIT \(Self.batch))
+                    AND at < now() - interval '\(Self.logKept)'
+                    """)
                 return log + rows
             }
         }
