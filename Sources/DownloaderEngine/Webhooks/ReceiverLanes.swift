@@ -1,6 +1,6 @@
 import Foundation
 
-/// Tries in flight per receiver (a callback URL's scheme, host and port): at most `limit` at once,
+/// Tries in flight per receiver (a callback URL's host, whatever its port): at most `limit` at once,
 /// the others waiting in order, so that one slow or silent receiver (each try may hold a worker
 /// for the try's whole timeout) never holds every worker while other receivers wait. Pure: the
 /// dispatcher keeps it under its lock. Bounded by the deliveries pending.
@@ -41,11 +41,9 @@ struct ReceiverLanes<Item> {
         (running.values.reduce(0, +), waiting.values.reduce(0) { $0 + $1.count })
     }
 
-    /// The lane of `url`: its scheme, host and port (the default port when none is written).
+    /// The lane of `url`: its host (lower-cased), whatever the scheme and port, so that one host
+    /// behind many ports is still one receiver.
     static func receiver(of url: String) -> String {
-        guard let parts = URLComponents(string: url), let scheme = parts.scheme?.lowercased(), let host = parts.host?.lowercased() else {
-            return url
-        }
-        return "\(scheme)://\(host):\(parts.port ?? (scheme == "https" ? 443 : 80))"
+        URLComponents(string: url)?.host?.lowercased() ?? url
     }
 }

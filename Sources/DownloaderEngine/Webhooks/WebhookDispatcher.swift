@@ -24,7 +24,7 @@ public final class WebhookDispatcher: @unchecked Sendable {
     let workers: OperationQueue = {
         let queue = OperationQueue()
         queue.name = "download-engine.webhooks"
-        queue.maxConcurrentOperationCount = 16
+        queue.maxConcurrentOperationCount = 32
         return queue
     }()
     static let triesPerReceiver = 2
