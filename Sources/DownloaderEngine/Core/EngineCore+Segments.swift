@@ -36,6 +36,7 @@ extension EngineCore {
             record.connectionsGranted = connections
             let holdsBytes = resumed.dropFirst().contains { $0.next > $0.start }
             guard resumed.count > 1, connections > 1 || holdsBytes else { return }
+            if connections == 1 { resumed = SegmentPlanner.mergingEmpty(resumed) }
             record.segments = resumed
             attempt.segmentPlan = resumed
             attempt.segmentConnections = connections

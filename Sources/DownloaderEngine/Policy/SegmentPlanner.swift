@@ -63,6 +63,22 @@ enum SegmentPlanner {
     /// Whether an accepted response allows ranged requests for the rest of the file: a strong
     /// validator (`validator`, as `ResumePlan.validator(of:)` found it), a known total, and
     /// `Accept-Ranges: bytes` (or the response is itself a 206, which proves it).
+    /// Kept pieces continued on one connection: each run of pieces after the first that hold
+    /// nothing becomes one piece (one ranged request instead of one per piece; with one connection
+    /// nothing is gained by cutting them).
+    static func mergingEmpty(_ pieces: [Segment]) -> [Segment] {
+        guard let first = pieces.first else { return [] }
+        var merged = [first]
+        for piece in pieces.dropFirst() {
+            if merged.count > 1, let last = merged.last, last.next == last.start, piece.next == piece.start {
+                merged[merged.count - 1].end = piece.end
+            } else {
+                merged.append(piece)
+            }
+        }
+        return merged
+    }
+
     static func allowsSegments(_ head: ResponseHead, validator: Validator?, total: Int64?) -> Bool {
         guard validator?.ifRange != nil, let total, total > 0 else { return false }
         if head.status == 206 { return true }

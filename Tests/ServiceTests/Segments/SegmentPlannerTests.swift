@@ -40,6 +40,18 @@ import Testing
         #expect(odd.map(\.end) == [8 * Self.mib, 16 * Self.mib + 4096])
     }
 
+    /// On one connection, runs of pieces after the prefix that hold nothing become one piece; the
+    /// prefix and pieces holding bytes stay as they are.
+    @Test func oneConnectionMergesRunsOfEmptyPieces() {
+        let pieces = [Segment(start: 0, end: 10, next: 3), Segment(start: 10, end: 20), Segment(start: 20, end: 30, next: 25),
+                      Segment(start: 30, end: 40), Segment(start: 40, end: 50), Segment(start: 50, end: 60)]
+        #expect(SegmentPlanner.mergingEmpty(pieces) == [Segment(start: 0, end: 10, next: 3), Segment(start: 10, end: 20),
+                                                       Segment(start: 20, end: 30, next: 25), Segment(start: 30, end: 60)])
+        let complete = [Segment(start: 0, end: 10, next: 0), Segment(start: 10, end: 20, next: 20), Segment(start: 20, end: 30)]
+        #expect(SegmentPlanner.mergingEmpty(complete) == complete)
+        #expect(SegmentPlanner.mergingEmpty([]) == [])
+    }
+
     /// An origin may announce any `Content-Length` up to Int64.max: planning never overflows.
     @Test(arguments: [Int64.max, Int64.max - 1, Int64.max - 255, Int64.max / 2 + 1])
     func piecesOfTheLargestTotalsStayWithinBounds(_ total: Int64) {
