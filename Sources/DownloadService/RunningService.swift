@@ -107,8 +107,7 @@ final class RunningService: Sendable {
         let origins: [String: Any] = [
             "connectTimeout": configuration.connectTimeout, "headTimeout": configuration.headTimeout,
             "caFile": JSON.orNull(configuration.caFile), "upstreamProxy": JSON.orNull(configuration.redactedProxy),
-            // Read again (it parsed at the engine's start): how many certificates the file added.
-            "caCertificates": JSON.orNull(configuration.caFile.flatMap { try? TrustedCertificates(pemFile: $0).count }),
+            "caCertificates": JSON.orNull(engine.trustedCertificateCount),
             "noProxy": configuration.noProxy,
             // Never used: only --upstream-proxy is. Their names (never values), so nobody wonders.
             "ignoredProxyVariables": CommandLineOptions.ignoredProxyVariables(in: environment),

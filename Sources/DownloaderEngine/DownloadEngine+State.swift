@@ -29,6 +29,12 @@ extension DownloadEngine {
         return paths
     }
 
+    /// How many certificates `--ca-file` added to the system's roots (nil: none given).
+    public var trustedCertificateCount: Int? { Self.trust(of: core.driver)?.count }
+
+    /// The extra CAs `driver`'s transfers trust (webhook deliveries trust them too).
+    static func trust(of driver: TransferStarting) -> TrustedCertificates? { (driver as? CurlTransferDriver)?.settings.trust }
+
     /// Waits (at most `timeout` seconds) until every change decided before this call is committed,
     /// so that what was just answered survives a crash (a cancelled token does not come back).
     /// Changes at once share a commit. False when the wait timed out (commits failing: the change

@@ -69,7 +69,7 @@ public final class DownloadEngine: Sendable {
         let journalPath = configuration.clusterDatabase == nil ? core.store.stateDirectory + "/" + SQLiteStateStore.fileName : ":memory:"
         let dispatcher = try WebhookDispatcher(
             journal: WebhookJournal(path: journalPath),
-            poster: CurlWebhookPoster(egress: egress, trust: (driver as? CurlTransferDriver)?.settings.trust),
+            poster: CurlWebhookPoster(egress: egress, trust: Self.trust(of: driver)),
             scheduler: scheduler, random: random, egress: egress,
             lookup: { [weak core] id in core?.snapshot(id: id) })
         webhooks = dispatcher

@@ -76,9 +76,8 @@ final class EventStreamSource: PushSource, @unchecked Sendable {
 }
 
 /// What one progress stream writes, event by event: ids from `firstID` up (so a client's
-/// `Last-Event-ID` + 1 continues), `retry:` on the first event (an hour's on a terminal one), nothing
-/// after a terminal event, and
-/// a progress event not when it is the one written last. (Which progress a stream that fell behind
+/// `Last-Event-ID` + 1 continues), `retry:` on the first event (an hour's on a terminal one),
+/// nothing after a terminal event, and a progress event not when it is the one written last. (Which progress a stream that fell behind
 /// gets, the newest or none before a waiting lifecycle event, the subscription decides.)
 /// Pure but for the closure it is given.
 struct EventStreamCursor {

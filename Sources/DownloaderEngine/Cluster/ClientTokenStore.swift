@@ -4,8 +4,9 @@
 /// is a live caller token (in `tokens`) of a download that has not ended, or for `recent` seconds
 /// after it was written (a place reserved and not committed yet, or a token its holder has not
 /// committed yet: they are committed within a fraction of a second); older rows that hold no place
-/// are deleted when their client reaches its limit (`ClientReservation`) and by `sweep()`. Reserving counts and inserts under a
-/// per-client advisory lock, so two replicas cannot both take a client's last place.
+/// are deleted when their client reaches its limit (`ClientReservation`) and by `sweep()`.
+/// Reserving counts and inserts under a per-client advisory lock, so two replicas cannot both take
+/// a client's last place.
 public final class ClientTokenStore: Sendable {
     public enum Reservation: Sendable, Equatable {
         case reserved

@@ -60,9 +60,6 @@ enum SegmentPlanner {
         }
     }
 
-    /// Whether an accepted response allows ranged requests for the rest of the file: a strong
-    /// validator (`validator`, as `ResumePlan.validator(of:)` found it), a known total, and
-    /// `Accept-Ranges: bytes` (or the response is itself a 206, which proves it).
     /// Kept pieces continued on one connection: each run of pieces after the first that hold
     /// nothing becomes one piece (one ranged request instead of one per piece; with one connection
     /// nothing is gained by cutting them).
@@ -79,6 +76,9 @@ enum SegmentPlanner {
         return merged
     }
 
+    /// Whether an accepted response allows ranged requests for the rest of the file: a strong
+    /// validator (`validator`, as `ResumePlan.validator(of:)` found it), a known total, and
+    /// `Accept-Ranges: bytes` (or the response is itself a 206, which proves it).
     static func allowsSegments(_ head: ResponseHead, validator: Validator?, total: Int64?) -> Bool {
         guard validator?.ifRange != nil, let total, total > 0 else { return false }
         if head.status == 206 { return true }
