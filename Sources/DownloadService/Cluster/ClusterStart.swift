@@ -10,7 +10,8 @@ enum ClusterStart {
     static func connect(_ configuration: ServiceConfiguration, logger: Logger) throws(ClusterDatabaseError) -> ClusterDatabase? {
         let options = configuration.cluster
         guard let url = options.database else { return nil }
-        let database = try ClusterDatabase.connect(url: url, poolSize: options.poolSize, within: connectWithin)
+        let database = try ClusterDatabase.connect(url: url, poolSize: options.poolSize, within: connectWithin,
+                                                   statementTimeout: ClusterDatabase.statementTimeout(leaseTTL: options.leaseTTL))
         database.startProbing(every: min(1, options.leaseTTL / 3))
         logger.info("cluster database reached", [
             "database": database.address, "sharedDir": options.sharedDirectory ?? "", "leaseTTL": options.leaseTTL,

@@ -26,9 +26,18 @@ public final class ClusterDatabase: Sendable {
         (try? pool.withConnection(wait: 1) { db throws(StateStoreError) in try db.execute("SELECT 1") }) != nil
     }
 
+    /// Seconds each statement may take before its connection is given up (`PostgresConnection`), for
+    /// leases of `leaseTTL` seconds: half of it, within 2–5 s. A renewal stuck on a silent database
+    /// then fails while its lease's local deadline can still stop the transfer in time (the default
+    /// TTL of 10 s renews every 3.3 s), and a replica's API waits no longer than that for an answer.
+    public static func statementTimeout(leaseTTL: Double) -> Double {
+        min(5, max(2, leaseTTL / 2))
+    }
+
     /// Connects (trying again every half second for at most `within` seconds), migrates the schema,
-    /// and opens the pool. The error says `cluster database <host:port/db> unreachable: <libpq message>`.
-    public static func connect(url: String, poolSize: Int, within: Double = 10,
+    /// and opens the pool, whose statements have `statementTimeout` seconds each. The error says
+    /// `cluster database <host:port/db> unreachable: <libpq message>`.
+    public static func connect(url: String, poolSize: Int, within: Double = 10, statementTimeout: Double = 5,
                                clock: @Sendable () -> Date = Date.init) throws(ClusterDatabaseError) -> ClusterDatabase {
         let parsed = ConnectionAddress(url)
         guard parsed.parses else {
@@ -41,7 +50,8 @@ public final class ClusterDatabase: Sendable {
         var last = "no attempt"
         while true {
             let remaining = deadline.timeIntervalSince(clock())
-            let pool = PostgresPool(url: url, capacity: poolSize, connectTimeout: max(1, min(3, remaining)))
+            let pool = PostgresPool(url: url, capacity: poolSize, connectTimeout: max(1, min(3, remaining)),
+                                    statementTimeout: statementTimeout)
             do throws(StateStoreError) {
                 let store = try PostgresStateStore(pool: pool)
                 return ClusterDatabase(address: address, pool: pool, store: store)

@@ -3,21 +3,25 @@ import Foundation
 /// At most `capacity` connections to the cluster database (`--cluster-db-pool`), opened when first
 /// needed and kept while they work; a broken one is dropped and replaced on the next borrow. A
 /// borrower waits at most `wait` seconds for a free connection. `reachable` says whether the last
-/// attempt to reach the database worked (`/healthz`, `/readyz`, the 503s while it is lost).
+/// attempt to reach the database worked (`/healthz`, `/readyz`, the 503s while it is lost). Every
+/// statement on its connections has `statementTimeout` seconds (`PostgresConnection`): one past it
+/// breaks its connection, so the database counts as unreachable until a probe reaches it again.
 final class PostgresPool: @unchecked Sendable {
     let url: String
     let capacity: Int
     let connectTimeout: Double
+    let statementTimeout: Double
     private let condition = NSCondition()
     // Guarded by `condition`.
     private var idle: [PostgresConnection] = []
     private var opened = 0
     private var lastReachable = true
 
-    init(url: String, capacity: Int, connectTimeout: Double = 3) {
+    init(url: String, capacity: Int, connectTimeout: Double = 3, statementTimeout: Double = 5) {
         self.url = url
         self.capacity = max(1, capacity)
         self.connectTimeout = connectTimeout
+        self.statementTimeout = statementTimeout
     }
 
     /// Whether the last connection attempt or statement reached the database.
@@ -78,7 +82,7 @@ final class PostgresPool: @unchecked Sendable {
         opened += 1
         condition.unlock()
         do throws(StateStoreError) {
-            let connection = try PostgresConnection(url: url, timeout: connectTimeout)
+            let connection = try PostgresConnection(url: url, timeout: connectTimeout, statementTimeout: statementTimeout)
             condition.withLock { lastReachable = true }
             return connection
         } catch {

@@ -1,0 +1,70 @@
+import Foundation
+import Glibc
+import Testing
+@testable import DownloaderEngine
+
+/// Every statement has a client-side deadline: a server that stops answering without closing the
+/// connection (its backend frozen with `SIGSTOP`, as a partition or a stalled disk would leave it)
+/// fails the statement after `statementTimeout` and breaks the connection, instead of holding the
+/// calling thread until the server wakes; the pool then drops it and counts the database lost.
+@Suite(.enabled(if: PostgresServer.isInstalled, "needs PostgreSQL (scripts/setup installs it)"), .timeLimit(.minutes(2)))
+struct PostgresDeadlineTests {
+    @Test func aStatementTheServerNeverAnswersFailsAtItsDeadline() async throws {
+        try await blocking { c in
+            let url = try PostgresServer.shared.createDatabase()
+            let db = try PostgresConnection(url: url, timeout: 5, statementTimeout: 1)
+            try c.expect(db.execute("SELECT 41 + 1").scalar == "42")
+            let backend = db.backendPID
+            kill(backend, SIGSTOP)
+            defer { kill(backend, SIGCONT) }
+            let started = Date()
+            do {
+                try db.execute("SELECT 1")
+                c.expect(false, "a frozen backend answered")
+            } catch let error as StateStoreError {
+                let waited = Date().timeIntervalSince(started)
+                c.expect(waited >= 0.9 && waited < 10, "failed after \(waited) s, not at the 1 s deadline")
+                c.expect(error.message.contains("no answer within 1 s"), "\(error.message)")
+            }
+            c.expect(db.isBroken, "a connection past its deadline is not used again")
+            do {
+                try db.execute("SELECT 1")
+                c.expect(false, "a given-up connection ran a statement")
+            } catch let error as StateStoreError {
+                c.expect(error.message.contains("given up"), "\(error.message)")
+            }
+        }
+    }
+
+    @Test func thePoolDropsTheConnectionAndCountsTheDatabaseLost() async throws {
+        try await blocking { c in
+            let url = try PostgresServer.shared.createDatabase()
+            let pool = PostgresPool(url: url, capacity: 2, statementTimeout: 1)
+            let backend = try pool.withConnection { db throws(StateStoreError) in db.backendPID }
+            c.expect(pool.reachable && pool.openConnections == 1)
+            kill(backend, SIGSTOP)
+            defer { kill(backend, SIGCONT) }
+            c.expect((try? pool.withConnection { db throws(StateStoreError) in try db.execute("SELECT 1") }) == nil)
+            c.expect(!pool.reachable && pool.openConnections == 0, "the frozen session's connection is dropped")
+            // The next borrow opens a new session, which answers: reachable again.
+            try c.expect(pool.withConnection { db throws(StateStoreError) in try db.execute("SELECT 2").scalar } == "2")
+            c.expect(pool.reachable && pool.openConnections == 1)
+        }
+    }
+
+    @Test func severalStatementsAnswerAsOneAndTheFirstFailureWins() async throws {
+        try await blocking { c in
+            let url = try PostgresServer.shared.createDatabase()
+            let db = try PostgresConnection(url: url, timeout: 5)
+            try c.expect(db.execute("SELECT 1; SELECT 2").scalar == "2", "the last statement's rows, as PQexec")
+            do {
+                try db.execute("SELECT 1; SELECT * FROM no_such_table; SELECT 3")
+                c.expect(false, "a failing statement was not reported")
+            } catch let error as StateStoreError {
+                c.expect(error.message.contains("no_such_table"), "\(error.message)")
+            }
+            c.expect(!db.isBroken, "a refused statement leaves the connection usable")
+            try c.expect(db.execute("SELECT $1::int + 1", ["4"]).scalar == "5")
+        }
+    }
+}
