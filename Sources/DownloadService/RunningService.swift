@@ -96,6 +96,7 @@ final class RunningService: Sendable {
         api.subscriberQuota = SubscriberQuota(limit: configuration.maxSubscribersPerDownload)
         api.eventSubscriberQuota = SubscriberQuota(limit: configuration.maxEventSubscribers)
         api.cluster = cluster
+        if cluster != nil { api.databaseWork = DatabaseWorkers(threads: configuration.cluster.poolSize + 4) }
         let advertised = cluster == nil ? nil : engineConfiguration.clusterReplica.advertiseURL
         api.forwarding.signing = ClusterStart.signing(cluster, logger: logger)
         api.forwarding.forwarder = PeerForwarder(replicaURL: advertised, settings: PeerForwarder.Settings(

@@ -8,6 +8,9 @@ import Synchronization
 /// reserved here wait in memory for their commit or cancel (a client's places are interchangeable:
 /// any one is taken). A reservation far from the limit claims a block of places, and the spare
 /// ones serve the client's next requests here without a database round trip (`ClientAllowance`).
+/// One block per client is claimed at a time: the client's other reservations meanwhile (requests
+/// are handled on several threads) claim a single place each, so a burst never claims a block per
+/// request (30 requests at once once claimed 30 blocks, most of the limit, and later ones were refused).
 /// While the database fails, a reservation is let through: the engine answers
 /// `database_unavailable` for the request itself.
 final class ClusterCallerQuota: CallerLimit {
@@ -22,7 +25,7 @@ final class ClusterCallerQuota: CallerLimit {
         var places: [[UInt8]]
         var claimedAt: Double
     }
-    private let state = Mutex((places: [String: [[UInt8]]](), commits: 0, spare: [String: Spare]()))
+    private let state = Mutex((places: [String: [[UInt8]]](), commits: 0, spare: [String: Spare](), claiming: Set<String>()))
 
     init(limit: Int, store: ClientTokenStore, sweepEvery: Int = 1_000,
          random: @escaping @Sendable () -> [UInt8] = ClientSigning.freshSecret,
@@ -36,20 +39,24 @@ final class ClusterCallerQuota: CallerLimit {
 
     func reserve(_ client: String) -> Bool {
         let (recent, now) = (store.recent, monotonic())
-        let given: Bool = state.withLock { state in
-            guard var spare = state.spare[client] else { return false }
-            guard ClientAllowance.usable(claimedAt: spare.claimedAt, now: now, recent: recent), let place = spare.places.popLast() else {
+        // A spare place given (nil), else whether this reservation claims a block.
+        let claimsBlock: Bool? = state.withLock { state in
+            if var spare = state.spare[client] {
+                if ClientAllowance.usable(claimedAt: spare.claimedAt, now: now, recent: recent), let place = spare.places.popLast() {
+                    state.spare[client] = spare.places.isEmpty ? nil : spare
+                    state.places[client, default: []].append(place)
+                    return nil
+                }
                 state.spare[client] = nil
-                return false
             }
-            state.spare[client] = spare.places.isEmpty ? nil : spare
-            state.places[client, default: []].append(place)
-            return true
+            return state.claiming.insert(client).inserted
         }
-        if given { return true }
+        guard let claimsBlock else { return true }
+        defer { if claimsBlock { _ = state.withLock { $0.claiming.remove(client) } } }
         let limit = self.limit
-        let places = (0..<ClientAllowance.block(held: 0, limit: limit)).map { _ in random() }
-        switch store.reserve(client: client, limit: limit, places: places, block: { ClientAllowance.block(held: $0, limit: limit) }) {
+        let block: (Int) -> Int = { claimsBlock ? ClientAllowance.block(held: $0, limit: limit) : 1 }
+        let places = (0..<block(0)).map { _ in random() }
+        switch store.reserve(client: client, limit: limit, places: places, block: block) {
         case 0?:
             return false
         case let taken?:

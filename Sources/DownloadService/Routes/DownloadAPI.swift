@@ -34,8 +34,17 @@ struct DownloadAPI: Sendable {
     var cluster: ClusterDatabase? = nil
     /// Cluster mode: requests for downloads another replica holds go to it (`DownloadAPI+Forwarding`).
     var forwarding = Forwarding()
+    /// Cluster mode: where the requests that may wait on the database are handled (off the loop).
+    var databaseWork: DatabaseWorkers? = nil
 
     func respond(to request: Request) async -> Response {
+        if let databaseWork, AdminEndpoint.isAdmin(request.path) || DatabaseWorkers.mayWait(Endpoint(path: request.path)) {
+            return await databaseWork.run { await respondAskingAgain(to: request) }
+        }
+        return await respondAskingAgain(to: request)
+    }
+
+    private func respondAskingAgain(to request: Request) async -> Response {
         var answer = await respondOnce(to: request)
         var tries = 1
         while let delay = askAgainDelay(answer, request, tries: tries) {

@@ -1,6 +1,7 @@
 @testable import DownloaderEngine
 import Foundation
 import MiniHTTPServer
+import Synchronization
 import Testing
 @testable import DownloadService
 
@@ -168,9 +169,23 @@ extension ClientLimitLiveTests {
             #expect(store.count(client: "192.0.2.7") == 32, "the spares were given without claiming more")
             #expect(quota.reserve("192.0.2.7"))
             #expect(store.count(client: "192.0.2.7") == 64, "the next block")
+            // A burst from one client: one block is claimed at a time, the others claim a place each.
+            let burst = ClusterCallerQuota(limit: 1000, store: store)
+            let granted = Mutex(0)
+            let finished = DispatchGroup()
+            for _ in 0..<30 {  // Threads of their own (concurrentPerform runs only as many as there are cores).
+                finished.enter()
+                Thread.detachNewThread {
+                    if burst.reserve("203.0.113.5") { granted.withLock { $0 += 1 } }
+                    finished.leave()
+                }
+            }
+            #expect(finished.wait(timeout: .now() + 30) == .success)
+            let claimed = store.count(client: "203.0.113.5") ?? -1
+            #expect(granted.withLock { $0 } == 30 && claimed >= 30 && claimed <= 32 + 29, "30 at once claimed \(claimed) places")
             let near = ClusterCallerQuota(limit: 40, store: store)
-            let granted = (0..<60).filter { _ in near.reserve("198.51.100.1") }.count
-            #expect(granted == 40 && store.count(client: "198.51.100.1") == 40, "exactly the limit: \(granted)")
+            let nearGranted = (0..<60).filter { _ in near.reserve("198.51.100.1") }.count
+            #expect(nearGranted == 40 && store.count(client: "198.51.100.1") == 40, "exactly the limit: \(nearGranted)")
         }
     }
 }

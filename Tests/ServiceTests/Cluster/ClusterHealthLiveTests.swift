@@ -56,4 +56,54 @@ struct ClusterHealthLiveTests {
         #expect(try await service.stop() == 0)
         try await onThread { postgres.stop() }  // Blocking (≤ 10 s): off the cooperative pool.
     }
+
+    /// A database that stops answering without closing its connections (frozen with `SIGSTOP`):
+    /// requests that need it wait at most a statement's deadline (2 s for a 4 s lease TTL), then
+    /// are answered (503 `database_unavailable` once it counts as lost); meanwhile `/healthz` answers at once (those requests wait on
+    /// threads of their own, not on the event loop), and says the database is unreachable once a
+    /// statement has missed its deadline. Everything recovers when the server wakes.
+    @Test func aFrozenDatabaseNeverStopsTheReplicasAPI() async throws {
+        let postgres = try await onThread { try PostgresServer() }
+        let url = try await onThread { try postgres.createDatabase() }
+        let shared = FileManager.default.temporaryDirectory.appendingPathComponent("shared-\(UUID().uuidString)").path
+        let service = try await ServiceProcess.start(arguments: ["--cluster-db", url, "--shared-dir", shared, "--lease-ttl", "4",
+                                                                 "--auth-token", "tok"])
+        let auth = ["Authorization": "Bearer tok"]
+        #expect(try await service.client.request("GET", "/downloads", headers: auth).status == 200)
+
+        postgres.signalAll(SIGSTOP)
+        let frozenAt = Date()
+        // More requests that need the database than this machine has event loops, all waiting at once.
+        let waiting = Task {
+            try await withThrowingTaskGroup(of: (Int, String?, Double).self) { group in
+                for _ in 0..<4 {
+                    group.addTask {
+                        let answer = try await service.client.request("GET", "/downloads", headers: auth)
+                        let code = (answer.json["error"] as? [String: Any])?["code"] as? String
+                        return (answer.status, code, Date().timeIntervalSince(frozenAt))
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let asked = Date()
+        let health = try await service.client.request("GET", "/healthz")
+        #expect(health.status == 200 && Date().timeIntervalSince(asked) < 1.5, "/healthz waited for the frozen database")
+        let answers = try await waiting.value
+        for (status, code, after) in answers {
+            // The list answers with what this replica holds when the database fails under it.
+            #expect(status == 200 || (status == 503 && code == "database_unavailable"), "\(status) \(code ?? "-")")
+            #expect(after < 9, "answered \(after) s after the freeze: past the statement's 2 s deadline")
+        }
+        let lost = try await poll(service, "/healthz") { $0.string("database") == "unreachable" }
+        #expect(lost.status == 200 && lost.string("database") == "unreachable")
+
+        postgres.signalAll(SIGCONT)
+        let back = try await poll(service, "/readyz", seconds: 20) { $0.status == 200 }
+        #expect(back.status == 200)
+        #expect(try await service.client.request("GET", "/downloads", headers: auth).status == 200)
+        #expect(try await service.stop() == 0)
+        try await onThread { postgres.stop() }
+    }
 }

@@ -115,6 +115,27 @@ final class PostgresServer: @unchecked Sendable {
         if removing { try? FileManager.default.removeItem(atPath: directory) }
     }
 
+    /// Sends `signal` to the server and every process it started (its sessions, its workers):
+    /// `SIGSTOP` freezes it the way a partition or a stalled disk would (connections stay open,
+    /// nothing answers), `SIGCONT` wakes it.
+    func signalAll(_ signal: Int32) {
+        guard let server = lock.withLock({ process?.processIdentifier }), server > 0 else { return }
+        kill(server, signal)
+        for child in Self.children(of: server) { kill(child, signal) }
+    }
+
+    /// The processes whose parent is `parent` (from `/proc/<pid>/stat`).
+    private static func children(of parent: pid_t) -> [pid_t] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap { name -> pid_t? in
+            guard let pid = pid_t(name), let stat = try? String(contentsOfFile: "/proc/\(name)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { return nil }
+            // After "pid (comm) ": the state, then the parent's pid.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            return fields.count > 1 && pid_t(fields[1]) == parent ? pid : nil
+        }
+    }
+
     /// At the test process's exit, without relying on the child's waiter thread: SIGQUIT (PostgreSQL's immediate shutdown), reaped with
     /// `waitpid` for at most 5 s, SIGKILL after that; then the directory goes.
     func stopAtExit() {
