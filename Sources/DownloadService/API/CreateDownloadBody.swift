@@ -35,11 +35,21 @@ enum CreateDownloadBody {
         init?(intValue: Int) { nil }
     }
 
+    /// The members a body may have (`callback` is `CallbackBody`'s). Any other is refused: a
+    /// misspelt `"sha265"` or `"header"` would otherwise be a download without the check or the
+    /// credentials its caller meant.
+    static let members = ["url", "storage", "sha256", "size", "headers", "connections", "callback"]
+
     private struct Fields: Decodable {
         var request: DownloadRequest
 
         init(from decoder: any Decoder) throws {
             let c = try decoder.container(keyedBy: Key.self)
+            if let unknown = c.allKeys.map(\.stringValue).filter({ !CreateDownloadBody.members.contains($0) }).sorted().first {
+                let shown = unknown.count > 64 ? String(unknown.prefix(64)) + "…" : unknown
+                throw APIError.badRequest(.invalidBody, "unknown member \"\(shown)\" (the members are "
+                                          + CreateDownloadBody.members.joined(separator: ", ") + ")")
+            }
             func field<T: Decodable>(_ name: String, _ type: T.Type, _ invalid: APIError) throws -> T? {
                 let key = Key(stringValue: name)
                 guard c.contains(key), try !c.decodeNil(forKey: key) else { return nil }

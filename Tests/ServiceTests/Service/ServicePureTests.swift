@@ -101,7 +101,7 @@ import Testing
 
     @Test func acceptsAFullBody() throws {
         let hash = String(repeating: "aB", count: 32)
-        let r = try CreateDownloadBody.parse(Array(#"{"url":"https://example.com/a.iso","storage":"persistent","sha256":"\#(hash)","size":10,"x":1}"#.utf8)).get()
+        let r = try CreateDownloadBody.parse(Array(#"{"url":"https://example.com/a.iso","storage":"persistent","sha256":"\#(hash)","size":10}"#.utf8)).get()
         #expect(r == DownloadRequest(url: "https://example.com/a.iso", storage: .persistent, sha256: hash.lowercased(), size: 10))
         let d = try CreateDownloadBody.parse(Array(#"{"url":"http://h/x","storage":null}"#.utf8)).get()
         #expect(d.storage == .cache && d.sha256 == nil && d.size == nil)
@@ -114,9 +114,22 @@ import Testing
         (#"{"url":"http://h/","sha256":"abc"}"#, "invalid_sha256"), (#"{"url":"http://h/","size":-1}"#, "invalid_size"),
         (#"{"url":"http://h/","size":1.5}"#, "invalid_size"), (#"{"url":"http://h/","size":"1"}"#, "invalid_size"),
         (#"{"url":"http://h/","size":true}"#, "invalid_size"), (#"{"url":"http://h/","size":9007199254740992}"#, "invalid_size"),
+        (#"{"url":"http://h/","header":{"Authorization":"Bearer t"}}"#, "invalid_body"), (#"{"url":"http://h/","x":1}"#, "invalid_body"),
+        (#"{"sha265":"00","url":"http://h/"}"#, "invalid_body"),
     ])
     func rejects(json: String, code: String) {
         #expect(error(json) == code, "\(json)")
+    }
+
+    /// A misspelt member is named, never ignored (it would be a download without the check or the
+    /// credentials meant); the callback is a member like the others.
+    @Test func namesAnUnknownMember() throws {
+        guard case .failure(let refused) = CreateDownloadBody.parse(Array(#"{"url":"http://h/","sha265":"ab","storage":"cache"}"#.utf8)) else {
+            Issue.record("accepted")
+            return
+        }
+        #expect(refused.status == 400 && refused.message.hasPrefix(#"unknown member "sha265""#), "\(refused.message)")
+        #expect(throws: Never.self) { try CreateDownloadBody.parse(Array(#"{"url":"http://h/","callback":null}"#.utf8)).get() }
     }
 }
 
