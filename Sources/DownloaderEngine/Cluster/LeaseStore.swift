@@ -1,7 +1,9 @@
 /// The leases in the cluster database: one row per coalescing key, which survives releases so that
 /// epochs only ever grow. Expiry is the database's clock (`now()`), never a replica's. Every change a
 /// holder makes names its epoch (`WHERE epoch = $e`): once another replica took the key, the change
-/// touches no row and the holder learns it is fenced.
+/// touches no row and the holder learns it is fenced. A row no download names any more is deleted
+/// once it has been idle for `idleRetention` (`forgetIdle`, by the janitor): a row made again starts
+/// above the epoch floor, the highest epoch ever deleted, so a key's epochs still only grow.
 struct LeaseStore: Sendable {
     let pool: PostgresPool
 
@@ -27,7 +29,7 @@ struct LeaseStore: Sendable {
         let rows = try pool.withConnection { db throws(StateStoreError) in
             try db.execute("""
                 INSERT INTO leases AS l (key, owner, owner_url, epoch, expires_at, active)
-                VALUES ($1, $2, $3, 1, now() + $4::float8 * interval '1 second', true)
+                VALUES ($1, $2, $3, (SELECT epoch + 1 FROM lease_epoch_floor), now() + $4::float8 * interval '1 second', true)
                 ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, owner_url = EXCLUDED.owner_url,
                     epoch = l.epoch + 1, expires_at = EXCLUDED.expires_at, active = true
                 WHERE l.expires_at <= now() OR ($5::boolean AND l.owner = EXCLUDED.owner)
@@ -72,6 +74,29 @@ struct LeaseStore: Sendable {
         }.rows.compactMap { row in
             guard let key = row[0], let epoch = row[1].flatMap({ Int64($0) }), let owner = row[2] else { return nil }
             return Lapsed(key: key, epoch: epoch, owner: owner)
+        }
+    }
+
+    /// Seconds a released or lapsed lease row stays after its expiry while no download names its key.
+    static let idleRetention: Double = 3_600
+
+    /// Deletes up to `limit` lease rows idle (released or lapsed) for `idleRetention` whose key no
+    /// download names and that are not `keeping` (the janitor's own row); returns how many. The
+    /// epoch floor is raised first, in a transaction of its own, so that a row made again after the
+    /// deletion starts above every deleted epoch; the deletion checks each row again (a key taken
+    /// meanwhile is active, a download made under it names it) and only deletes epochs under the floor.
+    func forgetIdle(limit: Int, keeping: String, idleFor: Double = idleRetention) throws(StateStoreError) -> Int {
+        try pool.withConnection { db throws(StateStoreError) -> Int in
+            let idle = "NOT l.active AND l.expires_at < now() - $1::float8 * interval '1 second' AND l.key <> $2 "
+                + "AND NOT EXISTS (SELECT 1 FROM downloads AS d WHERE d.lease_key = l.key)"
+            let found = try db.execute("SELECT l.key, l.epoch FROM leases AS l WHERE \(idle) ORDER BY l.expires_at LIMIT $3",
+                                       [String(idleFor), keeping, String(limit)]).rows
+            let keys = found.compactMap { $0[0] }
+            guard let highest = found.compactMap({ $0[1].flatMap { Int64($0) } }).max(), !keys.isEmpty else { return 0 }
+            try db.execute("UPDATE lease_epoch_floor SET epoch = greatest(epoch, $1::bigint)", [String(highest)])
+            return try db.execute("DELETE FROM leases AS l WHERE l.key = ANY($3::text[]) AND \(idle) "
+                                  + "AND l.epoch <= (SELECT epoch FROM lease_epoch_floor)",
+                                  [String(idleFor), keeping, PostgresArray.literal(keys)]).affected
         }
     }
 

@@ -205,6 +205,14 @@ enum PostgresSchema {
         );
         CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_at) WHERE outcome IS NULL;
         """,
+        // 10: lease rows no download names any more are deleted (`LeaseStore.forgetIdle`); a key's
+        // row made again starts above every epoch deleted (the floor), so epochs of one key still
+        // only ever grow.
+        """
+        CREATE TABLE lease_epoch_floor (only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row), epoch bigint NOT NULL);
+        INSERT INTO lease_epoch_floor (epoch) VALUES (0);
+        CREATE INDEX leases_idle ON leases (expires_at) WHERE NOT active;
+        """,
     ]
 
     static var version: Int { migrations.count }

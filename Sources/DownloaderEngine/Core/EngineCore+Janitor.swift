@@ -65,6 +65,10 @@ extension EngineCore {
             guard cluster.janitor.isJanitor, !locked({ shuttingDown }) else { break }
             if carryOut(action, cluster) { done += 1 }
         }
+        // The lease rows of downloads gone (purged, removed) go too, a batch a sweep.
+        if cluster.janitor.isJanitor {
+            _ = try? cluster.leases.forgetIdle(limit: JanitorStore.batch, keeping: ClusterJanitor.leaseKey)
+        }
         return done
     }
 

@@ -38,6 +38,36 @@ struct LeaseStoreTests {
         }
     }
 
+    /// Lease rows do not pile up (one per URL ever fetched): a row idle for an hour whose key no
+    /// download names is deleted; one a download names, one held, the janitor's and a recent one
+    /// stay; a key made again starts above every epoch deleted.
+    @Test func idleRowsOfKeysNoDownloadNamesAreDeletedAndEpochsStillGrow() async throws {
+        try await blocking { c in
+            let store = try leases()
+            func sql(_ text: String, _ parameters: [String?] = []) throws -> PostgresRows {
+                try store.pool.withConnection { db throws(StateStoreError) in try db.execute(text, parameters) }
+            }
+            for key in ["gone", "named", "recent", "janitor"] {
+                let grant = try c.require(store.acquire(key: key, owner: "A", ownerURL: "http://a", ttl: 5))
+                try c.expect(store.release(key: key, epoch: grant.epoch))
+            }
+            for _ in 0..<3 {  // "gone" reaches epoch 4.
+                let grant = try c.require(store.acquire(key: "gone", owner: "A", ownerURL: "http://a", ttl: 5))
+                try c.expect(store.release(key: "gone", epoch: grant.epoch))
+            }
+            try c.expect(store.acquire(key: "held", owner: "A", ownerURL: "http://a", ttl: 5)?.epoch == 1)
+            try PostgresStateStore(pool: store.pool).commit(StateBatch(upserts: [StateFixture.download("d1", .paused)]))
+            _ = try sql("UPDATE downloads SET lease_key = 'named' WHERE id = 'd1'")
+            _ = try sql("UPDATE leases SET expires_at = now() - interval '2 hours' WHERE key <> 'recent'")
+            try c.expect(store.forgetIdle(limit: 100, keeping: "janitor") == 1)
+            try c.expect(Set(sql("SELECT key FROM leases").rows.compactMap { $0[0] }) == ["named", "recent", "janitor", "held"])
+            try c.expect(store.forgetIdle(limit: 100, keeping: "janitor") == 0, "nothing more to delete")
+            let again = try c.require(store.acquire(key: "gone", owner: "B", ownerURL: "http://b", ttl: 5))
+            c.expect(again.epoch == 5 && again.partFile == nil, "above the deleted epoch 4: \(again)")
+            try c.expect(store.acquire(key: "fresh", owner: "B", ownerURL: "http://b", ttl: 5)?.epoch == 5, "new keys start above the floor")
+        }
+    }
+
     @Test func aReleasedKeyIsNotTakenOverAndItsNextEpochIsHigher() async throws {
         try await blocking { c in
             let store = try leases()
