@@ -20,22 +20,34 @@ struct ClientLimitLiveTests {
         return Request(method: method, target: target, headers: headers, body: Array(body.utf8), remoteAddress: remote + ":40000")
     }
 
-    @Test func aSignatureVerifiesOnlyUnderItsSecretAndForItsAddress() {
-        let value = ClientSignature.value(client: "192.0.2.7", secret: Self.secret)
-        #expect(ClientSignature.client(from: value, secret: Self.secret) == "192.0.2.7")
-        #expect(ClientSignature.client(from: value, secret: Array("another secret".utf8)) == nil)
-        let other = ClientSignature.value(client: "198.51.100.1", secret: Self.secret)
-        let swapped = "192.0.2.7 " + String(other.split(separator: " ").last ?? "")
-        #expect(ClientSignature.client(from: swapped, secret: Self.secret) == nil, "another address's HMAC")
-        #expect(ClientSignature.client(from: "192.0.2.7", secret: Self.secret) == nil)
-        #expect(ClientSignature.client(from: "192.0.2.7 00", secret: Self.secret) == nil)
-        #expect(ClientSignature.client(from: value, secret: []) == nil)
+    @Test func aSignatureVerifiesOnlyUnderItsSecretForItsAddressAndForAMinute() {
+        let now: Int64 = 1_800_000_000
+        let value = ClientSignature.value(client: "192.0.2.7", secret: Self.secret, now: now)
+        #expect(ClientSignature.client(from: value, secret: Self.secret, now: now) == "192.0.2.7")
+        #expect(ClientSignature.client(from: value, secret: Array("another secret".utf8), now: now) == nil)
+        let other = ClientSignature.value(client: "198.51.100.1", secret: Self.secret, now: now)
+        let swapped = "192.0.2.7 \(now) " + String(other.split(separator: " ").last ?? "")
+        #expect(ClientSignature.client(from: swapped, secret: Self.secret, now: now) == nil, "another address's HMAC")
+        #expect(ClientSignature.client(from: "192.0.2.7", secret: Self.secret, now: now) == nil)
+        #expect(ClientSignature.client(from: "192.0.2.7 00", secret: Self.secret, now: now) == nil)
+        #expect(ClientSignature.client(from: value, secret: [], now: now) == nil)
+        // Good for a minute either side of its time (the replicas' clocks), not later: a value seen
+        // once is not replayed under that address.
+        #expect(ClientSignature.client(from: value, secret: Self.secret, now: now + 60) == "192.0.2.7")
+        #expect(ClientSignature.client(from: value, secret: Self.secret, now: now - 60) == "192.0.2.7")
+        #expect(ClientSignature.client(from: value, secret: Self.secret, now: now + 61) == nil)
+        let restamped = value.replacingOccurrences(of: " \(now) ", with: " \(now + 3600) ")
+        #expect(ClientSignature.client(from: restamped, secret: Self.secret, now: now + 3600) == nil, "the time is signed too")
         // The IPv6 form works as well.
-        #expect(ClientSignature.client(from: ClientSignature.value(client: "::1", secret: Self.secret), secret: Self.secret) == "::1")
-        let signing = ClientSigning(secret: Self.secret)
+        #expect(ClientSignature.client(from: ClientSignature.value(client: "::1", secret: Self.secret, now: now),
+                                       secret: Self.secret, now: now) == "::1")
+        var signing = ClientSigning(secret: Self.secret)
+        signing.now = { now + 30 }
         #expect(signing.client(of: Self.request("GET", "/", from: "10.0.0.9", vouching: value)) == "192.0.2.7")
         #expect(signing.client(of: Self.request("GET", "/", from: "10.0.0.9", vouching: swapped)) == "10.0.0.9")
         #expect(signing.client(of: Self.request("GET", "/", from: "10.0.0.9")) == "10.0.0.9")
+        signing.now = { now + 120 }
+        #expect(signing.client(of: Self.request("GET", "/", from: "10.0.0.9", vouching: value)) == "10.0.0.9", "two minutes later")
     }
 
     /// The forwarding replica sends the signed address its client connected from, never a value
@@ -49,7 +61,9 @@ struct ClientLimitLiveTests {
             _ = try await b.client.request("GET", "/downloads/abc", headers: [ClientSigning.field: "203.0.113.5 forged"])
             let sent = try #require(holder.requests(path: "/downloads/abc").first)
             let values = sent.headers.filter { $0.name.lowercased() == ClientSigning.field.lowercased() }.map(\.value)
-            #expect(values == [ClientSignature.value(client: "127.0.0.1", secret: Self.secret)])
+            #expect(values.count == 1 && values.first.flatMap { ClientSignature.client(from: $0, secret: Self.secret,
+                                                                                   now: Int64(Date().timeIntervalSince1970)) } == "127.0.0.1",
+                    "\(values)")
         }
         await b.stop()
     }
@@ -89,9 +103,9 @@ struct ClientLimitLiveTests {
             #expect(await post(1, 3, from: "192.0.2.7").status == 429)
             #expect(await post(1, 3, from: "198.51.100.1").status == 202, "another client")
             // Forwarded from 10.0.0.9: counted under the address it vouches for, unless the HMAC is wrong.
-            let vouched = ClientSignature.value(client: "192.0.2.7", secret: secret)
+            let vouched = ClientSignature.value(client: "192.0.2.7", secret: secret, now: Int64(Date().timeIntervalSince1970))
             #expect(await post(0, 4, from: "10.0.0.9", vouching: vouched).status == 429)
-            let forged = ClientSignature.value(client: "192.0.2.8", secret: Array("not the secret".utf8))
+            let forged = ClientSignature.value(client: "192.0.2.8", secret: Array("not the secret".utf8), now: Int64(Date().timeIntervalSince1970))
             #expect(await post(0, 4, from: "10.0.0.9", vouching: forged).status == 202, "counted under 10.0.0.9")
             // Withdrawing a token on its replica frees a place on every replica.
             let token = try #require(first.string("token"))
