@@ -66,7 +66,10 @@ extension EngineCore {
         let (storedPath, storedSize, reusePath, reuseSize): (String?, Int64?, String?, Int64?) = locked {
             let own = byURL[key]
             let stored = own.flatMap { $0.state == .completed ? $0.finalPath : nil }
-            let reuse = stored == nil ? sha.flatMap { reusable(sha256: $0, credential: key.credential) } : nil
+            // The URL's own stored file answers, unless it is of another digest than asked: then
+            // a stored file of that digest does (else the conflict below).
+            let ownAnswers = stored != nil && (sha == nil || own?.sha256 == sha)
+            let reuse = ownAnswers ? nil : sha.flatMap { reusable(sha256: $0, credential: key.credential) }
             return (stored, own?.size, reuse?.finalPath, reuse?.size)
         }
         // Gone, or changed on disk (another size): fetched anew. The same for a file that would be
@@ -79,7 +82,7 @@ extension EngineCore {
             let now = clock.now()
             var found = byURL[key]
             var reused = false
-            if let sha, found?.state != .completed, reusePath != nil,
+            if let sha, found?.state != .completed || found?.sha256 != sha, reusePath != nil,
                let stored = reusable(sha256: sha, credential: key.credential), stored.finalPath == reusePath {
                 if reuseFileVanished {
                     completedFileChanged(stored)  // It fails (as its file route would find); this URL is fetched.

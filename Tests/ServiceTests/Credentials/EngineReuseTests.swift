@@ -29,6 +29,28 @@ import Testing
         await engine.shutdown()
     }
 
+    /// A URL whose stored file has another digest than asked: a stored file of the digest asked
+    /// answers (the contract's reuse), not the conflict with the URL's own file; without one, the
+    /// conflict stands.
+    @Test func aStoredDigestAnswersAlsoForAURLStoredWithAnotherDigest() async throws {
+        let other = EngineFixture.body(2_000)
+        let driver = FakeTransferDriver { request, _ in
+            .init(status: 200, headers: ["ETag": "\"e\""], body: request.url.contains("other") ? other : Self.body)
+        }
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
+        let (first, _) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://a.test/x"), until: [.completed])
+        let (second, _) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://other.test/y"), until: [.completed])
+        let reused = try engine.request(DownloadRequest(url: "http://other.test/y", sha256: Self.digest))
+        #expect(reused.reused && reused.snapshot.id == first.snapshot.id && reused.snapshot.id != second.snapshot.id)
+        #expect(driver.startCount == 2, "the origin is not asked again")
+        #expect(throws: EngineError.self) {
+            try engine.request(DownloadRequest(url: "http://other.test/y", sha256: String(repeating: "0", count: 64)))
+        }
+        let own = try engine.request(DownloadRequest(url: "http://other.test/y", sha256: SHA256Hasher.hex(other)))
+        #expect(!own.reused && own.snapshot.id == second.snapshot.id, "its own digest: its own file")
+        await engine.shutdown()
+    }
+
     /// A stored file that changed on disk (another size) is not the one verified: nothing is
     /// answered from it; the stored download fails (as its file route would find) and the new URL
     /// is fetched.
