@@ -59,6 +59,13 @@ final class RunningService: Sendable {
         let cluster = try ClusterStart.connect(configuration, logger: logger)
         engineConfiguration.clusterDatabase = cluster
         engineConfiguration.clusterReplica = ClusterStart.replica(configuration, port: port)
+        let areas = [("--cache-dir", engineConfiguration.cacheDirectory), ("--data-dir", engineConfiguration.dataDirectory),
+                     ("--state-dir", engineConfiguration.stateDirectory)]
+        if cluster != nil {
+            try SharedAreaMarker.mark(areas.map(\.1))
+        } else {
+            try SharedAreaMarker.refuseMarked(areas.map { (option: $0.0, directory: $0.1) })
+        }
         let stateLock = cluster == nil ? try StateDirectoryLock.acquire(engineConfiguration.stateDirectory) : nil
         let engine = try DownloadEngine(configuration: engineConfiguration)
         for path in engine.stateSetAside {

@@ -238,4 +238,29 @@ struct ClusterSharedDirectoryTests {
         let files = FileManager.default.enumerator(atPath: shared.path)?.compactMap { $0 as? String } ?? []
         #expect(!files.contains { $0.hasSuffix(SQLiteStateStore.fileName) || $0.contains(SQLiteStateStore.fileName + "-") }, "\(files)")
     }
+
+    /// A replica marks the areas it shares; a single process started on one of them by mistake is
+    /// refused (its start-up sweep would delete the replicas' files), also once the replicas stopped.
+    @Test func aSingleProcessOnAClustersSharedAreasIsRefused() async throws {
+        let database = try await onThread { try PostgresServer.shared.createDatabase() }
+        let shared = ClusterLeaseLiveTests.sharedDirectory()
+        defer { try? FileManager.default.removeItem(at: shared) }
+        let replica = try await ServiceProcess.start(arguments: ["--cluster-db", database, "--shared-dir", shared.path])
+        #expect(try await replica.client.request("GET", "/healthz").status == 200)
+        #expect(try await replica.stop() == 0)
+        for area in ["cache", "persistent", "partial"] {
+            #expect(FileManager.default.fileExists(atPath: shared.appendingPathComponent(area + "/.download-service-cluster").path), "\(area)")
+        }
+        let kept = shared.appendingPathComponent("cache/0123456789abcdef.bin")
+        #expect(FileManager.default.createFile(atPath: kept.path, contents: Data("kept".utf8)))
+        do {
+            // Its areas are `<root>/state`, `<root>/cache` (the replicas' cache area) and `<root>/data`.
+            let single = try await ServiceProcess.start(root: shared)
+            _ = try await single.stop()
+            Issue.record("a single process started on a cluster's cache area")
+        } catch let failure as ServiceProcess.Failure {
+            #expect(failure.description.contains("--cache-dir \(shared.path)/cache is a cluster's shared area"), "\(failure)")
+        }
+        #expect(FileManager.default.fileExists(atPath: kept.path), "nothing swept")
+    }
 }
