@@ -86,25 +86,51 @@ struct ClusterWebhookStore: Sendable {
         }
     }
 
+    /// A callback URL's receiver, in SQL: its host (lower-cased), whatever the scheme, user and port
+    /// (`ReceiverLanes.receiver`'s rule; the URL itself if none can be read).
+    static let receiverSQL = #"lower(coalesce(substring(r.url FROM '^[A-Za-z][A-Za-z0-9+.-]*://(?:[^@/?#]*@)?(\[[^]/?#]*\]|[^:/?#]*)'), r.url))"#
+
     /// Claims up to `limit` due deliveries for `owner` for `seconds`: none of them is tried by
-    /// another replica until the claim lapses.
-    func claim(owner: String, seconds: Double, limit: Int) throws(StateStoreError) -> [Claimed] {
+    /// another replica until the claim lapses. At most `perReceiver` for one receiver, counting
+    /// `running` (this replica's tries in flight, by receiver): one slow receiver never holds all
+    /// of a replica's workers. Receivers already at their bound are passed over, so the due
+    /// deliveries of others are found behind theirs. Each claimed delivery comes with its receiver.
+    func claim(owner: String, seconds: Double, limit: Int, perReceiver: Int = WebhookDispatcher.triesPerReceiver,
+               running: [String: Int] = [:]) throws(StateStoreError) -> [(claimed: Claimed, receiver: String)] {
         guard limit > 0 else { return [] }
+        let busy = running.filter { $0.value > 0 }.sorted { $0.key < $1.key }
+        let full = busy.filter { $0.value >= perReceiver }.map(\.key)
         let rows = try pool.withConnection { db throws(StateStoreError) in
             try db.execute("""
+                WITH due AS (
+                    SELECT w.id, w.next_at, \(Self.receiverSQL) AS receiver
+                    FROM webhook_deliveries AS w JOIN webhook_registrations AS r ON r.id = w.registration
+                    WHERE w.outcome IS NULL AND w.next_at <= now() AND (w.claim_until IS NULL OR w.claim_until < now())
+                    AND NOT (\(Self.receiverSQL) = ANY($3::text[]))
+                    ORDER BY w.next_at LIMIT \(max(64, limit * 8)) FOR UPDATE OF w SKIP LOCKED
+                ), ranked AS (
+                    SELECT due.id, due.next_at, due.receiver,
+                        row_number() OVER (PARTITION BY due.receiver ORDER BY due.next_at, due.id) AS n FROM due
+                ), chosen AS (
+                    SELECT ranked.id, ranked.receiver FROM ranked
+                    LEFT JOIN unnest($4::text[], $5::int[]) AS busy (receiver, running) ON busy.receiver = ranked.receiver
+                    WHERE ranked.n + coalesce(busy.running, 0) <= $6
+                    ORDER BY ranked.next_at, ranked.id LIMIT \(limit)
+                )
                 UPDATE webhook_deliveries AS w SET claimed_by = $1, claim_until = now() + make_interval(secs => $2::float8)
-                FROM webhook_registrations AS r
-                WHERE r.id = w.registration AND w.id IN (SELECT id FROM webhook_deliveries WHERE outcome IS NULL AND next_at <= now()
-                    AND (claim_until IS NULL OR claim_until < now()) ORDER BY next_at LIMIT \(limit) FOR UPDATE SKIP LOCKED)
-                RETURNING w.id, w.registration, w.event, encode(w.body, 'hex'), w.tries, r.url, r.download
-                """, [owner, String(seconds)])
+                FROM webhook_registrations AS r, chosen
+                WHERE r.id = w.registration AND w.id = chosen.id
+                RETURNING w.id, w.registration, w.event, encode(w.body, 'hex'), w.tries, r.url, r.download, chosen.receiver
+                """, [owner, String(seconds), PostgresArray.literal(full), PostgresArray.literal(busy.map(\.key)),
+                      "{" + busy.map { String($0.value) }.joined(separator: ",") + "}", String(perReceiver)])
         }.rows
         return rows.compactMap { row in
             guard let id = row[0], let registration = row[1], let event = row[2].flatMap(WebhookEvent.init(rawValue:)),
-                  let body = row[3].flatMap(PostgresArray.bytes(hex:)), let url = row[5], let download = row[6] else { return nil }
-            return Claimed(delivery: WebhookDelivery(id: id, registrationID: registration, event: event, body: body,
-                                                     tries: row[4].flatMap { Int($0) } ?? 0, nextAt: Date()),
-                           url: url, downloadID: download)
+                  let body = row[3].flatMap(PostgresArray.bytes(hex:)), let url = row[5], let download = row[6], let receiver = row[7]
+            else { return nil }
+            return (Claimed(delivery: WebhookDelivery(id: id, registrationID: registration, event: event, body: body,
+                                                      tries: row[4].flatMap { Int($0) } ?? 0, nextAt: Date()),
+                            url: url, downloadID: download), receiver)
         }
     }
 

@@ -10,8 +10,9 @@ import Synchronization
 /// replica: makes the deliveries owed (registrations whose download's row ended in an event they
 /// asked for: the row is the truth, whichever replica held the download, and a delivery is made
 /// once thanks to its unique key), forgets registrations with nothing left to do (now and then),
-/// and claims due deliveries, as many as its workers are free for, for a try's bound plus a
-/// margin. A try is sent only under the claim and recorded only while the claim is still this
+/// and claims due deliveries, as many as its workers are free for and at most
+/// `WebhookDispatcher.triesPerReceiver` in flight per receiver host (as the single process's
+/// lanes: one slow receiver never holds every worker), for a try's bound plus a margin. A try is sent only under the claim and recorded only while the claim is still this
 /// replica's; a replica that dies mid-try leaves its claim to lapse, and another takes the
 /// delivery over (at least once, the same `deliveryId` and body, as after a restart in a single
 /// process). The timetable of tries is the dispatcher's (`WebhookSchedule`, `judged`).
@@ -19,8 +20,8 @@ final class ClusterWebhooks: @unchecked Sendable {
     static let interval: Double = 0.5
     /// How much longer than a try's bound a claim lasts.
     static let claimMargin: Double = 5
-    /// Deliveries tried at once by a replica (as the dispatcher's workers).
-    static let workers = 4
+    /// Deliveries tried at once by a replica (the dispatcher's workers).
+    static let workers = 32
 
     let store: ClusterWebhookStore
     private let reader: ClusterReader
@@ -34,7 +35,8 @@ final class ClusterWebhooks: @unchecked Sendable {
     private weak var dispatcher: WebhookDispatcher?
     private var timer: ScheduledTimer?
     private var stopped = false
-    private var inFlight = 0
+    /// Tries in flight, by receiver.
+    private var running: [String: Int] = [:]
     private var rounds = 0
     /// Tests: seconds a claim lasts (nil: the try's bound plus `claimMargin`), and a replica that
     /// claims and then never tries nor records (as one that died right after claiming).
@@ -72,21 +74,25 @@ final class ClusterWebhooks: @unchecked Sendable {
 
     /// One round: deliveries owed are made, due ones claimed and tried; the next round scheduled.
     func round() {
-        let (dispatcher, free, sweep) = lock.withLock { () -> (WebhookDispatcher?, Int, Bool) in
+        let (dispatcher, running, sweep) = lock.withLock { () -> (WebhookDispatcher?, [String: Int], Bool) in
             rounds += 1
-            return (stopped ? nil : self.dispatcher, Self.workers - inFlight, rounds % 20 == 1)
+            return (stopped ? nil : self.dispatcher, self.running, rounds % 20 == 1)
         }
         guard let dispatcher, let settings = dispatcher.lock.withLock({ dispatcher.settings }) else { return }
         makeOwed(settings)
         if sweep { try? store.sweep() }
         let seconds = claimSecondsForTests ?? dispatcher.schedule.tryTimeout + Self.claimMargin
-        let claimed = (try? store.claim(owner: owner, seconds: seconds, limit: free)) ?? []
+        let free = Self.workers - running.values.reduce(0, +)
+        let claimed = (try? store.claim(owner: owner, seconds: seconds, limit: free, running: running)) ?? []
         if !claimed.isEmpty && !abandonsClaimsForTests.load(ordering: .acquiring) {
-            lock.withLock { inFlight += claimed.count }
-            for claim in claimed {
+            lock.withLock { for (_, receiver) in claimed { self.running[receiver, default: 0] += 1 } }
+            for (claim, receiver) in claimed {
                 dispatcher.workers.addOperation { [self] in
                     self.attempt(claim, dispatcher: dispatcher, settings: settings)
-                    self.lock.withLock { self.inFlight -= 1 }
+                    self.lock.withLock {
+                        let left = self.running[receiver, default: 1] - 1
+                        self.running[receiver] = left > 0 ? left : nil
+                    }
                 }
             }
         }
