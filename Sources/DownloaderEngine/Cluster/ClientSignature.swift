@@ -20,13 +20,16 @@ public enum ClientSignature {
     public static func client(from value: String, secret: [UInt8], now: Int64) -> String? {
         guard !secret.isEmpty, let space = value.lastIndex(of: " ") else { return nil }
         let stamped = String(value[..<space])
-        guard let timeSpace = stamped.lastIndex(of: " "), let time = Int64(stamped[stamped.index(after: timeSpace)...]),
-              abs(now - time) <= validity else { return nil }
+        guard let timeSpace = stamped.lastIndex(of: " "), let time = Int64(stamped[stamped.index(after: timeSpace)...]) else { return nil }
         let client = String(stamped[..<timeSpace])
         let given = Array(value[value.index(after: space)...].utf8)
         let expected = Array(HMACSHA256.hex(key: secret, message: Array(("client " + stamped).utf8)).utf8)
-        guard !client.isEmpty, given.count == expected.count else { return nil }
-        // Constant time: every byte is compared.
-        return zip(given, expected).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0 ? client : nil
+        guard !client.isEmpty, given.count == expected.count,
+              // Constant time: every byte is compared.
+              zip(given, expected).reduce(UInt8(0), { $0 | ($1.0 ^ $1.1) }) == 0 else { return nil }
+        // Compared without arithmetic on the time given (any Int64: no overflow).
+        let (earliest, early) = now.subtractingReportingOverflow(validity)
+        let (latest, late) = now.addingReportingOverflow(validity)
+        return (early || time >= earliest) && (late || time <= latest) ? client : nil
     }
 }

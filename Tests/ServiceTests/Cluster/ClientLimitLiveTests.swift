@@ -36,6 +36,13 @@ struct ClientLimitLiveTests {
         #expect(ClientSignature.client(from: value, secret: Self.secret, now: now + 60) == "192.0.2.7")
         #expect(ClientSignature.client(from: value, secret: Self.secret, now: now - 60) == "192.0.2.7")
         #expect(ClientSignature.client(from: value, secret: Self.secret, now: now + 61) == nil)
+        // Any time, signed or not, is read without overflow (Int64.min once crashed the replica).
+        for extreme in [Int64.min, Int64.max] {
+            #expect(ClientSignature.client(from: "192.0.2.7 \(extreme) 00", secret: Self.secret, now: now) == nil)
+            let signed = ClientSignature.value(client: "192.0.2.7", secret: Self.secret, now: extreme)
+            #expect(ClientSignature.client(from: signed, secret: Self.secret, now: now) == nil)
+            #expect(ClientSignature.client(from: signed, secret: Self.secret, now: extreme) == "192.0.2.7")
+        }
         let restamped = value.replacingOccurrences(of: " \(now) ", with: " \(now + 3600) ")
         #expect(ClientSignature.client(from: restamped, secret: Self.secret, now: now + 3600) == nil, "the time is signed too")
         // The IPv6 form works as well.
