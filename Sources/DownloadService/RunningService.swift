@@ -103,7 +103,7 @@ final class RunningService: Sendable {
         api.subscriberQuota = SubscriberQuota(limit: configuration.maxSubscribersPerDownload)
         api.eventSubscriberQuota = SubscriberQuota(limit: configuration.maxEventSubscribers)
         api.cluster = cluster
-        if cluster != nil { api.databaseWork = DatabaseWorkers(threads: configuration.cluster.poolSize + 4) }
+        if cluster != nil { api.databaseWork = DatabaseWorkers(threads: DatabaseWorkers.threads(poolSize: configuration.cluster.poolSize)) }
         let advertised = cluster == nil ? nil : engineConfiguration.clusterReplica.advertiseURL
         api.forwarding.signing = ClusterStart.signing(cluster, logger: logger)
         api.forwarding.forwarder = PeerForwarder(replicaURL: advertised, settings: PeerForwarder.Settings(

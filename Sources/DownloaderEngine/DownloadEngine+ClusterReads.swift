@@ -46,9 +46,10 @@ final class ClusterReads: Sendable {
             .sorted { $0.createdAt != $1.createdAt ? $0.createdAt > $1.createdAt : $0.id > $1.id }
     }
 
-    /// `local` (the counts of the downloads `held` here) plus the database's counts of every other download.
+    /// `local` (the counts of the downloads `held` here) plus the database's counts of every other
+    /// download (not asked while the database counts as lost: `/metrics` answers at once then).
     func stateCounts(merging local: [DownloadState: Int], held: [String]) -> [DownloadState: Int] {
-        guard let others = try? reader.stateCounts(excluding: held) else { return local }
+        guard reader.pool.reachable, let others = try? reader.stateCounts(excluding: held) else { return local }
         return local.merging(others, uniquingKeysWith: +)
     }
 

@@ -6,13 +6,18 @@ import MiniHTTPServer
 /// deadline, `ClusterDatabase.statementTimeout`); run on the event loop that serves the
 /// connection, a database that stops answering would stop that loop, `/healthz` and every other
 /// connection on it included. Handlers of such requests prefer these threads (`run`, a Swift task
-/// executor): the loop only parses and writes. The threads live as long as the process (like the
-/// database's probe); jobs wait in arrival order, as many as requests are being handled.
+/// executor): the loop only parses and writes. Half as many threads as the pool has connections
+/// (`threads(poolSize:)`): the lease keeper, the janitor and the webhooks borrow from the same pool
+/// and must find a connection while requests crowd in. The threads live as long as the process
+/// (like the database's probe); jobs wait in arrival order, as many as requests are being handled.
 final class DatabaseWorkers: TaskExecutor, @unchecked Sendable {
     private let condition = NSCondition()
     // Guarded by `condition`: jobs not yet taken are `jobs[head...]`.
     private var jobs: [UnownedJob] = []
     private var head = 0
+
+    /// Threads for a pool of `poolSize` connections.
+    static func threads(poolSize: Int) -> Int { max(2, poolSize / 2) }
 
     init(threads: Int) {
         for index in 0..<max(1, threads) {
@@ -27,12 +32,13 @@ final class DatabaseWorkers: TaskExecutor, @unchecked Sendable {
         await withTaskExecutorPreference(self) { await body() }
     }
 
-    /// Which requests come here: those whose answer may need the database. Health, readiness,
-    /// metrics, the page and the event stream never wait on it and stay on the loop.
+    /// Which requests come here: those whose answer may need the database (`/metrics` counts the
+    /// downloads in it, `/events` reads the feed a reconnecting stream missed). Health, readiness
+    /// and the page never wait on it and stay on the loop.
     static func mayWait(_ endpoint: Endpoint?) -> Bool {
         switch endpoint {
-        case .health, .ready, .metrics, .page, .events, nil: false
-        case .downloads, .download, .progress, .file, .fetch: true
+        case .health, .ready, .page, nil: false
+        case .downloads, .download, .progress, .file, .fetch, .metrics, .events: true
         }
     }
 

@@ -23,13 +23,16 @@ struct LeaseStore: Sendable {
     }
 
     /// Takes `key` for `owner` when nobody holds it or its lease expired; nil while another holds it.
+    /// A new row starts above the epoch floor, read `FOR SHARE`: a raise of the floor under way is
+    /// waited for and read as it ends, and one not begun waits for this statement (so the deletion
+    /// that follows it finds the row taken) — a key's epoch never repeats.
     /// `reclaiming`: also when `owner` itself holds it unexpired, under a higher epoch (its holder
     /// knows that lease stopped: nothing of it writes any more).
     func acquire(key: String, owner: String, ownerURL: String, ttl: Double, reclaiming: Bool = false) throws(StateStoreError) -> Grant? {
         let rows = try pool.withConnection { db throws(StateStoreError) in
             try db.execute("""
                 INSERT INTO leases AS l (key, owner, owner_url, epoch, expires_at, active)
-                VALUES ($1, $2, $3, (SELECT epoch + 1 FROM lease_epoch_floor), now() + $4::float8 * interval '1 second', true)
+                VALUES ($1, $2, $3, (SELECT epoch + 1 FROM lease_epoch_floor FOR SHARE), now() + $4::float8 * interval '1 second', true)
                 ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, owner_url = EXCLUDED.owner_url,
                     epoch = l.epoch + 1, expires_at = EXCLUDED.expires_at, active = true
                 WHERE l.expires_at <= now() OR ($5::boolean AND l.owner = EXCLUDED.owner)

@@ -51,8 +51,20 @@ final class PostgresConnection: @unchecked Sendable {
         // A replica frozen inside a transaction (SIGSTOP, a partition) would keep its row locks (a
         // lease row `FOR SHARE` during a fenced commit) and block every other replica's takeover of
         // that lease until it woke: the server ends such a session after 2 s instead (our
-        // transactions take milliseconds; a commit so cut short fails and is retried).
-        _ = try? execute("SET idle_in_transaction_session_timeout = 2000")
+        // transactions take milliseconds; a commit so cut short fails and is retried). A statement
+        // that is only slow (a lock wait, a large scan) is cancelled by the server itself before
+        // the client's deadline: an ordinary error, the connection kept and nothing left running
+        // that holds locks; the client's deadline is for a server that no longer answers at all.
+        // From PostgreSQL 14 the server also checks, during a long statement, that we are still there.
+        _ = try? execute("SET idle_in_transaction_session_timeout = 2000; SET statement_timeout = \(Self.serverTimeout(statementTimeout))")
+        _ = try? execute("SET client_connection_check_interval = 1000")
+        if isBroken { throw StateStoreError(kind: .other, message: "postgres: the new connection stopped answering") }
+    }
+
+    /// Milliseconds the server gives a statement (`statement_timeout`): a little less than
+    /// `seconds`, the client's deadline.
+    static func serverTimeout(_ seconds: Double) -> Int {
+        Int((max(0.5, seconds - max(0.5, seconds / 10)) * 1000).rounded())
     }
 
     deinit {

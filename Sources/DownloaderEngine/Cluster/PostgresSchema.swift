@@ -219,20 +219,22 @@ enum PostgresSchema {
 
     /// Seconds one migration statement may take (`migrate`).
     static let migrationTimeout: Double = 300
-    /// Seconds a migration waits for a table's lock (`lock_timeout`).
-    static let migrationLockWait: Double = 5
+    /// Seconds a migration waits for a table's lock (`lock_timeout`): short, because the other
+    /// replicas' statements on that table queue behind its request (a lease renewal among them).
+    static let migrationLockWait: Double = 1
 
     /// Brings the database up to the last of `migrations`; safe to run from several replicas at once.
     /// Throws `.newerSchema` for a database from a newer build. A migration's statements may take up
     /// to `migrationTimeout` seconds each (a table rewritten, an index built on a large table), but
     /// wait at most `migrationLockWait` for a table's lock: a migration queued behind another
-    /// session's long transaction would hold every other replica's statements on that table behind
-    /// it meanwhile (it fails instead; start-up tries again).
+    /// session's transaction would hold every other replica's statements on that table behind it
+    /// meanwhile (it fails instead; start-up tries again within its 10 s).
     static func migrate(_ db: PostgresConnection, migrations: [String] = migrations) throws(StateStoreError) {
         let usual = db.statementTimeout
         db.statementTimeout = max(usual, migrationTimeout)
         defer { db.statementTimeout = usual }
         try db.transaction { () throws(StateStoreError) in
+            try db.execute("SET LOCAL statement_timeout = \(PostgresConnection.serverTimeout(migrationTimeout))")
             try db.execute("SELECT pg_advisory_xact_lock($1)", [String(migrationLock)])
             try db.execute("SET LOCAL lock_timeout = '\(Int(migrationLockWait * 1000))ms'")
             try db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, "

@@ -36,6 +36,25 @@ struct PostgresDeadlineTests {
         }
     }
 
+    /// A statement that is only slow is cancelled by the server just before the client's deadline:
+    /// an ordinary error, and the connection stays usable (nothing left running on the server).
+    @Test func aSlowStatementIsCancelledByTheServerAndTheConnectionKept() async throws {
+        try await blocking { c in
+            let url = try PostgresServer.shared.createDatabase()
+            let db = try PostgresConnection(url: url, timeout: 5, statementTimeout: 2)
+            c.expect(PostgresConnection.serverTimeout(2) == 1_500 && PostgresConnection.serverTimeout(30) == 27_000)
+            try c.expect(db.execute("SHOW statement_timeout").scalar == "1500ms")
+            do {
+                try db.execute("SELECT pg_sleep(5)")
+                c.expect(false, "a 5 s statement ran under a 2 s deadline")
+            } catch let error as StateStoreError {
+                c.expect(error.message.contains("statement timeout"), "\(error.message)")
+            }
+            c.expect(!db.isBroken, "the server's cancel keeps the connection")
+            try c.expect(db.execute("SELECT 7").scalar == "7")
+        }
+    }
+
     @Test func thePoolDropsTheConnectionAndCountsTheDatabaseLost() async throws {
         try await blocking { c in
             let url = try PostgresServer.shared.createDatabase()
