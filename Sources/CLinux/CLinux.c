@@ -42,3 +42,11 @@ int clinux_signal_ignored(int signo) {
 int clinux_gettid(void) {
     return (int)syscall(SYS_gettid);
 }
+
+long clinux_copy_file_range(int in, long long *in_offset, int out, long long *out_offset, unsigned long length) {
+    loff_t from = *in_offset, to = *out_offset;
+    ssize_t copied = copy_file_range(in, &from, out, &to, length, 0);
+    *in_offset = from;
+    *out_offset = to;
+    return copied;
+}

@@ -22,4 +22,8 @@ int clinux_signal_ignored(int signo);
 /// The calling thread's kernel id (gettid(2)), which glibc's headers hide without _GNU_SOURCE.
 int clinux_gettid(void);
 
+/// copy_file_range(2) (hidden without _GNU_SOURCE): copies `length` bytes from `in` at `*in_offset`
+/// to `out` at `*out_offset` in the kernel, advancing both offsets; -1 with errno on failure.
+long clinux_copy_file_range(int in, long long *in_offset, int out, long long *out_offset, unsigned long length);
+
 #endif

@@ -1,10 +1,13 @@
 import Basics
+import CLinux
 import Foundation
 import Glibc
 
 /// Seeds a new epoch's partial from the previous epoch's (`EpochFiles.Seed`): the durable byte
 /// ranges are copied to the same offsets (a segmented download's gaps stay holes, written later by
-/// the segments that resume there), then the file is fsynced.
+/// the segments that resume there), then the file is fsynced. The kernel copies
+/// (`copy_file_range`: no pass through this process, and a clone or a server-side copy where the
+/// shared filesystem offers one); by hand where it cannot.
 enum EpochSeeding {
     /// Copies the first `length` bytes of `from` into `to` (replaced), fsynced. Returns the bytes
     /// copied: fewer when `from` is shorter, 0 when it is missing or unreadable (`to` then removed).
@@ -45,6 +48,7 @@ enum EpochSeeding {
     /// Copies `range` from `source` to `target` at the same offsets; returns where it stopped (the
     /// range's end, or earlier when the source ended) and whether a read or write failed.
     private static func copyRange(_ range: Range<Int64>, _ source: Int32, _ target: Int32, _ buffer: inout [UInt8]) -> (Int64, Bool) {
+        if let copied = kernelCopy(range, source, target) { return copied }
         var at = range.lowerBound
         while at < range.upperBound {
             let want = Int(min(Int64(buffer.count), range.upperBound - at))
@@ -61,5 +65,24 @@ enum EpochSeeding {
             at += Int64(got)
         }
         return (at, false)
+    }
+
+    /// `copyRange` by `copy_file_range`; nil when the kernel or the filesystems cannot copy so
+    /// (refused at the first call: the caller copies by hand).
+    private static func kernelCopy(_ range: Range<Int64>, _ source: Int32, _ target: Int32) -> (Int64, Bool)? {
+        var from = Int64(range.lowerBound)
+        var to = Int64(range.lowerBound)
+        while from < range.upperBound {
+            let want = Int(min(range.upperBound - from, 1 << 30))
+            do throws(SystemError) {
+                guard try syscall("copy_file_range", { clinux_copy_file_range(source, &from, target, &to, UInt(want)) }) > 0 else {
+                    return (from, false)  // The source ended.
+                }
+            } catch {
+                let unsupported = [EXDEV, ENOSYS, EOPNOTSUPP, EINVAL].contains(error.errno)
+                return unsupported && from == range.lowerBound ? nil : (from, true)
+            }
+        }
+        return (from, false)
     }
 }

@@ -75,4 +75,19 @@ import Testing
         #expect(EpochSeeding.copy(from: dir + "/gone.part", to: dir + "/x.3.part", ranges: ranges) == [])
         #expect(!FileManager.default.fileExists(atPath: dir + "/x.3.part"))
     }
+
+    /// Across filesystems (the temporary directory and `/dev/shm`) the kernel may refuse to copy
+    /// (`EXDEV`): the copy is made by hand, the same bytes.
+    @Test(.enabled(if: FileManager.default.isWritableFile(atPath: "/dev/shm"))) func seedingAcrossFilesystemsCopiesByHand() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ds-seed-\(UUID().uuidString)").path
+        let other = "/dev/shm/ds-seed-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir); unlink(other) }
+        let bytes = (0..<2_000_000).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 1) }
+        #expect(FileManager.default.createFile(atPath: dir + "/x.1.part", contents: Data(bytes)))
+        #expect(EpochSeeding.copy(from: dir + "/x.1.part", to: other, ranges: [0..<1_000_000, 1_500_000..<2_000_000])
+                == [0..<1_000_000, 1_500_000..<2_000_000])
+        let seeded = try #require(FileManager.default.contents(atPath: other))
+        #expect(seeded[..<1_000_000] == Data(bytes[..<1_000_000]) && seeded[1_500_000...] == Data(bytes[1_500_000...]))
+    }
 }
