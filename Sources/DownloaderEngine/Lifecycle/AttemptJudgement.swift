@@ -49,8 +49,10 @@ extension AttemptVerdict {
                 end.httpStatus = status
                 end.reason = "HTTP \(status)"
             case .httpFail(let status):
+                // The kept bytes stay (as for any refusal): a resource that comes back the same (a
+                // CDN node's passing 404, a signed URL that expired and is asked again with a fresh
+                // signature) is resumed with `If-Range`; a changed one answers 200 and starts over.
                 end.failure = DownloadFailure(code: .httpError, message: "the origin answered HTTP \(status)", httpStatus: status)
-                end.discardPartial = status == 404 || status == 410
                 end.httpStatus = status
                 end.reason = "HTTP \(status)"
             case .fail(let failure, let discard):

@@ -56,6 +56,31 @@ import Testing
         #expect(engine.statistics.resumes == 1)
     }
 
+    /// A resume answered 404 or 410 (a CDN node's passing error, a signed URL expired) fails the
+    /// download but keeps its bytes: asked again once the resource is back, it resumes with
+    /// `Range` and `If-Range` instead of fetching them again.
+    @Test(arguments: [404, 410])
+    func aResumeAnsweredGoneFailsAndKeepsTheBytesForTheNextRequest(status: Int) async throws {
+        let (engine, driver, id, root) = try await pausedDownload(headers: ["ETag": "\"v1\""], kept: 12_345)
+        let partial = root.appendingPathComponent("state/partials/\(id).part").path
+        _ = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
+        try await withTimeout(5) { await driver.waitForStarts(2) }
+        _ = driver.transfer(1).respond(status, ["Content-Length": "0"])  // Refused (false): not a body.
+        driver.transfer(1).finish()
+        let failed = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: id, [.failed]) }
+        #expect(failed.error?.code == .httpError && failed.error?.httpStatus == status)
+        #expect(failed.bytesWritten == 12_345 && FileStore.fileSize(partial) == 12_345, "the bytes are kept")
+        _ = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
+        try await withTimeout(5) { await driver.waitForStarts(3) }
+        let t = driver.transfer(2)
+        #expect(t.header("Range") == "bytes=12345-" && t.header("If-Range") == "\"v1\"")
+        #expect(t.respond(206, ["Content-Range": "bytes 12345-39999/40000", "ETag": "\"v1\""]))
+        try t.send(Array(body[12_345...]))
+        t.finish()
+        let done = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: id, [.completed, .failed]) }
+        #expect(done.state == .completed && done.sha256 == SHA256Hasher.hex(body))
+    }
+
     /// Every byte was kept before the attempt could end (a pause or a shutdown while waiting for
     /// the origin's close): the resume's `416 bytes */40000` says they are the whole file. They are
     /// verified and published; the 416's error page is no part of it, and nothing is fetched again.
