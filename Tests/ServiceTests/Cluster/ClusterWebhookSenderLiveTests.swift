@@ -45,9 +45,16 @@ struct ClusterWebhookSenderLiveTests {
                 "the same delivery: \(got.map { $0.headers["x-delivery-id"] ?? "-" })")
         try await Task.sleep(for: .seconds(2))  // Rounds of both survivors: a third POST would come.
         #expect(receiver.received.count == 2, "sent again once: \(receiver.received.count) POSTs")
+        // The survivor records the outcome after the receiver answered: polled, not read once.
         var delivered = 0.0
-        for replica in cluster.replicas.dropFirst() {
-            delivered += await cluster.metric("download_service_webhook_deliveries_total", on: replica) ?? 0
+        let deadline = Date().addingTimeInterval(15)
+        while true {
+            delivered = 0
+            for replica in cluster.replicas.dropFirst() {
+                delivered += await cluster.metric("download_service_webhook_deliveries_total", on: replica) ?? 0
+            }
+            guard delivered < 1 && Date() < deadline else { break }
+            try await Task.sleep(for: .milliseconds(200))
         }
         #expect(delivered == 1, "one survivor recorded it delivered: \(delivered)")
         let after = try PostgresConnection(url: cluster.databaseURL, timeout: 5)
