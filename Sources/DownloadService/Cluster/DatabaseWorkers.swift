@@ -12,9 +12,8 @@ import MiniHTTPServer
 /// (like the database's probe); jobs wait in arrival order, as many as requests are being handled.
 final class DatabaseWorkers: TaskExecutor, @unchecked Sendable {
     private let condition = NSCondition()
-    // Guarded by `condition`: jobs not yet taken are `jobs[head...]`.
+    // Guarded by `condition`: jobs not yet taken, oldest first (a few: one per request being handled here).
     private var jobs: [UnownedJob] = []
-    private var head = 0
 
     /// Threads for a pool of `poolSize` connections.
     static func threads(poolSize: Int) -> Int { max(2, poolSize / 2) }
@@ -54,16 +53,8 @@ final class DatabaseWorkers: TaskExecutor, @unchecked Sendable {
         let executor = asUnownedTaskExecutor()
         while true {
             condition.lock()
-            while head == jobs.count { condition.wait() }
-            let job = jobs[head]
-            head += 1
-            if head == jobs.count {
-                jobs.removeAll(keepingCapacity: jobs.count <= 1024)
-                head = 0
-            } else if head >= 64 && head * 2 >= jobs.count {
-                jobs.removeFirst(head)
-                head = 0
-            }
+            while jobs.isEmpty { condition.wait() }
+            let job = jobs.removeFirst()
             condition.unlock()
             job.runSynchronously(on: executor)
         }
