@@ -19,6 +19,8 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
     // Transfer thread.
     /// The next file offset to write.
     private var next: Int64
+    /// The last byte the answer's `Content-Range` covers (at most `last`: an origin may cap it).
+    private var end: Int64
     /// Gathered bytes (the crew's buffer, taken at the first body byte), how many, and since when.
     private var buffer: UnsafeMutableRawBufferPointer?
     private var held = 0
@@ -35,6 +37,7 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
         self.batching = WriteBatching(capacity: Int(min(Int64(batching.capacity), last - first + 1)), maxHold: batching.maxHold)
         self.monotonic = monotonic
         next = first
+        end = last
     }
 
     deinit { buffer?.deallocate() }  // The crew went first.
@@ -54,6 +57,7 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
         let verdict = SegmentPlanner.judgeSegment(head, first: first, last: last, total: crew.total, validator: crew.validator)
         switch verdict {
         case .accept:
+            end = ContentRange.parse(head.value("content-range") ?? "")?.last ?? last
             return .success(self)
         case .abandon(let reason):
             crew.abandon(reason)
@@ -68,8 +72,10 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
 
     func write(_ bytes: UnsafeRawBufferPointer) throws {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
-        guard next + Int64(held) + Int64(bytes.count) <= last + 1 else {
-            throw SystemError(errno: EINVAL, function: "pwrite (past the segment's end)")
+        guard next + Int64(held) + Int64(bytes.count) <= end + 1 else {
+            // More than the range it names: not bytes of a known place. Nothing of it is written.
+            crew?.abandon("a segment's body is longer than its Content-Range \(first)-\(end)")
+            throw SystemError(errno: EINVAL, function: "pwrite (past the segment's range)")
         }
         let now = monotonic()
         var done = 0

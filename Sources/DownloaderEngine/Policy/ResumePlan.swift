@@ -80,6 +80,9 @@ enum ResumePlan {
             guard let range = ContentRange.parse(head.value("content-range") ?? "") else {
                 return .restartNextAttempt(reason: "206 without a usable Content-Range")
             }
+            guard range.agrees(withLengthOf: head) else {
+                return .restartNextAttempt(reason: "206 whose Content-Length is not the length of its Content-Range")
+            }
             if range.first == 0, range.total.map({ range.last != $0 - 1 }) ?? false {
                 return .restartNextAttempt(reason: "206 from 0 with a Content-Range that does not reach the end")
             }
@@ -166,6 +169,17 @@ struct ContentRange: Equatable {
             total = n
         }
         return ContentRange(first: first, last: last, total: total)
+    }
+
+    /// Bytes the range covers.
+    var length: Int64 { last - first + 1 }
+
+    /// Whether `head`'s `Content-Length` (when it has one) is the length this range covers: a 206
+    /// whose body is not the range it names holds bytes of unknown place (written at the range's
+    /// offsets, they would splice wrong bytes into the file).
+    func agrees(withLengthOf head: ResponseHead) -> Bool {
+        guard let text = head.value("content-length") else { return true }
+        return Int64(text.trimmingCharacters(in: .whitespaces)) == length
     }
 
     /// The size in an unsatisfied-range answer, `bytes */N`; nil for anything else.

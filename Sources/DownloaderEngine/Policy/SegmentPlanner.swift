@@ -130,6 +130,9 @@ enum SegmentPlanner {
             let seen = "\(range.first)-\(range.last)/\(range.total.map(String.init) ?? "*")"
             return .abandon("a segment asked for \(first)-\(last)/\(total), got \(seen)")
         }
+        guard range.agrees(withLengthOf: head) else {
+            return .abandon("a segment's Content-Length is not the length of its Content-Range \(range.first)-\(range.last)")
+        }
         if let etag = validator.etag, let offered = head.value("etag")?.trimmingCharacters(in: .whitespaces), offered != etag {
             return .abandon("a segment's ETag changed from \(etag) to \(offered)")
         }

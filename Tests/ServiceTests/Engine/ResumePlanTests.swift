@@ -62,6 +62,10 @@ import Testing
         (206, ["Content-Range": "bytes 50-499/500"], .restartNextAttempt(reason: "206 starting at 50, expected 100")),
         (206, ["Content-Range": "bytes 100-200/500", "ETag": "\"v2\""], .restartNextAttempt(reason: "206 for a different ETag")),
         (206, [:], .restartNextAttempt(reason: "206 without a usable Content-Range")),
+        // A body that is not the range it names: its bytes have no known place.
+        (206, ["Content-Range": "bytes 100-199/500", "Content-Length": "400"],
+         .restartNextAttempt(reason: "206 whose Content-Length is not the length of its Content-Range")),
+        (206, ["Content-Range": "bytes 100-199/500", "Content-Length": "100"], .accept(offset: 100, restarted: false, total: 500)),
         (206, ["Content-Range": "bytes 100-599/600"], .restartNextAttempt(reason: "the total size changed from 500 to 600")),
         (206, ["Content-Range": "bytes 100-499/500", "ETag": "\"v2\""], .restartNextAttempt(reason: "206 for a different ETag")),
         (416, [:], .restartNextAttempt(reason: "416: the kept bytes no longer fit the file")),

@@ -64,6 +64,29 @@ import Testing
         #expect(ranges.contains("bytes=13000-19999") && ranges.contains("bytes=19000-19999"), "\(ranges)")
     }
 
+    /// An origin whose segment answers name a shorter range than the bytes they bring (no
+    /// `Content-Length`, or one that disagrees): none of those bytes is written as the range's; the
+    /// segments are abandoned and the file fetched again from 0 on one connection, byte-identical.
+    @Test(arguments: [false, true])
+    func aSegmentLongerThanItsContentRangeIsAbandoned(withLength: Bool) async throws {
+        let origin = RangedFakeOrigin(body: body, etag: "\"v1\"")
+        let garbage = [UInt8](repeating: 0, count: 9_000)
+        let driver = FakeTransferDriver { [body] request, index in
+            guard index > 0, let range = request.headers.first(where: { $0.name == "Range" })?.value,
+                  let (first, _) = RangedFakeOrigin.bounds(range, count: body.count) else { return origin.script(request) }
+            // Claims 1 000 bytes, sends them and 9 000 more of the wrong kind.
+            var headers = ["Content-Range": "bytes \(first)-\(first + 999)/\(body.count)", "ETag": "\"v1\""]
+            if withLength { headers["Content-Length"] = "10000" }
+            return FakeTransferDriver.Script(status: 206, headers: headers, body: Array(body[first..<first + 1_000]) + garbage, chunk: 1_000)
+        }
+        let engine = try Self.engine(driver)
+        let (id, events) = try await Self.fetch(engine, connections: 4)
+        guard case .completed(let done) = events.last else { Issue.record("not completed: \(events)"); return }
+        #expect(done.sha256 == SHA256Hasher.hex(body))
+        #expect(try Self.completedBytes(engine, id) == Data(body), "no byte of the overlong answers in the file")
+        #expect(engine.statistics.restarts >= 1)
+    }
+
     @Test func oneConnectionByDefaultWhateverTheCallerAsks() async throws {
         let origin = RangedFakeOrigin(body: body, etag: "\"v1\"")
         let driver = FakeTransferDriver { request, _ in origin.script(request) }

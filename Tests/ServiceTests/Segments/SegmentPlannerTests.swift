@@ -98,6 +98,10 @@ import Testing
         (206, ["Content-Range": "bytes 0-199/1000", "ETag": "\"v1\""], .abandon("a segment asked for 100-199/1000, got 0-199/1000")),
         (206, ["Content-Range": "bytes 100-199/*"], .abandon("a segment asked for 100-199/1000, got 100-199/*")),
         (206, ["Content-Range": "bytes 100-149/1000", "ETag": "\"v1\""], .accept),  // capped: the rest is asked for next
+        (206, ["Content-Range": "bytes 100-149/1000", "Content-Length": "50"], .accept),
+        // A body that is not the range it names (an origin claiming a short range and sending more).
+        (206, ["Content-Range": "bytes 100-100/1000", "Content-Length": "100"],
+         .abandon("a segment's Content-Length is not the length of its Content-Range 100-100")),
         (206, ["Content-Range": "bytes 100-299/1000", "ETag": "\"v1\""], .abandon("a segment asked for 100-199/1000, got 100-299/1000")),
         (206, [:], .abandon("a segment's 206 has no usable Content-Range")),
         (416, [:], .abandon("a segment's range no longer fits the file (416)")),
