@@ -97,6 +97,8 @@ extension EngineCore {
         record.progress.restart(at: now)
         record.updatedAt = clock.now()
         planSegments(attempt, head, offset: offset, total: total, record)
+        // Pieces kept after the prefix count too (the `resumed` event's and progress's total).
+        if let segments = record.segments { record.bytesWritten = max(offset, segments.writtenBytes) }
         refreshTail(record)
     }
 

@@ -306,6 +306,11 @@ import Testing
         guard case .completed(let done) = events.last else { Issue.record("not completed: \(events)"); return }
         #expect(done.sha256 == SHA256Hasher.hex(body))
         #expect(try EngineSegmentTests.completedBytes(engine, id) == Data(body))
+        // The resume counts every piece's kept bytes, not the prefix's alone.
+        let resumedAt = events.compactMap { event -> Int64? in
+            if case .resumed(_, _, let snapshot) = event { return snapshot.bytesWritten } else { return nil }
+        }
+        #expect(resumedAt == [paused.bytesWritten], "\(resumedAt)")
         _ = again
     }
 }
