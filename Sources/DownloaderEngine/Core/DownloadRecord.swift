@@ -83,6 +83,10 @@ final class DownloadRecord {
     /// A segment met another version of the file, or the origin refused a second connection: this
     /// download goes on with one connection.
     var segmentsRefused = false
+    /// Whether the first response of this version (a whole body) offered byte ranges with a strong
+    /// validator (`SegmentPlanner.allowsSegments`); nil until one is seen in this process. A later
+    /// 206 to a resume does not allow segments its first response did not.
+    var rangesOffered: Bool?
     /// An attempt's answer made its kept bytes unusable (a restart): the next body from 0 replaces
     /// them, and is told as a restart although the attempt starts with nothing kept.
     var restartPending = false

@@ -23,6 +23,7 @@ extension EngineCore {
         attempt.segmentPlan = nil
         let kept = record.segments
         record.segments = nil
+        if offset == 0 { record.rangesOffered = SegmentPlanner.allowsSegments(head, validator: record.validator, total: total) }
         let granted = SegmentPlanner.granted(requested: record.connectionsRequested, limit: connectionLimit)
         if let kept, offset > 0 || attempt.continuesTail, let total, kept.last?.end == total, record.validator != nil,
            let first = kept.firstIndex(where: { offset < $0.end }), kept[first].start <= offset {
@@ -43,7 +44,7 @@ extension EngineCore {
             return
         }
         guard granted > 1 else { return }
-        guard !record.segmentsRefused, let total,
+        guard !record.segmentsRefused, record.rangesOffered != false, let total,
               SegmentPlanner.allowsSegments(head, validator: record.validator, total: total) else {
             record.connectionsGranted = 1
             return

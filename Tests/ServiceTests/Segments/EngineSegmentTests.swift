@@ -265,6 +265,33 @@ import Testing
         return (engine, caller)
     }
 
+    /// An origin whose first answer offered no byte ranges (no `Accept-Ranges`) stays on one
+    /// connection also when a resume's 206 shows it honours a range: segments need its first
+    /// response's word.
+    @Test func aResumeOfADownloadWhoseFirstAnswerOfferedNoRangesStaysSingle() async throws {
+        let driver = FakeTransferDriver()
+        let engine = try EngineSegmentTests.engine(driver)
+        let first = try engine.request(DownloadRequest(url: EngineSegmentTests.url, connections: 4))
+        try await withTimeout(5) { await driver.waitForStarts(1) }
+        #expect(driver.transfer(0).respond(200, ["ETag": "\"v1\"", "Content-Length": "40000"]))
+        try driver.transfer(0).send(Array(body[0..<5000]))
+        let event = try await EngineFixture.cancelAndSettle(engine, token: first.token, id: first.snapshot.id)
+        guard case .paused(let paused) = event else { Issue.record("not paused: \(event)"); return }
+        #expect(paused.bytesWritten == 5000 && paused.connections?.granted == 1)
+        let again = try engine.request(DownloadRequest(url: EngineSegmentTests.url, connections: 4))
+        let sub = try #require(engine.subscribe(id: again.snapshot.id))
+        try await withTimeout(5) { await driver.waitForStarts(2) }
+        let resumed = driver.transfer(1)
+        #expect(resumed.range == "bytes=5000-")
+        #expect(Self.respond206(resumed, 5000, 39_999))
+        try resumed.send(Array(body[5000...]))
+        resumed.finish()
+        let events = try await withTimeout(10) { await EngineFixture.events(sub) { $0.isTerminal } }
+        guard case .completed(let done) = events.last else { Issue.record("not completed: \(events)"); return }
+        #expect(driver.startCount == 2, "no piece asked for: \((0..<driver.startCount).map { driver.transfer($0).range ?? "-" })")
+        #expect(done.connections?.granted == 1 && done.sha256 == SHA256Hasher.hex(body))
+    }
+
     @Test func pausedSegmentsResumeWhereTheyStoodByteIdentical() async throws {
         let driver = FakeTransferDriver()
         let (engine, r) = try await Self.started(driver)
