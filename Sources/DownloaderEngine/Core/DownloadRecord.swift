@@ -248,6 +248,13 @@ final class DownloadRecord {
         connectionsRequested = max(1, entry.connections)
         segments = entry.segments
     }
+
+    /// A stored download with pieces kept was granted what they warrant: shown again after a
+    /// restart or a takeover (`connectionsGranted` is not stored), not 1 until the next head.
+    func restoreGranted(limit: Int) {
+        guard let segments, segments.count > 1 else { return }
+        connectionsGranted = min(SegmentPlanner.granted(requested: connectionsRequested, limit: limit), segments.count)
+    }
 }
 
 /// A completed file about to be renamed into its storage area: where, and what it holds.

@@ -91,6 +91,7 @@ extension EngineCore {
                 record.durableOffset = kept
                 record.bytesWritten = max(kept, segments?.writtenBytes ?? 0)
                 record.flushedBytes = kept
+                record.restoreGranted(limit: connectionLimit)
             }
             cluster.forgotten.removeValue(forKey: record.id)
             byID[record.id] = record

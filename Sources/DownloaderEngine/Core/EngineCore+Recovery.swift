@@ -40,9 +40,11 @@ extension EngineCore {
         let listings = Background(on: workQueue) { StoredFiles(cache: AreaListing(cacheDirectory), data: AreaListing(dataDirectory)) }
         // The rows are read, and made records, on the writer thread while this one restores them.
         let (tau, interval, ignoring) = (configuration.rateTimeConstant, configuration.progressInterval, configuration.coalesceIgnoreQuery)
-        let key = credentialKey
+        let (key, limit) = (credentialKey, connectionLimit)
         let loading = StartupLoad(writer: stateWriter, directory: directory, credential: { key.hash($0.canonicalBytes) }) { entry in
-            DownloadRecord(stored: entry, tau: tau, progressInterval: interval, ignoring: ignoring)
+            let record = DownloadRecord(stored: entry, tau: tau, progressInterval: interval, ignoring: ignoring)
+            record.restoreGranted(limit: limit)
+            return record
         }
         let prologue: StartupLoad.Prologue
         do throws(StateStoreError) {

@@ -420,6 +420,8 @@ extension EngineSegmentPauseTests {
         let next = try EngineFixture.engine(root, driver: resumed, configure: configure)
         #expect(next.snapshot(id: r.snapshot.id)?.state == .paused)
         #expect(next.snapshot(id: r.snapshot.id)?.bytesWritten == 6000)
+        #expect(next.snapshot(id: r.snapshot.id)?.connections == ConnectionCounts(requested: 4, granted: 4, active: 0),
+                "what its pieces were granted, not 1 until the next head")
         let again = try next.request(DownloadRequest(url: EngineSegmentTests.url, connections: 4))
         let done = try await withTimeout(10) { try await EngineFixture.waitFor(next, id: again.snapshot.id, [.completed, .failed]) }
         #expect(done.state == .completed)
