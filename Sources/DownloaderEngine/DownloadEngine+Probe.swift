@@ -119,7 +119,7 @@ private final class HeadProbe: TransferDelegate, @unchecked Sendable {
                                                                   httpStatus: head.status)))
                 return
             }
-            let length = head.value("content-length").flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }
+            let length = head.contentLength
             resume.resume(returning: .head(OriginHead(status: head.status, contentLength: length,
                                                          contentType: head.value("content-type"))))
             return

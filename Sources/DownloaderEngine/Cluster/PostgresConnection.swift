@@ -84,7 +84,7 @@ final class PostgresConnection: @unchecked Sendable {
     @discardableResult
     func execute(_ sql: String, _ parameters: [String?] = []) throws(StateStoreError) -> PostgresRows {
         guard !abandoned else { throw StateStoreError(kind: .other, message: "postgres: the connection was given up") }
-        let deadline = Self.now() + statementTimeout
+        let deadline = SystemClock().monotonic() + statementTimeout
         let sent: Int32
         if parameters.isEmpty {
             sent = PQsendQuery(connection, sql)
@@ -173,7 +173,7 @@ final class PostgresConnection: @unchecked Sendable {
         let fd = PQsocket(connection)
         guard fd >= 0 else { throw lost() }
         while true {
-            let remaining = deadline - Self.now()
+            let remaining = deadline - SystemClock().monotonic()
             guard remaining > 0 else {
                 abandoned = true
                 throw StateStoreError(kind: .other, message: "postgres: no answer within \(Self.seconds(statementTimeout)) s (the connection is given up)")
@@ -189,12 +189,6 @@ final class PostgresConnection: @unchecked Sendable {
     private func lost() -> StateStoreError {
         abandoned = true
         return StateStoreError(kind: .other, message: Self.message(connection))
-    }
-
-    private static func now() -> Double {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 
     private static func seconds(_ value: Double) -> String {

@@ -23,7 +23,8 @@ extension EngineCore {
         attempt.segmentPlan = nil
         let kept = record.segments
         record.segments = nil
-        if offset == 0 { record.rangesOffered = SegmentPlanner.allowsSegments(head, validator: record.validator, total: total) }
+        let allowed = SegmentPlanner.allowsSegments(head, validator: record.validator, total: total)
+        if offset == 0 { record.rangesOffered = allowed }
         let granted = SegmentPlanner.granted(requested: record.connectionsRequested, limit: connectionLimit)
         if let kept, offset > 0 || attempt.continuesTail, let total, kept.last?.end == total, record.validator != nil,
            let first = kept.firstIndex(where: { offset < $0.end }), kept[first].start <= offset {
@@ -44,8 +45,7 @@ extension EngineCore {
             return
         }
         guard granted > 1 else { return }
-        guard !record.segmentsRefused, record.rangesOffered != false, let total,
-              SegmentPlanner.allowsSegments(head, validator: record.validator, total: total) else {
+        guard !record.segmentsRefused, record.rangesOffered != false, allowed, let total else {
             record.connectionsGranted = 1
             return
         }

@@ -74,7 +74,7 @@ enum ResumePlan {
         let status = head.status
         switch status {
         case 200, 203:
-            let length = head.value("content-length").flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }
+            let length = head.contentLength
             return .accept(offset: 0, restarted: requested.offset > 0 || requested.discardsKeptBytes, total: length)
         case 206:
             guard let range = ContentRange.parse(head.value("content-range") ?? "") else {
@@ -178,8 +178,7 @@ struct ContentRange: Equatable {
     /// whose body is not the range it names holds bytes of unknown place (written at the range's
     /// offsets, they would splice wrong bytes into the file).
     func agrees(withLengthOf head: ResponseHead) -> Bool {
-        guard let text = head.value("content-length") else { return true }
-        return Int64(text.trimmingCharacters(in: .whitespaces)) == length
+        head.value("content-length") == nil || head.contentLength == length
     }
 
     /// The size in an unsatisfied-range answer, `bytes */N`; nil for anything else.

@@ -210,12 +210,12 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
             // 404 with a big error page, a 200 where a segment asked for a range: each its own
             // verdict, not `tooLarge`).
             if (200..<300).contains(status), let limit = request.maxBodyBytes,
-               let declared = head.value("content-length").flatMap({ Int64($0.trimmingCharacters(in: .whitespaces)) }),
+               let declared = head.contentLength,
                declared > limit {
                 return abort(TransferFailure(.tooLarge, "the body has \(declared) bytes, more than \(limit)"))
             }
             if request.method == .get, head.value("transfer-encoding") == nil,
-               let length = head.value("content-length").flatMap({ Int64($0.trimmingCharacters(in: .whitespaces)) }), length >= 0 {
+               let length = head.contentLength, length >= 0 {
                 declaredLength = length
                 if length == 0 { deadlines?.bodyComplete(at: CurlMultiLoop.monotonicNanoseconds()) }
             }

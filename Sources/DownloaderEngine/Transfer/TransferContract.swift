@@ -48,6 +48,9 @@ struct ResponseHead: Sendable, Equatable {
 
     /// The first value of `name` (any case).
     func value(_ name: String) -> String? { headers[name.lowercased()]?.first }
+
+    /// `Content-Length` as a number (nil: none, or not a number).
+    var contentLength: Int64? { value("content-length").flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) } }
 }
 
 /// Where the transfer writes body bytes. Called on the transfer thread only.
