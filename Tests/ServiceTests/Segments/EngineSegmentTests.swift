@@ -70,31 +70,31 @@ import Testing
     @Test(arguments: [false, true])
     func aSegmentLongerThanItsContentRangeIsAbandoned(withLength: Bool) async throws {
         let origin = RangedFakeOrigin(body: body, etag: "\"v1\"")
-        // The first attempt's answers are given by hand, in order (the prefix's bytes are kept before
-        // a piece answers); the restart's answer is scripted.
-        let driver = FakeTransferDriver { request, index in
-            index < 4 ? nil : origin.script(request)
+        let garbage = [UInt8](repeating: 0, count: 9_000)
+        // The first answer is given by hand (it can never finish the file alone); the pieces' and
+        // the restart's are scripted.
+        let driver = FakeTransferDriver { [body] request, index in
+            guard index > 0 else { return nil }
+            guard let range = request.headers.first(where: { $0.name == "Range" })?.value,
+                  let (first, _) = RangedFakeOrigin.bounds(range, count: body.count) else { return origin.script(request) }
+            // Claims 1 000 bytes, sends them and 9 000 more of the wrong kind.
+            var headers = ["Content-Range": "bytes \(first)-\(first + 999)/\(body.count)", "ETag": "\"v1\""]
+            if withLength { headers["Content-Length"] = "10000" }
+            return FakeTransferDriver.Script(status: 206, headers: headers, body: Array(body[first..<first + 1_000]) + garbage, chunk: 1_000)
         }
         let engine = try Self.engine(driver)
         let r = try engine.request(DownloadRequest(url: Self.url, connections: 4))
         let sub = try #require(engine.subscribe(id: r.snapshot.id))
         try await withTimeout(5) { await driver.waitForStarts(1) }
         #expect(driver.transfer(0).respond(200, ["ETag": "\"v1\"", "Accept-Ranges": "bytes", "Content-Length": "40000"]))
-        try driver.transfer(0).send(Array(body[0..<1_000]))
-        try await withTimeout(5) { await driver.waitForStarts(4) }
-        let piece = driver.transfer(1)
-        #expect(piece.range == "bytes=10000-19999")
-        // Claims 1 000 bytes, sends them and 9 000 more of the wrong kind.
-        var headers = ["Content-Range": "bytes 10000-10999/40000", "ETag": "\"v1\""]
-        if withLength { headers["Content-Length"] = "10000" }
-        _ = piece.respond(206, headers)  // Refused at once when its length disagrees.
-        _ = try? piece.send(Array(body[10_000..<11_000]) + [UInt8](repeating: 0, count: 9_000))
+        _ = try? driver.transfer(0).send(Array(body[0..<1_000]))  // Refused once the pieces abandoned the attempt.
         let events = try await withTimeout(10) { await EngineFixture.events(sub) { $0.isTerminal } }
         guard case .completed(let done) = events.last else { Issue.record("not completed: \(events)"); return }
         #expect(done.sha256 == SHA256Hasher.hex(body))
         #expect(try Self.completedBytes(engine, r.snapshot.id) == Data(body), "no byte of the overlong answers in the file")
-        #expect(engine.statistics.restarts == 1 && driver.transfer(0).isCancelled,
-                "restarts \(engine.statistics.restarts), starts \((0..<driver.startCount).map { driver.transfer($0).range ?? "-" })")
+        // The segments were abandoned: the first answer cancelled, the file asked for again whole.
+        let requests = (0..<driver.startCount).map { driver.transfer($0).range ?? "-" }
+        #expect(driver.transfer(0).isCancelled && requests.dropFirst().contains("-"), "\(requests)")
     }
 
     @Test func oneConnectionByDefaultWhateverTheCallerAsks() async throws {
