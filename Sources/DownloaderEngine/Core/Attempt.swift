@@ -168,8 +168,11 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
         let now = core.clock.monotonic()
         if followed.load(ordering: .relaxed) { handOverIfDue(partial, at: now) }
         let unsynced = partial.length - checkpointedLength
-        if unsynced >= checkpointBytes || (unsynced > 0 && now - lastCheckpointTime >= checkpointSeconds),
-           checkpointInFlight.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged {
+        // At its piece's end the prefix writes no more: its last bytes are checkpointed now (beside
+        // one in flight, if any), not left unsynced in its buffer until the attempt settles.
+        let last = atPrefixEnd && unsynced > 0
+        if last || unsynced >= checkpointBytes || (unsynced > 0 && now - lastCheckpointTime >= checkpointSeconds),
+           checkpointInFlight.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged || last {
             lastCheckpointTime = now
             checkpointedLength = partial.length
             // Everything up to `length` reaches the file before the second descriptor is opened;

@@ -99,9 +99,13 @@ extension EngineCore {
     /// A checkpoint of a segmented attempt (transfer thread): on the work queue, fdatasync
     /// `descriptor` (a second descriptor of the partial's file; every segment's bytes up to `table` are in the
     /// file), close it, then record `table` as the segments' durable offsets if the attempt is
-    /// still writing (the prefix's own offset is `checkpoint`'s).
+    /// still writing. The file's front that is in the file before the sync (the prefix's appends,
+    /// the pieces hashed after it) is durable after it too: the stored offset goes that far, so a
+    /// prefix that stopped at its piece's end between its own checkpoints is not fetched again.
     func checkpointSegments(_ attempt: Attempt, descriptor: Int32, table: [Segment], done: @escaping @Sendable () -> Void) {
-        let sync = locked { hooks.partialSync }
+        let (sync, inFile) = locked {
+            (hooks.partialSync, byID[attempt.recordID].flatMap { $0.lifecycle.attempt?.serial == attempt.serial ? $0.flushedBytes : nil } ?? 0)
+        }
         workQueue.async { [self] in
             let failure = Self.checkpointSync(descriptor, sync)
             decide {
@@ -109,6 +113,7 @@ extension EngineCore {
                 guard let record = byID[attempt.recordID], noteSync(failure, of: attempt, record), record.segments != nil else { return }
                 handle(.checkpointSynced(serial: attempt.serial), for: record) { action in
                     guard action == .keepDurableOffset else { return false }
+                    record.durableOffset = max(record.durableOffset, inFile)
                     var durable = table
                     durable[0].next = max(durable[0].start, min(record.durableOffset, durable[0].end))
                     record.segments = durable
