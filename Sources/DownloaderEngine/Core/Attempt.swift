@@ -9,9 +9,13 @@ import Synchronization
 /// `serial`. Its partial file is used by one thread at a time (work queue to prepare, transfer
 /// thread while running, work queue again to settle), handed over by the transfer's own ordering.
 final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
-    /// The lifecycle's serial of this attempt (unique within its download).
+    /// The lifecycle's serial of this attempt (unique within its download's record).
     let serial: UInt64
     let recordID: String
+    /// The record that started it: a later record of the same download (cluster mode: evicted,
+    /// then adopted again) counts its serials afresh, so an attempt is its record's only while
+    /// that record is the one the engine holds (`EngineCore.record(of:)`).
+    private(set) weak var owner: DownloadRecord?
     private(set) weak var core: EngineCore?
 
     // Set by the engine under its lock.
@@ -87,9 +91,10 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     /// 1 s): a crash loses at most that much plus what was in flight. The transfer thread only hands
     /// the buffered bytes over; once they are written, the partial file's write lane opens the
     /// file again for the sync, so neither a write nor a slow disk's sync stalls the transfer.
-    init(serial: UInt64, recordID: String, core: EngineCore, checkpointBytes: Int64, checkpointSeconds: Double) {
+    init(serial: UInt64, record: DownloadRecord, core: EngineCore, checkpointBytes: Int64, checkpointSeconds: Double) {
         self.serial = serial
-        self.recordID = recordID
+        recordID = record.id
+        owner = record
         self.core = core
         self.checkpointBytes = max(1, checkpointBytes)
         self.checkpointSeconds = max(0, checkpointSeconds)

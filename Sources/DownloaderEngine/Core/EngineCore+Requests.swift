@@ -192,10 +192,13 @@ extension EngineCore {
     /// failed download takes any (it starts afresh).
     func expectationConflict(_ record: DownloadRecord, sha: String?, size: Int64?) -> EngineError? {
         guard record.state != .failed else { return nil }
-        if let sha, let known = record.expectedSHA256 ?? (record.state == .completed ? record.sha256 : nil), known != sha {
+        // Being published, the file's digest and size are known as once it completed.
+        let file = record.state == .completed ? (sha256: record.sha256, size: record.size)
+            : (sha256: record.publishing?.sha256, size: record.publishing?.size ?? record.expectedTotal)
+        if let sha, let known = record.expectedSHA256 ?? file.sha256, known != sha {
             return EngineError.conflict("sha256 differs from the existing download's").about(record.id)
         }
-        if let size, let known = record.expectedSize ?? (record.state == .completed ? record.size : record.expectedTotal), known != size {
+        if let size, let known = record.expectedSize ?? file.size, known != size {
             return EngineError.conflict("size differs from the existing download's").about(record.id)
         }
         guard record.state != .completed else { return nil }

@@ -64,7 +64,7 @@ extension EngineCore {
     func startSegments(_ attempt: Attempt, _ head: ResponseHead) -> TransferFailure? {
         guard let plan = attempt.segmentPlan, let template = attempt.launched else { return nil }
         let facts: (validator: Validator, path: String)? = locked {
-            guard let record = byID[attempt.recordID], let validator = record.validator else { return nil }
+            guard let record = record(of: attempt), let validator = record.validator else { return nil }
             return (validator, partialPath(of: record))
         }
         guard let facts, let total = plan.last?.end else { return nil }
@@ -78,7 +78,7 @@ extension EngineCore {
             crew.start()
         } catch {
             attempt.segmentPlan = nil
-            decide { byID[attempt.recordID]?.connectionsGranted = 1 }
+            decide { record(of: attempt)?.connectionsGranted = 1 }
         }
         return nil
     }
@@ -104,13 +104,13 @@ extension EngineCore {
     /// prefix that stopped at its piece's end between its own checkpoints is not fetched again.
     func checkpointSegments(_ attempt: Attempt, descriptor: Int32, table: [Segment], done: @escaping @Sendable () -> Void) {
         let (sync, inFile) = locked {
-            (hooks.partialSync, byID[attempt.recordID].flatMap { $0.lifecycle.attempt?.serial == attempt.serial ? $0.flushedBytes : nil } ?? 0)
+            (hooks.partialSync, record(of: attempt).flatMap { $0.lifecycle.attempt?.serial == attempt.serial ? $0.flushedBytes : nil } ?? 0)
         }
         workQueue.async { [self] in
             let failure = Self.checkpointSync(descriptor, sync)
             decide {
                 defer { done() }
-                guard let record = byID[attempt.recordID], noteSync(failure, of: attempt, record), record.segments != nil else { return }
+                guard let record = record(of: attempt), noteSync(failure, of: attempt, record), record.segments != nil else { return }
                 handle(.checkpointSynced(serial: attempt.serial), for: record) { action in
                     guard action == .keepDurableOffset else { return false }
                     record.durableOffset = max(record.durableOffset, inFile)

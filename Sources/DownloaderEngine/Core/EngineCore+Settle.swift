@@ -20,7 +20,7 @@ extension EngineCore {
     func attemptEnded(_ attempt: Attempt, _ result: Result<TransferSummary, TransferFailure>) {
         decide {
             attempt.handle = nil  // The transfer holds the attempt as its delegate: break the cycle.
-            guard let record = byID[attempt.recordID] else {
+            guard let record = record(of: attempt) else {
                 closeStale(attempt)
                 return
             }
@@ -76,7 +76,7 @@ extension EngineCore {
         }
         // Durable: what this settle's sync covered, else what the attempt's checkpoints did (never
         // past the offset stored before a checkpoint's sync failed).
-        let checkpointed = locked { byID[attempt.recordID]?.durableOffset ?? 0 }
+        let checkpointed = locked { record(of: attempt)?.durableOffset ?? 0 }
         let durable = min(max(partial?.durableLength ?? 0, checkpointed), lostSync?.durable ?? .max)
         let closed = partial?.close()
         var verdict = AttemptVerdict.judge(settlement, refusal: attempt.refusal, result: result,
@@ -84,7 +84,7 @@ extension EngineCore {
                                            diskError: attempt.diskError)
         let held = lostWrites ? 0 : max(closed?.length ?? 0, attempt.crew?.table.writtenBytes ?? 0)
         decide {
-            guard let record = byID[attempt.recordID] else {
+            guard let record = record(of: attempt) else {
                 // Removed while settling: a file published meanwhile goes too.
                 if case .published(let file) = settlement { removeLater(file.path) }
                 return
@@ -153,18 +153,20 @@ extension EngineCore {
             return .failed(DownloadFailure(code: .sizeMismatch, message: "received \(length) bytes, the origin announced \(total)"),
                            discard: true)
         }
-        if let size = context.size, size != length {
-            return .failed(DownloadFailure(code: .sizeMismatch, message: "received \(length) bytes, expected \(size)"), discard: true)
-        }
         let digest = partial.sha256Hex
-        if let sha = context.sha256, sha != digest {
-            return .failed(DownloadFailure(code: .checksumMismatch, message: "sha256 is \(digest), expected \(sha)"), discard: true)
+        if let failure = Self.unmet(sha256: context.sha256, size: context.size, digest: digest, length: length) {
+            return .failed(failure, discard: true)
         }
         do {
             try partial.fullSync()
             let target = finalPath(id: context.id, fileName: context.fileName, storage: context.storage, epoch: context.lease?.epoch)
-            let (hooks, known): (EngineHooks, Bool) = decide {
-                guard let record = byID[context.id] else { return (self.hooks, false) }
+            let (hooks, known, late): (EngineHooks, Bool, DownloadFailure?) = decide {
+                guard let record = byID[context.id] else { return (self.hooks, false, nil) }
+                // A caller who joined while this attempt settled may have brought the first
+                // expectations (nobody else held the download): they bind this file too.
+                if let failure = Self.unmet(sha256: record.expectedSHA256, size: record.expectedSize, digest: digest, length: length) {
+                    return (self.hooks, true, failure)
+                }
                 handle(.publishing(serial: attempt.serial), for: record) { action in
                     guard action == .recordPublishing else { return false }
                     record.publishing = PublishIntent(path: target, sha256: digest, size: length)
@@ -172,10 +174,11 @@ extension EngineCore {
                     if let tail = record.tail { effects.append { tail.update { $0.publishingPath = target } } }
                     return true
                 }
-                return (self.hooks, true)
+                return (self.hooks, true, nil)
             }
             // Removed meanwhile: nothing is published (the partial goes with the tombstone's files).
             guard known else { return .failed(DownloadFailure(code: .unknown, message: "the download was removed"), discard: true) }
+            if let late { return .failed(late, discard: true) }
             if !stateWriter.flush() {
                 // Renamed without its intent stored, a crash would lose the file (the row still
                 // names the partial): nothing is renamed, and the download fails as when its
@@ -193,6 +196,18 @@ extension EngineCore {
         } catch {
             return .failed(.disk(error), discard: false)
         }
+    }
+
+    /// Why a whole body of `length` bytes hashing to `digest` is not the file the callers asked
+    /// for (nil: it is).
+    static func unmet(sha256: String?, size: Int64?, digest: String, length: Int64) -> DownloadFailure? {
+        if let size, size != length {
+            return DownloadFailure(code: .sizeMismatch, message: "received \(length) bytes, expected \(size)")
+        }
+        if let sha256, sha256 != digest {
+            return DownloadFailure(code: .checksumMismatch, message: "sha256 is \(digest), expected \(sha256)")
+        }
+        return nil
     }
 
     /// The failure of a download whose publishing intent the state store could not commit.

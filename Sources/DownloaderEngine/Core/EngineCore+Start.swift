@@ -6,7 +6,7 @@ extension EngineCore {
     /// Under `lock`: a new attempt takes over the kept bytes; its partial is prepared on the work
     /// queue and then handed to the driver.
     func startAttempt(_ record: DownloadRecord, serial: UInt64) {
-        let attempt = Attempt(serial: serial, recordID: record.id, core: self, checkpointBytes: checkpointBytes,
+        let attempt = Attempt(serial: serial, record: record, core: self, checkpointBytes: checkpointBytes,
                               checkpointSeconds: configuration.checkpointInterval)
         record.attempt = attempt
         attempt.lease = record.lease
@@ -79,7 +79,7 @@ extension EngineCore {
     /// Hands a prepared attempt to the driver, unless nobody wants it any more (no lock held).
     private func launch(_ attempt: Attempt) {
         let request: TransferRequest? = decide {
-            guard let record = byID[attempt.recordID], let current = record.lifecycle.attempt,
+            guard let record = record(of: attempt), let current = record.lifecycle.attempt,
                   current.serial == attempt.serial, !current.abandoned else { return nil }
             tellAttemptStarted(record, attempt)
             var maxBody = configuration.maxFileSize
@@ -105,7 +105,8 @@ extension EngineCore {
         // already ended ignores it). Already ended: keep no reference (the transfer holds the
         // attempt as its delegate).
         let cancelNow: Bool = locked {
-            guard let record = byID[attempt.recordID] else { return tombstones.contains(id: attempt.recordID) }
+            // Adopted again meanwhile (cluster mode): the new record's attempts are its own.
+            guard let record = record(of: attempt) else { return tombstones.contains(id: attempt.recordID) || byID[attempt.recordID] != nil }
             guard let current = record.lifecycle.attempt, current.serial == attempt.serial else { return false }
             if current.stage == .starting || current.stage == .transferring { attempt.handle = handle }
             return current.abandoned

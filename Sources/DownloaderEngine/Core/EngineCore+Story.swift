@@ -42,7 +42,7 @@ extension EngineCore {
     /// A segmented attempt's probe decided how many connections the download uses (crew's thread).
     func connectionsDecided(_ attempt: Attempt, _ verdict: ConnectionProbe.Verdict, connections: Int) {
         decide {
-            guard let record = byID[attempt.recordID] else { return }
+            guard let record = record(of: attempt) else { return }
             tell(.connectionsDecided(attempt: record.story.attempts, connections: connections,
                                      aloneBytesPerSecond: verdict.alone, probedBytesPerSecond: verdict.probed), of: record)
         }

@@ -9,7 +9,7 @@ extension EngineCore {
     /// that what the download then records (and its readers open) is the new version's file.
     func attemptReceivedHead(_ attempt: Attempt, _ head: ResponseHead) -> TransferFailure? {
         guard let facts: (total: Int64?, size: Int64?) = locked({
-            byID[attempt.recordID].map { ($0.expectedTotal, $0.expectedSize) }
+            record(of: attempt).map { ($0.expectedTotal, $0.expectedSize) }
         }) else { return TransferFailure(.rejected, "the download was paused") }
         let judgement = HeadJudgement.judge(head, plan: attempt.plan, sentValidator: attempt.sentValidator,
                                             knownTotal: facts.total, maxFileSize: configuration.maxFileSize,
@@ -34,7 +34,7 @@ extension EngineCore {
             }
         }
         return decide {
-            guard let record = byID[attempt.recordID] else { return TransferFailure(.rejected, "the download was paused") }
+            guard let record = record(of: attempt) else { return TransferFailure(.rejected, "the download was paused") }
             var refused: TransferFailure?
             handle(.headReceived(serial: attempt.serial, accepts: identity != nil), for: record) { action in
                 switch action {
@@ -116,7 +116,7 @@ extension EngineCore {
     func attemptWrote(_ attempt: Attempt, count: Int64, length: Int64, at now: Double) {
         decide {
             stats.bytesFetched += count
-            guard let record = byID[attempt.recordID], let current = record.lifecycle.attempt,
+            guard let record = record(of: attempt), let current = record.lifecycle.attempt,
                   current.serial == attempt.serial, attempt.acceptedOffset != nil else { return }
             record.bytesWritten = length
             record.story.received += count
@@ -135,7 +135,7 @@ extension EngineCore {
     /// never shown a byte before it is in the file, nor bytes of another version (`generation`).
     func attemptFlushed(_ attempt: Attempt, length: Int64) {
         decide {
-            guard let record = byID[attempt.recordID], let current = record.lifecycle.attempt,
+            guard let record = record(of: attempt), let current = record.lifecycle.attempt,
                   current.serial == attempt.serial, attempt.acceptedOffset != nil,
                   length > record.flushedBytes else { return }
             record.flushedBytes = length
@@ -181,7 +181,7 @@ extension EngineCore {
             let failure = Self.checkpointSync(descriptor, sync)
             let after: (@Sendable (String, Int64) -> Void)? = decide {
                 defer { attempt.checkpointInFlight.store(false, ordering: .releasing) }
-                guard let record = byID[attempt.recordID], noteSync(failure, of: attempt, record) else { return nil }
+                guard let record = record(of: attempt), noteSync(failure, of: attempt, record) else { return nil }
                 var advanced = false
                 handle(.checkpointSynced(serial: attempt.serial), for: record) { action in
                     guard action == .keepDurableOffset else { return false }

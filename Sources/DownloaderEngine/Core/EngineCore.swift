@@ -131,6 +131,14 @@ final class EngineCore: @unchecked Sendable {
         return try result.get()
     }
 
+    /// Under `lock`: the download `attempt` is of, while the record that started it is the one
+    /// held (nil once removed or evicted, also when the download was adopted again meanwhile: the
+    /// new record's serials start afresh, so a serial alone would take the old attempt for its own).
+    func record(of attempt: Attempt) -> DownloadRecord? {
+        guard let record = byID[attempt.recordID], record === attempt.owner else { return nil }
+        return record
+    }
+
     func makeSerial() -> UInt64 {
         nextSerial += 1
         return nextSerial

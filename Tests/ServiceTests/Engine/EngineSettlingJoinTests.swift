@@ -1,0 +1,116 @@
+import Foundation
+import Glibc
+import Testing
+@testable import DownloaderEngine
+
+/// A caller who joins while the last attempt settles (its body whole, being hashed, synced and
+/// published), after every earlier caller left: the expectations it brings bind the file that
+/// attempt publishes, exactly as if it had joined during the transfer.
+@Suite(.timeLimit(.minutes(1)))
+struct EngineSettlingJoinTests {
+    static let url = "http://o.test/settling.bin"
+    let body = EngineFixture.body(1000)
+    let other = String(repeating: "0", count: 64)
+
+    /// A download of `body` by a first caller, who leaves while its attempt settles, held in
+    /// `hold` (`partialWrite`: the body, smaller than a buffer, is written when the settle hashes
+    /// it; `beforePublishRename`: once its file is verified and about to be published).
+    func settling(_ engine: DownloadEngine, _ driver: FakeTransferDriver, held: OneShot<Void>) async throws -> String {
+        let first = try engine.request(DownloadRequest(url: Self.url))
+        try await withTimeout(5) { await driver.waitForStarts(1) }
+        #expect(driver.transfer(0).respond(200, ["ETag": "\"v1\"", "Content-Length": "\(body.count)"]))
+        try driver.transfer(0).send(body)
+        driver.transfer(0).finish()
+        try await withTimeout(5) { try await held.value() }
+        _ = engine.cancel(token: first.token)
+        return first.snapshot.id
+    }
+
+    /// Joined before the file was verified: the new sha256 is checked against it (before, the
+    /// settle checked only the expectations known when the transfer ended: `completed` with
+    /// another file than the one asked for).
+    @Test func aSha256BroughtBeforeTheFileIsVerifiedIsCheckedAgainstIt() async throws {
+        let driver = FakeTransferDriver()
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
+        let held = OneShot<Void>()
+        let release = DispatchSemaphore(value: 0)
+        engine.core.locked {
+            engine.core.hooks.partialWrite = { fd, base, count in
+                held.set(())
+                release.wait()
+                return Glibc.write(fd, base, count)
+            }
+        }
+        let id = try await settling(engine, driver, held: held)
+        let joined = try engine.request(DownloadRequest(url: Self.url, sha256: other))
+        #expect(joined.snapshot.id == id)
+        release.signal()
+        let done = try await withTimeout(10) { try await EngineFixture.waitFor(engine, id: id, [.completed, .failed]) }
+        #expect(done.state == .failed && done.error?.code == .checksumMismatch, "\(done.state) \(String(describing: done.error))")
+        await engine.shutdown()
+    }
+
+    /// Joined while the verified file is being published: its digest is known, so another sha256
+    /// is refused as for a completed download (before, it was taken as the download's expectation
+    /// and the download completed with another digest than the one it then expected).
+    @Test func aSha256OtherThanThePublishedFilesIsRefusedWhilePublishing() async throws {
+        let driver = FakeTransferDriver()
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
+        let held = OneShot<Void>()
+        let release = DispatchSemaphore(value: 0)
+        engine.core.locked {
+            engine.core.hooks.beforePublishRename = {
+                held.set(())
+                release.wait()
+            }
+        }
+        let id = try await settling(engine, driver, held: held)
+        #expect(throws: EngineError.self) { try engine.request(DownloadRequest(url: Self.url, sha256: other)) }
+        let same = try engine.request(DownloadRequest(url: Self.url, sha256: SHA256Hasher.hex(body), size: Int64(body.count)))
+        #expect(same.snapshot.id == id)
+        release.signal()
+        let done = try await withTimeout(10) { try await EngineFixture.waitFor(engine, id: id, [.completed, .failed]) }
+        #expect(done.state == .completed && done.sha256 == SHA256Hasher.hex(body))
+        await engine.shutdown()
+    }
+}
+
+/// A download whose record was replaced by a later one of the same id (cluster mode: the lease
+/// was lost, the download evicted, then adopted again; done here by hand as `adopt` does): the
+/// new record counts its attempts from 1 again, and the old record's attempt, still running, must
+/// never pass for the new one's.
+@Suite(.timeLimit(.minutes(1)))
+struct EngineReplacedRecordTests {
+    @Test func anAttemptOfAReplacedRecordNeverEndsTheNewRecordsAttempt() async throws {
+        let body = EngineFixture.body(1000)
+        let driver = FakeTransferDriver()
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
+        let first = try engine.request(DownloadRequest(url: EngineSettlingJoinTests.url))
+        let id = first.snapshot.id
+        try await withTimeout(5) { await driver.waitForStarts(1) }
+        let core = engine.core
+        core.decide {
+            guard let old = core.byID[id] else { return }
+            core.evict(old)
+            let again = DownloadRecord(stored: old.stored(), tau: 1, progressInterval: 0.05)
+            core.byID[id] = again
+            core.byURL[again.key] = again
+            for token in again.tokens { core.tokens[token] = id }
+            core.handle(.recovered(callers: again.tokens.count), for: again)
+        }
+        try await withTimeout(5) { await driver.waitForStarts(2) }
+        let serials = core.locked { (core.byID[id]?.attempt?.serial, core.byID[id]?.lifecycle.attempt?.serial) }
+        #expect(serials.0 == 1 && serials.1 == 1, "the new record's first attempt: \(serials)")
+        // The old attempt's transfer ends (its decision is taken before `fail` returns): nothing
+        // of the new record's attempt changes.
+        driver.transfer(0).fail(.connection, "cut")
+        #expect(core.locked { core.byID[id]?.lifecycle.attempt?.stage } == .starting)
+        #expect(!driver.transfer(1).isCancelled)
+        #expect(driver.transfer(1).respond(200, ["ETag": "\"v1\"", "Content-Length": "\(body.count)"]))
+        try driver.transfer(1).send(body)
+        driver.transfer(1).finish()
+        let done = try await withTimeout(10) { try await EngineFixture.waitFor(engine, id: id, [.completed, .failed]) }
+        #expect(done.state == .completed, "\(String(describing: done.error))")
+        await engine.shutdown()
+    }
+}
