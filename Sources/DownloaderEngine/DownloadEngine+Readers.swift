@@ -10,9 +10,9 @@ extension DownloadEngine {
         let request = try screened(request)
         let core = self.core
         return try core.join(request, as: .reader) { joined in
-            let id = joined.record.id
+            let (id, tail) = (joined.record.id, joined.record.tail!)
             return DownloadReader(id: id, snapshot: joined.record.snapshot(), coalesced: joined.coalesced,
-                                  tail: joined.record.tail!) { core.detachReader(id: id) }
+                                  tail: tail) { core.detachReader(id: id, tail: tail) }
         }
     }
 }

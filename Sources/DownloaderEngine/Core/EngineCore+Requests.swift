@@ -226,10 +226,11 @@ extension EngineCore {
         }
     }
 
-    /// A streaming reader of download `id` let go.
-    func detachReader(id: String) {
+    /// A streaming reader of download `id` let go; `tail`: the view it was given (of the record it
+    /// joined: one adopted again meanwhile in cluster mode has readers of its own).
+    func detachReader(id: String, tail: DownloadTail) {
         decide {
-            guard let record = byID[id], record.readers > 0 else { return }
+            guard let record = byID[id], record.tail === tail, record.readers > 0 else { return }
             record.readers -= 1
             record.story.pauseReason = .readerLeft
             handle(.callerLeft(remaining: record.interest, partial: record.partialFacts), for: record)
