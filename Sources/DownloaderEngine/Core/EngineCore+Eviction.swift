@@ -114,6 +114,7 @@ extension EngineCore {
             let (row, tail) = (record.stored(), record.state == .completed ? record.tailState(partialPath: "") : nil)
             effects.append { told(row, tail) }
         }
+        resumeShutdownIfDrained()
     }
 
     /// Under `lock`, from `forget`: the row goes too (the id is remembered so the writer deletes it),
@@ -139,10 +140,18 @@ extension EngineCore {
         decide {
             if cluster.pending[hold.key] === hold { cluster.pending[hold.key] = nil }
             guard let id = hold.id, let record = byID[id], record.lease === hold else { return }
-            if let handle = record.attempt?.handle { effects.append { handle.cancel() } }
-            if let tail = record.tail { effects.append { tail.update { $0.phase = .removed } } }
-            evict(record)
+            evictUnheld(record)
         }
+    }
+
+    /// Under `lock`: `record`'s lease stopped: its transfer is cancelled and it leaves memory with
+    /// nothing more told or written (the replica that takes the lease over carries it on). Also
+    /// from an attempt that settles after its lease stopped, before `leaseStopped` comes: its end
+    /// (a refused write, a file not published) is no verdict on the download.
+    func evictUnheld(_ record: DownloadRecord) {
+        if let handle = record.attempt?.handle { effects.append { handle.cancel() } }
+        if let tail = record.tail { effects.append { tail.update { $0.phase = .removed } } }
+        evict(record)
     }
 
     /// Under `lock`: whether the row of an id no longer in memory is deleted (single process: always;

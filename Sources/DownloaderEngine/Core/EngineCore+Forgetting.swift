@@ -69,5 +69,6 @@ extension EngineCore {
         for token in record.tokens { tokens[token] = nil }
         record.tokens.removeAll()
         slots.leave(record.id)
+        resumeShutdownIfDrained()  // Its attempt, if any, no longer holds the shutdown back.
     }
 }

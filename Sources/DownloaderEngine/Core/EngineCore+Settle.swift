@@ -89,6 +89,10 @@ extension EngineCore {
                 if case .published(let file) = settlement { removeLater(file.path) }
                 return
             }
+            if let hold = record.lease, hold.isStopped, !settlement.isPublished {
+                evictUnheld(record)  // Lost its lease meanwhile: not failed here, carried on elsewhere.
+                return
+            }
             // Progress counts only in bytes the next attempt resumes on: the body went on from
             // what was held (no restart) and a strong validator is known.
             if case .ended(var end) = verdict, record.validator != nil, attempt.acceptedOffset == attempt.plan.offset {

@@ -10,6 +10,11 @@ enum Settlement: Equatable, Sendable {
     /// Nothing to verify: the attempt ended without a whole body.
     case notDone
 
+    var isPublished: Bool {
+        if case .published = self { return true }
+        return false
+    }
+
     /// A later attempt goes on from the partial's bytes.
     var resumes: Bool {
         switch self {

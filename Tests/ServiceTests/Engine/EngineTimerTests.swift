@@ -139,6 +139,29 @@ import Testing
     }
 }
 
+extension EngineTimerTests {
+    /// A download removed while the shutdown waits for its transfer no longer holds the shutdown
+    /// back (before, only an attempt's settling looked again, and a removed download's settles
+    /// find no record: the shutdown waited for its full bound).
+    @Test func aDownloadRemovedDuringShutdownNoLongerHoldsItBack() async throws {
+        let hanging = HangingDriver()
+        let clock = ManualScheduler()
+        let engine = try DownloadEngine(configuration: EngineFixture.configuration(EngineFixture.root()), driver: hanging,
+                                        scheduler: clock, diskPressure: .disabled)
+        let id = try engine.request(DownloadRequest(url: "http://o.test/a")).snapshot.id
+        _ = try await withTimeout(30) { try await hanging.started.value() }
+        let ended = OneShot<Bool>()
+        Task {
+            await engine.shutdown()
+            ended.set(true)
+        }
+        try await withTimeout(30) { await clock.waitForTimer(dueIn: 10) }
+        #expect(ended.current == nil, "waiting for the transfer to report back")
+        #expect(engine.remove(id: id) != nil)
+        _ = try await withTimeout(30) { try await ended.value() }
+    }
+}
+
 /// A driver whose transfers never report back, not even when cancelled.
 final class HangingDriver: TransferStarting, TransferHandle, @unchecked Sendable {
     let started = OneShot<Bool>()
