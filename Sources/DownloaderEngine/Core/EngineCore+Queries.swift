@@ -63,9 +63,10 @@ extension EngineCore {
     /// new one is recorded).
     func completedFileChanged(_ record: DownloadRecord) {
         guard record.state == .completed, !record.lifecycle.moving else { return }
-        handle(.fileVanished, for: record)
+        // Set first: its readers are told the failure as the lifecycle's actions apply.
         record.error = DownloadFailure(code: .diskError, message: "the completed file is gone or changed on disk (outside the service); "
                                        + "ask for the URL again to fetch it anew")
+        handle(.fileVanished, for: record)
         record.updatedAt = clock.now()
         save(record)
     }

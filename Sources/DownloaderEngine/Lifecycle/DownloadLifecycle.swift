@@ -148,7 +148,8 @@ struct DownloadLifecycle: Equatable, Sendable {
             }
             return [.requestSlot]
         case .fileVanished:
-            guard phase == .completed else { return [] }
+            // While it moves, its old name goes before the new one is recorded: not vanished.
+            guard phase == .completed, !moving else { return [] }
             phase = .failed
             return [.resetResult]
         case .placementWanted(let inPlace):

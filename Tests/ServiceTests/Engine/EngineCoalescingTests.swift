@@ -182,3 +182,27 @@ import Testing
         #expect(throws: EngineError.shuttingDown()) { try engine.request(DownloadRequest(url: "http://o.test/z")) }
     }
 }
+
+extension EngineCoalescingTests {
+    /// A streaming reader of a completed download whose file vanished is told the download's
+    /// failure, `disk_error` (before, the view was refreshed before the failure was recorded: the
+    /// reader's 502 said `unknown`).
+    @Test func aReaderOfAFileThatVanishedIsToldDiskError() async throws {
+        let body = EngineFixture.body(5_000)
+        let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: ["Content-Length": "\(body.count)"], body: body) }
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
+        let (first, done) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/gone"), until: [.completed])
+        let reader = try engine.attachReader(DownloadRequest(url: "http://o.test/gone"))
+        defer { reader.close() }
+        try FileManager.default.removeItem(atPath: try #require(done.path))
+        #expect(engine.completedFile(id: first.snapshot.id) == nil)
+        var code: DownloadFailure.Code?
+        _ = await eventually(within: 5) {
+            if case .failed(let failure, _) = engine.core.locked({ engine.core.byID[first.snapshot.id]?.tail?.current.phase }) {
+                code = failure.code
+            }
+            return code != nil
+        }
+        #expect(code == .diskError)
+    }
+}

@@ -180,7 +180,7 @@ import Testing
         Row(given: .completed, event: .shutdown, actions: "", then: "completed"),
         Row(given: .moving, event: .placementWanted(inPlace: false), actions: "", then: "completed moving"),
         Row(given: .moving, event: .moveEnded, actions: "", then: "completed"),
-        Row(given: .moving, event: .fileVanished, actions: "reset-result", then: "failed moving"),
+        Row(given: .moving, event: .fileVanished, actions: "", then: "completed moving"),
         Row(given: .failed, event: .callerJoined, actions: "clear-failure emit:queued request-slot", then: "queued"),
         Row(given: .failed, event: .callerLeft(remaining: 0, partial: .empty), actions: "journal", then: "failed"),
         Row(given: .failed, event: .retryDue(token: 2), actions: "", then: "failed"),
