@@ -62,18 +62,27 @@ struct FileStore: Sendable {
 
     /// Moves `from` to `to` atomically: rename; across file systems copy + fsync + rename, and the
     /// source goes only once the new name is durable. The target directory is fsynced; an I/O error
-    /// there fails the move (the new name may not survive a crash). `rename` is a seam for tests.
+    /// there fails the move (the new name may not survive a crash) and undoes it: the file is back
+    /// at `from` (the copy removed), never left in the area under a name nothing records.
+    /// `rename` and `syncDirectory` are seams for tests.
     func publish(from: String, to: String,
-                 rename renameCall: (String, String) -> Int32 = { Glibc.rename($0, $1) }) throws(SystemError) {
+                 rename renameCall: (String, String) -> Int32 = { Glibc.rename($0, $1) },
+                 syncDirectory: (String) throws(SystemError) -> Void = FileStore.syncDirectoryReportingIO) throws(SystemError) {
         if renameCall(from, to) != 0 {
             let code = errno
             guard code == EXDEV else { throw SystemError(errno: code, function: "rename") }
             try Self.copyInto(from: from, to: to, rename: renameCall)
-            try Self.syncDirectoryReportingIO(of: to)
+            do throws(SystemError) { try syncDirectory(to) } catch {
+                unlink(to)
+                throw error
+            }
             unlink(from)
             return
         }
-        try Self.syncDirectoryReportingIO(of: to)
+        do throws(SystemError) { try syncDirectory(to) } catch {
+            if renameCall(to, from) != 0 { unlink(to) }
+            throw error
+        }
     }
 
     /// Makes `to` a durable second name of `from`, leaving `from` in place: a hard link, or a copy

@@ -44,6 +44,28 @@ import Testing
         #expect(FileStore.fileSize(target) == nil)
     }
 
+    /// The target directory's fsync reports an I/O error: the move is undone, the file back at its
+    /// source whole (before, it stayed renamed into the area, where nothing recorded it, and the
+    /// source was gone).
+    @Test(arguments: [false, true])
+    func publishUndoesTheMoveWhenTheDirectorysSyncFails(crossesFileSystems: Bool) throws {
+        let (store, _) = try Self.store()
+        let source = store.partialPath(id: "dddddddddddddddd")
+        try Data([4, 5, 6]).write(to: URL(fileURLWithPath: source))
+        let target = store.finalPath(id: "dddddddddddddddd", fileName: "f", storage: .persistent)
+        #expect(throws: SystemError(errno: EIO, function: "fsync (directory)")) {
+            try store.publish(from: source, to: target, rename: { from, to in
+                if crossesFileSystems && from == source {
+                    errno = EXDEV
+                    return -1
+                }
+                return Glibc.rename(from, to)
+            }, syncDirectory: { _ throws(SystemError) in throw SystemError(errno: EIO, function: "fsync (directory)") })
+        }
+        #expect(FileStore.fileSize(source) == 3)
+        #expect(FileStore.fileSize(target) == nil)
+    }
+
     @Test func placeLinksOrCopiesAndLeavesTheSource() throws {
         let (store, _) = try Self.store()
         let source = store.finalPath(id: "cccccccccccccccc", fileName: "f", storage: .cache)
