@@ -41,11 +41,17 @@ extension EngineCore {
         }
     }
 
+    /// Under `lock`: an attempt whose download is gone or moved on closes its partial; when the
+    /// download was removed, the file goes too (its preparation may have opened it, creating it
+    /// again, after the removal deleted it).
     private func closeStale(_ attempt: Attempt) {
+        let removed = tombstones.contains(id: attempt.recordID)
         effects.append { [workQueue] in
             workQueue.async {
+                let path = attempt.partial?.path
                 _ = attempt.partial?.close()
                 attempt.partial = nil
+                if removed, let path { FileStore.remove(path) }
             }
         }
     }
