@@ -62,10 +62,11 @@ extension DownloadAPI {
                     return APIError(status: 504, .stalled, "the download is paused by the operator; no data came for the stall timeout",
                                     headers: fetchHeaders(id: reader.id)).response
                 }
-                let started = Date()
+                let started = DispatchTime.now().uptimeNanoseconds  // Monotonic: a step of the wall clock changes no wait.
                 await changes.wait(seconds: 1)
-                if queued { queuedFor += Date().timeIntervalSince(started) }
-                if held { heldFor += Date().timeIntervalSince(started) }
+                let waited = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+                if queued { queuedFor += waited }
+                if held { heldFor += waited }
             case .serveStored, .fail:
                 // The reader's view is brought up to date by the engine's effects, which another
                 // thread may still be running: a join that restarted a failed download (or one
