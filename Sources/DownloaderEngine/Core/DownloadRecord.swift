@@ -30,8 +30,8 @@ final class DownloadRecord {
     var keptBytes: Int64 = 0
     /// Bytes of the partial known to be durable; what the state store records.
     var durableOffset: Int64 = 0
-    /// Hash state covering exactly `keptBytes` (in-process resumes skip re-reading the file).
-    var keptHasher: SHA256Hasher?
+    /// The hash of exactly `keptBytes` (in-process resumes skip re-reading the file, if unchanged).
+    var keptHash: KeptHash?
     var validator: Validator?
     var expectedTotal: Int64?
     /// The attempt the lifecycle waits on (`lifecycle.attempt`), running or draining.
@@ -178,7 +178,7 @@ final class DownloadRecord {
         expectedTotal = size
         keptBytes = 0
         durableOffset = 0
-        keptHasher = nil
+        keptHash = nil
         segments = nil
         bytesWritten = size
         error = nil

@@ -119,7 +119,7 @@ extension EngineCore {
         record.size = nil
         record.keptBytes = 0
         record.durableOffset = 0
-        record.keptHasher = nil
+        record.keptHash = nil
         record.bytesWritten = 0
         record.validator = nil
         record.expectedTotal = nil
@@ -141,7 +141,7 @@ extension EngineCore {
         }
         record.keptBytes = 0
         record.durableOffset = 0
-        record.keptHasher = nil
+        record.keptHash = nil
         record.segments = nil
         record.bytesWritten = 0
     }

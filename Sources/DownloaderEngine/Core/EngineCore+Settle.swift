@@ -125,7 +125,7 @@ extension EngineCore {
                         // After an I/O error only what was made durable before is kept (the rest is fetched again).
                         let keep = lostWrites ? min(durable, closed.length) : closed.length
                         record.keptBytes = keep
-                        record.keptHasher = keep == closed.length ? closed.hasher : nil
+                        record.keptHash = keep == closed.length ? closed.kept : nil
                         record.durableOffset = min(durable, keep)
                         record.bytesWritten = keep
                         record.flushedBytes = keep

@@ -12,8 +12,8 @@ extension EngineCore {
         attempt.lease = record.lease
         if record.readers > 0 { attempt.followed.store(true, ordering: .relaxed) }
         let kept = record.keptBytes
-        let hasher = record.keptHasher
-        record.keptHasher = nil
+        let hash = record.keptHash
+        record.keptHash = nil
         attempt.keptAtStart = kept
         attempt.heldAtStart = record.partialBytes
         attempt.followsRestart = record.restartPending
@@ -27,14 +27,14 @@ extension EngineCore {
         if keepTail, kept == 0, let validator, let total = record.segments?.last?.end { attempt.keptTailOf = (validator, total) }
         effects.append { [self] in
             workQueue.async {
-                self.prepare(attempt, path: path, kept: kept, keepTail: keepTail, hasher: hasher, validator: validator, write: write,
+                self.prepare(attempt, path: path, kept: kept, keepTail: keepTail, hash: hash, validator: validator, write: write,
                              sync: sync)
             }
         }
     }
 
     /// Work queue: opens the partial (keeping what can be resumed) and plans the request, then launches.
-    private func prepare(_ attempt: Attempt, path: String, kept: Int64, keepTail: Bool, hasher: SHA256Hasher?, validator: Validator?,
+    private func prepare(_ attempt: Attempt, path: String, kept: Int64, keepTail: Bool, hash: KeptHash?, validator: Validator?,
                          write: PartialFile.WriteCall?, sync: PartialFile.SyncCall?) {
         // Space for the new bytes first: paused partials go before a low disk fills up.
         checkPressure(memory: false)
@@ -46,7 +46,7 @@ extension EngineCore {
                 try syscall("rename") { rename(path, aside) }
                 deleteInBackground(aside, before: locked { hooks.beforeRemove })
             }
-            let partial = try PartialFile(path: path, keep: kept, keepTail: keepTail, hasher: hasher, hashedLength: kept, write: write,
+            let partial = try PartialFile(path: path, keep: kept, keepTail: keepTail, hash: hash, write: write,
                                           sync: sync)
             partial.whenAdvanced { [weak self, weak attempt] length in
                 if let self, let attempt { self.attemptFlushed(attempt, length: length) }
@@ -87,7 +87,7 @@ extension EngineCore {
             return TransferRequest(
                 url: record.url, headers: attempt.plan.headers.map { ($0.name, $0.value) },
                 connectTimeout: configuration.connectTimeout, headTimeout: configuration.headTimeout,
-                stallTimeout: configuration.stallTimeout,
+                stallTimeout: configuration.stallTimeout, minSpeed: configuration.minSpeed,
                 maxBodyBytes: maxBody, maxRedirects: configuration.maxRedirects,
                 allowPrivateNetworks: configuration.allowPrivateNetworks, userAgent: configuration.userAgent,
                 credentials: record.credentials?.fields ?? [])

@@ -29,11 +29,11 @@ final class PartialFile {
     typealias SyncCall = @Sendable (Int32) -> Int32
 
     /// Opens (creating) `path`, keeps at most `keep` bytes (dropping any tail), and hashes the
-    /// kept bytes with a bounded buffer. `hasher`, when given, already covers exactly `keep`
-    /// bytes of this file (an in-process resume) and saves the re-read.
+    /// kept bytes with a bounded buffer. `hash`, when given, saves the re-read (an in-process
+    /// resume) if it covers exactly the kept bytes and the file is as it was when it was closed.
     /// `keepTail`: bytes after `keep` stay in the file (a segmented download's segments); the
     /// appends still start at `keep`.
-    init(path: String, keep: Int64, keepTail: Bool = false, hasher: SHA256Hasher? = nil, hashedLength: Int64? = nil,
+    init(path: String, keep: Int64, keepTail: Bool = false, hash: KeptHash? = nil,
          write writeCall: WriteCall? = nil, sync syncCall: SyncCall? = nil) throws(SystemError) {
         self.path = path
         let datasync = syncCall ?? { fdatasync($0) }
@@ -45,11 +45,12 @@ final class PartialFile {
             var st = stat()
             try syscall("fstat") { fstat(fd, &st) }
             kept = max(0, min(keep, Int64(st.st_size)))
+            let unchanged = hash.map { $0.length == kept && $0.stamp == FileStamp(st) } ?? false
             if Int64(st.st_size) != kept && !(keepTail && Int64(st.st_size) > kept) {
                 try syscall("ftruncate") { ftruncate(fd, off_t(kept)) }
             }
-            if let hasher, hashedLength == kept {
-                hasherInUse = hasher
+            if let hash, unchanged {
+                hasherInUse = hash.hasher
             } else {
                 hasherInUse = SHA256Hasher()
                 try Self.hash(fd: fd, count: kept, into: hasherInUse)
@@ -275,16 +276,20 @@ final class PartialFile {
     }
 
     /// Flushes and closes the descriptor. Returns the bytes in the file and, when they are exactly
-    /// what was hashed, the hasher state for a later in-process resume.
-    func close() -> (hasher: SHA256Hasher?, length: Int64) {
+    /// what was hashed, the hash for a later in-process resume (with the file's stamp as closed).
+    func close() -> (kept: KeptHash?, length: Int64) {
         var intact = true
+        var stamp: FileStamp?
         if fd >= 0 {
             do { try flush() } catch { intact = false }
             pipeline.discard()  // Waits for the lanes: the hasher is whole.
+            var st = stat()
+            if fstat(fd, &st) == 0 { stamp = FileStamp(st) }
             Glibc.close(fd)
             fd = -1
         }
         pipeline.releaseSpareBuffers()
-        return intact ? (pipeline.hasher, length) : (nil, writtenLength)
+        guard intact else { return (nil, writtenLength) }
+        return (stamp.map { KeptHash(hasher: pipeline.hasher, length: length, stamp: $0) }, length)
     }
 }

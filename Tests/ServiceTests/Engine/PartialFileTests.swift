@@ -23,7 +23,7 @@ import Testing
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data(body))
         #expect(file.sha256Hex == SHA256Hasher.hex(body))
         let closed = file.close()
-        #expect(closed.length == Int64(body.count) && closed.hasher != nil)
+        #expect(closed.length == Int64(body.count) && closed.kept != nil)
 
         // Re-open keeping fewer bytes: the tail is cut and the kept bytes re-hashed from disk.
         let kept = 1_234_567
@@ -55,9 +55,30 @@ import Testing
         let first = try PartialFile(path: path, keep: 0)
         try body[0..<60_000].withUnsafeBytes { try first.append($0) }
         let closed = first.close()
-        let second = try PartialFile(path: path, keep: closed.length, hasher: closed.hasher, hashedLength: closed.length)
+        let second = try PartialFile(path: path, keep: closed.length, hash: closed.kept)
         try body[60_000...].withUnsafeBytes { try second.append($0) }
         #expect(second.sha256Hex == SHA256Hasher.hex(body))
+    }
+
+    /// The kept bytes changed on disk while the partial was closed (outside the service: the same
+    /// size, another byte): the hash kept in memory is not taken, they are read and hashed again,
+    /// so the digest is the file's (before, the file completed with the digest of what was
+    /// received, which it no longer held).
+    @Test func aFileChangedWhileClosedIsHashedAgain() throws {
+        let path = EngineFixture.root().appendingPathComponent("t.part").path
+        let body = EngineFixture.body(100_000)
+        let first = try PartialFile(path: path, keep: 0)
+        try body[0..<60_000].withUnsafeBytes { try first.append($0) }
+        let closed = first.close()
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        try handle.seek(toOffset: 1000)
+        try handle.write(contentsOf: Data([body[1000] ^ 0xFF]))
+        try handle.close()
+        let second = try PartialFile(path: path, keep: closed.length, hash: closed.kept)
+        try body[60_000...].withUnsafeBytes { try second.append($0) }
+        var changed = body
+        changed[1000] ^= 0xFF
+        #expect(second.sha256Hex == SHA256Hasher.hex(changed))
     }
 
     /// Segmented fetch: a read-back of pieces written in place that fails midway (here the file is
@@ -122,7 +143,7 @@ import Testing
         #expect(file.sha256Hex == SHA256Hasher.hex(Array(body[..<offset])))
         let closed = file.close()
         // Closing cannot flush the rest: it reports exactly what reached the file, without a hash.
-        #expect(closed.hasher == nil)
+        #expect(closed.kept == nil)
         #expect(closed.length == Int64(budget))
         #expect(FileStore.fileSize(path) == Int64(budget))
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data(body[..<budget]))
@@ -161,7 +182,7 @@ import Testing
         #expect(file.writtenLength == Int64(body.count) && file.durableLength == Int64(body.count))
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data(body))
         #expect(file.sha256Hex == SHA256Hasher.hex(body))
-        #expect(file.close().hasher != nil)
+        #expect(file.close().kept != nil)
     }
 
     /// `whenWritten` hands over a descriptor once every appended byte is in the file, without waiting
@@ -265,7 +286,7 @@ import Testing
         try resumed.fullSync()
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data(body))
         let again = resumed.close()
-        let continued = try PartialFile(path: path, keep: again.length, hasher: again.hasher, hashedLength: again.length)
+        let continued = try PartialFile(path: path, keep: again.length, hash: again.kept)
         try ([1, 2, 3] as [UInt8]).withUnsafeBytes { try continued.append($0) }
         #expect(continued.sha256Hex == SHA256Hasher.hex(body + [1, 2, 3]))
         _ = continued.close()
