@@ -95,6 +95,9 @@ enum CommandLineOptions {
         Option(flag: "--stall-timeout", metavar: "SECONDS", help: "reconnect and resume after this long without a byte (default 30)") { c, v throws(ParseError) in
             c.stallTimeout = try seconds(v, "--stall-timeout", within: 0.05...3600)
         },
+        Option(flag: "--min-speed", metavar: "BYTES", help: "reconnect and resume a connection that brings fewer bytes per second over a --stall-timeout, e.g. 16K; 0 = off (default)") { c, v throws(ParseError) in
+            c.minSpeed = try byteCount(v, "--min-speed") ?? 0
+        },
         Option(flag: "--retry-base-delay", metavar: "SECONDS", help: "first retry delay, doubling per attempt with jitter, at most 30 (default 0.5)") { c, v throws(ParseError) in
             c.retryBaseDelay = try seconds(v, "--retry-base-delay", within: 0...30)  // Retries wait 30 s at most.
         },

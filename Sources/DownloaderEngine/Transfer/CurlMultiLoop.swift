@@ -149,7 +149,8 @@ final class CurlMultiLoop: @unchecked Sendable {
         active[ObjectIdentifier(transfer)] = transfer
         let request = transfer.request
         transfer.deadlines = AttemptDeadlines(connectTimeout: request.connectTimeout, headTimeout: request.headTimeout,
-                                              stallTimeout: request.stallTimeout, startedAt: Self.monotonicNanoseconds())
+                                              stallTimeout: request.stallTimeout, minSpeed: request.minSpeed,
+                                              startedAt: Self.monotonicNanoseconds())
         startHop(transfer, in: multi)
     }
 
@@ -190,7 +191,7 @@ final class CurlMultiLoop: @unchecked Sendable {
             guard var deadlines = transfer.deadlines else { continue }
             if transfer.sawActivity {
                 transfer.sawActivity = false
-                deadlines.activity(at: now)
+                deadlines.activity(at: now, received: transfer.bodyBytes)
                 transfer.deadlines = deadlines
             }
             switch deadlines.check(now: now) {
@@ -198,6 +199,8 @@ final class CurlMultiLoop: @unchecked Sendable {
                 timeout = min(timeout, deadline - now)
             case .expired(let kind, _):
                 finish(transfer, .failure(transfer.timedOut(kind)), in: multi)
+            case .tooSlow(let rate):
+                finish(transfer, .failure(transfer.tooSlow(rate)), in: multi)
             case .drained:
                 finish(transfer, transfer.outcome(for: CURLE_OK), in: multi)
             }

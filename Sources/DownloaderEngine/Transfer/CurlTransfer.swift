@@ -158,6 +158,12 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         }
     }
 
+    /// The failure when a window of `stallTimeout` brought `rate` bytes per second, below `minSpeed`
+    /// (a stall: the download reconnects and resumes).
+    func tooSlow(_ rate: Double) -> TransferFailure {
+        TransferFailure(.stalled, "slower than \(request.minSpeed) bytes/s for \(request.stallTimeout) s (\(Int(rate)) bytes/s)")
+    }
+
     // MARK: Completion (loop thread)
 
     /// The outcome once libcurl reports `code`.

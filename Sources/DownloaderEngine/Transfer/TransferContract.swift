@@ -17,6 +17,8 @@ struct TransferRequest: Sendable {
     var headTimeout: Double = 30
     /// Seconds without a body byte, once the final head arrived, before the attempt fails with `.stalled`.
     var stallTimeout: Double
+    /// Body bytes per second each window of `stallTimeout` must bring, else `.stalled` too; 0: none.
+    var minSpeed: Int64 = 0
     /// Largest 2xx body accepted for this attempt (bytes of this response, not counting kept bytes).
     /// Applies to accepted bodies only: a non-2xx head reaches the delegate whatever its
     /// Content-Length (its body is never written anyway).

@@ -31,6 +31,18 @@ import Testing
         #expect(c.maxFileSize == 10 << 30 && c.cacheMaxBytes == 512 << 20 && c.cacheDirectory == "/var/cache/ds")
     }
 
+    /// `--min-speed` (or its variable) reaches the engine; off by default.
+    @Test func minSpeedReachesTheEngine() {
+        guard case .run(let off) = parse([]), case .run(let c) = parse(["--min-speed", "16K"]),
+              case .run(let e) = parse([], env: ["HOME": "/h", "DOWNLOAD_SERVICE_MIN_SPEED": "1M"]) else {
+            Issue.record("expected run"); return
+        }
+        #expect(off.engineConfiguration.minSpeed == 0)
+        #expect(c.engineConfiguration.minSpeed == 16 << 10 && e.engineConfiguration.minSpeed == 1 << 20)
+        guard case .invalid(let message) = parse(["--min-speed", "fast"]) else { Issue.record("accepted"); return }
+        #expect(message.contains("--min-speed"))
+    }
+
     /// A flag replaces a bad variable as it replaces a good one; `--help` answers whatever the
     /// environment holds; a bad variable nothing replaces is named.
     @Test func aBadVariableIsReportedOnlyWhenNoFlagReplacesIt() {

@@ -47,4 +47,34 @@ import Testing
         d.requestSent(at: 126 * Self.second)
         #expect(d.check(now: 155 * Self.second) == .runningUntil(156 * Self.second))
     }
+
+    /// `--min-speed` 1 000 bytes/s over windows of the stall timeout (5 s): judged at the first
+    /// activity once a window is whole; a window fast enough starts the next one there.
+    @Test(arguments: [
+        // (bytes by the first activity past the window, verdict then)
+        (Int64(6_000), AttemptDeadlines.Verdict.runningUntil(131 * AttemptDeadlinesTests.second)),
+        (Int64(5_999), .tooSlow(bytesPerSecond: 5_999 / 6)),
+    ])
+    func aTrickleIsTooSlowOnceAWholeWindowFellShort(received: Int64, then verdict: AttemptDeadlines.Verdict) {
+        var d = AttemptDeadlines(connectTimeout: 10, headTimeout: 30, stallTimeout: 5, minSpeed: 1_000, startedAt: 100 * Self.second)
+        d.requestSent(at: 101 * Self.second)
+        d.headEnded(at: 120 * Self.second, final: true)
+        d.activity(at: 124 * Self.second, received: 10)  // Within the window: not judged yet.
+        #expect(d.check(now: 124 * Self.second) == .runningUntil(129 * Self.second))
+        d.activity(at: 126 * Self.second, received: received)  // 6 s: the window is whole.
+        #expect(d.check(now: 126 * Self.second) == verdict)
+        if case .runningUntil = verdict {
+            d.activity(at: 130 * Self.second, received: received + 10)  // The next window began at 126.
+            #expect(d.check(now: 130 * Self.second) == .runningUntil(135 * Self.second))
+            d.activity(at: 131 * Self.second, received: received + 4_000)
+            #expect(d.check(now: 131 * Self.second) == .tooSlow(bytesPerSecond: 4_000 / 5))
+        }
+    }
+
+    @Test func withoutAMinimumSpeedATrickleOnlyNeverStalls() {
+        var d = Self.deadlines()
+        d.headEnded(at: 120 * Self.second, final: true)
+        for t in stride(from: 121, to: 200, by: 4) { d.activity(at: UInt64(t) * Self.second, received: Int64(t)) }
+        #expect(d.check(now: 200 * Self.second) == .runningUntil(202 * Self.second))
+    }
 }
