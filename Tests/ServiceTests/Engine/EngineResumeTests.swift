@@ -34,6 +34,11 @@ import Testing
         let (engine, driver, id, root) = try await pausedDownload(headers: ["ETag": "\"v1\""], kept: 12_345)
         let partial = root.appendingPathComponent("state/partials/\(id).part").path
         #expect(FileStore.fileSize(partial) == 12_345)
+        // The kept bytes' hash is good for the resume (nothing touched the file since it closed):
+        // they are not read again.
+        var st = stat()
+        #expect(stat(partial, &st) == 0)
+        #expect(engine.core.locked { engine.core.byID[id]?.keptHash?.stamp } == FileStamp(st))
         #expect(engine.snapshot(id: id)?.bytesWritten == 12_345)
         #expect(engine.snapshot(id: id)?.resumable == true)
         let sub = try #require(engine.subscribe(id: id))
