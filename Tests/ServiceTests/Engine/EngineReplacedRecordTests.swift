@@ -8,13 +8,9 @@ import Testing
 /// never pass for the new one's.
 @Suite(.timeLimit(.minutes(1)))
 struct EngineReplacedRecordTests {
-    @Test func anAttemptOfAReplacedRecordNeverEndsTheNewRecordsAttempt() async throws {
-        let body = EngineFixture.body(1000)
-        let driver = FakeTransferDriver()
-        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
-        let first = try engine.request(DownloadRequest(url: EngineSettlingJoinTests.url))
-        let id = first.snapshot.id
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+    /// Evicts download `id` and holds it again under a new record made from its row (what a lost
+    /// lease, then an adoption, do); it carries on for its stored callers.
+    static func replace(_ id: String, in engine: DownloadEngine) {
         let core = engine.core
         core.decide {
             guard let old = core.byID[id] else { return }
@@ -25,6 +21,17 @@ struct EngineReplacedRecordTests {
             for token in again.tokens { core.tokens[token] = id }
             core.handle(.recovered(callers: again.tokens.count), for: again)
         }
+    }
+
+    @Test func anAttemptOfAReplacedRecordNeverEndsTheNewRecordsAttempt() async throws {
+        let body = EngineFixture.body(1000)
+        let driver = FakeTransferDriver()
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
+        let first = try engine.request(DownloadRequest(url: EngineSettlingJoinTests.url))
+        let id = first.snapshot.id
+        try await withTimeout(5) { await driver.waitForStarts(1) }
+        let core = engine.core
+        Self.replace(id, in: engine)
         try await withTimeout(5) { await driver.waitForStarts(2) }
         let serials = core.locked { (core.byID[id]?.attempt?.serial, core.byID[id]?.lifecycle.attempt?.serial) }
         #expect(serials.0 == 1 && serials.1 == 1, "the new record's first attempt: \(serials)")
@@ -53,13 +60,7 @@ extension EngineReplacedRecordTests {
         let id = old.id
         try await withTimeout(5) { await driver.waitForStarts(1) }
         let core = engine.core
-        core.decide {
-            guard let record = core.byID[id] else { return }
-            core.evict(record)
-            let again = DownloadRecord(stored: record.stored(), tau: 1, progressInterval: 0.05)
-            core.byID[id] = again
-            core.byURL[again.key] = again
-        }
+        Self.replace(id, in: engine)
         let reader = try engine.attachReader(DownloadRequest(url: EngineSettlingJoinTests.url))
         #expect(reader.id == id)
         old.close()

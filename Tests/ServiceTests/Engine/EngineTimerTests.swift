@@ -116,14 +116,16 @@ import Testing
         t.fail(.blockedAddress)
     }
 
-    @Test func shutdownStopsWaitingForADriverThatNeverAnswersAfterTenSeconds() async throws {
-        // Real-time bounds are generous: the clock is manual, and a loaded 2-core run can keep the
-        // shutdown task from running for seconds.
+    /// An engine on a manual clock whose one download's transfer never reports back, shutting
+    /// down: its 10 s bound is armed. Real-time bounds are generous: a loaded 2-core run can keep
+    /// the shutdown task from running for seconds.
+    static func shuttingDownOverAHangingTransfer() async throws
+        -> (DownloadEngine, HangingDriver, ManualScheduler, id: String, ended: OneShot<Bool>) {
         let hanging = HangingDriver()
         let clock = ManualScheduler()
         let engine = try DownloadEngine(configuration: EngineFixture.configuration(EngineFixture.root()), driver: hanging,
                                         scheduler: clock, diskPressure: .disabled)
-        _ = try engine.request(DownloadRequest(url: "http://o.test/a"))
+        let id = try engine.request(DownloadRequest(url: "http://o.test/a")).snapshot.id
         _ = try await withTimeout(30) { try await hanging.started.value() }
         let ended = OneShot<Bool>()
         Task {
@@ -131,6 +133,11 @@ import Testing
             ended.set(true)
         }
         try await withTimeout(30) { await clock.waitForTimer(dueIn: 10) }
+        return (engine, hanging, clock, id, ended)
+    }
+
+    @Test func shutdownStopsWaitingForADriverThatNeverAnswersAfterTenSeconds() async throws {
+        let (_, hanging, clock, _, ended) = try await Self.shuttingDownOverAHangingTransfer()
         _ = try await withTimeout(30) { try await hanging.cancelled.value() }
         clock.advance(9.9)
         #expect(ended.current == nil, "still waiting for the transfer to report back")
@@ -144,18 +151,7 @@ extension EngineTimerTests {
     /// back (before, only an attempt's settling looked again, and a removed download's settles
     /// find no record: the shutdown waited for its full bound).
     @Test func aDownloadRemovedDuringShutdownNoLongerHoldsItBack() async throws {
-        let hanging = HangingDriver()
-        let clock = ManualScheduler()
-        let engine = try DownloadEngine(configuration: EngineFixture.configuration(EngineFixture.root()), driver: hanging,
-                                        scheduler: clock, diskPressure: .disabled)
-        let id = try engine.request(DownloadRequest(url: "http://o.test/a")).snapshot.id
-        _ = try await withTimeout(30) { try await hanging.started.value() }
-        let ended = OneShot<Bool>()
-        Task {
-            await engine.shutdown()
-            ended.set(true)
-        }
-        try await withTimeout(30) { await clock.waitForTimer(dueIn: 10) }
+        let (engine, _, _, id, ended) = try await Self.shuttingDownOverAHangingTransfer()
         #expect(ended.current == nil, "waiting for the transfer to report back")
         #expect(engine.remove(id: id) != nil)
         _ = try await withTimeout(30) { try await ended.value() }
