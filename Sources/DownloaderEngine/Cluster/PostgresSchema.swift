@@ -213,6 +213,11 @@ enum PostgresSchema {
         INSERT INTO lease_epoch_floor (epoch) VALUES (0);
         CREATE INDEX leases_idle ON leases (expires_at) WHERE NOT active;
         """,
+        // 11: segmented fetch: what keeps a download on one connection (its first answer offered
+        // no ranges; the origin refused a second connection), as the SQLite store keeps it.
+        """
+        ALTER TABLE downloads ADD COLUMN ranges_offered boolean, ADD COLUMN segments_refused boolean NOT NULL DEFAULT false;
+        """,
     ]
 
     static var version: Int { migrations.count }

@@ -84,8 +84,8 @@ final class DownloadRecord {
     /// download goes on with one connection.
     var segmentsRefused = false
     /// Whether the first response of this version (a whole body) offered byte ranges with a strong
-    /// validator (`SegmentPlanner.allowsSegments`); nil until one is seen in this process. A later
-    /// 206 to a resume does not allow segments its first response did not.
+    /// validator (`SegmentPlanner.allowsSegments`); nil until one is seen (stored, with
+    /// `segmentsRefused`). A later 206 to a resume does not allow segments its first response did not.
     var rangesOffered: Bool?
     /// An attempt's answer made its kept bytes unusable (a restart): the next body from 0 replaces
     /// them, and is told as a restart although the attempt starts with nothing kept.
@@ -219,7 +219,8 @@ final class DownloadRecord {
             expectedSHA256: expectedSHA256, expectedSize: expectedSize, fileName: fileName,
             finalPath: publishing?.path ?? finalPath, sha256: publishing?.sha256 ?? sha256, size: publishing?.size ?? size, createdAt: createdAt, updatedAt: updatedAt, lastAccess: lastAccess, error: error,
             contentType: contentType, generation: generation, changedAt: changedAt,
-            connections: connectionsRequested, segments: validator == nil ? nil : segments, tokens: tokens,
+            connections: connectionsRequested, segments: validator == nil ? nil : segments,
+            rangesOffered: rangesOffered, segmentsRefused: segmentsRefused, tokens: tokens,
             credentialKey: key.credential, held: lifecycle.held)
     }
 
@@ -247,6 +248,8 @@ final class DownloadRecord {
         tokens = entry.tokens
         connectionsRequested = max(1, entry.connections)
         segments = entry.segments
+        rangesOffered = entry.rangesOffered
+        segmentsRefused = entry.segmentsRefused
     }
 
     /// A stored download with pieces kept was granted what they warrant: shown again after a

@@ -102,6 +102,12 @@ enum SQLiteSchema {
             paths TEXT NOT NULL
         ) WITHOUT ROWID;
         """,
+        // 8: segmented fetch: what keeps a download on one connection (its first answer offered no
+        // ranges: 0, offered: 1, not seen: NULL; the origin refused a second connection: 1).
+        """
+        ALTER TABLE downloads ADD COLUMN ranges_offered INTEGER;
+        ALTER TABLE downloads ADD COLUMN segments_refused INTEGER NOT NULL DEFAULT 0;
+        """,
     ]
 
     static var version: Int { migrations.count }

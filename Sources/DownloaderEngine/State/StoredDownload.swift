@@ -35,6 +35,11 @@ struct StoredDownload: Sendable, Equatable {
     /// (the first is the prefix, durable up to `verifiedOffset`); nil when fetched on one connection.
     var connections: Int = 1
     var segments: [Segment]? = nil
+    /// Whether this version's first answer offered byte ranges with a strong validator (nil: not
+    /// seen), and whether the origin refused a second connection or a piece met another version:
+    /// a restart keeps the download on one connection as the running engine did.
+    var rangesOffered: Bool? = nil
+    var segmentsRefused = false
     /// The live callers' token hashes.
     var tokens: Set<TokenHash> = []
     /// A credentialed download's keyed hash of its caller's headers (`CoalescingKey.credential`);

@@ -52,6 +52,8 @@ import Testing
             entry.segments = [Segment(start: 0, end: 500, next: 200), Segment(start: 500, end: 1000, next: 720)]
             entry.tokens = [TokenHash(token: "11111111111111111111111111111111"), TokenHash(token: "22222222222222222222222222222222")]
             entry.held = true
+            entry.rangesOffered = false
+            entry.segmentsRefused = true
             // `fence` says how a row is written (cluster mode), it is not stored data: `PostgresFencingTests`.
             for child in Mirror(reflecting: entry).children where child.label != "fence" {
                 let value = Mirror(reflecting: child.value)

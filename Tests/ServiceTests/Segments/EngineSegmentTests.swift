@@ -278,28 +278,42 @@ import Testing
     /// An origin whose first answer offered no byte ranges (no `Accept-Ranges`) stays on one
     /// connection also when a resume's 206 shows it honours a range: segments need its first
     /// response's word.
-    @Test func aResumeOfADownloadWhoseFirstAnswerOfferedNoRangesStaysSingle() async throws {
-        let driver = FakeTransferDriver()
-        let engine = try EngineSegmentTests.engine(driver)
+    /// `acrossARestart`: the engine restarts while the download is paused (the first answer's
+    /// word is stored: before, a restarted engine no longer knew it, and segmented the resume).
+    @Test(arguments: [false, true])
+    func aResumeOfADownloadWhoseFirstAnswerOfferedNoRangesStaysSingle(acrossARestart: Bool) async throws {
+        let root = EngineFixture.root()
+        let firstDriver = FakeTransferDriver()
+        var engine = try EngineSegmentTests.engine(firstDriver, root: root)
         let first = try engine.request(DownloadRequest(url: EngineSegmentTests.url, connections: 4))
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(5) { await firstDriver.waitForStarts(1) }
+        var driver = firstDriver
         #expect(driver.transfer(0).respond(200, ["ETag": "\"v1\"", "Content-Length": "40000"]))
         try driver.transfer(0).send(Array(body[0..<5000]))
         let event = try await EngineFixture.cancelAndSettle(engine, token: first.token, id: first.snapshot.id)
         guard case .paused(let paused) = event else { Issue.record("not paused: \(event)"); return }
         #expect(paused.bytesWritten == 5000 && paused.connections?.granted == 1)
+        if acrossARestart {
+            await engine.shutdown()
+            driver = FakeTransferDriver()
+            engine = try EngineSegmentTests.engine(driver, root: root)
+        }
         let again = try engine.request(DownloadRequest(url: EngineSegmentTests.url, connections: 4))
         let sub = try #require(engine.subscribe(id: again.snapshot.id))
-        try await withTimeout(5) { await driver.waitForStarts(2) }
-        let resumed = driver.transfer(1)
+        let before = driver.startCount
+        let next = driver
+        try await withTimeout(5) { await next.waitForStarts(before + 1) }
+        let resumed = driver.transfer(before)
         #expect(resumed.range == "bytes=5000-")
-        #expect(Self.respond206(resumed, 5000, 39_999))
+        #expect(resumed.respond(206, ["Content-Range": "bytes 5000-39999/40000", "ETag": "\"v1\"", "Content-Length": "35000",
+                                      "Accept-Ranges": "bytes"]))
         try resumed.send(Array(body[5000...]))
         resumed.finish()
         let events = try await withTimeout(10) { await EngineFixture.events(sub) { $0.isTerminal } }
         guard case .completed(let done) = events.last else { Issue.record("not completed: \(events)"); return }
-        #expect(driver.startCount == 2, "no piece asked for: \((0..<driver.startCount).map { driver.transfer($0).range ?? "-" })")
+        #expect(driver.startCount == before + 1, "no piece asked for: \((0..<driver.startCount).map { driver.transfer($0).range ?? "-" })")
         #expect(done.connections?.granted == 1 && done.sha256 == SHA256Hasher.hex(body))
+        await engine.shutdown()
     }
 
     @Test func pausedSegmentsResumeWhereTheyStoodByteIdentical() async throws {

@@ -30,6 +30,8 @@ import Testing
         record.changedAt = now.addingTimeInterval(3)
         record.connectionsRequested = 4
         record.segments = [Segment(start: 0, end: 500, next: 500), Segment(start: 500, end: 1000, next: 720)]
+        record.rangesOffered = true
+        record.segmentsRefused = true
         let entry = record.stored()
 
         // `fence` says how a row is written in cluster mode (`PostgresFencingTests`), it is not stored data.
