@@ -283,8 +283,7 @@ final class PartialFile {
         if fd >= 0 {
             do { try flush() } catch { intact = false }
             pipeline.discard()  // Waits for the lanes: the hasher is whole.
-            var st = stat()
-            if fstat(fd, &st) == 0 { stamp = FileStamp(st) }
+            stamp = FileStamp.settled(fd)
             Glibc.close(fd)
             fd = -1
         }
