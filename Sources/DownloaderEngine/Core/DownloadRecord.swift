@@ -1,9 +1,14 @@
 import Foundation
+import Synchronization
 
 /// One download as the engine holds it: its lifecycle (the control state, `DownloadLifecycle`) and
 /// its data (the partial, the result, progress). Only touched under the engine's lock.
 final class DownloadRecord {
     let id: String
+    /// Unique among the records of this process: a download evicted and adopted again (cluster
+    /// mode) is a new record under the same id, whose timers are its own.
+    let incarnation = DownloadRecord.incarnations.add(1, ordering: .relaxed).newValue
+    private static let incarnations = Atomic<UInt64>(0)
     /// Normalised URL: the first caller's, or (with ignored query parameters) the one of the
     /// caller that last resumed the download.
     var url: String

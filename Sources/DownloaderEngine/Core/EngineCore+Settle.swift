@@ -171,7 +171,7 @@ extension EngineCore {
             try partial.fullSync()
             let target = finalPath(id: context.id, fileName: context.fileName, storage: context.storage, epoch: context.lease?.epoch)
             let (hooks, known, late): (EngineHooks, Bool, DownloadFailure?) = decide {
-                guard let record = byID[context.id] else { return (self.hooks, false, nil) }
+                guard let record = record(of: attempt) else { return (self.hooks, false, nil) }
                 // A caller who joined while this attempt settled may have brought the first
                 // expectations (nobody else held the download): they bind this file too.
                 if let failure = Self.unmet(sha256: record.expectedSHA256, size: record.expectedSize, digest: digest, length: length) {

@@ -118,16 +118,19 @@ extension EngineCore {
     func scheduleRetry(_ record: DownloadRecord, token: UInt64, attemptsMade: Int, retryAfter: String?) {
         stats.retries += 1
         let delay = retryPolicy.delay(attemptsMade: attemptsMade, retryAfter: retryAfter, now: clock.now(), unit: random.unit())
-        let id = record.id
+        let (id, incarnation) = (record.id, record.incarnation)
         tellRetry(record, delay: delay)
         effects.append { [scheduler] in
-            scheduler.schedule(after: delay) { [weak self] in self?.retryDue(id: id, token: token) }
+            scheduler.schedule(after: delay) { [weak self] in self?.retryDue(id: id, incarnation: incarnation, token: token) }
         }
     }
 
-    private func retryDue(id: String, token: UInt64) {
+    /// The retry timer `token` of a record ran out: told to its lifecycle while that record is the
+    /// one held (an evicted record's timer never starts the attempt of one adopted again meanwhile,
+    /// whose tokens count afresh).
+    private func retryDue(id: String, incarnation: UInt64, token: UInt64) {
         decide {
-            guard let record = byID[id] else { return }
+            guard let record = byID[id], record.incarnation == incarnation else { return }
             handle(.retryDue(token: token), for: record)
         }
     }
