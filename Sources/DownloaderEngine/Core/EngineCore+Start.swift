@@ -88,6 +88,7 @@ extension EngineCore {
                 url: record.url, headers: attempt.plan.headers.map { ($0.name, $0.value) },
                 connectTimeout: configuration.connectTimeout, headTimeout: configuration.headTimeout,
                 stallTimeout: configuration.stallTimeout, minSpeed: configuration.minSpeed,
+                speedShare: configuration.minSpeed > 0 ? SpeedShare() : nil, freshConnection: record.lastAttemptStalled,
                 maxBodyBytes: maxBody, maxRedirects: configuration.maxRedirects,
                 allowPrivateNetworks: configuration.allowPrivateNetworks, userAgent: configuration.userAgent,
                 credentials: record.credentials?.fields ?? [])

@@ -154,6 +154,7 @@ final class SegmentCrew: @unchecked Sendable {
         if let stop { stopAll(stop) }
         for index in launches { launch(index) }
         finishIfDone()
+        shareSpeed()
     }
 
     /// Before a fetch's write (transfer thread): refused, and the lease stopped, once the lease may
@@ -196,6 +197,12 @@ final class SegmentCrew: @unchecked Sendable {
         let (again, stop) = lock.withLock { roster.fetchEnded(fetch.index, result) }
         if let stop { stopAll(stop) }
         if let again { launch(again) } else { finishIfDone() }
+        shareSpeed()
+    }
+
+    /// `--min-speed` is shared by the connections open now: each brings its part.
+    private func shareSpeed() {
+        template.speedShare?.set(lock.withLock { roster.active })
     }
 
     /// A piece's answer belongs to another version: everything stops; the download starts again.
@@ -253,6 +260,7 @@ final class SegmentCrew: @unchecked Sendable {
         let fetch = SegmentFetch(index: index, first: first, last: last, crew: self, fd: fd, batching: batching,
                                  monotonic: { clock.monotonic() })
         let request = SegmentFetch.request(from: template, first: first, last: last, validator: validator)
+        shareSpeed()
         slot.started(driver.start(request, delegate: fetch))
     }
 

@@ -52,6 +52,14 @@ struct AttemptDeadlines: Sendable, Equatable {
 
     static func nanoseconds(_ seconds: Double) -> UInt64 { UInt64(max(0.001, seconds) * 1e9) }
 
+    /// The loop could not look for `nanoseconds` (its thread was held, e.g. by a write the disk
+    /// kept waiting): that time is no origin's slowness, so the speed window leaves it out.
+    mutating func held(for nanoseconds: UInt64) {
+        guard case .receiving(let quietSince, var window) = phase else { return }
+        window.start += nanoseconds
+        phase = .receiving(quietSince: quietSince, window: window)
+    }
+
     /// A new hop begins connecting (a redirect followed); `ownLookup`: the transfer resolves the
     /// name itself first, so nothing else bounds it.
     mutating func connecting(at now: UInt64, ownLookup: Bool = false) {
@@ -69,12 +77,13 @@ struct AttemptDeadlines: Sendable, Equatable {
     }
 
     /// Bytes arrived (body bytes, or header lines; only the body phase counts them); `received`:
-    /// the body's bytes so far. A window of `stallTimeout` that ended is judged against `minSpeed`.
-    mutating func activity(at now: UInt64, received: Int64 = 0) {
+    /// the body's bytes so far. A window of `stallTimeout` that ended is judged against `minSpeed`
+    /// shared by `connections` (those of a segmented attempt each bring their part).
+    mutating func activity(at now: UInt64, received: Int64 = 0, connections: Int = 1) {
         guard case .receiving(_, var window) = phase else { return }
         if minSpeed > 0, window.slowRate == nil, now - window.start >= stallTimeout {
             let rate = Double(received - window.startBytes) / (Double(now - window.start) / 1e9)
-            if rate < Double(minSpeed) {
+            if rate < Double(minSpeed) / Double(max(1, connections)) {
                 window.slowRate = rate
             } else {
                 window = SpeedWindow(start: now, startBytes: received)

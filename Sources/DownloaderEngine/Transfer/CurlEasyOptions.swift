@@ -53,6 +53,8 @@ extension CurlTransfer {
         }
         // HTTP/2 when the origin offers it through ALPN (TLS only), else HTTP/1.1.
         long(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
+        // After a stall, not the cached connection (an HTTP/2 one outlives the stream it stalled).
+        if request.freshConnection { long(CURLOPT_FRESH_CONNECT, 1) }
         // TLS: always verified (no option turns it off), 1.2 at least, for origins and proxies alike.
         long(CURLOPT_SSL_VERIFYPEER, 1)
         long(CURLOPT_SSL_VERIFYHOST, 2)

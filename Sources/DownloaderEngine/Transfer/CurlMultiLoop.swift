@@ -26,6 +26,8 @@ final class CurlMultiLoop: @unchecked Sendable {
     /// Marks the loop thread in its thread dictionary.
     fileprivate static let loopMarker = "DownloaderEngine.CurlMultiLoop"
 
+    /// A turn of the loop (perform and completions) longer than this was held up by a callback.
+    static let heldTurn: UInt64 = 500_000_000
     let multi: UnsafeMutableRawPointer?
     private let inbox = Mutex(Inbox())
     private let exited = DispatchSemaphore(value: 0)
@@ -113,10 +115,13 @@ final class CurlMultiLoop: @unchecked Sendable {
                 finish(transfer, .failure(TransferFailure(.cancelled, "cancelled")), in: multi)
             }
             if stopping { break }
+            let performed = Self.monotonicNanoseconds()
             _ = curl_multi_perform(multi, &running)
             collectCompletions(multi)
             let now = Self.monotonicNanoseconds()
-            let timeout = checkStalls(now: now, in: multi)
+            // A turn this long was held up in a callback (a write the disk kept waiting): no origin's doing.
+            let held = now - performed > Self.heldTurn ? now - performed : 0
+            let timeout = checkStalls(now: now, held: held, in: multi)
             _ = curl_multi_poll(multi, nil, 0, timeout, nil)
         }
         for transfer in Array(active.values) {
@@ -184,14 +189,18 @@ final class CurlMultiLoop: @unchecked Sendable {
 
     /// Fails attempts whose connect, head or stall timer ran out (`AttemptDeadlines`), and gives each
     /// sink its look at held-back bytes (`BodySink.idle`); returns the poll timeout in ms.
-    private func checkStalls(now: UInt64, in multi: UnsafeMutableRawPointer) -> Int32 {
+    private func checkStalls(now: UInt64, held: UInt64, in multi: UnsafeMutableRawPointer) -> Int32 {
         var timeout: UInt64 = 1_000_000_000
         for transfer in Array(active.values) {
             if let due = transfer.sinkIdle() { timeout = min(timeout, UInt64(due * 1e9)) }
             guard var deadlines = transfer.deadlines else { continue }
+            if held > 0 {
+                deadlines.held(for: held)
+                transfer.deadlines = deadlines
+            }
             if transfer.sawActivity {
                 transfer.sawActivity = false
-                deadlines.activity(at: now, received: transfer.bodyBytes)
+                deadlines.activity(at: now, received: transfer.bodyBytes, connections: transfer.request.speedShare?.connections ?? 1)
                 transfer.deadlines = deadlines
             }
             switch deadlines.check(now: now) {

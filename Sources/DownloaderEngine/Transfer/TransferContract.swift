@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 // The seam between the engine core (decides) and the libcurl transfer layer (acts).
 // The engine asks for one attempt at a time; every decision about Range/If-Range, 200 vs 206,
@@ -18,7 +19,11 @@ struct TransferRequest: Sendable {
     /// Seconds without a body byte, once the final head arrived, before the attempt fails with `.stalled`.
     var stallTimeout: Double
     /// Body bytes per second each window of `stallTimeout` must bring, else `.stalled` too; 0: none.
+    /// Shared by the connections of one attempt (`speedShare`): each must bring its part.
     var minSpeed: Int64 = 0
+    var speedShare: SpeedShare? = nil
+    /// Open a new connection, not a cached one (the last attempt stalled or was too slow).
+    var freshConnection = false
     /// Largest 2xx body accepted for this attempt (bytes of this response, not counting kept bytes).
     /// Applies to accepted bodies only: a non-2xx head reaches the delegate whatever its
     /// Content-Length (its body is never written anyway).
@@ -150,4 +155,16 @@ protocol TransferHandle: Sendable {
 /// Starts attempts. The libcurl driver is the real one; tests may inject another.
 protocol TransferStarting: Sendable {
     func start(_ request: TransferRequest, delegate: TransferDelegate) -> TransferHandle
+}
+
+/// How many connections one attempt's `minSpeed` is shared by (a segmented fetch's crew counts
+/// them as they open and end); 1 on a single connection.
+final class SpeedShare: Sendable {
+    private let count = Atomic<Int>(1)
+
+    var connections: Int { count.load(ordering: .relaxed) }
+
+    func set(_ connections: Int) {
+        count.store(max(1, connections), ordering: .relaxed)
+    }
 }

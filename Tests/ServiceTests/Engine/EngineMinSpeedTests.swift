@@ -26,4 +26,22 @@ struct EngineMinSpeedTests {
         #expect(done.bytesWritten < 96 << 10)
         await engine.shutdown()
     }
+
+    /// The attempt after a stall (or a window too slow) opens a new connection (an HTTP/2 one
+    /// outlives the stream that stalled, and would be used again); others may reuse one.
+    @Test func theAttemptAfterAStallAsksForAFreshConnection() async throws {
+        let driver = FakeTransferDriver()
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver) { $0.retryBaseDelay = 0 }
+        let r = try engine.request(DownloadRequest(url: "http://o.test/slow.bin"))
+        try await withTimeout(5) { await driver.waitForStarts(1) }
+        #expect(!driver.transfer(0).request.freshConnection)
+        #expect(driver.transfer(0).respond(200, ["ETag": "\"v1\"", "Content-Length": "4000"]))
+        try driver.transfer(0).send(Array(repeating: 7, count: 1000))
+        driver.transfer(0).fail(.stalled, "slower than 16384 bytes/s for 30 s (20 bytes/s)")
+        try await withTimeout(5) { await driver.waitForStarts(2) }
+        #expect(driver.transfer(1).request.freshConnection)
+        #expect(driver.transfer(1).range == "bytes=1000-")
+        _ = engine.cancel(token: r.token)
+        await engine.shutdown()
+    }
 }

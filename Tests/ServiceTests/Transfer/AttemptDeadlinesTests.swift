@@ -77,4 +77,23 @@ import Testing
         for t in stride(from: 121, to: 200, by: 4) { d.activity(at: UInt64(t) * Self.second, received: Int64(t)) }
         #expect(d.check(now: 200 * Self.second) == .runningUntil(202 * Self.second))
     }
+
+    /// A segmented attempt's connections share the minimum (each brings its part), and time the
+    /// loop was held up by our own side (a write the disk kept waiting) is no origin's slowness.
+    @Test func theMinimumIsSharedAndTimeHeldOnOurSideIsLeftOut() {
+        var shared = AttemptDeadlines(connectTimeout: 10, headTimeout: 30, stallTimeout: 5, minSpeed: 1_000, startedAt: 0)
+        shared.headEnded(at: 0, final: true)
+        shared.activity(at: 5 * Self.second, received: 1_500, connections: 4)  // 300 B/s >= 250
+        #expect(shared.check(now: 5 * Self.second) == .runningUntil(10 * Self.second))
+        shared.activity(at: 10 * Self.second, received: 2_500, connections: 2)  // 200 B/s < 500
+        #expect(shared.check(now: 10 * Self.second) == .tooSlow(bytesPerSecond: 200))
+
+        var held = AttemptDeadlines(connectTimeout: 10, headTimeout: 30, stallTimeout: 5, minSpeed: 1_000, startedAt: 0)
+        held.headEnded(at: 0, final: true)
+        held.held(for: 4 * Self.second)
+        held.activity(at: 6 * Self.second, received: 1_500)  // 1 500 B in the 2 s not held: not yet a whole window
+        #expect(held.check(now: 6 * Self.second) == .runningUntil(11 * Self.second))
+        held.activity(at: 9 * Self.second, received: 5_000)  // 5 000 B in 5 s: 1 000 B/s
+        #expect(held.check(now: 9 * Self.second) == .runningUntil(14 * Self.second))
+    }
 }
