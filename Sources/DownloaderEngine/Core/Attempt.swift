@@ -12,10 +12,11 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     /// The lifecycle's serial of this attempt (unique within its download's record).
     let serial: UInt64
     let recordID: String
-    /// The record that started it: a later record of the same download (cluster mode: evicted,
-    /// then adopted again) counts its serials afresh, so an attempt is its record's only while
-    /// that record is the one the engine holds (`EngineCore.record(of:)`).
-    private(set) weak var owner: DownloadRecord?
+    /// The record that started it (`DownloadRecord.incarnation`): a later record of the same
+    /// download (cluster mode: evicted, then adopted again) counts its serials afresh, so an
+    /// attempt is its record's only while that record is the one the engine holds
+    /// (`EngineCore.record(of:)`).
+    let recordIncarnation: UInt64
     private(set) weak var core: EngineCore?
 
     // Set by the engine under its lock.
@@ -94,7 +95,7 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     init(serial: UInt64, record: DownloadRecord, core: EngineCore, checkpointBytes: Int64, checkpointSeconds: Double) {
         self.serial = serial
         recordID = record.id
-        owner = record
+        recordIncarnation = record.incarnation
         self.core = core
         self.checkpointBytes = max(1, checkpointBytes)
         self.checkpointSeconds = max(0, checkpointSeconds)

@@ -135,7 +135,7 @@ final class EngineCore: @unchecked Sendable {
     /// held (nil once removed or evicted, also when the download was adopted again meanwhile: the
     /// new record's serials start afresh, so a serial alone would take the old attempt for its own).
     func record(of attempt: Attempt) -> DownloadRecord? {
-        guard let record = byID[attempt.recordID], record === attempt.owner else { return nil }
+        guard let record = byID[attempt.recordID], record.incarnation == attempt.recordIncarnation else { return nil }
         return record
     }
 

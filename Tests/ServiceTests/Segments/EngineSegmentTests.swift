@@ -298,9 +298,9 @@ import Testing
             driver = FakeTransferDriver()
             engine = try EngineSegmentTests.engine(driver, root: root)
         }
+        let before = driver.startCount
         let again = try engine.request(DownloadRequest(url: EngineSegmentTests.url, connections: 4))
         let sub = try #require(engine.subscribe(id: again.snapshot.id))
-        let before = driver.startCount
         let next = driver
         try await withTimeout(5) { await next.waitForStarts(before + 1) }
         let resumed = driver.transfer(before)
