@@ -35,8 +35,9 @@ public struct EngineConfiguration: Sendable {
     public var headTimeout: Double = 30
     /// Seconds without a body byte, once the head arrived, before the transfer reconnects and resumes (default 30).
     public var stallTimeout: Double = 30
-    /// Body bytes per second a connection must bring over each `stallTimeout`, else it reconnects and
-    /// resumes as after a stall (0, the default: no such limit; a trickle then holds its slot).
+    /// Body bytes per second a download must bring over each `stallTimeout` (a segmented one's
+    /// connections share it), else it reconnects and resumes as after a stall (0, the default: no
+    /// such limit; a trickle then holds its slot).
     public var minSpeed: Int64 = 0
     /// Attempts per download before it fails (default 6).
     public var maxAttempts: Int = 6

@@ -95,7 +95,7 @@ enum CommandLineOptions {
         Option(flag: "--stall-timeout", metavar: "SECONDS", help: "reconnect and resume after this long without a byte (default 30)") { c, v throws(ParseError) in
             c.stallTimeout = try seconds(v, "--stall-timeout", within: 0.05...3600)
         },
-        Option(flag: "--min-speed", metavar: "BYTES", help: "reconnect and resume a connection that brings fewer bytes per second over a --stall-timeout, e.g. 16K; 0 = off (default)") { c, v throws(ParseError) in
+        Option(flag: "--min-speed", metavar: "BYTES", help: "reconnect and resume when fewer bytes per second arrive over a --stall-timeout (a download's connections share it), e.g. 16K; 0 = off (default)") { c, v throws(ParseError) in
             c.minSpeed = try byteCount(v, "--min-speed") ?? 0
         },
         Option(flag: "--retry-base-delay", metavar: "SECONDS", help: "first retry delay, doubling per attempt with jitter, at most 30 (default 0.5)") { c, v throws(ParseError) in

@@ -139,8 +139,8 @@ struct ServiceConfiguration: Sendable, Equatable {
     // Retry timing (fault-injection soaks use short ones; the defaults are the engine's).
     /// Seconds without a byte before a transfer reconnects and resumes (default 30).
     var stallTimeout: Double = 30
-    /// Bytes per second a connection must bring over each `stallTimeout`, else it reconnects and
-    /// resumes; 0 = no such limit (default).
+    /// Bytes per second a download must bring over each `stallTimeout` (its connections share it),
+    /// else it reconnects and resumes; 0 = no such limit (default).
     var minSpeed: Int64 = 0
     /// First retry delay in seconds; doubles each attempt, with jitter (default 0.5).
     var retryBaseDelay: Double = 0.5
