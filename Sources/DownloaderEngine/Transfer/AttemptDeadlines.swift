@@ -52,11 +52,12 @@ struct AttemptDeadlines: Sendable, Equatable {
 
     static func nanoseconds(_ seconds: Double) -> UInt64 { UInt64(max(0.001, seconds) * 1e9) }
 
-    /// The loop could not look for `nanoseconds` (its thread was held, e.g. by a write the disk
-    /// kept waiting): that time is no origin's slowness, so the speed window leaves it out.
-    mutating func held(for nanoseconds: UInt64) {
+    /// The loop could not look for `nanoseconds` until `now` (its thread was held, e.g. by a write
+    /// the disk kept waiting): that time is no origin's slowness, so the speed window leaves it out
+    /// (a window that began meanwhile starts at `now`).
+    mutating func held(for nanoseconds: UInt64, until now: UInt64) {
         guard case .receiving(let quietSince, var window) = phase else { return }
-        window.start += nanoseconds
+        window.start = min(window.start + nanoseconds, max(now, window.start))
         phase = .receiving(quietSince: quietSince, window: window)
     }
 
@@ -81,7 +82,7 @@ struct AttemptDeadlines: Sendable, Equatable {
     /// shared by `connections` (those of a segmented attempt each bring their part).
     mutating func activity(at now: UInt64, received: Int64 = 0, connections: Int = 1) {
         guard case .receiving(_, var window) = phase else { return }
-        if minSpeed > 0, window.slowRate == nil, now - window.start >= stallTimeout {
+        if minSpeed > 0, window.slowRate == nil, now >= window.start, now - window.start >= stallTimeout {
             let rate = Double(received - window.startBytes) / (Double(now - window.start) / 1e9)
             if rate < Double(minSpeed) / Double(max(1, connections)) {
                 window.slowRate = rate

@@ -195,7 +195,7 @@ final class CurlMultiLoop: @unchecked Sendable {
             if let due = transfer.sinkIdle() { timeout = min(timeout, UInt64(due * 1e9)) }
             guard var deadlines = transfer.deadlines else { continue }
             if held > 0 {
-                deadlines.held(for: held)
+                deadlines.held(for: held, until: now)
                 transfer.deadlines = deadlines
             }
             if transfer.sawActivity {

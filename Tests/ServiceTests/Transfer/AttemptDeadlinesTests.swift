@@ -90,10 +90,25 @@ import Testing
 
         var held = AttemptDeadlines(connectTimeout: 10, headTimeout: 30, stallTimeout: 5, minSpeed: 1_000, startedAt: 0)
         held.headEnded(at: 0, final: true)
-        held.held(for: 4 * Self.second)
+        held.held(for: 4 * Self.second, until: 4 * Self.second)
         held.activity(at: 6 * Self.second, received: 1_500)  // 1 500 B in the 2 s not held: not yet a whole window
         #expect(held.check(now: 6 * Self.second) == .runningUntil(11 * Self.second))
         held.activity(at: 9 * Self.second, received: 5_000)  // 5 000 B in 5 s: 1 000 B/s
         #expect(held.check(now: 9 * Self.second) == .runningUntil(14 * Self.second))
+    }
+
+    /// A head that ended during a held-up turn starts its window where the turn ended, never
+    /// after the time the loop reads next (before, the window could start in the future: the next
+    /// judgement's subtraction overflowed).
+    @Test func aWindowBegunDuringAHeldTurnStartsWhenTheTurnEnded() {
+        var d = AttemptDeadlines(connectTimeout: 10, headTimeout: 30, stallTimeout: 5, minSpeed: 1_000, startedAt: 0)
+        d.headEnded(at: 3 * Self.second, final: true)  // Inside a turn from 2 s to 4 s.
+        d.held(for: 2 * Self.second, until: 4 * Self.second)
+        guard case .receiving(_, let window) = d.phase else { Issue.record("not receiving"); return }
+        #expect(window.start == 4 * Self.second)
+        d.activity(at: 4 * Self.second, received: 10)
+        #expect(d.check(now: 4 * Self.second) == .runningUntil(9 * Self.second))
+        d.activity(at: 9 * Self.second, received: 5_010)
+        #expect(d.check(now: 9 * Self.second) == .runningUntil(14 * Self.second))
     }
 }
