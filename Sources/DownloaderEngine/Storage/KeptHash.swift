@@ -15,15 +15,13 @@ struct KeptHash: @unchecked Sendable {
 /// time, which no caller can set back: to a later value once the clock the kernel stamps files
 /// with has passed the one the file holds (`settled`).
 struct FileStamp: Equatable, Sendable {
-    let device: UInt64
-    let inode: UInt64
+    let identity: FileIdentity
     let size: Int64
     let changedSeconds: Int
     let changedNanoseconds: Int
 
     init(_ st: stat) {
-        device = UInt64(st.st_dev)
-        inode = UInt64(st.st_ino)
+        identity = FileIdentity(st)
         size = Int64(st.st_size)
         changedSeconds = st.st_ctim.tv_sec
         changedNanoseconds = st.st_ctim.tv_nsec
@@ -49,5 +47,12 @@ struct FileStamp: Equatable, Sendable {
             guard monotonic() < deadline else { return nil }
             usleep(500)
         }
+    }
+}
+
+extension FileIdentity {
+    /// The file `fstat` or `stat` described.
+    init(_ st: stat) {
+        self.init(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
     }
 }

@@ -272,7 +272,7 @@ final class PartialFile {
     func identity() throws(SystemError) -> FileIdentity {
         var st = stat()
         try syscall("fstat") { fstat(fd, &st) }
-        return FileIdentity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
+        return FileIdentity(st)
     }
 
     /// Flushes and closes the descriptor. Returns the bytes in the file and, when they are exactly
