@@ -39,6 +39,9 @@ public struct EngineConfiguration: Sendable {
     /// connections share it), else it reconnects and resumes as after a stall (0, the default: no
     /// such limit; a trickle then holds its slot).
     public var minSpeed: Int64 = 0
+    /// Seconds a download that ran out of disk space waits for space, its bytes kept, looking
+    /// every 5 s (`SpaceWait`), before it fails `disk_full` (default 600; 0: it fails at once).
+    public var diskFullWait: Double = 600
     /// Attempts per download before it fails (default 6).
     public var maxAttempts: Int = 6
     /// First retry delay in seconds; doubles each attempt, with jitter (default 0.5).

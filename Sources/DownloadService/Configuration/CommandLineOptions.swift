@@ -119,6 +119,9 @@ enum CommandLineOptions {
         Option(flag: "--min-free-disk-bytes", metavar: "BYTES", help: "purge paused partials, then LRU cache files, below this free space (default 1G)") { c, v throws(ParseError) in
             c.minFreeDiskBytes = try byteCount(v, "--min-free-disk-bytes") ?? 0
         },
+        Option(flag: "--disk-full-wait", metavar: "SECONDS", help: "a download that runs out of disk space keeps its bytes and waits this long for space before it fails disk_full; 0 = fail at once (default 600)") { c, v throws(ParseError) in
+            c.diskFullWait = try seconds(v, "--disk-full-wait", within: 0...86_400)
+        },
         Option(flag: "--paused-ttl", metavar: "SECONDS", help: "paused downloads older than this are purged and forgotten (default 86400)") { c, v throws(ParseError) in
             c.pausedTTL = try seconds(v, "--paused-ttl", within: 1...31_536_000)
         },

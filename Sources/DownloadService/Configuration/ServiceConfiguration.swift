@@ -85,6 +85,8 @@ struct ServiceConfiguration: Sendable, Equatable {
     var checkpointBytes: Int64 = 4 << 20
     /// Free bytes each storage area should keep before purging starts (default 1 GiB).
     var minFreeDiskBytes: Int64 = 1 << 30
+    /// Seconds a download that ran out of disk space waits for space before it fails `disk_full` (0: at once).
+    var diskFullWait: Double = 600
     /// Seconds a paused download keeps its partial (default 24 h).
     var pausedTTL: Double = 86_400
     /// Cluster mode (`--cluster-db`, `--shared-dir`, …); off by default.
@@ -131,6 +133,7 @@ struct ServiceConfiguration: Sendable, Equatable {
         c.checkpointInterval = checkpointInterval
         c.checkpointBytes = checkpointBytes
         c.minFreeDiskBytes = minFreeDiskBytes
+        c.diskFullWait = diskFullWait
         c.pausedTTL = pausedTTL
         c.testCrashPoint = testCrashPoint
         return c

@@ -205,9 +205,15 @@ final class DownloadRecord {
             createdAt: createdAt, updatedAt: updatedAt,
             sha256: state == .completed ? sha256 : nil, size: state == .completed ? size : nil,
             path: state == .completed ? finalPath : nil, fileName: fileName, error: error,
-            isPrivate: isCredentialed, reason: state == .paused && waitsForCredentials ? "credentials_required" : nil,
+            isPrivate: isCredentialed, reason: reason,
             connections: connectionCounts,
             pausedBy: state == .paused ? (lifecycle.held ? .operator : .callers) : nil, changedAt: changedAt)
+    }
+
+    /// Why it waits: a paused download for its callers' credentials, a running one for disk space.
+    private var reason: String? {
+        if state == .paused && waitsForCredentials { return "credentials_required" }
+        return lifecycle.waitsForSpace ? DownloadFailure.Code.diskFull.rawValue : nil
     }
 
     /// Shown once a caller asked for more than one connection.

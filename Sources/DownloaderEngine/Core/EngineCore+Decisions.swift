@@ -7,7 +7,8 @@ extension EngineCore {
     /// actions that need the event's own data (a head, a checkpoint's length, a settled partial) and
     /// returns true for each one it took.
     func handle(_ event: LifecycleEvent, for record: DownloadRecord, local: (LifecycleAction) -> Bool = { _ in false }) {
-        let context = DownloadLifecycle.Context(maxAttempts: retryPolicy.maxAttempts, shuttingDown: shuttingDown)
+        let context = DownloadLifecycle.Context(maxAttempts: retryPolicy.maxAttempts, shuttingDown: shuttingDown,
+                                                maxSpaceWaits: maxSpaceWaits)
         let actions = record.lifecycle.handle(event, context)
         indexFailed(record)
         for action in actions where !local(action) {

@@ -25,19 +25,31 @@ extension EngineCore {
         if !keepTail { record.segments = nil }
         attempt.keptSegments = keepTail
         if keepTail, kept == 0, let validator, let total = record.segments?.last?.end { attempt.keptTailOf = (validator, total) }
+        // After a full disk, the origin is asked again only once there is room (`SpaceWait`).
+        let partialBytes = record.partialBytes
+        let spaceWanted = record.lifecycle.waitsForSpace
+            ? SpaceWait.wanted(remaining: record.expectedTotal.map { $0 - partialBytes }) : nil
         effects.append { [self] in
             workQueue.async {
                 self.prepare(attempt, path: path, kept: kept, keepTail: keepTail, hash: hash, validator: validator, write: write,
-                             sync: sync)
+                             sync: sync, spaceWanted: spaceWanted)
             }
         }
     }
 
-    /// Work queue: opens the partial (keeping what can be resumed) and plans the request, then launches.
+    /// Work queue: opens the partial (keeping what can be resumed) and plans the request, then
+    /// launches; ends the attempt at once, as on a full disk, while its file system has less than
+    /// `spaceWanted` bytes free.
     private func prepare(_ attempt: Attempt, path: String, kept: Int64, keepTail: Bool, hash: KeptHash?, validator: Validator?,
-                         write: PartialFile.WriteCall?, sync: PartialFile.SyncCall?) {
+                         write: PartialFile.WriteCall?, sync: PartialFile.SyncCall?, spaceWanted: Int64?) {
         // Space for the new bytes first: paused partials go before a low disk fills up.
         checkPressure(memory: false)
+        if let spaceWanted, let free = pressure.space(of: (path as NSString).deletingLastPathComponent)?.free, free < spaceWanted {
+            attempt.diskError = SystemError(errno: ENOSPC, function: "statvfs")
+            let message = "no space left on the device: \(free) bytes free, waiting for \(spaceWanted)"
+            attemptEnded(attempt, .failure(TransferFailure(.disk, message, code: ENOSPC)))
+            return
+        }
         do throws(SystemError) {
             if kept == 0 && !keepTail && (FileStore.fileSize(path) ?? 0) > 0 {
                 // Bytes none of which was kept (e.g. a sync failed before the first checkpoint):
@@ -117,10 +129,16 @@ extension EngineCore {
 
     /// Under `lock`: arms the retry timer `token` with the policy's delay.
     func scheduleRetry(_ record: DownloadRecord, token: UInt64, attemptsMade: Int, retryAfter: String?) {
-        stats.retries += 1
         let delay = retryPolicy.delay(attemptsMade: attemptsMade, retryAfter: retryAfter, now: clock.now(), unit: random.unit())
         let (id, incarnation) = (record.id, record.incarnation)
-        tellRetry(record, delay: delay)
+        // Watchers see a wait for disk space begin (`reason`); the next `resumed` ends it. Its
+        // further looks at the free space are neither retries nor told.
+        let waitBegins = record.lifecycle.waitsForSpace && record.lifecycle.spaceWaitsInARow == 1
+        if !record.lifecycle.waitsForSpace || waitBegins {
+            stats.retries += 1
+            tellRetry(record, delay: delay)
+        }
+        if waitBegins { publish(.progress(record.snapshot()), of: record) }
         effects.append { [scheduler] in
             scheduler.schedule(after: delay) { [weak self] in self?.retryDue(id: id, incarnation: incarnation, token: token) }
         }

@@ -28,8 +28,8 @@ extension EngineCore {
                 identity = try partial.identity()
             } catch {
                 attempt.diskError = error
-                // A shortage of descriptors or memory is tried again (`AttemptEnd.shortage`), not the download's failure.
-                if !AttemptEnd.isShortage(error.errno) { attempt.refusal = .fail(.disk(error), discard: false) }
+                // A shortage of descriptors or memory, or a full disk, is tried again (`AttemptEnd`), not the download's failure.
+                if !AttemptEnd.passes(error.errno) { attempt.refusal = .fail(.disk(error), discard: false) }
                 return TransferFailure(.disk, error.description, code: error.errno)
             }
         }

@@ -16,6 +16,8 @@ final class EngineCore: @unchecked Sendable {
     let random: RandomSource
     let store: FileStore
     let retryPolicy: RetryPolicy
+    /// Looks at the free space before a full disk fails a download (`SpaceWait.checks`).
+    let maxSpaceWaits: Int
     let diskPressure: DiskPressure
     let pressure: PressureMonitor
     let stateWriter: StateWriter
@@ -84,6 +86,7 @@ final class EngineCore: @unchecked Sendable {
         store = try FileStore(configuration: configuration)
         credentialKey = try CredentialKey.loadOrCreate(directory: store.stateDirectory, random: random)
         retryPolicy = RetryPolicy(configuration)
+        maxSpaceWaits = SpaceWait.checks(waiting: configuration.diskFullWait, maxDelay: retryPolicy.maxDelay)
         var crashAtCommit: Int?
         if let point = configuration.testCrashPoint {
             hooks = .crashing(at: point)

@@ -65,9 +65,10 @@ extension AttemptVerdict {
                 end.discardPartial = discard
             }
         } else if case .failure(let failure) = result {
-            if failure.kind == .disk, let errno = diskError?.errno ?? failure.code, AttemptEnd.isShortage(errno) {
-                end.shortage = true
-                end.retryAfter = AttemptEnd.shortageDelay
+            if failure.kind == .disk, let errno = diskError?.errno ?? failure.code, AttemptEnd.passes(errno) {
+                end.shortage = AttemptEnd.isShortage(errno)
+                end.noSpace = !end.shortage
+                end.retryAfter = end.shortage ? AttemptEnd.shortageDelay : SpaceWait.retryAfter
             }
             end.reason = failure.message
             end.exhaustionCode = RetryPolicy.exhaustionCode(failure.kind)
@@ -88,8 +89,9 @@ extension AttemptVerdict {
         case .tooLarge where requestedOffset > 0 && (acceptedOffset ?? 0) == 0:
             return nil  // The limit was reduced by kept bytes that a full answer then discarded.
         case .disk:
-            // A shortage passes: tried again (`AttemptEnd.shortage`), the disk is fine.
-            if let errno = diskError?.errno ?? failure.code, AttemptEnd.isShortage(errno) { return nil }
+            // A shortage passes: tried again (`AttemptEnd.shortage`), the disk is fine. A full disk
+            // is waited on (`AttemptEnd.noSpace`): the lifecycle fails it once the wait is over.
+            if let errno = diskError?.errno ?? failure.code, AttemptEnd.passes(errno) { return nil }
             if let diskError { return .disk(diskError) }
             if let code = failure.code { return .disk(SystemError(errno: code, function: "write")) }
             return DownloadFailure(code: .diskError, message: failure.message)

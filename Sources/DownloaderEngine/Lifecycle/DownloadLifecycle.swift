@@ -67,6 +67,8 @@ struct DownloadLifecycle: Equatable, Sendable {
         /// Attempts allowed in a row before `retries_exhausted` (`RetryPolicy`).
         var maxAttempts: Int
         var shuttingDown = false
+        /// Checks for disk space in a row before a full disk fails the download (`SpaceWait`); 0: at once.
+        var maxSpaceWaits = 0
     }
 
     private(set) var phase: Phase
@@ -75,6 +77,11 @@ struct DownloadLifecycle: Equatable, Sendable {
     private(set) var attemptsMade = 0
     /// Attempts in a row that could not open their file (`AttemptEnd.shortage`), not counted in `attemptsMade`.
     private(set) var shortagesInARow = 0
+    /// Attempts in a row that ended on a full disk (`AttemptEnd.noSpace`) since the download last
+    /// kept `AttemptEnd.progressBytes`: it waits for space, not counted in `attemptsMade`.
+    private(set) var spaceWaitsInARow = 0
+    /// The last attempt ended on a full disk: the next one waits for space.
+    private var lastEndedForSpace = false
     /// The completed file is being moved into another area.
     private(set) var moving = false
     /// The operator paused the download: callers joining do not resume it (only `operatorResumed` does).
@@ -96,6 +103,12 @@ struct DownloadLifecycle: Equatable, Sendable {
 
     /// A body is being written by the current attempt.
     var isTransferring: Bool { phase == .running(.attempt) && attempt?.stage == .transferring }
+
+    /// Its last attempt ran out of disk space and no attempt writes yet: it waits for space.
+    var waitsForSpace: Bool {
+        guard lastEndedForSpace, case .running = phase else { return false }
+        return !isTransferring
+    }
 
     /// A download the first caller just asked for: queued for a slot.
     static func start() -> (DownloadLifecycle, [LifecycleAction]) {
@@ -221,6 +234,8 @@ struct DownloadLifecycle: Equatable, Sendable {
     private mutating func startsNewRun() {
         attemptsMade = 0
         shortagesInARow = 0
+        spaceWaitsInARow = 0
+        lastEndedForSpace = false
     }
 
     private mutating func beginAttempt(_ context: Context) -> [LifecycleAction] {
@@ -279,7 +294,19 @@ struct DownloadLifecycle: Equatable, Sendable {
         if let failure = end.failure {
             return actions + (end.discardPartial ? [.discardPartial] : []) + fail(failure)
         }
-        if end.progressed && !end.restart { attemptsMade = 1 }  // As if this had been the first attempt.
+        if end.progressed && !end.restart {
+            attemptsMade = 1  // As if this had been the first attempt.
+            spaceWaitsInARow = 0
+        }
+        lastEndedForSpace = end.noSpace
+        if end.noSpace {
+            attemptsMade -= 1  // Our disk, not the origin.
+            spaceWaitsInARow += 1
+            guard spaceWaitsInARow <= context.maxSpaceWaits else {
+                let waited = context.maxSpaceWaits > 0 ? ", and none was freed while the download waited for it" : ""
+                return actions + fail(DownloadFailure(code: .diskFull, message: "no space left on the device" + waited))
+            }
+        }
         if end.shortage {
             attemptsMade -= 1  // The origin was not asked.
             shortagesInARow += 1

@@ -1,3 +1,4 @@
+import Basics
 import Glibc
 
 /// What happens to a download, as `DownloadLifecycle` hears it. Attempts are named by their serial,
@@ -83,6 +84,9 @@ struct AttemptEnd: Equatable, Sendable {
     /// origin was not asked, so it does not count against `maxAttempts`; it is tried again after
     /// `shortageDelay`, at most `maxShortages` times in a row.
     var shortage = false
+    /// The disk (or quota) is full (`isNoSpace`): the kept bytes stay and the download waits for
+    /// space (`SpaceWait`), not counted against `maxAttempts`; after `maxSpaceWaits` it fails `disk_full`.
+    var noSpace = false
 
     static let progressBytes: Int64 = 1 << 20
     static let shortageDelay = "5"
@@ -91,4 +95,7 @@ struct AttemptEnd: Equatable, Sendable {
     /// Out of descriptors (this process's or the system's) or kernel memory: the disk is fine and
     /// the shortage passes.
     static func isShortage(_ errno: Int32) -> Bool { errno == EMFILE || errno == ENFILE || errno == ENOMEM }
+
+    /// A disk error that passes (a shortage, or a full disk): the attempt is tried again.
+    static func passes(_ errno: Int32) -> Bool { isShortage(errno) || SystemError(errno: errno, function: "").isNoSpace }
 }

@@ -33,7 +33,8 @@ struct ServiceDiskFullTests {
         let launcher = ["/usr/bin/unshare", "-m", "sh", "-c",
                         "mount -t tmpfs -o size=8m tmpfs '\(root.path)' && exec \"$0\" \"$@\""]
         let service = try await ServiceProcess.start(
-            root: root, arguments: Durability.allowLoopback + ["--min-free-disk-bytes", "1M", "--max-concurrent", "4"],
+            root: root, arguments: Durability.allowLoopback + ["--min-free-disk-bytes", "1M", "--max-concurrent", "4",
+                                                               "--disk-full-wait", "5"],
             launcher: launcher)
         let client = service.client
 
@@ -48,6 +49,7 @@ struct ServiceDiskFullTests {
         #expect(bigEnd["state"] as? String == "failed")
         let error = try #require(bigEnd["error"] as? [String: Any])
         #expect(error["code"] as? String == "disk_full", "\(bigEnd)")
+        #expect((error["message"] as? String)?.contains("waited") == true, "it waited for space first: \(error)")
 
         // The service is up, the other download is intact.
         #expect(try await client.request("GET", "/healthz").status == 200)
@@ -60,6 +62,48 @@ struct ServiceDiskFullTests {
         let metrics = try await client.request("GET", "/metrics").bodyText
         #expect(metrics.contains(#"download_service_purged_total{kind="paused_partial",reason="disk"} 1"#))
         #expect(service.logLines.contains { $0.contains(#""event":"purged""#) && $0.contains(#""reason":"disk""#) })
+        #expect(try await service.stop() == 0)
+    }
+
+    /// A download that runs out of space keeps its bytes and waits (`--disk-full-wait`): watchers
+    /// see `reason: disk_full`, the origin is not asked while the disk stays full, and once a file
+    /// outside the service is deleted the download goes on from its kept bytes, byte-identical.
+    @Test(.enabled(if: canMountTmpfs, "needs root and mount namespaces (unshare -m, mount -t tmpfs)"))
+    func aDownloadThatRunsOutOfSpaceWaitsAndGoesOnOnceSpaceIsFreed() async throws {
+        let origin = try TestOrigin(bodySize: 6 << 20, path: "/big.bin")
+        defer { origin.stop() }
+        origin.update { $0.bytesPerSecond = 8 << 20 }
+        let root = Durability.root("diskwait")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        // Half of the 8 MiB file system is taken by a file the service knows nothing of.
+        let filler = root.appendingPathComponent("filler").path
+        let launcher = ["/usr/bin/unshare", "-m", "sh", "-c",
+                        "mount -t tmpfs -o size=8m tmpfs '\(root.path)' && head -c 4194304 /dev/zero > '\(filler)' && exec \"$0\" \"$@\""]
+        let service = try await ServiceProcess.start(
+            root: root, arguments: Durability.allowLoopback + ["--min-free-disk-bytes", "1M", "--disk-full-wait", "120"],
+            launcher: launcher)
+        let id = try #require(try await service.client.ask(origin.url("/big.bin")).string("id"))
+
+        let waiting = try await service.waitForEvent(id: id, "the wait for space") { $0.json["reason"] as? String == "disk_full" }
+        #expect(waiting["state"] as? String == "downloading", "\(waiting)")
+        // At least one look at the free space (every 5 s) while the disk is still full.
+        try await Task.sleep(for: .seconds(6))
+        let snapshot = try await service.client.request("GET", "/downloads/\(id)").json
+        #expect(snapshot["state"] as? String == "downloading" && snapshot["reason"] as? String == "disk_full", "\(snapshot)")
+        #expect(origin.requests(path: "/big.bin").count == 1, "the origin is not asked while the disk is full")
+
+        // Freed outside the service (seen through its mount namespace).
+        try FileManager.default.removeItem(atPath: "/proc/\(service.process.processIdentifier)/root\(filler)")
+        let end = try await service.waitForEnd(id: id)
+        #expect(end["state"] as? String == "completed" && end["reason"] == nil, "\(end)")
+        #expect(try await service.client.request("GET", "/downloads/\(id)/file").body == origin.expectedBody(path: "/big.bin"))
+        let asked = origin.requests(path: "/big.bin")
+        #expect(asked.count == 2, "one resume: \(asked.map { $0.header("Range") ?? "-" })")
+        let offset = asked.last?.header("Range").flatMap { Int64($0.dropFirst("bytes=".count).dropLast()) } ?? 0
+        #expect(offset > 0 && asked.last?.header("If-Range") != nil, "resumed from the kept bytes")
+        #expect(service.logLines.contains { $0.contains(#""event":"retry_scheduled""#) && $0.contains(id) && $0.contains("No space left") },
+                "\(service.logLines(containing: id))")
         #expect(try await service.stop() == 0)
     }
 }

@@ -298,10 +298,11 @@ import Testing
         await engine.shutdown()
     }
 
+    /// With no wait for space allowed (`diskFullWait` 0; `EngineSpaceWaitTests` for the wait).
     @Test func noSpaceWhileWritingFailsAsDiskFullAndKeepsTheWrittenBytesForLater() async throws {
         let origin = try TestOrigin(bodySize: 3 * 1024 * 1024)
         defer { origin.stop() }
-        let engine = try Self.engine()
+        let engine = try Self.engine { $0.diskFullWait = 0 }
         // The disk "fills" after 1.5 MiB: a short write, then ENOSPC (injected at the write seam).
         let budget = 1_572_864
         let written = OriginLock(0)

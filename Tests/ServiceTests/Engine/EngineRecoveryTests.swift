@@ -100,7 +100,7 @@ import Testing
 
     @Test func noSpaceMapsToDiskFull() async throws {
         let driver = FakeTransferDriver()
-        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver) { $0.diskFullWait = 0 }
         let r = try engine.request(DownloadRequest(url: "http://o.test/f"))
         try await withTimeout(5) { await driver.waitForStarts(1) }
         #expect(driver.transfer(0).respond(200, [:]))

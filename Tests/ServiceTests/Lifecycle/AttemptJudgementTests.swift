@@ -3,8 +3,8 @@ import Basics
 import Glibc
 import Testing
 
-/// How an attempt that could not open or write its partial ends: a full or failing disk is the
-/// download's failure; a process out of descriptors (or the kernel out of memory) is retried.
+/// How an attempt that could not open or write its partial ends: a failing disk is the download's
+/// failure; a full one is waited on; a process out of descriptors (or the kernel out of memory) is retried.
 @Suite struct AttemptJudgementTests {
     static func ended(errno: Int32, function: String = "open") -> AttemptVerdict {
         let error = SystemError(errno: errno, function: function)
@@ -20,10 +20,18 @@ import Testing
         #expect(end.shortage && end.retryAfter == AttemptEnd.shortageDelay)
     }
 
-    @Test(arguments: [(ENOSPC, DownloadFailure.Code.diskFull), (EDQUOT, .diskFull), (EIO, .diskError), (EACCES, .diskError)])
-    func aDiskFaultFailsTheDownload(errno: Int32, code: DownloadFailure.Code) throws {
+    /// A full disk or quota is waited on (`SpaceWait`): no failure yet, the bytes kept.
+    @Test(arguments: [ENOSPC, EDQUOT])
+    func aFullDiskWaitsForSpace(errno: Int32) throws {
         guard case .ended(let end) = Self.ended(errno: errno) else { Issue.record("not an ended attempt"); return }
-        #expect(end.failure?.code == code)
-        #expect(!end.shortage)
+        #expect(end.failure == nil && !end.discardPartial)
+        #expect(end.noSpace && !end.shortage && end.retryAfter == SpaceWait.retryAfter)
+    }
+
+    @Test(arguments: [EIO, EACCES])
+    func aDiskFaultFailsTheDownload(errno: Int32) throws {
+        guard case .ended(let end) = Self.ended(errno: errno) else { Issue.record("not an ended attempt"); return }
+        #expect(end.failure?.code == .diskError)
+        #expect(!end.shortage && !end.noSpace)
     }
 }

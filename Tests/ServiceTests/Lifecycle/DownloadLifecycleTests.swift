@@ -284,6 +284,65 @@ import Testing
         #expect(exhausted.contains { if case .recordFailure(let f) = $0 { f.code == .retriesExhausted } else { false } })
     }
 
+    /// An attempt that ran out of disk space waits for space (`SpaceWait`): not counted against
+    /// `maxAttempts`, the kept bytes stay, `waitsForSpace` until an attempt writes again;
+    /// `maxSpaceWaits` looks in a row, then `disk_full`. An attempt that kept 1 MiB more starts
+    /// the count again; without a wait allowed the download fails at once.
+    @Test func anAttemptThatRanOutOfSpaceWaitsForSpace() {
+        var full = AttemptEnd(retryAfter: SpaceWait.retryAfter, reason: "no space left on the device")
+        full.noSpace = true
+        let context = DownloadLifecycle.Context(maxAttempts: S.maxAttempts, maxSpaceWaits: 3)
+        var (l, _) = LifecycleState.lastAttemptSettling.reach()
+        var serial: UInt64 = 5
+        func waitOnce(_ end: AttemptEnd, _ round: Int) -> Bool {
+            let counted = l.attemptsMade
+            let actions = l.handle(Self.settled(serial, .ended(end)), context)
+            #expect(!actions.contains(.discardPartial), "round \(round)")
+            let token = actions.compactMap { if case .scheduleRetry(let t, _, SpaceWait.retryAfter) = $0 { t } else { nil } }.first
+            guard let token else { Issue.record("round \(round): \(LifecycleNotation.actions(actions))"); return false }
+            // Not counted: as before this attempt (or, when it kept 1 MiB more, as before the first).
+            #expect(l.waitsForSpace && l.attemptsMade == (end.progressed ? 0 : counted - 1), "round \(round)")
+            let started = l.handle(.retryDue(token: token), context)
+            guard let next = started.compactMap({ if case .startAttempt(let s) = $0 { s } else { nil } }).first else {
+                Issue.record("round \(round): \(LifecycleNotation.actions(started))")
+                return false
+            }
+            serial = next
+            #expect(l.waitsForSpace, "the new attempt looks for space first")
+            return true
+        }
+        for round in 0..<3 {
+            guard waitOnce(full, round) else { return }
+            if round == 1 {
+                // This attempt found room and writes: no longer waiting, still counted.
+                _ = l.handle(.headReceived(serial: serial, accepts: true), context)
+                #expect(!l.waitsForSpace && l.spaceWaitsInARow == 2)
+            }
+            _ = l.handle(.transferEnded(serial: serial), context)
+        }
+        let exhausted = l.handle(Self.settled(serial, .ended(full)), context)
+        #expect(LifecycleNotation.actions(exhausted).hasPrefix("keep-settled record-failure(disk_full)"), "\(exhausted)")
+        #expect(!exhausted.contains(.discardPartial) && !l.waitsForSpace)
+
+        // Progress starts the count again; another end stops the wait.
+        (l, _) = LifecycleState.lastAttemptSettling.reach()
+        serial = 5
+        var progressedFull = full
+        progressedFull.progressed = true
+        for round in 0..<5 {
+            guard waitOnce(round.isMultiple(of: 2) ? progressedFull : full, round) else { return }
+            _ = l.handle(.transferEnded(serial: serial), context)
+        }
+        let reset = l.handle(Self.settled(serial, .ended(AttemptEnd(reason: "connection reset"))), context)
+        #expect(reset.contains { if case .scheduleRetry(_, _, nil) = $0 { true } else { false } }, "\(reset)")
+        #expect(!l.waitsForSpace)
+
+        // No wait allowed: disk_full at once, the bytes kept.
+        (l, _) = LifecycleState.lastAttemptSettling.reach()
+        let atOnce = l.handle(Self.settled(5, .ended(full)), .init(maxAttempts: S.maxAttempts))
+        #expect(LifecycleNotation.actions(atOnce).hasPrefix("keep-settled record-failure(disk_full)"), "\(atOnce)")
+    }
+
     @Test func retriesExhaustedSaysHowManyAndWhy() {
         var (l, _) = LifecycleState.lastAttemptSettling.reach()
         let actions = l.handle(Self.settled(5, S.unavailable), .init(maxAttempts: S.maxAttempts))

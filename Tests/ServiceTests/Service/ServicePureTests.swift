@@ -43,6 +43,18 @@ import Testing
         #expect(message.contains("--min-speed"))
     }
 
+    /// `--disk-full-wait` (or its variable) reaches the engine: 600 s by default, 0 to fail at once.
+    @Test func diskFullWaitReachesTheEngine() {
+        guard case .run(let normal) = parse([]), case .run(let c) = parse(["--disk-full-wait", "0"]),
+              case .run(let e) = parse([], env: ["HOME": "/h", "DOWNLOAD_SERVICE_DISK_FULL_WAIT": "30"]) else {
+            Issue.record("expected run"); return
+        }
+        #expect(normal.engineConfiguration.diskFullWait == 600)
+        #expect(c.engineConfiguration.diskFullWait == 0 && e.engineConfiguration.diskFullWait == 30)
+        guard case .invalid(let message) = parse(["--disk-full-wait", "-1"]) else { Issue.record("accepted"); return }
+        #expect(message.contains("--disk-full-wait"))
+    }
+
     /// A flag replaces a bad variable as it replaces a good one; `--help` answers whatever the
     /// environment holds; a bad variable nothing replaces is named.
     @Test func aBadVariableIsReportedOnlyWhenNoFlagReplacesIt() {
