@@ -19,27 +19,35 @@ struct ClusterWebhookSenderLiveTests {
         defer { receiver.stop() }
         let cluster = try await ReplicaSet.start(count: 1)
         let body = #"{"url":"\#(origin.url)","callback":{"url":"\#(receiver.url("/done"))"}}"#
+        // Before the POST: the delivery, so its claim, cannot exist earlier.
+        let asked = Date()
         let answer = try await cluster[0].client.post("/downloads", json: body)
         #expect(answer.status == 202 || answer.status == 200, "\(answer.status) \(answer.text)")
         let id = try #require(answer.string("id"))
-        let claimedBefore = Date()
         let first = try await receiver.waitFor(1, timeout: 30)
+        // The claim was taken before this try went out: it lapses at most `claimSeconds` from now.
+        let firstSeen = Date()
         let sent = first.first?.json
         #expect((sent?["download"] as? [String: Any])?["id"] as? String == id && sent?["event"] as? String == "completed",
                 "\(sent ?? [:])")
-        // Only now do the others start: the claim and the try in flight are the first replica's.
         let rows = try PostgresConnection(url: cluster.databaseURL, timeout: 5)
             .execute("SELECT claimed_by, outcome FROM webhook_deliveries").rows
         #expect(rows.count == 1 && rows.first?[0] != nil && rows.first?[1] == nil, "claimed, not ended: \(rows)")
+        // Killed now, well inside the try's 10 s bound. Killed after the survivors' start-up (over
+        // 10 s on a loaded machine) the try could time out first: that replica would then try again
+        // about 1 s later under a new 15 s claim, and the takeover would wait for that one.
+        _ = try await cluster[0].stop(signal: SIGKILL)
+        // Only now do the others start: the claim and the try in flight were the first replica's.
         try await cluster.add(2)
         // The survivors can send only once they run: their start-up (seconds on a busy machine) is not the claim's.
-        let survivorsUp = Date().timeIntervalSince(claimedBefore)
-        _ = try await cluster[0].stop(signal: SIGKILL)
+        let survivorsUp = Date().timeIntervalSince(firstSeen)
 
         let got = try await receiver.waitFor(2, timeout: 40)
-        let took = Date().timeIntervalSince(claimedBefore)
+        let took = Date().timeIntervalSince(firstSeen)
+        let sinceAsked = Date().timeIntervalSince(asked)
+        #expect(sinceAsked >= Self.claimSeconds, "not sent again while the claim held: \(sinceAsked) s after the POST")
         #expect(took <= max(Self.claimSeconds, survivorsUp) + 10,
-                "sent again once the claim lapsed: \(took) s after it was taken, the survivors up after \(survivorsUp) s")
+                "sent again once the claim lapsed: \(took) s after the first try, the survivors up after \(survivorsUp) s")
         #expect(got[1].body == got[0].body, "the same body")
         #expect(got[1].headers["x-delivery-id"] != nil && got[1].headers["x-delivery-id"] == got[0].headers["x-delivery-id"],
                 "the same delivery: \(got.map { $0.headers["x-delivery-id"] ?? "-" })")

@@ -183,8 +183,8 @@ struct FaultSoakTests {
         }
 
         if round.dropsFileDownload && round.outcome == .identical {
-            let connection = try await RawHTTPClient.connect(port: service.port)
-            try await connection.send("GET /downloads/\(id)/file HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            let connection = try await RawHTTPClient.connect(port: service.port,
+                                                             sending: "GET /downloads/\(id)/file HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             let fileHead = try await connection.readResponseHead()
             try check(fileHead.status == 200, "file answered \(fileHead.status)")
             connection.close()  // After the head: mid-body for the 2 MiB rounds.

@@ -1,15 +1,24 @@
 import Foundation
 
 /// Request helpers for live tests of the service: one `RawHTTPClient` connection per call.
+/// The request goes out on the connecting thread (`RawHTTPClient.connect(sending:)`), a small body
+/// with it: the server's header timer (10 s) starts at accept, and a request sent as a separate
+/// step first waits for a cooperative thread and the client's queue. In a whole-suite run on 2
+/// cores that once passed 10 s, and the server rightly closed the silent connection unanswered
+/// (the fault soak's "connection closed mid-line").
 struct HTTPTestClient: Sendable {
     var port: Int
     /// The address to connect to (IPv4 or IPv6).
     var host = "127.0.0.1"
+    /// Bodies up to this size go out with the head in one send; a larger one follows it.
+    static let inlineBodyBytes = 8 * 1024
 
     func request(_ method: String, _ path: String, headers: [String: String] = [:], body: [UInt8] = []) async throws -> RawHTTPResponse {
-        let connection = try await RawHTTPClient.connect(port: port, host: host)
+        let head = Self.head(method, path, headers: headers, bodyCount: body.count)
+        let inline = body.count <= Self.inlineBodyBytes
+        let connection = try await RawHTTPClient.connect(port: port, host: host, sendingBytes: inline ? head + body : head)
         defer { connection.close() }
-        try await connection.send(Self.head(method, path, headers: headers, bodyCount: body.count) + body)
+        if !inline { try await connection.send(body) }
         return try await connection.readResponse(bodyless: method == "HEAD")
     }
 
@@ -27,8 +36,8 @@ struct HTTPTestClient: Sendable {
 
     /// Opens a streaming GET (Server-Sent Events) and returns its head and the event reader.
     func openStream(_ path: String, headers: [String: String] = [:]) async throws -> (RawHTTPResponse, EventStream) {
-        let connection = try await RawHTTPClient.connect(port: port)
-        try await connection.send(Self.head("GET", path, headers: headers, bodyCount: 0))
+        let connection = try await RawHTTPClient.connect(port: port, host: host,
+                                                         sendingBytes: Self.head("GET", path, headers: headers, bodyCount: 0))
         return (try await connection.readResponseHead(), EventStream(connection: connection))
     }
 

@@ -46,6 +46,13 @@ final class RawHTTPClient: @unchecked Sendable {
     /// `first`: bytes sent right after connecting (a few, to fit the socket buffer in one call).
     static func connect(port: Int, host: String = "127.0.0.1", timeout: Double = 10,
                         receiveBuffer: Int32? = nil, sending first: String? = nil) async throws -> RawHTTPClient {
+        try await connect(port: port, host: host, timeout: timeout, receiveBuffer: receiveBuffer,
+                          sendingBytes: first.map { Array($0.utf8) })
+    }
+
+    /// `connect(sending:)` with bytes (a request head and a small body).
+    static func connect(port: Int, host: String = "127.0.0.1", timeout: Double = 10,
+                        receiveBuffer: Int32? = nil, sendingBytes first: [UInt8]?) async throws -> RawHTTPClient {
         try await onQueue(DispatchQueue.global()) {
             let family = host.contains(":") ? AF_INET6 : AF_INET
             let fd = socket(family, Int32(SOCK_STREAM.rawValue), 0)
@@ -81,8 +88,7 @@ final class RawHTTPClient: @unchecked Sendable {
             }
             // Sent at once, on the connecting thread: a server timer that starts at accept sees the
             // bytes however long the test's next step waits for a thread.
-            if let first {
-                let bytes = Array(first.utf8)
+            if let bytes = first {
                 guard Glibc.send(fd, bytes, bytes.count, Int32(MSG_NOSIGNAL)) == bytes.count else {
                     let err = errno
                     Glibc.close(fd)
