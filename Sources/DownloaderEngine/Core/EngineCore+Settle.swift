@@ -67,7 +67,10 @@ extension EngineCore {
         var lostWrites = lostSync != nil
         /// This settle's own sync failed: the other connections' pieces written in place are not durable.
         var syncFailed = false
-        if case .success = result, attempt.refusal == nil, attempt.acceptedOffset != nil, let partial {
+        /// A checkpoint's sync found the disk full: the whole body arrived but is not durable, and
+        /// the download waits for space (`SpaceWait`) with what was made durable before.
+        let syncFoundNoSpace = lostSync?.error.isNoSpace == true
+        if case .success = result, attempt.refusal == nil, attempt.acceptedOffset != nil, let partial, !syncFoundNoSpace {
             settlement = lostSync.map { .failed(.disk($0.error), discard: false) }
                 ?? absorbSegments(attempt, partial) ?? verifyAndPublish(attempt, partial, context)
         }
@@ -85,9 +88,11 @@ extension EngineCore {
         let checkpointed = locked { record(of: attempt)?.durableOffset ?? 0 }
         let durable = min(max(partial?.durableLength ?? 0, checkpointed), lostSync?.durable ?? .max)
         let closed = partial?.close()
-        var verdict = AttemptVerdict.judge(settlement, refusal: attempt.refusal, result: result,
+        var judged = result
+        if syncFoundNoSpace, let lost = lostSync?.error { judged = .failure(TransferFailure(.disk, lost.description, code: lost.errno)) }
+        var verdict = AttemptVerdict.judge(settlement, refusal: attempt.refusal, result: judged,
                                            requestedOffset: attempt.plan.offset, acceptedOffset: attempt.acceptedOffset,
-                                           diskError: attempt.diskError)
+                                           diskError: syncFoundNoSpace ? lostSync?.error : attempt.diskError)
         let held = lostWrites ? 0 : max(closed?.length ?? 0, attempt.crew?.table.writtenBytes ?? 0)
         decide {
             guard let record = record(of: attempt) else {
@@ -116,7 +121,7 @@ extension EngineCore {
             record.updatedAt = clock.now()
             if attempt.crew.map({ $0.abandoned || $0.refusedConnections }) == true { record.segmentsRefused = true }
             if case .failure(let failure) = result { record.lastAttemptStalled = failure.kind == .stalled }
-            noteAttemptEnded(record, attempt, verdict, result)
+            noteAttemptEnded(record, attempt, verdict, judged)
             handle(.attemptSettled(serial: attempt.serial, verdict, partial: kept), for: record) { action in
                 switch action {
                 case .keepSettledPartial:

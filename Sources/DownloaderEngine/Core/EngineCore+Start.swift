@@ -45,6 +45,8 @@ extension EngineCore {
         // Space for the new bytes first: paused partials go before a low disk fills up.
         checkPressure(memory: false)
         if let spaceWanted, let free = pressure.space(of: (path as NSString).deletingLastPathComponent)?.free, free < spaceWanted {
+            // The kept hash stays the record's (nothing was opened): the attempt that resumes reuses it.
+            locked { if let record = record(of: attempt), record.keptHash == nil { record.keptHash = hash } }
             attempt.diskError = SystemError(errno: ENOSPC, function: "statvfs")
             let message = "no space left on the device: \(free) bytes free, waiting for \(spaceWanted)"
             attemptEnded(attempt, .failure(TransferFailure(.disk, message, code: ENOSPC)))
@@ -129,12 +131,14 @@ extension EngineCore {
 
     /// Under `lock`: arms the retry timer `token` with the policy's delay.
     func scheduleRetry(_ record: DownloadRecord, token: UInt64, attemptsMade: Int, retryAfter: String?) {
-        let delay = retryPolicy.delay(attemptsMade: attemptsMade, retryAfter: retryAfter, now: clock.now(), unit: random.unit())
+        let waiting = record.lifecycle.waitsForSpace
+        let backoff = retryPolicy.delay(attemptsMade: attemptsMade, retryAfter: retryAfter, now: clock.now(), unit: random.unit())
+        let delay = waiting ? max(backoff, SpaceWait.shortestInterval) : backoff  // As `SpaceWait.checks` counts them.
         let (id, incarnation) = (record.id, record.incarnation)
         // Watchers see a wait for disk space begin (`reason`); the next `resumed` ends it. Its
         // further looks at the free space are neither retries nor told.
-        let waitBegins = record.lifecycle.waitsForSpace && record.lifecycle.spaceWaitsInARow == 1
-        if !record.lifecycle.waitsForSpace || waitBegins {
+        let waitBegins = waiting && record.lifecycle.spaceWaitBegan
+        if !waiting || waitBegins {
             stats.retries += 1
             tellRetry(record, delay: delay)
         }

@@ -80,8 +80,10 @@ struct DownloadLifecycle: Equatable, Sendable {
     /// Attempts in a row that ended on a full disk (`AttemptEnd.noSpace`) since the download last
     /// kept `AttemptEnd.progressBytes`: it waits for space, not counted in `attemptsMade`.
     private(set) var spaceWaitsInARow = 0
-    /// The last attempt ended on a full disk: the next one waits for space.
+    /// The last attempt ended on a full disk and no attempt has written since: the next one waits for space.
     private var lastEndedForSpace = false
+    /// The last settled attempt began a wait for space (the attempt before it had not ended on a full disk).
+    private(set) var spaceWaitBegan = false
     /// The completed file is being moved into another area.
     private(set) var moving = false
     /// The operator paused the download: callers joining do not resume it (only `operatorResumed` does).
@@ -236,6 +238,7 @@ struct DownloadLifecycle: Equatable, Sendable {
         shortagesInARow = 0
         spaceWaitsInARow = 0
         lastEndedForSpace = false
+        spaceWaitBegan = false
     }
 
     private mutating func beginAttempt(_ context: Context) -> [LifecycleAction] {
@@ -260,6 +263,7 @@ struct DownloadLifecycle: Equatable, Sendable {
         }
         guard accepts else { return [.refuseBody] }
         attempt?.stage = .transferring
+        lastEndedForSpace = false  // Writing again: the wait (if any) is over.
         return [.acceptBody, .emit(.resumed), .journal]
     }
 
@@ -298,12 +302,13 @@ struct DownloadLifecycle: Equatable, Sendable {
             attemptsMade = 1  // As if this had been the first attempt.
             spaceWaitsInARow = 0
         }
+        spaceWaitBegan = end.noSpace && !lastEndedForSpace
         lastEndedForSpace = end.noSpace
         if end.noSpace {
             attemptsMade -= 1  // Our disk, not the origin.
             spaceWaitsInARow += 1
             guard spaceWaitsInARow <= context.maxSpaceWaits else {
-                let waited = context.maxSpaceWaits > 0 ? ", and none was freed while the download waited for it" : ""
+                let waited = context.maxSpaceWaits > 0 ? ", and not enough was freed while the download waited for it" : ""
                 return actions + fail(DownloadFailure(code: .diskFull, message: "no space left on the device" + waited))
             }
         }

@@ -9,6 +9,8 @@ enum SpaceWait {
     /// Seconds between two looks at the free space (`Retry-After` of the retry, capped by `--retry-max-delay`).
     static let interval = 5.0
     static let retryAfter = "5"
+    /// The least time between two looks, whatever `--retry-max-delay` says.
+    static let shortestInterval = 0.05
     /// Room worth asking the origin again for, when more than that is left of the file.
     static let stretch: Int64 = 64 << 20
 
@@ -16,7 +18,7 @@ enum SpaceWait {
     /// wait of `seconds` with retries at most `maxDelay` apart.
     static func checks(waiting seconds: Double, maxDelay: Double) -> Int {
         guard seconds > 0 else { return 0 }
-        let step = max(0.05, min(interval, maxDelay))
+        let step = max(shortestInterval, min(interval, maxDelay))
         return Int((seconds / step).rounded(.up))
     }
 

@@ -77,7 +77,7 @@ import Testing
         s.clock.advance(SpaceWait.interval)
         let failed = try await withTimeout(10) { try await EngineFixture.waitFor(s.engine, id: id, [.failed]) }
         #expect(failed.error?.code == .diskFull && failed.reason == nil)
-        #expect(failed.error?.message.contains("none was freed while the download waited") == true, "\(String(describing: failed.error))")
+        #expect(failed.error?.message.contains("not enough was freed while the download waited") == true, "\(String(describing: failed.error))")
         #expect(s.driver.startCount == 1)
         // The bytes stay for a resume once a caller asks again.
         #expect(failed.bytesWritten == Int64(s.kept) && failed.resumable)

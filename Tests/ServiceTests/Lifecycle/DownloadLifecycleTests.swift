@@ -294,9 +294,10 @@ import Testing
         let context = DownloadLifecycle.Context(maxAttempts: S.maxAttempts, maxSpaceWaits: 3)
         var (l, _) = LifecycleState.lastAttemptSettling.reach()
         var serial: UInt64 = 5
-        func waitOnce(_ end: AttemptEnd, _ round: Int) -> Bool {
+        func waitOnce(_ end: AttemptEnd, _ round: Int, begins: Bool = false) -> Bool {
             let counted = l.attemptsMade
             let actions = l.handle(Self.settled(serial, .ended(end)), context)
+            #expect(l.spaceWaitBegan == begins, "round \(round): a wait begins after an attempt that did not end on a full disk")
             #expect(!actions.contains(.discardPartial), "round \(round)")
             let token = actions.compactMap { if case .scheduleRetry(let t, _, SpaceWait.retryAfter) = $0 { t } else { nil } }.first
             guard let token else { Issue.record("round \(round): \(LifecycleNotation.actions(actions))"); return false }
@@ -312,11 +313,15 @@ import Testing
             return true
         }
         for round in 0..<3 {
-            guard waitOnce(full, round) else { return }
+            guard waitOnce(full, round, begins: round != 1) else { return }
             if round == 1 {
-                // This attempt found room and writes: no longer waiting, still counted.
+                // This attempt found room and writes: no longer waiting (also while it settles),
+                // still counted; its end on a full disk begins a new wait.
                 _ = l.handle(.headReceived(serial: serial, accepts: true), context)
                 #expect(!l.waitsForSpace && l.spaceWaitsInARow == 2)
+                _ = l.handle(.transferEnded(serial: serial), context)
+                #expect(!l.waitsForSpace)
+                continue
             }
             _ = l.handle(.transferEnded(serial: serial), context)
         }
@@ -330,7 +335,7 @@ import Testing
         var progressedFull = full
         progressedFull.progressed = true
         for round in 0..<5 {
-            guard waitOnce(round.isMultiple(of: 2) ? progressedFull : full, round) else { return }
+            guard waitOnce(round.isMultiple(of: 2) ? progressedFull : full, round, begins: round == 0) else { return }
             _ = l.handle(.transferEnded(serial: serial), context)
         }
         let reset = l.handle(Self.settled(serial, .ended(AttemptEnd(reason: "connection reset"))), context)
