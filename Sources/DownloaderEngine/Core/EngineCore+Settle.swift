@@ -78,6 +78,7 @@ extension EngineCore {
         var restarts = false
         if case .restart = attempt.refusal { restarts = true }
         if let partial, settlement.resumes, !restarts {
+            keepContiguous(of: attempt, in: partial, trusted: lostSync == nil)
             do throws(SystemError) { try partial.sync() } catch {
                 syncFailed = true
                 lostWrites = lostWrites || error.errno == EIO
@@ -211,6 +212,17 @@ extension EngineCore {
         } catch {
             return .failed(.disk(error), discard: false)
         }
+    }
+
+    /// Work queue, settling a segmented attempt that stops short: the bytes its pieces wrote
+    /// without a gap after the hashed prefix (the hashing stops at once when the attempt does) are
+    /// read back and hashed, at most `SegmentCrew.keptAtSettle` of them, so that the next attempt
+    /// resumes after them instead of fetching them again. Not after a lost sync, nor for pieces
+    /// of another version (abandoned).
+    private func keepContiguous(of attempt: Attempt, in partial: PartialFile, trusted: Bool) {
+        guard trusted, let crew = attempt.crew, !crew.abandoned else { return }
+        let end = min(crew.table.contiguous, partial.length + SegmentCrew.keptAtSettle)
+        try? partial.absorb(upTo: end)  // A failure keeps what was hashed; the sync that follows reports the disk.
     }
 
     /// Why a whole body of `length` bytes hashing to `digest` is not the file the callers asked

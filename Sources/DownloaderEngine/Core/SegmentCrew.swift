@@ -82,6 +82,11 @@ final class SegmentCrew: @unchecked Sendable {
     /// Connections open now.
     var active: Int { lock.withLock { roster.active } }
 
+    /// Bytes after the hashed prefix an attempt that stops short reads back and hashes as it
+    /// settles (`EngineCore.keepContiguous`): what it keeps instead of fetching again, bounded so
+    /// that a pause stays quick.
+    static let keptAtSettle: Int64 = 64 << 20
+
     /// The pieces as they stand (written, not necessarily durable).
     var table: [Segment] { lock.withLock { roster.pieces.segments } }
 
@@ -196,7 +201,10 @@ final class SegmentCrew: @unchecked Sendable {
     func fetchEnded(_ fetch: SegmentFetch, _ result: Result<TransferSummary, TransferFailure>) {
         let (again, stop) = lock.withLock { roster.fetchEnded(fetch.index, result) }
         if let stop { stopAll(stop) }
-        if let again { launch(again) } else { finishIfDone() }
+        // A piece cut for a stall (or `--min-speed`) goes on over a new connection, as the attempt
+        // after a stall does: HTTP/2 would carry it on the one that stalled.
+        let stalled = if case .failure(let failure) = result { failure.kind == .stalled } else { false }
+        if let again { launch(again, freshConnection: stalled) } else { finishIfDone() }
         shareSpeed()
     }
 
@@ -246,7 +254,7 @@ final class SegmentCrew: @unchecked Sendable {
 
     /// Starts the fetch of piece `index`, whose place in `running` was taken under the lock that
     /// decided it (so that no moment shows every connection ended while one is about to start).
-    private func launch(_ index: Int) {
+    private func launch(_ index: Int, freshConnection: Bool = false) {
         let (first, last, stop, slot): (Int64, Int64, Bool, SegmentSlot) = lock.withLock {
             let slot = roster.hold(index)
             return (roster.pieces.segments[index].next, roster.pieces.segments[index].end - 1, roster.stopping, slot)
@@ -259,7 +267,8 @@ final class SegmentCrew: @unchecked Sendable {
         let clock = clock
         let fetch = SegmentFetch(index: index, first: first, last: last, crew: self, fd: fd, batching: batching,
                                  monotonic: { clock.monotonic() })
-        let request = SegmentFetch.request(from: template, first: first, last: last, validator: validator)
+        var request = SegmentFetch.request(from: template, first: first, last: last, validator: validator)
+        if freshConnection { request.freshConnection = true }
         shareSpeed()
         slot.started(driver.start(request, delegate: fetch))
     }

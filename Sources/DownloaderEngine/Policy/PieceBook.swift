@@ -60,10 +60,7 @@ struct PieceBook: Equatable, Sendable {
     }
 
     /// Where the bytes written from the file's start without a gap end.
-    var contiguous: Int64 {
-        for segment in segments where !segment.isComplete { return segment.next }
-        return total
-    }
+    var contiguous: Int64 { segments.contiguous }
 
     var allComplete: Bool { segments.allSatisfy(\.isComplete) }
 

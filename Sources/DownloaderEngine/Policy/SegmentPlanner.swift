@@ -20,6 +20,12 @@ extension Array where Element == Segment {
     /// Bytes of the file written: everything before the first piece (a kept prefix) and each
     /// piece's written part.
     var writtenBytes: Int64 { (first?.start ?? 0) + reduce(0) { $0 + ($1.next - $1.start) } }
+
+    /// Where the bytes written from the file's start without a gap end.
+    var contiguous: Int64 {
+        for segment in self where !segment.isComplete { return segment.next }
+        return last?.end ?? 0
+    }
 }
 
 /// Pure decisions of a segmented fetch: how many connections a download gets, where its segments

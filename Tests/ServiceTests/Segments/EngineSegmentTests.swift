@@ -149,11 +149,17 @@ import Testing
         #expect(try Self.completedBytes(engine, id) == Data(origin.body))
     }
 
+    /// A piece cut for a stall (or `--min-speed`) asks again over a new connection; one cut
+    /// otherwise may reuse a kept-alive one.
     @Test func aCutSegmentAsksAgainFromWhereItStood() async throws {
         let origin = RangedFakeOrigin(body: body, etag: "\"v1\"")
         let driver = FakeTransferDriver { request, index in
             var script = origin.script(request)
             if index == 2 { script.cutAfter = 3000 }  // Segment 2 (20000-29999) is cut after 3000 bytes.
+            if index == 3 {  // Segment 3 (30000-39999) stalls after 2000.
+                script.cutAfter = 2000
+                script.failure = .stalled
+            }
             if index == 0 { script.cutAfter = 4000 }  // The prefix too: a fetch takes it over.
             return script
         }
@@ -165,8 +171,11 @@ import Testing
         let ranges = (0..<driver.startCount).compactMap { driver.transfer($0).range }
         #expect(ranges.contains("bytes=23000-29999"))
         #expect(ranges.contains("bytes=4000-9999"))
-        #expect(driver.startCount == 6)
+        #expect(ranges.contains("bytes=32000-39999"))
+        #expect(driver.startCount == 7)
         #expect((1..<driver.startCount).allSatisfy { driver.transfer($0).header("If-Range") == "\"v1\"" })
+        let fresh = (0..<driver.startCount).filter { driver.transfer($0).request.freshConnection }.map { driver.transfer($0).range }
+        #expect(fresh == ["bytes=32000-39999"], "only the piece after the stall: \(fresh)")
     }
 
     /// An origin that throttles or refuses connections beyond the first (429, 503 with Retry-After,
@@ -367,6 +376,46 @@ import Testing
 }
 
 extension EngineSegmentPauseTests {
+    /// Paused after the prefix stopped at its piece's end while the next piece had written more
+    /// (bytes the hashing had not reached): those bytes are kept, hashed as the attempt settles,
+    /// and the resume goes on after them instead of fetching them again.
+    @Test func bytesWrittenAfterThePrefixBeyondTheHashingAreKeptAtAPause() async throws {
+        let driver = FakeTransferDriver()
+        let (engine, r) = try await Self.started(driver)
+        let id = r.snapshot.id
+        let main = driver.transfer(0)
+        for i in 1..<4 { #expect(Self.respond206(driver.transfer(i), i * 10_000, i * 10_000 + 9999)) }
+        #expect(throws: SegmentStop.self) { try main.send(Array(body[0..<10_500])) }  // Stops at its piece's end.
+        main.fail(.disk, "stopped at the prefix's end")
+        try driver.transfer(1).send(Array(body[10_000..<15_000]))
+        try driver.transfer(2).send(Array(body[20_000..<22_000]))
+        let event = try await EngineFixture.cancelAndSettle(engine, token: r.token, id: id)
+        guard case .paused(let paused) = event else { Issue.record("not paused: \(event)"); return }
+        #expect(paused.bytesWritten == 17_000)
+
+        _ = try engine.request(DownloadRequest(url: EngineSegmentTests.url, connections: 4))
+        let sub = try #require(engine.subscribe(id: id))
+        try await withTimeout(5) { await driver.waitForStarts(5) }
+        let resumed = driver.transfer(4)
+        #expect(resumed.range == "bytes=15000-", "after the kept bytes of the second piece")
+        #expect(Self.respond206(resumed, 15_000, 39_999))
+        try await withTimeout(5) { await driver.waitForStarts(7) }
+        #expect((5..<7).map { driver.transfer($0).range } == ["bytes=22000-29999", "bytes=30000-39999"])
+        for (i, first) in [(5, 22_000), (6, 30_000)] {
+            let last = first / 10_000 * 10_000 + 9999
+            #expect(Self.respond206(driver.transfer(i), first, last))
+            try driver.transfer(i).send(Array(body[first...last]))
+            driver.transfer(i).finish()
+        }
+        #expect(throws: SegmentStop.self) { try resumed.send(Array(body[15_000..<21_000])) }
+        resumed.fail(.disk, "stopped at the prefix's end")
+        let events = try await withTimeout(10) { await EngineFixture.events(sub) { $0.isTerminal } }
+        guard case .completed(let done) = events.last else { Issue.record("not completed: \(events)"); return }
+        #expect(done.sha256 == SHA256Hasher.hex(body))
+        #expect(try EngineSegmentTests.completedBytes(engine, id) == Data(body))
+        await engine.shutdown()
+    }
+
     /// The resumed prefix gets a capped range (a 206 short of its piece's end): a fetch takes the
     /// rest of the piece over, and the download completes byte-identical, never started over.
     @Test func aCappedResumeOfThePrefixIsTakenOverByAFetch() async throws {
