@@ -52,6 +52,7 @@ extension EngineCore {
             attemptEnded(attempt, .failure(TransferFailure(.disk, message, code: ENOSPC)))
             return
         }
+        locked { hooks.beforePrepare }?()
         do throws(SystemError) {
             if kept == 0 && !keepTail && (FileStore.fileSize(path) ?? 0) > 0 {
                 // Bytes none of which was kept (e.g. a sync failed before the first checkpoint):

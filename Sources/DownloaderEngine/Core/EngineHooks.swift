@@ -11,6 +11,8 @@ struct EngineHooks: Sendable {
     var beforeMove: (@Sendable () -> Void)?
     /// On the work queue, before a file set aside (a discarded partial, a purged cache file) is deleted.
     var beforeRemove: (@Sendable () -> Void)?
+    /// On the work queue, before an attempt's partial is opened (created when missing).
+    var beforePrepare: (@Sendable () -> Void)?
     /// Stands in for write(2) on partial files (e.g. to fail with ENOSPC).
     var partialWrite: PartialFile.WriteCall?
     /// Stands in for fdatasync(2) on partial files (e.g. to fail with EIO).

@@ -97,6 +97,46 @@ import Synchronization
         #expect(engine.snapshot(id: r.snapshot.id) == nil)
     }
 
+    /// A removal that lands while a resume's partial is being prepared (on the work queue, after
+    /// the removal deleted the file, before the preparation opens it again): the file the
+    /// preparation creates goes too, not left behind as an orphan.
+    @Test func aPartialPreparedAgainAfterItsDownloadWasRemovedIsDeleted() async throws {
+        let driver = FakeTransferDriver()
+        let root = EngineFixture.root()
+        let engine = try EngineFixture.engine(root, driver: driver)
+        let r = try await Self.transferring(engine, driver)
+        let id = r.snapshot.id
+        guard case .paused = try await EngineFixture.cancelAndSettle(engine, token: r.token, id: id) else {
+            Issue.record("not paused")
+            return
+        }
+        let partial = root.appendingPathComponent("state/partials/\(id).part").path
+        #expect(FileManager.default.fileExists(atPath: partial))
+        let removed = Mutex(false)
+        let hookEnded = DispatchSemaphore(value: 0)
+        engine.core.locked {
+            engine.core.hooks.beforePrepare = {
+                removed.withLock { $0 = (try? engine.remove(id: id)) != nil }
+                let deadline = Date().addingTimeInterval(30)  // The removal deletes the file on the work queue.
+                while FileManager.default.fileExists(atPath: partial) && Date() < deadline { usleep(2_000) }
+                if FileManager.default.fileExists(atPath: partial) { removed.withLock { $0 = false } }
+                hookEnded.signal()
+            }
+        }
+        _ = try engine.request(DownloadRequest(url: "http://o.test/a"))
+        // The preparation, then what its end queued (closing the stale attempt's partial); the
+        // barriers only once the removal's deletion was queued (a barrier before it would hold it).
+        try await onThread {
+            #expect(hookEnded.wait(timeout: .now() + 40) == .success)
+            engine.core.workQueue.sync(flags: .barrier) {}
+            engine.core.workQueue.sync(flags: .barrier) {}
+        }
+        #expect(removed.withLock { $0 }, "removed, and its file deleted, before the preparation opened it")
+        #expect(engine.snapshot(id: id) == nil && driver.startCount == 1)
+        #expect(!FileManager.default.fileExists(atPath: partial), "no orphan partial")
+        await engine.shutdown()
+    }
+
     @Test func removeStopsEverythingAndALaterRequestStartsAfresh() async throws {
         let driver = FakeTransferDriver()
         let root = EngineFixture.root()
