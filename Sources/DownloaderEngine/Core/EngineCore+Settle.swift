@@ -78,8 +78,12 @@ extension EngineCore {
         var restarts = false
         if case .restart = attempt.refusal { restarts = true }
         if let partial, settlement.resumes, !restarts {
-            keepContiguous(of: attempt, in: partial, trusted: lostSync == nil)
-            do throws(SystemError) { try partial.sync() } catch {
+            do throws(SystemError) {
+                try partial.sync()
+                // Synced: the pieces' bytes after the prefix are durable, and may join it (the
+                // second sync has nothing to write; it records the new length as durable).
+                if keepContiguous(of: attempt, in: partial, trusted: lostSync == nil) { try partial.sync() }
+            } catch {
                 syncFailed = true
                 lostWrites = lostWrites || error.errno == EIO
             }
@@ -214,15 +218,18 @@ extension EngineCore {
         }
     }
 
-    /// Work queue, settling a segmented attempt that stops short: the bytes its pieces wrote
-    /// without a gap after the hashed prefix (the hashing stops at once when the attempt does) are
-    /// read back and hashed, at most `SegmentCrew.keptAtSettle` of them, so that the next attempt
-    /// resumes after them instead of fetching them again. Not after a lost sync, nor for pieces
-    /// of another version (abandoned).
-    private func keepContiguous(of attempt: Attempt, in partial: PartialFile, trusted: Bool) {
-        guard trusted, let crew = attempt.crew, !crew.abandoned else { return }
-        let end = min(crew.table.contiguous, partial.length + SegmentCrew.keptAtSettle)
-        try? partial.absorb(upTo: end)  // A failure keeps what was hashed; the sync that follows reports the disk.
+    /// Work queue, settling a segmented attempt that stops short, its partial synced: the bytes
+    /// its pieces wrote without a gap after the hashed prefix (the hashing stops when the attempt
+    /// does) are read back and hashed, at most `SegmentCrew.keptAtSettle` of them, so that the next
+    /// attempt resumes after them instead of fetching them again; never the file's last byte (a
+    /// resume then still asks for a range, not for the 416 of a whole file). Not after a lost sync,
+    /// nor for pieces of another version (abandoned). True when the prefix grew.
+    private func keepContiguous(of attempt: Attempt, in partial: PartialFile, trusted: Bool) -> Bool {
+        guard trusted, let crew = attempt.crew, !crew.abandoned else { return false }
+        let before = partial.length
+        let end = min(crew.table.contiguous, crew.total - 1, before + SegmentCrew.keptAtSettle)
+        try? partial.absorb(upTo: end)  // A failure keeps what was hashed.
+        return partial.length > before
     }
 
     /// Why a whole body of `length` bytes hashing to `digest` is not the file the callers asked

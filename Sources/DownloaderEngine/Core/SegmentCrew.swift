@@ -157,7 +157,8 @@ final class SegmentCrew: @unchecked Sendable {
         }
         started?.start()
         if let stop { stopAll(stop) }
-        for index in launches { launch(index) }
+        // The prefix's piece taken over after a stall goes on over a new connection (`fetchEnded`).
+        for index in launches { launch(index, freshConnection: cut?.kind == .stalled) }
         finishIfDone()
         shareSpeed()
     }
