@@ -61,6 +61,11 @@ struct APIError: Error, Sendable, Equatable {
         self.init(status: status, wireCode: code.rawValue, message, headers: headers)
     }
 
+    /// A download's failure code for what keeps it from going on (`/fetch`: `disk_full` while it waits for space).
+    init(status: Int, _ code: DownloadFailure.Code, _ message: String, headers: [String: String] = [:]) {
+        self.init(status: status, wireCode: code.rawValue, message, headers: headers)
+    }
+
     /// An error the HTTP server answers by itself (`ServerErrorJSON`).
     init(status: Int, _ code: ServerErrorJSON.Code, _ message: String) {
         self.init(status: status, wireCode: code.rawValue, message, headers: [:])

@@ -31,8 +31,7 @@ extension DownloadAPI {
         let awaitingHeadsAbove: UInt64? = reader.state.phase == .flowing ? nil : reader.state.heads
         let changes = ChangeSignal()
         reader.watch { changes.signal() }
-        var queuedFor: Double = 0
-        var heldFor: Double = 0
+        var patience = FetchPatience(queuedLimit: Self.queuedPatience, stallTimeout: engine.configuration.stallTimeout)
         let mayChunk = request.version.major > 1 || request.version.minor >= 1
         while true {
             let tail = reader.state
@@ -45,28 +44,27 @@ extension DownloadAPI {
                     reader.close()
                     return APIError(status: 503, .queued, "the client went away").response
                 }
-                let snapshot = engine.snapshot(id: reader.id)
-                let queued = snapshot?.state == .queued
-                queuedFor = queued ? queuedFor : 0
-                if queuedFor >= Self.queuedPatience {
+                let stand = Self.stand(of: engine.snapshot(id: reader.id))
+                switch patience.judge(stand) {
+                case .wait: break
+                case .giveUpQueued:
                     reader.close()
                     var headers = fetchHeaders(id: reader.id)
                     headers["Retry-After"] = "10"
                     return APIError(status: 503, .queued, "the download waits for a transfer slot; retry later", headers: headers).response
-                }
-                // Held by the operator: the reader waits, for the stall timeout at most.
-                let held = snapshot?.pausedBy == .operator
-                heldFor = held ? heldFor : 0
-                if heldFor >= engine.configuration.stallTimeout {
+                case .giveUpHeld:
                     reader.close()
                     return APIError(status: 504, .stalled, "the download is paused by the operator; no data came for the stall timeout",
                                     headers: fetchHeaders(id: reader.id)).response
+                case .giveUpForSpace:
+                    reader.close()
+                    var headers = fetchHeaders(id: reader.id)
+                    headers["Retry-After"] = "30"
+                    return APIError(status: 503, .diskFull, "the download waits for disk space; retry later", headers: headers).response
                 }
                 let started = DispatchTime.now().uptimeNanoseconds  // Monotonic: a step of the wall clock changes no wait.
                 await changes.wait(seconds: 1)
-                let waited = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
-                if queued { queuedFor += waited }
-                if held { heldFor += waited }
+                patience.waited(Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9, at: stand)
             case .serveStored, .fail:
                 // The reader's view is brought up to date by the engine's effects, which another
                 // thread may still be running: a join that restarted a failed download (or one
@@ -89,6 +87,14 @@ extension DownloadAPI {
                 return naming(reader.id, unknownDownloadResponse(reader.id))
             }
         }
+    }
+
+    /// Where a download a reader waits on stands (`FetchPatience`).
+    private static func stand(of snapshot: DownloadSnapshot?) -> FetchPatience.Stand {
+        if snapshot?.state == .queued { return .queued }
+        if snapshot?.pausedBy == .operator { return .held }
+        if snapshot?.reason == DownloadFailure.Code.diskFull.rawValue { return .waitingForSpace }
+        return .moving
     }
 
     /// The head of a streamed answer, its bytes from `source` (`HeadOnly` for a `HEAD`).

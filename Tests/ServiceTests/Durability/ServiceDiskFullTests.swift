@@ -81,14 +81,22 @@ struct ServiceDiskFullTests {
         let launcher = ["/usr/bin/unshare", "-m", "sh", "-c",
                         "mount -t tmpfs -o size=8m tmpfs '\(root.path)' && head -c 4194304 /dev/zero > '\(filler)' && exec \"$0\" \"$@\""]
         let service = try await ServiceProcess.start(
-            root: root, arguments: Durability.allowLoopback + ["--min-free-disk-bytes", "1M", "--disk-full-wait", "120"],
+            root: root, arguments: Durability.allowLoopback + ["--min-free-disk-bytes", "1M", "--disk-full-wait", "120",
+                                                               "--stall-timeout", "2"],
             launcher: launcher)
         let id = try #require(try await service.client.ask(origin.url("/big.bin")).string("id"))
 
         let waiting = try await service.waitForEvent(id: id, "the wait for space") { $0.json["reason"] as? String == "disk_full" }
         #expect(waiting["state"] as? String == "downloading", "\(waiting)")
+        // A /fetch joining now waits for the origin's answer while the download waits for space:
+        // for the stall timeout, then 503 disk_full (the download waits on for its caller).
+        let fetchedAt = Date()
+        let fetch = try await service.client.request("GET", "/fetch?url=\(origin.url("/big.bin"))")
+        #expect(fetch.status == 503 && fetch.json["error"].flatMap { ($0 as? [String: Any])?["code"] as? String } == "disk_full",
+                "\(fetch.status) \(fetch.text)")
+        #expect(fetch.header("Retry-After") != nil && fetch.header("X-Download-Id") == id && Date().timeIntervalSince(fetchedAt) >= 2)
         // At least one look at the free space (every 5 s) while the disk is still full.
-        try await Task.sleep(for: .seconds(6))
+        try await Task.sleep(for: .seconds(max(0, 6 - Date().timeIntervalSince(fetchedAt))))
         let snapshot = try await service.client.request("GET", "/downloads/\(id)").json
         #expect(snapshot["state"] as? String == "downloading" && snapshot["reason"] as? String == "disk_full", "\(snapshot)")
         #expect(origin.requests(path: "/big.bin").count == 1, "the origin is not asked while the disk is full")
