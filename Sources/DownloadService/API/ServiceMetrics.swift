@@ -37,6 +37,8 @@ final class ServiceMetrics: Sendable {
         metric("restarts_total", "counter", "Transfers that discarded kept bytes and restarted from 0.", [("", String(engine.restarts))])
         metric("retries_total", "counter", "Automatic retries after faults.", [("", String(engine.retries))])
         metric("active_transfers", "gauge", "Transfers running now.", [("", String(engine.activeTransfers))])
+        metric("downloads_waiting_for_space", "gauge", "Downloads that ran out of disk space and wait for it (reason disk_full).",
+               [("", String(engine.waitingForSpace))])
         metric("sse_subscribers", "gauge", "Open progress streams.", [("", String(engine.subscribers))])
         metric("event_watchers", "gauge", "Open GET /events streams.", [("", String(eventWatchers))])
         metric("state_commit_failing", "gauge", "1 while the state store's last commit failed (retried every second), else 0.",

@@ -72,7 +72,11 @@ extension EngineCore {
     }
 
     var statistics: EngineStatistics {
-        var s = locked { stats }
+        var s = locked {
+            var s = stats
+            s.waitingForSpace = byID.values.count { $0.lifecycle.waitsForSpace }
+            return s
+        }
         s.subscribers = subscribers.count
         s.cluster = cluster?.statistics
         s.stateFailure = stateWriter.lastError?.description

@@ -100,6 +100,8 @@ struct ServiceDiskFullTests {
         let snapshot = try await service.client.request("GET", "/downloads/\(id)").json
         #expect(snapshot["state"] as? String == "downloading" && snapshot["reason"] as? String == "disk_full", "\(snapshot)")
         #expect(origin.requests(path: "/big.bin").count == 1, "the origin is not asked while the disk is full")
+        let metrics = try await service.client.request("GET", "/metrics").bodyText
+        #expect(metrics.contains("download_service_downloads_waiting_for_space 1\n"))
 
         // Freed outside the service (seen through its mount namespace).
         try FileManager.default.removeItem(atPath: "/proc/\(service.process.processIdentifier)/root\(filler)")

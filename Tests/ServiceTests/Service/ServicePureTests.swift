@@ -215,6 +215,7 @@ import Testing
         var stats = EngineStatistics()
         stats.bytesFetched = 42
         stats.subscribers = 2
+        stats.waitingForSpace = 1
         let text = ServiceMetrics.render(states: [.paused: 3], engine: stats, eventWatchers: 4,
                                          http: .init(requestsByStatus: [404: 1, 200: 5], fileBytesServed: 9))
         #expect(text.contains("download_service_downloads{state=\"paused\"} 3\n"))
@@ -222,6 +223,7 @@ import Testing
         #expect(text.contains("download_service_bytes_fetched_total 42\n"))
         #expect(text.contains("download_service_bytes_served_total 9\n"))
         #expect(text.contains("download_service_sse_subscribers 2\n"))
+        #expect(text.contains("# TYPE download_service_downloads_waiting_for_space gauge\ndownload_service_downloads_waiting_for_space 1\n"))
         #expect(text.contains("# TYPE download_service_event_watchers gauge\ndownload_service_event_watchers 4\n"))
         #expect(text.contains("download_service_http_requests_total{status=\"200\"} 5\ndownload_service_http_requests_total{status=\"404\"} 1\n"))
         #expect(text.contains("# TYPE download_service_resumes_total counter\n"))
