@@ -177,6 +177,9 @@ public final class DownloadEngine: Sendable {
         core.completedFile(id: id) ?? clusterCompletedFile(id: id)
     }
 
+    /// Downloads that ran out of disk space and wait for it (a pass over every download: `/metrics`).
+    public var downloadsWaitingForSpace: Int { core.waitingForSpace }
+
     public var statistics: EngineStatistics {
         core.statistics
     }

@@ -82,7 +82,8 @@ public struct EngineStatistics: Sendable, Equatable {
     public var retries: Int64 = 0
     public var subscribers: Int = 0
     public var activeTransfers: Int = 0
-    /// Downloads that ran out of disk space and wait for it (`reason: disk_full`), now.
+    /// Downloads that ran out of disk space and wait for it (`reason: disk_full`): filled in by
+    /// `/metrics` from `DownloadEngine.downloadsWaitingForSpace` (0 in `statistics`, which skips that pass).
     public var waitingForSpace: Int = 0
     /// Files purged so far, by kind and reason.
     public var purges: [PurgeCounterKey: Int64] = [:]

@@ -194,7 +194,9 @@ struct DownloadAPI: Sendable {
     }
 
     private func metricsResponse() -> Response {
-        let text = ServiceMetrics.render(states: engine.stateCounts(), engine: engine.statistics, eventWatchers: engine.feedWatchers,
+        var statistics = engine.statistics
+        statistics.waitingForSpace = engine.downloadsWaitingForSpace
+        let text = ServiceMetrics.render(states: engine.stateCounts(), engine: statistics, eventWatchers: engine.feedWatchers,
                                          http: metrics.http)
             + WebhookMetrics.render(engine.webhooks.statistics)
         return Response(headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"], body: .bytes(Array(text.utf8)))

@@ -45,22 +45,9 @@ extension DownloadAPI {
                     return APIError(status: 503, .queued, "the client went away").response
                 }
                 let stand = Self.stand(of: engine.snapshot(id: reader.id))
-                switch patience.judge(stand) {
-                case .wait: break
-                case .giveUpQueued:
+                if let answer = givingUp(patience.judge(stand), id: reader.id) {
                     reader.close()
-                    var headers = fetchHeaders(id: reader.id)
-                    headers["Retry-After"] = "10"
-                    return APIError(status: 503, .queued, "the download waits for a transfer slot; retry later", headers: headers).response
-                case .giveUpHeld:
-                    reader.close()
-                    return APIError(status: 504, .stalled, "the download is paused by the operator; no data came for the stall timeout",
-                                    headers: fetchHeaders(id: reader.id)).response
-                case .giveUpForSpace:
-                    reader.close()
-                    var headers = fetchHeaders(id: reader.id)
-                    headers["Retry-After"] = "30"
-                    return APIError(status: 503, .diskFull, "the download waits for disk space; retry later", headers: headers).response
+                    return answer.response
                 }
                 let started = DispatchTime.now().uptimeNanoseconds  // Monotonic: a step of the wall clock changes no wait.
                 await changes.wait(seconds: 1)
@@ -89,12 +76,34 @@ extension DownloadAPI {
         }
     }
 
-    /// Where a download a reader waits on stands (`FetchPatience`).
-    private static func stand(of snapshot: DownloadSnapshot?) -> FetchPatience.Stand {
-        if snapshot?.state == .queued { return .queued }
-        if snapshot?.pausedBy == .operator { return .held }
-        if snapshot?.reason == DownloadFailure.Code.diskFull.rawValue { return .waitingForSpace }
+    /// Where a download a reader waits on stands (`FetchPatience`). Waiting for disk space counts
+    /// only while others want it too: a reader that gave up would leave a download it alone held
+    /// paused, and a paused partial is the first the pressure purge deletes (its retry would start
+    /// from 0), so a sole reader waits with it (until it fails `disk_full`, or the client leaves).
+    static func stand(of snapshot: DownloadSnapshot?) -> FetchPatience.Stand {
+        guard let snapshot else { return .moving }
+        if snapshot.state == .queued { return .queued }
+        if snapshot.pausedBy == .operator { return .held }
+        if snapshot.waitsForSpace && snapshot.callers > 1 { return .waitingForSpace }
         return .moving
+    }
+
+    /// The answer of a reader that waited long enough (nil: it waits on).
+    private func givingUp(_ verdict: FetchPatience.Verdict, id: String) -> APIError? {
+        var headers = fetchHeaders(id: id)
+        switch verdict {
+        case .wait:
+            return nil
+        case .giveUpQueued:
+            headers["Retry-After"] = "10"
+            return APIError(status: 503, .queued, "the download waits for a transfer slot; retry later", headers: headers)
+        case .giveUpHeld:
+            return APIError(status: 504, .stalled, "the download is paused by the operator; no data came for the stall timeout",
+                            headers: headers)
+        case .giveUpForSpace:
+            headers["Retry-After"] = "30"
+            return APIError(status: 503, .diskFull, "the download waits for disk space; retry later", headers: headers)
+        }
     }
 
     /// The head of a streamed answer, its bytes from `source` (`HeadOnly` for a `HEAD`).

@@ -17,6 +17,11 @@ extension EngineCore {
 
     /// How many downloads are in each state (without building snapshots), and, when `withIDs`
     /// (cluster mode), which ids were counted.
+    /// Downloads that ran out of disk space and wait for it (one pass: for `/metrics` only).
+    var waitingForSpace: Int {
+        locked { byID.values.count { $0.lifecycle.waitsForSpace } }
+    }
+
     func stateCounts(withIDs: Bool) -> (counts: [DownloadState: Int], ids: [String]) {
         locked {
             var counts: [DownloadState: Int] = [:]
@@ -72,11 +77,7 @@ extension EngineCore {
     }
 
     var statistics: EngineStatistics {
-        var s = locked {
-            var s = stats
-            s.waitingForSpace = byID.values.count { $0.lifecycle.waitsForSpace }
-            return s
-        }
+        var s = locked { stats }
         s.subscribers = subscribers.count
         s.cluster = cluster?.statistics
         s.stateFailure = stateWriter.lastError?.description

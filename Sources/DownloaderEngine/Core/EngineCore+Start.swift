@@ -133,8 +133,8 @@ extension EngineCore {
     /// Under `lock`: arms the retry timer `token` with the policy's delay.
     func scheduleRetry(_ record: DownloadRecord, token: UInt64, attemptsMade: Int, retryAfter: String?) {
         let waiting = record.lifecycle.waitsForSpace
-        let backoff = retryPolicy.delay(attemptsMade: attemptsMade, retryAfter: retryAfter, now: clock.now(), unit: random.unit())
-        let delay = waiting ? max(backoff, SpaceWait.shortestInterval) : backoff  // As `SpaceWait.checks` counts them.
+        let delay = waiting ? SpaceWait.step(maxDelay: retryPolicy.maxDelay)  // As `SpaceWait.checks` counts them.
+            : retryPolicy.delay(attemptsMade: attemptsMade, retryAfter: retryAfter, now: clock.now(), unit: random.unit())
         let (id, incarnation) = (record.id, record.incarnation)
         // Watchers see a wait for disk space begin (`reason`); the next `resumed` ends it. Its
         // further looks at the free space are neither retries nor told.

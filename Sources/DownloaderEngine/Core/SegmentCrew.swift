@@ -158,7 +158,7 @@ final class SegmentCrew: @unchecked Sendable {
         started?.start()
         if let stop { stopAll(stop) }
         // The prefix's piece taken over after a stall goes on over a new connection (`fetchEnded`).
-        for index in launches { launch(index, freshConnection: cut?.kind == .stalled) }
+        for index in launches { launch(index, freshConnection: index == 0 && cut?.kind == .stalled) }
         finishIfDone()
         shareSpeed()
     }

@@ -65,7 +65,7 @@ extension AttemptVerdict {
                 end.discardPartial = discard
             }
         } else if case .failure(let failure) = result {
-            if failure.kind == .disk, let errno = diskError?.errno ?? failure.code, AttemptEnd.passes(errno) {
+            if let errno = passingErrno(failure, diskError) {
                 end.shortage = AttemptEnd.isShortage(errno)
                 end.noSpace = !end.shortage
                 end.retryAfter = end.shortage ? AttemptEnd.shortageDelay : SpaceWait.retryAfter
@@ -80,6 +80,12 @@ extension AttemptVerdict {
         return .ended(end)
     }
 
+    /// The errno of a disk failure that passes (`AttemptEnd.passes`: a shortage, a full disk), else nil.
+    private static func passingErrno(_ failure: TransferFailure, _ diskError: SystemError?) -> Int32? {
+        guard failure.kind == .disk, let errno = diskError?.errno ?? failure.code, AttemptEnd.passes(errno) else { return nil }
+        return errno
+    }
+
     /// nil: retry. Otherwise the failure to report (codes from `RetryPolicy.classify`).
     static func downloadFailure(after failure: TransferFailure, requestedOffset: Int64, acceptedOffset: Int64?,
                                 diskError: SystemError?) -> DownloadFailure? {
@@ -91,7 +97,7 @@ extension AttemptVerdict {
         case .disk:
             // A shortage passes: tried again (`AttemptEnd.shortage`), the disk is fine. A full disk
             // is waited on (`AttemptEnd.noSpace`): the lifecycle fails it once the wait is over.
-            if let errno = diskError?.errno ?? failure.code, AttemptEnd.passes(errno) { return nil }
+            if passingErrno(failure, diskError) != nil { return nil }
             if let diskError { return .disk(diskError) }
             if let code = failure.code { return .disk(SystemError(errno: code, function: "write")) }
             return DownloadFailure(code: .diskError, message: failure.message)

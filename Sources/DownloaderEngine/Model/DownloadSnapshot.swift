@@ -32,7 +32,8 @@ public struct DownloadSnapshot: Sendable, Codable, Equatable {
     public var error: DownloadFailure?
     /// Made with caller headers (credentials): shown only to its callers (and the operator).
     public var isPrivate: Bool
-    /// Why a paused download waits: `credentials_required` after a restart lost its headers.
+    /// Why it waits: a paused download for its callers' headers (`credentials_required`, after a
+    /// restart lost them), a downloading one for disk space (`disk_full`).
     public var reason: String?
     /// Segmented fetch: connections asked for, granted and in use; nil when the callers asked for one.
     public var connections: ConnectionCounts?
@@ -75,6 +76,11 @@ public struct DownloadSnapshot: Sendable, Codable, Equatable {
         self.pausedBy = pausedBy
         self.changedAt = changedAt
     }
+}
+
+extension DownloadSnapshot {
+    /// It ran out of disk space and waits for it (`reason: disk_full`).
+    public var waitsForSpace: Bool { reason == DownloadFailure.Code.diskFull.rawValue }
 }
 
 /// A segmented download's connections: what its callers asked for (the most any asked), what it

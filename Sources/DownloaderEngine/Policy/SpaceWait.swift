@@ -18,8 +18,13 @@ enum SpaceWait {
     /// wait of `seconds` with retries at most `maxDelay` apart.
     static func checks(waiting seconds: Double, maxDelay: Double) -> Int {
         guard seconds > 0 else { return 0 }
-        let step = max(shortestInterval, min(interval, maxDelay))
-        return Int((seconds / step).rounded(.up))
+        return Int((seconds / step(maxDelay: maxDelay)).rounded(.up))
+    }
+
+    /// Seconds between two looks: `interval`, capped by `--retry-max-delay` (the retry's delay for
+    /// a `Retry-After` of `interval`), and never below `shortestInterval`.
+    static func step(maxDelay: Double) -> Double {
+        max(shortestInterval, min(interval, maxDelay))
     }
 
     /// Free bytes the next attempt waits for: what is left of the file (`remaining`, when its

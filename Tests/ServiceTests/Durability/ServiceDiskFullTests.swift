@@ -17,6 +17,13 @@ struct ServiceDiskFullTests {
         return p.terminationStatus == 0
     }()
 
+    /// Runs the service on an 8 MiB tmpfs mounted at `root` in a mount namespace of its own (the
+    /// mount goes with it), after `first` (a shell command run on the mounted file system).
+    static func launcher(_ root: URL, first: String? = nil) -> [String] {
+        let mount = "mount -t tmpfs -o size=8m tmpfs '\(root.path)'" + (first.map { " && " + $0 } ?? "")
+        return ["/usr/bin/unshare", "-m", "sh", "-c", mount + " && exec \"$0\" \"$@\""]
+    }
+
     @Test(.enabled(if: canMountTmpfs, "needs root and mount namespaces (unshare -m, mount -t tmpfs)"))
     func aDownloadBiggerThanTheDiskFailsWithDiskFullAndTheServiceStaysUp() async throws {
         let origin = try TestOrigin(bodySize: 12 << 20, path: "/big.bin")
@@ -29,13 +36,10 @@ struct ServiceDiskFullTests {
         let root = Durability.root("diskfull")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: root) }
-        // The mount exists only in the service's namespace and goes with it.
-        let launcher = ["/usr/bin/unshare", "-m", "sh", "-c",
-                        "mount -t tmpfs -o size=8m tmpfs '\(root.path)' && exec \"$0\" \"$@\""]
         let service = try await ServiceProcess.start(
             root: root, arguments: Durability.allowLoopback + ["--min-free-disk-bytes", "1M", "--max-concurrent", "4",
                                                                "--disk-full-wait", "5"],
-            launcher: launcher)
+            launcher: Self.launcher(root))
         let client = service.client
 
         let big = try #require(try await client.ask(origin.url("/big.bin")).string("id"))
@@ -78,28 +82,28 @@ struct ServiceDiskFullTests {
         defer { try? FileManager.default.removeItem(at: root) }
         // Half of the 8 MiB file system is taken by a file the service knows nothing of.
         let filler = root.appendingPathComponent("filler").path
-        let launcher = ["/usr/bin/unshare", "-m", "sh", "-c",
-                        "mount -t tmpfs -o size=8m tmpfs '\(root.path)' && head -c 4194304 /dev/zero > '\(filler)' && exec \"$0\" \"$@\""]
         let service = try await ServiceProcess.start(
             root: root, arguments: Durability.allowLoopback + ["--min-free-disk-bytes", "1M", "--disk-full-wait", "120",
-                                                               "--stall-timeout", "2"],
-            launcher: launcher)
+                                                               "--stall-timeout", "4"],
+            launcher: Self.launcher(root, first: "head -c 4194304 /dev/zero > '\(filler)'"))
         let id = try #require(try await service.client.ask(origin.url("/big.bin")).string("id"))
 
         let waiting = try await service.waitForEvent(id: id, "the wait for space") { $0.json["reason"] as? String == "disk_full" }
         #expect(waiting["state"] as? String == "downloading", "\(waiting)")
+        // (A loaded machine may have stalled the transfer before: more than one request is fine.)
+        let askedBefore = origin.requests(path: "/big.bin").count
         // A /fetch joining now waits for the origin's answer while the download waits for space:
         // for the stall timeout, then 503 disk_full (the download waits on for its caller).
         let fetchedAt = Date()
         let fetch = try await service.client.request("GET", "/fetch?url=\(origin.url("/big.bin"))")
         #expect(fetch.status == 503 && fetch.json["error"].flatMap { ($0 as? [String: Any])?["code"] as? String } == "disk_full",
                 "\(fetch.status) \(fetch.text)")
-        #expect(fetch.header("Retry-After") != nil && fetch.header("X-Download-Id") == id && Date().timeIntervalSince(fetchedAt) >= 2)
-        // At least one look at the free space (every 5 s) while the disk is still full.
+        #expect(fetch.header("Retry-After") != nil && fetch.header("X-Download-Id") == id && Date().timeIntervalSince(fetchedAt) >= 4)
+        // At least one look at the free space (every 5 s) since the wait began, the disk still full.
         try await Task.sleep(for: .seconds(max(0, 6 - Date().timeIntervalSince(fetchedAt))))
         let snapshot = try await service.client.request("GET", "/downloads/\(id)").json
         #expect(snapshot["state"] as? String == "downloading" && snapshot["reason"] as? String == "disk_full", "\(snapshot)")
-        #expect(origin.requests(path: "/big.bin").count == 1, "the origin is not asked while the disk is full")
+        #expect(origin.requests(path: "/big.bin").count == askedBefore, "the origin is not asked while the disk is full")
         let metrics = try await service.client.request("GET", "/metrics").bodyText
         #expect(metrics.contains("download_service_downloads_waiting_for_space 1\n"))
 
@@ -109,7 +113,7 @@ struct ServiceDiskFullTests {
         #expect(end["state"] as? String == "completed" && end["reason"] == nil, "\(end)")
         #expect(try await service.client.request("GET", "/downloads/\(id)/file").body == origin.expectedBody(path: "/big.bin"))
         let asked = origin.requests(path: "/big.bin")
-        #expect(asked.count == 2, "one resume: \(asked.map { $0.header("Range") ?? "-" })")
+        #expect(asked.count >= askedBefore + 1, "a resume: \(asked.map { $0.header("Range") ?? "-" })")
         let offset = asked.last?.header("Range").flatMap { Int64($0.dropFirst("bytes=".count).dropLast()) } ?? 0
         #expect(offset > 0 && asked.last?.header("If-Range") != nil, "resumed from the kept bytes")
         #expect(service.logLines.contains { $0.contains(#""event":"retry_scheduled""#) && $0.contains(id) && $0.contains("No space left") },

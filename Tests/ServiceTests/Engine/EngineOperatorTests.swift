@@ -133,6 +133,9 @@ import Synchronization
         }
         #expect(removed.withLock { $0 }, "removed, and its file deleted, before the preparation opened it")
         #expect(engine.snapshot(id: id) == nil && driver.startCount == 1)
+        // (Effects may run on another deciding thread, after the barriers: bounded.)
+        let deadline = Date().addingTimeInterval(10)
+        while FileManager.default.fileExists(atPath: partial) && Date() < deadline { try await Task.sleep(for: .milliseconds(10)) }
         #expect(!FileManager.default.fileExists(atPath: partial), "no orphan partial")
         await engine.shutdown()
     }

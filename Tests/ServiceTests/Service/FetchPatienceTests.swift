@@ -1,3 +1,5 @@
+import DownloaderEngine
+import Foundation
 import Testing
 @testable import DownloadService
 
@@ -28,5 +30,21 @@ import Testing
             patience.waited(1, at: stand)
         }
         #expect(last == verdict)
+    }
+
+    /// A download waiting for disk space counts as such only while another caller wants it too:
+    /// a sole reader that gave up would leave it paused, its partial the first a low disk purges.
+    @Test func waitingForSpaceCountsOnlyWithOtherCallers() {
+        func snapshot(_ state: DownloadState, callers: Int, reason: String? = nil, pausedBy: PauseCause? = nil) -> DownloadSnapshot {
+            DownloadSnapshot(id: "a", url: "http://o.test/f", state: state, storage: .cache, callers: callers,
+                             createdAt: Date(timeIntervalSince1970: 0), updatedAt: Date(timeIntervalSince1970: 0), reason: reason,
+                             pausedBy: pausedBy)
+        }
+        #expect(DownloadAPI.stand(of: snapshot(.downloading, callers: 2, reason: "disk_full")) == .waitingForSpace)
+        #expect(DownloadAPI.stand(of: snapshot(.downloading, callers: 1, reason: "disk_full")) == .moving)
+        #expect(DownloadAPI.stand(of: snapshot(.downloading, callers: 2)) == .moving)
+        #expect(DownloadAPI.stand(of: snapshot(.queued, callers: 1)) == .queued)
+        #expect(DownloadAPI.stand(of: snapshot(.paused, callers: 1, pausedBy: .operator)) == .held)
+        #expect(DownloadAPI.stand(of: nil) == .moving)
     }
 }
