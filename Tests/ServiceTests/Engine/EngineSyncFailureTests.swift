@@ -75,15 +75,21 @@ struct EngineSyncFailureTests {
     /// the failure must be remembered. The whole body arrived: it is not published (its bytes on
     /// disk may not be the ones hashed), the download fails with the disk error and keeps only
     /// what the offset stored before the failure covers; a new request fetches the rest.
-    @Test(arguments: [1, 2])
-    func aFailedCheckpointSyncIsNeverPublishedNorResumedOn(connections: Int) async throws {
+    /// An engine checkpointing every MiB on `connections`, of a 24 MiB origin.
+    static func checkpointing(connections: Int) throws -> (TestOrigin, DownloadEngine) {
         let origin = try TestOrigin(bodySize: 24 << 20)
-        defer { origin.stop() }
         let engine = try EngineLiveTests.engine {
             $0.checkpointBytes = 1 << 20
             $0.maxConnectionsPerDownload = connections
             $0.segmentProbeSeconds = 0
         }
+        return (origin, engine)
+    }
+
+    @Test(arguments: [1, 2])
+    func aFailedCheckpointSyncIsNeverPublishedNorResumedOn(connections: Int) async throws {
+        let (origin, engine) = try Self.checkpointing(connections: connections)
+        defer { origin.stop() }
         _ = Self.failSync(number: 2, of: engine)  // The second checkpoint's sync; every other one works.
         let (r, failed) = try await EngineLiveTests.fetch(engine, DownloadRequest(url: origin.url, connections: connections))
         #expect(failed.state == .failed && failed.error?.code == .diskError, "\(failed)")
@@ -100,13 +106,8 @@ struct EngineSyncFailureTests {
     /// resumes from what earlier checkpoints made durable, never failing.
     @Test(arguments: [1, 2])
     func aCheckpointSyncThatFindsTheDiskFullWaitsForSpace(connections: Int) async throws {
-        let origin = try TestOrigin(bodySize: 24 << 20)
+        let (origin, engine) = try Self.checkpointing(connections: connections)
         defer { origin.stop() }
-        let engine = try EngineLiveTests.engine {
-            $0.checkpointBytes = 1 << 20
-            $0.maxConnectionsPerDownload = connections
-            $0.segmentProbeSeconds = 0
-        }
         _ = Self.failSync(number: 2, of: engine, errno: ENOSPC)
         let (r, done) = try await EngineLiveTests.fetch(engine, DownloadRequest(url: origin.url, connections: connections))
         #expect(done.state == .completed, "\(done)")
