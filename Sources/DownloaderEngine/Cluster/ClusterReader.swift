@@ -17,7 +17,7 @@ struct ClusterReader: Sendable {
         let columns = PostgresStateStore.columns.map { "d." + $0 }.joined(separator: ", ")
         return "SELECT \(columns), (SELECT count(*) FROM tokens AS t WHERE t.download = d.id), l.key IS NOT NULL, d.lease_key, "
             + "d.hb_epoch, d.hb_bytes_written, d.hb_callers, d.hb_bytes_per_second, d.hb_eta_seconds, d.hb_connections_granted, "
-            + "d.hb_connections_active FROM downloads AS d "
+            + "d.hb_connections_active, d.hb_reason FROM downloads AS d "
             + "LEFT JOIN leases AS l ON l.key = d.lease_key AND l.epoch = d.hb_epoch AND l.active"
     }()
 
@@ -106,8 +106,8 @@ struct ClusterReader: Sendable {
     /// A row of `select`.
     static func row(_ row: [String?]) throws(StateStoreError) -> ClusterRow {
         let n = PostgresStateStore.columns.count
-        guard row.count == n + 10 else {
-            throw StateStoreError(kind: .damaged, message: "postgres: a downloads row has \(row.count) columns, not \(n + 10)")
+        guard row.count == n + 11 else {
+            throw StateStoreError(kind: .damaged, message: "postgres: a downloads row has \(row.count) columns, not \(n + 11)")
         }
         let stored = try PostgresStateStore.download(from: Array(row[0..<n]))
         let tokenCount = row[n].flatMap { Int($0) } ?? 0
@@ -117,7 +117,7 @@ struct ClusterReader: Sendable {
             heartbeat = Heartbeat(id: stored.id, leaseKey: key, epoch: epoch, bytesWritten: bytes, callers: callers,
                                   bytesPerSecond: row[n + 6].flatMap { Double($0) } ?? 0, etaSeconds: row[n + 7].flatMap { Double($0) },
                                   connectionsGranted: row[n + 8].flatMap { Int($0) } ?? 1,
-                                  connectionsActive: row[n + 9].flatMap { Int($0) } ?? 0)
+                                  connectionsActive: row[n + 9].flatMap { Int($0) } ?? 0, reason: row[n + 10])
         }
         return ClusterRow(stored: stored, tokenCount: tokenCount, heartbeat: heartbeat)
     }

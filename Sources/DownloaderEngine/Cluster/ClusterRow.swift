@@ -15,8 +15,8 @@ struct ClusterRow: Sendable, Equatable {
     /// The snapshot the holder's engine shows of the download (within a heartbeat): built by the
     /// engine's own `DownloadRecord.snapshot()` from the row, with what the row cannot say taken
     /// from the heartbeat: the running state (a record restored from a row is queued until it
-    /// runs), the bytes so far, callers with readers, the rate of a download that is transferring
-    /// and its connections. Without a heartbeat, as a restarted engine shows it. `ignoring`:
+    /// runs), the bytes so far, callers with readers, the rate of a download that is transferring,
+    /// its connections, and why it waits (`disk_full`). Without a heartbeat, as a restarted engine shows it. `ignoring`:
     /// the query parameters shown redacted (`coalesceIgnoreQuery`).
     func snapshot(ignoring: Set<String>) -> DownloadSnapshot {
         let record = DownloadRecord(stored: stored, tau: 1, progressInterval: 0, ignoring: ignoring)
@@ -31,6 +31,7 @@ struct ClusterRow: Sendable, Equatable {
             s.bytesPerSecond = heartbeat.bytesPerSecond
             s.etaSeconds = heartbeat.etaSeconds
             s.connections?.active = heartbeat.connectionsActive
+            s.reason = heartbeat.reason
         }
         return s
     }

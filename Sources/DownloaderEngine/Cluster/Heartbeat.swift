@@ -14,9 +14,11 @@ struct Heartbeat: Sendable, Equatable {
     var etaSeconds: Double?
     var connectionsGranted: Int
     var connectionsActive: Int
+    /// Why the running download waits (`disk_full`), if it does.
+    var reason: String?
 
     init(id: String, leaseKey: String, epoch: Int64, bytesWritten: Int64, callers: Int, bytesPerSecond: Double = 0,
-         etaSeconds: Double? = nil, connectionsGranted: Int = 1, connectionsActive: Int = 0) {
+         etaSeconds: Double? = nil, connectionsGranted: Int = 1, connectionsActive: Int = 0, reason: String? = nil) {
         self.id = id
         self.leaseKey = leaseKey
         self.epoch = epoch
@@ -26,13 +28,15 @@ struct Heartbeat: Sendable, Equatable {
         self.etaSeconds = etaSeconds
         self.connectionsGranted = connectionsGranted
         self.connectionsActive = connectionsActive
+        self.reason = reason
     }
 
     /// The heartbeat of the holder's own `snapshot` of the download.
     init(leaseKey: String, epoch: Int64, snapshot s: DownloadSnapshot) {
         self.init(id: s.id, leaseKey: leaseKey, epoch: epoch, bytesWritten: s.bytesWritten, callers: s.callers,
                   bytesPerSecond: s.bytesPerSecond, etaSeconds: s.etaSeconds,
-                  connectionsGranted: s.connections?.granted ?? 1, connectionsActive: s.connections?.active ?? 0)
+                  connectionsGranted: s.connections?.granted ?? 1, connectionsActive: s.connections?.active ?? 0,
+                  reason: s.state == .downloading ? s.reason : nil)
     }
 }
 

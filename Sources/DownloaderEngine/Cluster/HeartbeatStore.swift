@@ -11,9 +11,11 @@ struct HeartbeatStore: Sendable {
     static let updateSQL = """
         UPDATE downloads AS d SET hb_epoch = b.epoch::bigint, hb_bytes_written = b.bytes::bigint,
             hb_callers = b.callers::integer, hb_bytes_per_second = b.rate::float8, hb_eta_seconds = NULLIF(b.eta, '')::float8,
-            hb_connections_granted = b.granted::integer, hb_connections_active = b.active::integer, hb_at = now()
-        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
-            AS b(id, key, epoch, bytes, callers, rate, eta, granted, active)
+            hb_connections_granted = b.granted::integer, hb_connections_active = b.active::integer,
+            hb_reason = NULLIF(b.reason, ''), hb_at = now()
+        FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],
+                    $10::text[])
+            AS b(id, key, epoch, bytes, callers, rate, eta, granted, active, reason)
         WHERE d.id = b.id AND d.lease_key = b.key AND EXISTS (SELECT 1 FROM leases AS l WHERE l.key = b.key AND l.epoch = b.epoch::bigint AND l.active)
         RETURNING d.id
         """
@@ -34,14 +36,14 @@ struct HeartbeatStore: Sendable {
         return written
     }
 
-    /// The nine text arrays of `updateSQL` (a missing ETA as the empty string).
+    /// The ten text arrays of `updateSQL` (a missing ETA or reason as the empty string).
     static func parameters(_ beats: ArraySlice<Heartbeat>) -> [String?] {
         func number(_ value: Double) -> String { value.isFinite ? String(value) : "0" }
         let columns: [[String]] = [
             beats.map(\.id), beats.map(\.leaseKey), beats.map { String($0.epoch) }, beats.map { String($0.bytesWritten) },
             beats.map { String($0.callers) }, beats.map { number($0.bytesPerSecond) },
             beats.map { $0.etaSeconds.flatMap { $0.isFinite ? String($0) : nil } ?? "" },
-            beats.map { String($0.connectionsGranted) }, beats.map { String($0.connectionsActive) },
+            beats.map { String($0.connectionsGranted) }, beats.map { String($0.connectionsActive) }, beats.map { $0.reason ?? "" },
         ]
         return columns.map { PostgresArray.literal($0) }
     }

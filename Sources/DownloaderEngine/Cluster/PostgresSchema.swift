@@ -218,6 +218,11 @@ enum PostgresSchema {
         """
         ALTER TABLE downloads ADD COLUMN ranges_offered boolean, ADD COLUMN segments_refused boolean NOT NULL DEFAULT false;
         """,
+        // 12: why a running download waits, from its holder's heartbeat (`disk_full` while it waits
+        // for disk space), so that the other replicas show it too. Older replicas leave it alone.
+        """
+        ALTER TABLE downloads ADD COLUMN hb_reason text;
+        """,
     ]
 
     static var version: Int { migrations.count }

@@ -117,8 +117,9 @@ struct ClusterReadsTests {
                                                   ClusterReader(pool: pool))
             try store.commit(StateBatch(upserts: [Self.row("d1", .downloading, created: 1, offset: 100, tokens: ["t1"])]))
             try Self.setLeaseKey("key-d1", of: "d1", pool)
-            func beat(epoch: Int64, bytes: Int64) -> Heartbeat {
-                Heartbeat(id: "d1", leaseKey: "key-d1", epoch: epoch, bytesWritten: bytes, callers: 3, bytesPerSecond: 50, etaSeconds: 6)
+            func beat(epoch: Int64, bytes: Int64, reason: String? = nil) -> Heartbeat {
+                Heartbeat(id: "d1", leaseKey: "key-d1", epoch: epoch, bytesWritten: bytes, callers: 3, bytesPerSecond: 50, etaSeconds: 6,
+                          reason: reason)
             }
             func shown() throws -> DownloadSnapshot? { try reader.download(id: "d1")?.snapshot(ignoring: []) }
             func stored() throws -> [String?] {
@@ -143,9 +144,11 @@ struct ClusterReadsTests {
             let unheld = try c.require(try shown())
             c.expect(unheld.bytesWritten == 100 && unheld.callers == 1 && unheld.bytesPerSecond == 0, "epoch 1's beat no longer counts: \(unheld)")
 
-            try c.expect(beats.write([beat(epoch: 2, bytes: 800), Heartbeat(id: "gone", leaseKey: "key-d1", epoch: 2, bytesWritten: 1,
-                                                                              callers: 1)]) == ["d1"])
+            c.expect(live.reason == nil)
+            try c.expect(beats.write([beat(epoch: 2, bytes: 800, reason: "disk_full"),
+                                      Heartbeat(id: "gone", leaseKey: "key-d1", epoch: 2, bytesWritten: 1, callers: 1)]) == ["d1"])
             try c.expect(shown()?.bytesWritten == 800)
+            try c.expect(shown()?.reason == "disk_full", "the holder's reason is shown")
             try c.expect(leases.release(key: "key-d1", epoch: 2))
             try c.expect(shown()?.bytesWritten == 100, "a released lease's beat no longer counts")
             try c.expect(beats.write([beat(epoch: 2, bytes: 999)]).isEmpty, "released: fenced")

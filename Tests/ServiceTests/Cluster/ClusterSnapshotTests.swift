@@ -1,11 +1,12 @@
 import Foundation
+import Glibc
 import Testing
 @testable import DownloaderEngine
 
 /// A snapshot another replica builds from a download's row (and its holder's heartbeat) is the one
 /// the holder's engine shows, in every state; and what a relay publishes when a row changes.
 @Suite struct ClusterSnapshotTests {
-    enum Stage: String, CaseIterable { case queued, downloading, paused, completed, failed, segmented }
+    enum Stage: String, CaseIterable { case queued, downloading, paused, completed, failed, segmented, waitingForSpace }
 
     /// The engine's snapshot of a download in `stage`, its record's stored row and token count.
     static func download(in stage: Stage) async throws -> (local: DownloadSnapshot, stored: StoredDownload) {
@@ -33,6 +34,14 @@ import Testing
             #expect(driver.transfer(0).respond(200, ["Content-Length": "3000", "ETag": "\"v1\""]))
             try driver.transfer(0).send(Array(body.prefix(1200)))
             _ = try engine.request(DownloadRequest(url: url))
+        case .waitingForSpace:
+            // The disk fills; the look that follows finds room and asks the origin again (no answer yet).
+            id = try engine.request(DownloadRequest(url: url)).snapshot.id
+            try await withTimeout(5) { await driver.waitForStarts(1) }
+            #expect(driver.transfer(0).respond(200, ["Content-Length": "3000", "ETag": "\"v1\""]))
+            try driver.transfer(0).send(Array(body.prefix(1200)))
+            driver.transfer(0).fail(.disk, "write: No space left on device", code: ENOSPC)
+            try await withTimeout(5) { await driver.waitForStarts(2) }
         case .paused:
             id = try await EngineFixture.partial(engine, driver: driver, url: url, headers: ["Content-Length": "3000", "ETag": "\"v1\""],
                                                  sending: Array(body.prefix(1000))).snapshot.id
@@ -65,6 +74,7 @@ import Testing
         #expect(row.snapshot(ignoring: ["sig"]) == local, "\(stage)")
         if stage == .downloading { #expect(local.bytesWritten == 1200 && local.callers == 2 && local.state == .downloading) }
         if stage == .segmented { #expect(local.connections != nil) }
+        if stage == .waitingForSpace { #expect(local.reason == "disk_full" && local.state == .downloading) }
     }
 
     @Test func theHoldersHeartbeatsAreItsSnapshots() async throws {
