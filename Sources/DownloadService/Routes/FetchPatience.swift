@@ -1,9 +1,9 @@
 /// How long a `/fetch` reader waits, before its answer's head, for a download that is not moving
 /// on: queued behind `--max-concurrent` (`queuedLimit`, then `503 queued`), held by the operator
 /// (`stallTimeout`, then `504 stalled`), or waiting for disk space (`stallTimeout`, then `503
-/// disk_full`; the download waits on for its other callers). Each wait is counted while it lasts
-/// and starts again from 0 once the download leaves that stand. Pure: the route reports what it
-/// saw and how long it waited.
+/// disk_full`; the route counts that wait only while other callers want the download too). Each
+/// wait is counted while it lasts and starts again from 0 once the download leaves that stand.
+/// Pure: the route reports what it saw and how long it waited.
 struct FetchPatience: Equatable {
     /// Where the download stands, as the reader last saw it.
     enum Stand: Equatable {
@@ -23,8 +23,8 @@ struct FetchPatience: Equatable {
         self.stallTimeout = stallTimeout
     }
 
-    /// The download stands at `stand`: the other waits start again; true verdicts once this one
-    /// has lasted its limit.
+    /// The download stands at `stand`: the other waits start again; a give-up verdict once this
+    /// one has lasted its limit.
     mutating func judge(_ stand: Stand) -> Verdict {
         waited = waited.filter { $0.key == stand }
         let so = waited[stand] ?? 0

@@ -15,13 +15,13 @@ extension EngineCore {
             .sorted { $0.createdAt != $1.createdAt ? $0.createdAt > $1.createdAt : $0.id > $1.id }
     }
 
-    /// How many downloads are in each state (without building snapshots), and, when `withIDs`
-    /// (cluster mode), which ids were counted.
     /// Downloads that ran out of disk space and wait for it (one pass: for `/metrics` only).
     var waitingForSpace: Int {
         locked { byID.values.count { $0.lifecycle.waitsForSpace } }
     }
 
+    /// How many downloads are in each state (without building snapshots), and, when `withIDs`
+    /// (cluster mode), which ids were counted.
     func stateCounts(withIDs: Bool) -> (counts: [DownloadState: Int], ids: [String]) {
         locked {
             var counts: [DownloadState: Int] = [:]
