@@ -5,7 +5,8 @@ import Foundation
 /// queue of its own, the pieces written in place after the prefix are read back and hashed into the
 /// partial in file order as the contiguous prefix grows (`PartialFile.absorb`), at least `step`
 /// bytes at a time, so that little is left to hash after the last byte; each new length is told
-/// (`flushed`: readers see that prefix). It stops hashing once told to stop (or the disk failed),
+/// (`flushed`: readers see that prefix). It stops hashing once told to stop (between two reads of
+/// at most `readBackAtOnce`) or once the disk failed,
 /// and ends the attempt (`finished`) once the crew's connections all ended (`finish`), after hashing
 /// up to where the pieces then stand.
 ///
@@ -18,6 +19,10 @@ import Foundation
 final class CrewHashing: @unchecked Sendable {
     /// The hashing waits for at least this many contiguous bytes (or the end).
     static let step: Int64 = 1 << 20
+
+    /// Bytes read back and hashed at once at most: a stop is noticed between two such reads, so a
+    /// pause does not wait for a backlog of pieces (gigabytes when hashing lagged) to be hashed.
+    static let readBackAtOnce: Int64 = 8 << 20
 
     /// Landed buffers held at most (each `WriteBatching` capacity, 1 MiB): a bounded handful.
     static let maxLanded = 2
@@ -34,6 +39,7 @@ final class CrewHashing: @unchecked Sendable {
 
     private let partial: PartialFile
     private let total: Int64
+    private let readBackAtOnce: Int64
     private let flushed: @Sendable (Int64) -> Void
     private let finished: @Sendable (Outcome) -> Void
     private let giveBack: @Sendable (UnsafeMutableRawBufferPointer) -> Void
@@ -52,10 +58,11 @@ final class CrewHashing: @unchecked Sendable {
     private var ended = false
 
     /// `partial` is hashed up to `absorbed`; the contiguous prefix ends at `target`.
-    init(partial: PartialFile, absorbed: Int64, target: Int64, total: Int64,
+    init(partial: PartialFile, absorbed: Int64, target: Int64, total: Int64, readBackAtOnce: Int64 = CrewHashing.readBackAtOnce,
          flushed: @escaping @Sendable (Int64) -> Void, finished: @escaping @Sendable (Outcome) -> Void,
          giveBack: @escaping @Sendable (UnsafeMutableRawBufferPointer) -> Void) {
         self.partial = partial
+        self.readBackAtOnce = readBackAtOnce
         self.absorbed = absorbed
         self.target = target
         self.total = total
@@ -118,15 +125,15 @@ final class CrewHashing: @unchecked Sendable {
                 while let first = landed.first, first.offset < absorbed {
                     giveBack(landed.removeFirst().buffer)
                 }
-                let direct = landed.first.flatMap { $0.end <= target ? $0 : nil }
-                let reach = direct?.end ?? target
+                let direct = landed.first.flatMap { $0.end <= target && $0.offset - absorbed <= readBackAtOnce ? $0 : nil }
+                let reach = direct?.end ?? min(target, absorbed + readBackAtOnce)
                 condition.unlock()
                 do throws(SystemError) {
                     if let direct {
                         try partial.absorb(upTo: direct.offset)  // The gap before it (none when it landed at the front).
                         try partial.absorb(UnsafeRawBufferPointer(start: direct.buffer.baseAddress, count: direct.count))
                     } else {
-                        try partial.absorb(upTo: target)
+                        try partial.absorb(upTo: reach)
                     }
                     flushed(reach)
                 } catch {

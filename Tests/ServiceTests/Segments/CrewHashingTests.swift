@@ -15,6 +15,8 @@ import Testing
         var flushed: [Int64] = []
         var given: [UnsafeMutableRawBufferPointer] = []
         var outcome: Outcome?
+        /// Called (outside the lock) after each new hashed length is told.
+        var onFlush: (@Sendable () -> Void)?
         let done = DispatchSemaphore(value: 0)
     }
 
@@ -23,7 +25,8 @@ import Testing
 
     /// A partial of `total` bytes: its first `prefix` appended, the rest written in place
     /// (`inFile`), hashed from `prefix` on.
-    static func setUp(prefix: [UInt8], inFile: [UInt8], record: Record) throws -> (PartialFile, CrewHashing) {
+    static func setUp(prefix: [UInt8], inFile: [UInt8], record: Record,
+                      readBackAtOnce: Int64 = CrewHashing.readBackAtOnce) throws -> (PartialFile, CrewHashing) {
         let path = EngineFixture.root().appendingPathComponent("h.part").path
         let partial = try PartialFile(path: path, keep: 0)
         try prefix.withUnsafeBytes { try partial.append($0) }
@@ -33,7 +36,14 @@ import Testing
         _ = inFile.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(prefix.count)) }
         let total = Int64(prefix.count + inFile.count)
         let hashing = CrewHashing(partial: partial, absorbed: Int64(prefix.count), target: Int64(prefix.count), total: total,
-                                  flushed: { length in record.lock.withLock { record.flushed.append(length) } },
+                                  readBackAtOnce: readBackAtOnce,
+                                  flushed: { length in
+                                      let onFlush = record.lock.withLock {
+                                          record.flushed.append(length)
+                                          return record.onFlush
+                                      }
+                                      onFlush?()
+                                  },
                                   finished: { outcome in
                                       record.lock.withLock { record.outcome = outcome }
                                       record.done.signal()
@@ -104,6 +114,26 @@ import Testing
         }
         #expect(partial.length == 10)
         for buffer in buffers { buffer.deallocate() }
+        _ = partial.close()
+    }
+
+    /// A backlog of pieces to read back (hashing lagged) is hashed a bounded read at a time, so a
+    /// stop (a pause) lands between two reads instead of after the whole backlog.
+    @Test func aStopLandsBetweenTwoReadsBackOfABacklog() throws {
+        let record = Record()
+        let prefix = EngineFixture.body(100)
+        let rest = Array(EngineFixture.body(5100)[100...])
+        let (partial, hashing) = try Self.setUp(prefix: prefix, inFile: rest, record: record, readBackAtOnce: 1000)
+        record.lock.withLock { record.onFlush = { hashing.stop() } }
+        hashing.grew(to: 5100)  // The whole backlog is contiguous before the hashing starts.
+        hashing.start()
+        let deadline = Date().addingTimeInterval(10)
+        while record.lock.withLock({ record.flushed.isEmpty }) && Date() < deadline { usleep(1000) }
+        hashing.finish(.failure(TransferFailure(.cancelled, "cancelled")), contiguous: 5100)
+        #expect(record.done.wait(timeout: .now() + 10) == .success)
+        record.lock.withLock { #expect(record.flushed == [1100]) }
+        #expect(partial.length == 1100)
+        #expect(partial.sha256Hex == SHA256Hasher.hex(Array((prefix + rest)[..<1100])))
         _ = partial.close()
     }
 }
