@@ -44,7 +44,7 @@ extension EngineCore {
                          write: PartialFile.WriteCall?, sync: PartialFile.SyncCall?, spaceWanted: Int64?) {
         // Space for the new bytes first: paused partials go before a low disk fills up.
         checkPressure(memory: false)
-        if let spaceWanted, let free = pressure.space(of: (path as NSString).deletingLastPathComponent)?.free, free < spaceWanted {
+        if let spaceWanted, let free = pressure.space(of: (path as NSString).deletingLastPathComponent)?.writable, free < spaceWanted {
             // The kept hash stays the record's (nothing was opened): the attempt that resumes reuses it.
             locked { if let record = record(of: attempt), record.keptHash == nil { record.keptHash = hash } }
             attempt.diskError = SystemError(errno: ENOSPC, function: "statvfs")

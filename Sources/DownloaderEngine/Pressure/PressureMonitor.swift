@@ -10,15 +10,22 @@ struct DiskSpace: Sendable, Equatable {
     var fileSystem: UInt64
     /// The file system keeps its files in memory (tmpfs, ramfs): deleting them frees memory.
     var inMemory = false
+    /// Blocks reserved for root that this process may write too (it runs as root, ext4's default
+    /// reserved-blocks user): a root process fills them before its writes fail.
+    var reservedForUs: Int64 = 0
 
-    /// `statvfs` of `path` (blocks available to unprivileged users); nil when it fails.
+    /// Bytes this process may still write (`free` counts what unprivileged users may).
+    var writable: Int64 { free + reservedForUs }
+
+    /// `statvfs` of `path` (`free`: blocks available to unprivileged users); nil when it fails.
     static func of(_ path: String) -> DiskSpace? {
         var s = statvfs()
         guard statvfs(path, &s) == 0 else { return nil }
         var kind = statfs()
         let inMemory = statfs(path, &kind) == 0 && memoryFileSystems.contains(Int64(kind.f_type))
+        let reserved = geteuid() == 0 ? Int64(s.f_bfree) - Int64(s.f_bavail) : 0
         return DiskSpace(free: Int64(s.f_bavail) * Int64(s.f_frsize), total: Int64(s.f_blocks) * Int64(s.f_frsize),
-                         fileSystem: UInt64(s.f_fsid), inMemory: inMemory)
+                         fileSystem: UInt64(s.f_fsid), inMemory: inMemory, reservedForUs: max(0, reserved) * Int64(s.f_frsize))
     }
 
     /// `f_type` of tmpfs and ramfs (linux/magic.h).

@@ -12,8 +12,10 @@ final class ManualPressureMonitor: PressureMonitor, @unchecked Sendable {
 
     func setMemoryPressure(_ on: Bool) { lock.withLock { memory = on } }
 
-    func setSpace(_ path: String, free: Int64, fileSystem: UInt64 = 1, inMemory: Bool = false) {
-        lock.withLock { spaces[path] = DiskSpace(free: free, total: 1 << 40, fileSystem: fileSystem, inMemory: inMemory) }
+    func setSpace(_ path: String, free: Int64, fileSystem: UInt64 = 1, inMemory: Bool = false, reservedForUs: Int64 = 0) {
+        lock.withLock {
+            spaces[path] = DiskSpace(free: free, total: 1 << 40, fileSystem: fileSystem, inMemory: inMemory, reservedForUs: reservedForUs)
+        }
     }
 
     /// Runs one pressure check now, as a monitor tick would.

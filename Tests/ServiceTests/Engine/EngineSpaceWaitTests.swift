@@ -83,4 +83,16 @@ import Testing
         #expect(failed.bytesWritten == Int64(s.kept) && failed.resumable)
         await s.engine.shutdown()
     }
+
+    /// A service running as root writes into the blocks ext4 reserves for root: space freed there
+    /// is room for it, though unprivileged users see none (`DiskSpace.reservedForUs`).
+    @Test func roomOnlyInTheBlocksReservedForUsIsRoomToGoOn() async throws {
+        let s = try Setup(waiting: 60)
+        _ = try await s.runOutOfSpace(free: 0)
+        s.monitor.setSpace(s.root.path, free: 0, reservedForUs: 1 << 30)
+        s.clock.advance(SpaceWait.interval)
+        try await withTimeout(10) { await s.driver.waitForStarts(2) }
+        #expect(s.driver.transfer(1).header("Range") == "bytes=\(s.kept)-")
+        await s.engine.shutdown()
+    }
 }
