@@ -54,6 +54,10 @@ extension EngineCore {
             throw error
         }
         var files = listings.wait()
+        if let failure = files.failure {
+            while (try? loading.next()) != nil {}  // The read runs out (on the state writer's thread).
+            throw failure
+        }
         report.journal = prologue.journal
         try decide { () throws(StateStoreError) in
             bury(prologue.tombstones)
@@ -104,6 +108,14 @@ extension EngineCore {
         }
     }
 
+    /// A completed file's path that names an area's directory another way is spelled as the area
+    /// is now (`StoredFiles.spelledInArea`): true when it changed.
+    private func respell(_ record: DownloadRecord, _ files: inout StoredFiles) -> Bool {
+        guard let path = record.finalPath, let spelled = files.spelledInArea(path) else { return false }
+        record.finalPath = spelled
+        return true
+    }
+
     /// One stored download back in memory, in the order they were stored (the first of a duplicate
     /// id is kept).
     private func restore(_ record: DownloadRecord, files: inout StoredFiles, misplaced: inout [DownloadRecord],
@@ -116,15 +128,18 @@ extension EngineCore {
         }
         switch record.state {
         case .completed:
+            let respelled = respell(record, &files)
             guard let path = record.finalPath, files.claim(path, of: record.id) else {
                 report.dropped += 1
                 byID[record.id] = nil
                 save(record)  // Not kept: removed from the store.
                 return
             }
+            if respelled { save(record) }
         case .paused, .failed, .queued, .downloading:
             let storedOffset = record.keptBytes
             if adoptPublished(record) {
+                _ = respell(record, &files)
                 _ = record.finalPath.map { files.claim($0, of: record.id) }  // Claimed: not an orphan.
                 report.published += 1
                 save(record)

@@ -1,3 +1,4 @@
+import Basics
 import Glibc
 
 /// The files of one storage area named like ours (`<16 hex id>-<name>`, see `FileStore.finalPath`),
@@ -23,13 +24,27 @@ struct AreaListing {
     private var regular: [UInt64: Int] = [:]
     private var moreRegular: [UInt64: [Int]] = [:]
 
-    /// Empty when the directory cannot be read.
+    /// Why the directory could not be read whole (`opendir`, or `readdir` failing midway); nil when
+    /// it was. A listing that failed says nothing of which files exist: start-up stops on it rather
+    /// than drop every download whose file it did not list (an area on a mount not yet up, or whose
+    /// owner changed, would otherwise lose its records and keep its files unclaimed).
+    private(set) var failure: SystemError?
+
+    /// Empty, with `failure` set, when the directory cannot be read.
     init(_ directory: String) {
         self.directory = directory
         directoryBytes = Array(directory.utf8)
-        guard let dir = opendir(directory) else { return }
+        guard let dir = opendir(directory) else {
+            failure = SystemError(errno: errno, function: "opendir \(directory)")
+            return
+        }
         defer { closedir(dir) }
-        while let entry = readdir(dir) {
+        while true {
+            errno = 0  // readdir's end and its failure both return NULL: errno tells them apart.
+            guard let entry = readdir(dir) else {
+                if errno != 0 { failure = SystemError(errno: errno, function: "readdir \(directory)") }
+                break
+            }
             let type = Int32(entry.pointee.d_type)
             withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 let name = UnsafeRawBufferPointer(rebasing: raw[..<strnlen(raw.baseAddress!.assumingMemoryBound(to: CChar.self), raw.count)])

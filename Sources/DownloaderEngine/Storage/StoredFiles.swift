@@ -1,9 +1,26 @@
+import Basics
+import Glibc
+
 /// The cache and data areas as listed at start-up (`AreaListing`): whether the file a stored
 /// download names exists. A path in one of the areas is answered from its listing (and claimed, so
 /// that the orphan sweep keeps it); any other path is `stat`ed.
 struct StoredFiles {
     var cache: AreaListing
     var data: AreaListing
+    /// The areas' directories as files (`stat`), once asked (`spelledInArea`).
+    private var areas: (cache: FileIdentity?, data: FileIdentity?)?
+    /// Other directories stored paths lie in, as files (a few: the areas' earlier names), at most
+    /// `maxRemembered` of them.
+    private var directories: [String: FileIdentity] = [:]
+    static let maxRemembered = 64
+
+    init(cache: AreaListing, data: AreaListing) {
+        self.cache = cache
+        self.data = data
+    }
+
+    /// Why an area could not be listed: nothing can be told of its files.
+    var failure: SystemError? { cache.failure ?? data.failure }
 
     /// Where a stored file was found.
     enum Presence: Equatable {
@@ -43,5 +60,32 @@ struct StoredFiles {
     /// Looks up and claims at once.
     mutating func claim(_ path: String, of id: String) -> Bool {
         claim(presence(of: path, id: id))
+    }
+
+    /// `path` spelled with its area's directory when it lies directly in an area's directory under
+    /// another name (a symlink, a bind mount, the directory given another way since), else nil. Such
+    /// a path is not in the listings, whose files it names: unclaimed, the cache's would be swept,
+    /// and a data file "placed" into its own area would be unlinked as its old name.
+    mutating func spelledInArea(_ path: String) -> String? {
+        guard let slash = path.lastIndex(of: "/"), slash > path.startIndex else { return nil }
+        let (parent, name) = (String(path[..<slash]), path[path.index(after: slash)...])
+        guard !name.isEmpty, parent != cache.directory, parent != data.directory, let identity = identity(of: parent) else { return nil }
+        if areas == nil { areas = (Self.identity(cache.directory), Self.identity(data.directory)) }
+        if identity == areas?.cache { return cache.directory + "/" + name }
+        if identity == areas?.data { return data.directory + "/" + name }
+        return nil
+    }
+
+    private mutating func identity(of directory: String) -> FileIdentity? {
+        if let known = directories[directory] { return known }
+        let identity = Self.identity(directory)
+        if let identity, directories.count < Self.maxRemembered { directories[directory] = identity }
+        return identity
+    }
+
+    private static func identity(_ directory: String) -> FileIdentity? {
+        var st = stat()
+        guard stat(directory, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else { return nil }
+        return FileIdentity(st)
     }
 }

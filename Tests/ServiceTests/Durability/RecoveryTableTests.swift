@@ -144,6 +144,38 @@ import Testing
         #expect(FileStore.fileSize(area.cache + "/\(a)-x.bin") == 1, "claimed: kept")
     }
 
+    /// The areas given under other names since the files were stored (the old spelling a symlink
+    /// to the same directory): each file is found in its area's listing and its path respelled,
+    /// never swept from the cache as unclaimed nor unlinked as its own "old name".
+    @Test func filesStoredUnderAnotherNameOfTheirAreaAreKeptAndRespelled() async throws {
+        let area = try Area()
+        let (cacheAlias, dataAlias) = (area.root.path + "/cache-alias", area.root.path + "/data-alias")
+        #expect(symlink(area.cache, cacheAlias) == 0 && symlink(area.data, dataAlias) == 0)
+        var inCache = Self.completed(1, in: area.cache, area)
+        inCache.finalPath = cacheAlias + "/\(Self.id(1))-f1.bin"
+        var inData = Self.completed(2, in: area.data, area, storage: .persistent)
+        inData.finalPath = dataAlias + "/\(Self.id(2))-f2.bin"
+        try StateFixture.write([inCache, inData], to: area.state)
+
+        let engine = try EngineFixture.engine(area.root, driver: FakeTransferDriver())
+        #expect(engine.recovery.dropped == 0)
+        #expect(engine.completedFile(id: Self.id(1))?.path == area.cache + "/\(Self.id(1))-f1.bin")
+        #expect(engine.completedFile(id: Self.id(2))?.path == area.data + "/\(Self.id(2))-f2.bin")
+        try await Task.sleep(nanoseconds: 100_000_000)  // A move (there must be none) runs on the work queue.
+        #expect(try area.names(area.cache) == ["\(Self.id(1))-f1.bin"])
+        #expect(try area.names(area.data) == ["\(Self.id(2))-f2.bin"])
+        let stored = try StateFixture.stored(engine)
+        #expect(Set(stored.compactMap(\.finalPath)) == [area.cache + "/\(Self.id(1))-f1.bin", area.data + "/\(Self.id(2))-f2.bin"])
+        await engine.shutdown()
+    }
+
+    @Test func anAreaThatCannotBeListedSaysWhy() {
+        let files = StoredFiles(cache: AreaListing("/nonexistent-\(UInt64.random(in: 0...UInt64.max))"), data: AreaListing("/"))
+        #expect(files.failure?.errno == ENOENT)
+        #expect(files.failure?.function.hasPrefix("opendir ") == true)
+        #expect(StoredFiles(cache: AreaListing("/"), data: AreaListing("/")).failure == nil)
+    }
+
     /// `C`/`D` stand for the cache and data areas. A false answer only means `placeFile` looks again
     /// (with `String` equality): the precomposed é is not byte for byte an e with its accent.
     @Test(arguments: [
