@@ -18,6 +18,14 @@ struct FileStore: Sendable {
         for dir in [stateDirectory, partialDirectory, cacheDirectory, dataDirectory] {
             try Self.makeDirectory(dir)
         }
+        // One directory under two names would list each file twice at start-up: the cache's sweep
+        // would delete the persistent files it saw unclaimed. The same path for both is fine.
+        var (cache, data) = (stat(), stat())
+        if cacheDirectory != dataDirectory, stat(cacheDirectory, &cache) == 0, stat(dataDirectory, &data) == 0,
+           FileIdentity(cache) == FileIdentity(data) {
+            throw SystemError(errno: EINVAL, function: "the cache area \(cacheDirectory) and the data area \(dataDirectory) are one "
+                                  + "directory under two names (give both the same path, or two directories)")
+        }
     }
 
     static func makeDirectory(_ path: String) throws(SystemError) {

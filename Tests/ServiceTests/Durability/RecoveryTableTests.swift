@@ -1,3 +1,4 @@
+import Basics
 import Foundation
 import Glibc
 import Testing
@@ -166,6 +167,18 @@ import Testing
         #expect(try area.names(area.data) == ["\(Self.id(2))-f2.bin"])
         let stored = try StateFixture.stored(engine)
         #expect(Set(stored.compactMap(\.finalPath)) == [area.cache + "/\(Self.id(1))-f1.bin", area.data + "/\(Self.id(2))-f2.bin"])
+        await engine.shutdown()
+    }
+
+    @Test func theCacheAndDataAreasMayNotBeOneDirectoryUnderTwoNames() async throws {
+        let area = try Area()
+        let alias = area.root.path + "/data-alias"
+        #expect(symlink(area.cache, alias) == 0)
+        var c = EngineFixture.configuration(area.root)
+        c.dataDirectory = URL(fileURLWithPath: alias)
+        #expect(throws: SystemError.self) { _ = try DownloadEngine(configuration: c, driver: FakeTransferDriver()) }
+        c.dataDirectory = c.cacheDirectory  // The same path for both is one area.
+        let engine = try DownloadEngine(configuration: c, driver: FakeTransferDriver())
         await engine.shutdown()
     }
 
