@@ -60,10 +60,7 @@ final class SQLiteStateStore: StateStore, @unchecked Sendable {
         } catch where error.kind == .damaged {
             let aside: String
             do throws(SystemError) {
-                aside = try FileStore.setAside(path, suffix: ".damaged")
-                for companion in ["-wal", "-shm"] where access(path + companion, F_OK) == 0 {
-                    try syscall("rename") { rename(path + companion, aside + companion) }
-                }
+                aside = try FileStore.setAside(path, suffix: ".damaged", companions: ["-wal", "-shm"])
             } catch {
                 throw StateStoreError(kind: .other, message: "the state database \(path) is damaged (\(error)) and could not be set aside: \(error)")
             }

@@ -200,15 +200,32 @@ struct FileStore: Sendable {
 
     /// Renames `path` to the first free name of `path + suffix`, `path + suffix + "-2"`, … (nothing
     /// kept aside earlier is ever replaced), fsyncs the directory, and returns the new name.
-    static func setAside(_ path: String, suffix: String) throws(SystemError) -> String {
+    /// `companions`: suffixes of files that belong with `path` (SQLite's `-wal`, `-shm`), set aside
+    /// with it under the same name plus their suffix. All get their new names (links) durably before
+    /// any old name goes, `path` first: a crash midway leaves every byte under one name or the other
+    /// (a `-wal` left without its database would be deleted by the next open of a new one).
+    static func setAside(_ path: String, suffix: String, companions: [String] = []) throws(SystemError) -> String {
         var target = path + suffix
         var n = 1
-        while access(target, F_OK) == 0 {
+        while access(target, F_OK) == 0 || companions.contains(where: { access(target + $0, F_OK) == 0 }) {
             n += 1
             guard n <= 1000 else { throw SystemError(errno: EEXIST, function: "rename (no free name beside \(path))") }
             target = path + suffix + "-\(n)"
         }
-        try syscall("rename") { rename(path, target) }
+        let present = [""] + companions.filter { access(path + $0, F_OK) == 0 }
+        // Without companions, or where links are refused: renamed, `path` first.
+        guard present.count > 1, link(path, target) == 0 else {
+            for name in present { try syscall("rename") { rename(path + name, target + name) } }
+            syncDirectory(of: path)
+            return target
+        }
+        for name in present.dropFirst() {
+            try syscall("link") { link(path + name, target + name) }
+        }
+        try syncDirectoryReportingIO(of: path)
+        for name in present {
+            try syscall("unlink") { unlink(path + name) }
+        }
         syncDirectory(of: path)
         return target
     }

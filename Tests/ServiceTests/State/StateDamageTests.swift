@@ -101,6 +101,23 @@ import Testing
         await swept.shutdown()
     }
 
+    /// A database is set aside with its `-wal` and `-shm` under one name, every new name in place
+    /// before an old one goes; a name any of them holds already is not taken.
+    @Test func aDatabaseIsSetAsideWithItsCompanions() throws {
+        let path = EngineFixture.root().appendingPathComponent("state.db").path
+        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        for (suffix, text) in [("", "db"), ("-wal", "wal"), ("-shm", "shm"), (".damaged-wal", "an earlier crash's")] {
+            try Data(text.utf8).write(to: URL(fileURLWithPath: path + suffix))
+        }
+        let aside = try FileStore.setAside(path, suffix: ".damaged", companions: ["-wal", "-shm"])
+        #expect(aside == path + ".damaged-2")
+        for (suffix, text) in [("", "db"), ("-wal", "wal"), ("-shm", "shm")] {
+            #expect(FileManager.default.contents(atPath: aside + suffix) == Data(text.utf8))
+            #expect(!FileManager.default.fileExists(atPath: path + suffix))
+        }
+        #expect(FileManager.default.contents(atPath: path + ".damaged-wal") == Data("an earlier crash's".utf8))
+    }
+
     @Test func aDatabaseFromANewerBuildIsRefusedAndLeftAlone() throws {
         let root = EngineFixture.root()
         let state = root.appendingPathComponent("state").path
