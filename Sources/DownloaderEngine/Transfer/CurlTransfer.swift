@@ -114,6 +114,9 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         }
     }
 
+    /// The longest 416 page read (and dropped) before the answer counts as broken.
+    static let maxDroppedBody: Int64 = 1 << 20
+
     /// Body bytes; returns false to abort.
     func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
         if isCancelled { return abort(TransferFailure(.cancelled, "cancelled")) }
@@ -124,6 +127,15 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         }
         guard let sink else { return abort(TransferFailure(.rejected, "no sink for the body")) }
         sawActivity = true
+        if head.status == 416 {
+            // An error page dropped unread: neither the file's size limit nor its own length
+            // applies (a page longer than announced changes nothing of the bytes kept).
+            guard bodyBytes + Int64(bytes.count) <= Self.maxDroppedBody else {
+                return abort(TransferFailure(.badResponse, "the 416 answer's body exceeds \(Self.maxDroppedBody) bytes"))
+            }
+            bodyBytes += Int64(bytes.count)
+            return true
+        }
         if let limit = request.maxBodyBytes, bodyBytes + Int64(bytes.count) > limit {
             return abort(TransferFailure(.tooLarge, "body exceeds \(limit) bytes"))
         }
@@ -169,6 +181,8 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
     /// The outcome once libcurl reports `code`.
     func outcome(for code: CURLcode) -> Result<TransferSummary, TransferFailure> {
         if let abortReason { return .failure(abortReason) }
+        // An accepted 416 (the bytes kept are the whole file) is its head: how its page ended is moot.
+        if let head, head.status == 416 { return .success(TransferSummary(head: head, bodyBytes: 0)) }
         // Every byte the Content-Length announced is in: an error while waiting for the origin's
         // close (a reset instead of a FIN) changes nothing about the body.
         let bodyComplete = head.map { (200..<300).contains($0.status) } == true && declaredLength == bodyBytes

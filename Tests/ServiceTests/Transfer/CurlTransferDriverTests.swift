@@ -247,6 +247,26 @@ import Testing
         #expect(big.sink.count == 0)
     }
 
+    /// A 416 accepted because the bytes kept are the whole file (the engine does so): its page is
+    /// dropped whatever the size limit left for a body (none: `limit - kept` is 0), and however it
+    /// ends, cut before its own Content-Length included.
+    @Test func anAccepted416PageIsDroppedWhateverItsLengthOrEnd() async throws {
+        let origin = try TestOrigin(bodySize: 1000)
+        defer { origin.stop() }
+        let driver = CurlTransferDriver()
+        defer { driver.shutdown() }
+        let accepting416 = { TransferRecorder(decide: { $0.status == 416 ? nil : TransferFailure(.rejected, "not 416") }) }
+        let request = TransferRequest.test(origin.url, headers: [("Range", "bytes=1000-")], maxBodyBytes: 0)
+        let whole = try await Self.attempt(request, on: driver, recorder: accepting416())
+        #expect(try await whole.failureKind() == nil)
+        #expect(whole.heads.map(\.status) == [416] && whole.sink.count == 0)
+
+        origin.inject(.reset(afterBodyBytes: 5))
+        let cut = try await Self.attempt(request, on: driver, recorder: accepting416())
+        #expect(try await cut.failureKind() == nil)
+        #expect(cut.heads.map(\.status) == [416])
+    }
+
     @Test func maxBodyBytesWithoutContentLength() async throws {
         let origin = try TestOrigin(bodySize: 1_000_000, settings: .init(closeDelimited: true))
         defer { origin.stop() }
