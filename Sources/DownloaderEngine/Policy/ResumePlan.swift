@@ -83,11 +83,10 @@ enum ResumePlan {
             guard range.agrees(withLengthOf: head) else {
                 return .restartNextAttempt(reason: "206 whose Content-Length is not the length of its Content-Range")
             }
-            if range.first == 0, range.total.map({ range.last != $0 - 1 }) ?? false {
-                return .restartNextAttempt(reason: "206 from 0 with a Content-Range that does not reach the end")
-            }
             if range.first == 0 {
-                // A whole body in 206 form: usable as a fresh start.
+                // A body from 0 in 206 form, whatever was asked: a fresh start, as a 200 is. Short
+                // of the end (an origin that caps every answer, a plain GET included), the rest is
+                // asked for next, as after any capped range.
                 return .accept(offset: 0, restarted: requested.offset > 0 || requested.discardsKeptBytes, total: range.total)
             }
             guard requested.offset > 0, range.first == requested.offset else {

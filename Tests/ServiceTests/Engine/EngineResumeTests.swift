@@ -30,6 +30,29 @@ import Testing
         return (engine, driver, a.snapshot.id, root)
     }
 
+    /// An origin that caps every answer, a plain GET's too (`206 bytes 0-M/T`): the first piece is
+    /// kept and the rest asked for with `Range` and `If-Range`, never thrown away and asked again.
+    @Test func aCappedAnswerToTheFirstRequestIsKeptAndTheRestAskedFor() async throws {
+        let driver = FakeTransferDriver()
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
+        let id = try engine.request(DownloadRequest(url: "http://o.test/f.bin")).snapshot.id
+        try await withTimeout(5) { await driver.waitForStarts(1) }
+        let first = driver.transfer(0)
+        #expect(first.header("Range") == nil)
+        #expect(first.respond(206, ["Content-Range": "bytes 0-9999/40000", "ETag": "\"v1\""]))
+        try first.send(Array(body[..<10_000]))
+        first.finish()
+        try await withTimeout(5) { await driver.waitForStarts(2) }
+        let rest = driver.transfer(1)
+        #expect(rest.header("Range") == "bytes=10000-" && rest.header("If-Range") == "\"v1\"")
+        #expect(rest.respond(206, ["Content-Range": "bytes 10000-39999/40000", "ETag": "\"v1\""]))
+        try rest.send(Array(body[10_000...]))
+        rest.finish()
+        let done = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: id, [.completed, .failed]) }
+        #expect(done.state == .completed && done.sha256 == SHA256Hasher.hex(body))
+        await engine.shutdown()
+    }
+
     @Test func lastCancelPausesAndNextRequestResumesWithRangeAndIfRange() async throws {
         let (engine, driver, id, root) = try await pausedDownload(headers: ["ETag": "\"v1\""], kept: 12_345)
         let partial = root.appendingPathComponent("state/partials/\(id).part").path
