@@ -132,7 +132,8 @@ enum SegmentPlanner {
         }
         // A range short of the one asked for (an origin that caps its answers' length) holds the
         // piece's next bytes: they are written, and the piece asks again from where they end.
-        guard range.first == first, range.last <= last, range.total == total else {
+        // `bytes a-b/*`: the size known from the first answer stays known, as on one connection.
+        guard range.first == first, range.last <= last, range.total.map({ $0 == total }) ?? true else {
             let seen = "\(range.first)-\(range.last)/\(range.total.map(String.init) ?? "*")"
             return .abandon("a segment asked for \(first)-\(last)/\(total), got \(seen)")
         }
