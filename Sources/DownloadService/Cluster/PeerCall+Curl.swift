@@ -31,7 +31,7 @@ extension PeerCall {
         long(CURLOPT_FOLLOWLOCATION, 0)
         long(CURLOPT_NOSIGNAL, 1)
         long(CURLOPT_PATH_AS_IS, 1)
-        long(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1))
+        long(CURLOPT_HTTP_VERSION, Int(http10 ? CURL_HTTP_VERSION_1_0 : CURL_HTTP_VERSION_1_1))
         long(CURLOPT_CONNECTTIMEOUT_MS, max(1, Int(timeouts.connect * 1000)))
         if case .buffered = mode { long(CURLOPT_TIMEOUT_MS, max(1, Int(timeouts.total * 1000))) }
         long(CURLOPT_FORBID_REUSE, 1)

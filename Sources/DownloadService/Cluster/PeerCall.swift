@@ -51,6 +51,9 @@ final class PeerCall: @unchecked Sendable {
     let body: [UInt8]
     let mode: Mode
     let timeouts: Timeouts
+    /// Asked in HTTP/1.0, as the client asked: the holder then frames no body it cannot end by
+    /// length (an HTTP/1.0 client reads one of unknown size until the close, which an abort also is).
+    let http10: Bool
 
     private let condition = NSCondition()
     // Under `condition`:
@@ -72,8 +75,10 @@ final class PeerCall: @unchecked Sendable {
     private var tooLarge = false
     private var lastByte: UInt64
 
-    init(url: String, method: String, fields: [(name: String, value: String)], body: [UInt8], mode: Mode, timeouts: Timeouts) {
+    init(url: String, method: String, fields: [(name: String, value: String)], body: [UInt8], mode: Mode, timeouts: Timeouts,
+         http10: Bool = false) {
         self.url = url
+        self.http10 = http10
         self.method = method
         self.fields = fields
         self.body = body

@@ -69,7 +69,8 @@ final class PeerForwarder: Sendable {
                                                              client: signing?.value(for: request)), body: request.body,
                             mode: streamed ? .streamed(buffer: settings.relayBuffer) : .buffered(limit: settings.bodyLimit),
                             timeouts: .init(connect: settings.connectTimeout, total: settings.answerTimeout,
-                                            stall: settings.stallTimeout))
+                                            stall: settings.stallTimeout),
+                            http10: request.version.major == 1 && request.version.minor == 0)
         call.start { [slots] in slots.release() }
         switch await call.answer() {
         case .failed(let reason):

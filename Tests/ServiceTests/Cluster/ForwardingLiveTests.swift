@@ -99,6 +99,36 @@ struct ForwardingLiveTests {
         await a.stop()
     }
 
+    /// An HTTP/1.0 client on B of a download of unknown size gets what it gets from the holder
+    /// itself (`FetchRetryLiveTests`): the verdict, never a cut that its close-delimited read takes
+    /// for the whole file. B asks A in HTTP/1.0 too.
+    @Test func anHTTP10ClientOnBGetsTheVerdictNotATruncatedBody() async throws {
+        let origin = try TestOrigin(bodySize: 256 << 10)
+        defer { origin.stop() }
+        origin.update {
+            $0.chunked = true
+            $0.bytesPerSecond = 1 << 20
+        }
+        let a = try InProcessReplica("a")
+        let b = try InProcessReplica("b")
+        b.sendEverything(to: a.url)
+        try await withTimeout(60) {
+            func fetch10(_ query: String) async throws -> RawHTTPResponse {
+                let client = try await RawHTTPClient.connect(port: b.port)
+                defer { client.close() }
+                try await client.send("GET \(Self.fetchPath(origin.url))\(query) HTTP/1.0\r\nHost: b\r\n\r\n")
+                return try await client.readResponse()
+            }
+            let wrong = try await fetch10("&sha256=" + String(repeating: "0", count: 64))
+            #expect(wrong.status == 502 && Self.errorCode(wrong) == "checksum_mismatch", "\(wrong.status)")
+            let right = try await fetch10("")
+            #expect(right.status == 200 && right.header("Content-Length") == "\(256 << 10)")
+            #expect(right.body == origin.expectedBody())
+        }
+        await b.stop()
+        await a.stop()
+    }
+
     @Test func aClientLeavingBEndsAsReader() async throws {
         let origin = try TestOrigin(bodySize: 4 << 20, settings: Self.throttled(100_000))
         defer { origin.stop() }
