@@ -49,6 +49,11 @@ struct CurlWebhookPoster: WebhookPosting {
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
         defer { errorBuffer.deallocate() }
         guard let target = HopTarget(url: url) else { return .forbidden("the URL's host and port cannot be read") }
+        // By name first (the rules may have changed since the callback was registered): libcurl
+        // would report a refusal in its resolver callback as a lookup failure, and retry it.
+        if case .forbidden(let reason) = egress.screen(host: target.host, port: target.port) {
+            return .forbidden("destination forbidden: \(reason)")
+        }
         guard Self.globalInit == CURLE_OK, let easy = curl_easy_init() else { return .failed("libcurl could not start") }
         defer { curl_easy_cleanup(easy) }
         let context = Context(egress: egress, host: target, trust: trust)
@@ -104,7 +109,7 @@ struct CurlWebhookPoster: WebhookPosting {
             }
             return length
         }
-        // The SSRF guard: by name before the lookup, by address before the connect.
+        // The SSRF guard: by name before the lookup (again), by address before the connect.
         _ = ccurl_setopt_pointer(easy, CURLOPT_RESOLVER_START_DATA, pointer)
         _ = ccurl_setopt_resolver_start_function(easy) { _, _, raw in
             guard let raw else { return 1 }

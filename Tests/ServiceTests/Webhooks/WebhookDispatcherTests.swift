@@ -154,6 +154,19 @@ import Testing
         #expect(dispatcher.statistics.deliveries == [.forbidden: 1])
     }
 
+    /// A host refused by name at try time (rules made stricter since the callback was registered)
+    /// ends the delivery as forbidden, not as a lookup failure to retry.
+    @Test func aHostRefusedByNameAtTryTimeIsForbidden() throws {
+        let receiver = try WebhookReceiver()
+        defer { receiver.stop() }
+        let egress = try EgressRules(allowPrivateNetworks: true, allow: [], deny: ["localhost"])
+        let result = CurlWebhookPoster(egress: egress).post(url: "http://localhost:\(receiver.port)/hook", headers: [], body: [1],
+                                                           timeout: 5)
+        guard case .forbidden(let reason) = result else { Issue.record("\(result)"); return }
+        #expect(reason.contains("destination forbidden"))
+        #expect(receiver.received.isEmpty)
+    }
+
     @Test func aPendingDeliveryCarriesOnAfterARestart() async throws {
         let receiver = try WebhookReceiver(answers: [.init(status: 500)])
         defer { receiver.stop() }
