@@ -81,6 +81,7 @@ public final class DownloadEngine: Sendable {
         core.locked {
             core.hooks.ended = { [weak dispatcher] snapshot in dispatcher?.downloadEnded(snapshot) }
             core.hooks.removed = { [weak dispatcher] id in dispatcher?.downloadRemoved(id: id) }
+            core.hooks.tokenDropped = { [weak dispatcher] hash in dispatcher?.drop(tokenHash: hash) }
         }
         if let reads = clusterReads { core.locked { core.cluster?.evicted = { [weak reads] in reads?.evicted($0, completed: $1) } } }
         monitor.start(interval: configuration.pressureInterval) { [weak core] in core?.checkPressure() }

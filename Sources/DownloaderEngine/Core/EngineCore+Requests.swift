@@ -115,7 +115,10 @@ extension EngineCore {
                 throw EngineError.tooManyCallers("the download already has \(record.interest) callers").about(record.id)
             }
             try checkExpectations(record, sha: sha, size: request.size)
-            if full, let dropped = record.tokens.popFirst() { tokens[dropped] = nil }
+            if full, let dropped = record.tokens.popFirst() {
+                tokens[dropped] = nil
+                if let tell = hooks.tokenDropped { effects.append { tell(dropped) } }
+            }
             if record.state == .completed, storedFileVanished, record.finalPath == storedPath {
                 handle(.fileVanished, for: record)
             }

@@ -1,7 +1,7 @@
 import Glibc
 
 /// Seams at the engine's slow disk steps so tests can hold them and observe their ends. Every hook is
-/// nil in production but `ended` (the webhooks' feed). Set under the engine's lock (`EngineCore.hooks`); hooks run without it.
+/// nil in production but those the webhooks follow (`ended`, `removed`, `tokenDropped`). Set under the engine's lock (`EngineCore.hooks`); hooks run without it.
 struct EngineHooks: Sendable {
     /// On the work queue, before a checkpoint's fdatasync of a partial.
     var beforeCheckpointSync: (@Sendable () -> Void)?
@@ -28,6 +28,9 @@ struct EngineHooks: Sendable {
     var ended: (@Sendable (DownloadSnapshot) -> Void)?
     /// After a download was removed (its id), off the lock: its callbacks go with it.
     var removed: (@Sendable (String) -> Void)?
+    /// After a caller token was dropped to make room for a newcomer (its hash), off the lock: its
+    /// callback goes with it, as at the caller's own `DELETE`.
+    var tokenDropped: (@Sendable (TokenHash) -> Void)?
     /// Cluster mode: after a join took (or found) the lease for its key, before it joins: the
     /// lease's name.
     var leasePrepared: (@Sendable (String) -> Void)?

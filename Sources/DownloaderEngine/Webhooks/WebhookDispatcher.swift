@@ -118,7 +118,11 @@ public final class WebhookDispatcher: @unchecked Sendable {
 
     /// The caller withdrew (`DELETE /downloads/{token}`): its callbacks and their pending deliveries go.
     public func drop(token: String) {
-        let hash = TokenHash(token: token)
+        drop(tokenHash: TokenHash(token: token))
+    }
+
+    /// The caller token hashed `hash` was dropped (by the caller, or to make room for another).
+    func drop(tokenHash hash: TokenHash) {
         if let cluster = lock.withLock({ self.cluster }) {
             try? cluster.store.drop(tokenHash: hash)
             return

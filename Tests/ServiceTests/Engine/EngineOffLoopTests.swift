@@ -135,6 +135,21 @@ import Testing
         await engine.shutdown()
     }
 
+    /// The token dropped to make room takes its callback with it, as its caller's `DELETE` would
+    /// (the caller can no longer withdraw it, and the restarted download's end is not theirs).
+    @Test func aTokenDroppedToMakeRoomTakesItsCallbackWithIt() async throws {
+        let driver = FakeTransferDriver { _, _ in .init(status: 404, headers: [:], body: []) }
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver) { $0.maxCallersPerDownload = 1 }
+        let (first, failed) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/gone"),
+                                                                     until: [.failed])
+        try engine.webhooks.register(CallbackRequest(url: "http://127.0.0.1:9/hook"), token: first.token, snapshot: failed)
+        #expect(engine.webhooks.counts.registrations == 1)
+        _ = try engine.request(DownloadRequest(url: "http://o.test/gone"))
+        #expect(engine.liveTokens(among: [first.token]).isEmpty)
+        #expect(await eventually(within: 5) { engine.webhooks.counts.registrations == 0 })
+        await engine.shutdown()
+    }
+
     @Test func failedDownloadsAreBoundedInCountAndAge() async throws {
         let clock = ManualScheduler()
         let driver = FakeTransferDriver { _, _ in .init(status: 404, headers: [:], body: []) }
