@@ -31,6 +31,15 @@ enum CurlFailureMapping {
         var tlsProxyHost: String?
     }
 
+    /// The SSRF guard's refusal (`refused`) that ended a transfer with `code`, if it did: a
+    /// callback's abort, or a failed connect when the guard let none of the name's addresses be
+    /// tried. After one it let through (`admitted`), libcurl tried that too: the failure is the
+    /// network's, tried again, not a refusal for good.
+    static func refusal(_ code: CURLcode, refused: String?, admitted: Int) -> String? {
+        guard let refused else { return nil }
+        return code == CURLE_ABORTED_BY_CALLBACK || (code == CURLE_COULDNT_CONNECT && admitted == 0) ? refused : nil
+    }
+
     /// The failure for `code`.
     static func failure(for code: CURLcode, detail: String, blockedAddress: String?,
                         redirected: Bool = false) -> TransferFailure {

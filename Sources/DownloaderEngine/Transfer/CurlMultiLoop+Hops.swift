@@ -54,6 +54,7 @@ extension CurlMultiLoop {
         }
         transfer.easy = easy
         transfer.route = route
+        transfer.admittedAddresses = 0
         if let failure = transfer.configure(easy, context: context.toOpaque()) {
             finish(transfer, .failure(failure), in: multi)
             return

@@ -13,7 +13,10 @@ extension CurlTransfer {
         } else {
             verdict = .forbidden("\(shown.isEmpty ? "an unknown address" : shown) is not an IPv4 or IPv6 address")
         }
-        guard case .forbidden(let reason) = verdict else { return true }
+        guard case .forbidden(let reason) = verdict else {
+            admittedAddresses += 1
+            return true
+        }
         refusedAddress = reason
         return false
     }

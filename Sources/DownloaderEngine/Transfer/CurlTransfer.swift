@@ -41,6 +41,10 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
     var abortReason: TransferFailure?
     /// Why the SSRF guard refused a connection during this attempt, e.g. "127.0.0.1 is loopback".
     var refusedAddress: String?
+    /// Addresses the guard let this hop connect to (counted from its handle, or from the redirect
+    /// libcurl follows): a connect failure after one of them is the network's (tried again), not
+    /// the guard's refusal of another address of the name.
+    var admittedAddresses = 0
     /// Set by callbacks when bytes arrived; the loop tells `deadlines`.
     var sawActivity = false
     /// The connect, head and stall timers (set when the loop begins the attempt).
@@ -104,6 +108,7 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         case .interimHead(let status):
             if (300..<400).contains(status) {
                 redirectHops += 1
+                admittedAddresses = 0  // The next hop (libcurl follows it) connects anew.
                 deadlines?.headEnded(at: CurlMultiLoop.monotonicNanoseconds(), final: false)
             }
             return true
@@ -187,7 +192,8 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         // close (a reset instead of a FIN) changes nothing about the body.
         let bodyComplete = head.map { (200..<300).contains($0.status) } == true && declaredLength == bodyBytes
         guard code == CURLE_OK || bodyComplete else {
-            var context = CurlFailureMapping.Context(detail: String(cString: errorBuffer), blockedAddress: refusedAddress,
+            let blocked = CurlFailureMapping.refusal(code, refused: refusedAddress, admitted: admittedAddresses)
+            var context = CurlFailureMapping.Context(detail: String(cString: errorBuffer), blockedAddress: blocked,
                                                      redirected: redirectHops > 0, host: currentHop()?.host ?? "",
                                                      handshakeAlert: handshakeAlert)
             var status = 0

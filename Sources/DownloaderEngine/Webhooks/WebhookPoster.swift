@@ -34,6 +34,8 @@ struct CurlWebhookPoster: WebhookPosting {
         let host: HopTarget
         let trust: TrustedCertificates?
         var refused: String?
+        /// Addresses the guard let the try connect to (`CurlTransfer.admittedAddresses`).
+        var admitted = 0
         var retryAfter: String?
         var answeredBytes = 0
 
@@ -132,13 +134,12 @@ struct CurlWebhookPoster: WebhookPosting {
                 context.refused = reason
                 return ccurl_socket_bad()
             }
+            context.admitted += 1
             let fd = socket(address.pointee.family, address.pointee.socktype | Int32(SOCK_CLOEXEC.rawValue), address.pointee.protocol)
             return fd >= 0 ? fd : ccurl_socket_bad()
         }
         let code = IDNLocale.reading { curl_easy_perform(easy) }
-        // A refused address counts only when nothing else connected (libcurl tries a host's next
-        // address after one refused, as the download path does; the receiver may have answered).
-        if let refused = context.refused, code == CURLE_COULDNT_CONNECT || code == CURLE_ABORTED_BY_CALLBACK {
+        if let refused = CurlFailureMapping.refusal(code, refused: context.refused, admitted: context.admitted) {
             return .forbidden("destination forbidden: \(refused)")
         }
         guard code == CURLE_OK else {

@@ -33,6 +33,20 @@ import Testing
             == .connection)
     }
 
+    /// A name with a refused address and one let through that is down (split-horizon DNS, a ULA
+    /// beside a public address): the failed connect is the network's, tried again; only a connect
+    /// the guard let nothing through to, or a callback's abort, is its refusal.
+    @Test(arguments: [
+        (CURLE_COULDNT_CONNECT, "fd00::5 is private", 0, "fd00::5 is private"),
+        (CURLE_COULDNT_CONNECT, "fd00::5 is private", 1, nil),
+        (CURLE_ABORTED_BY_CALLBACK, "fd00::5 is private", 1, "fd00::5 is private"),
+        (CURLE_OPERATION_TIMEDOUT, "fd00::5 is private", 0, nil),
+        (CURLE_COULDNT_CONNECT, nil, 0, nil),
+    ] as [(CURLcode, String?, Int, String?)])
+    func aRefusalCountsOnlyWhenNothingElseWasTried(_ code: CURLcode, _ refused: String?, _ admitted: Int, _ expected: String?) {
+        #expect(CurlFailureMapping.refusal(code, refused: refused, admitted: admitted) == expected)
+    }
+
     @Test func anUnsupportedProtocolAfterARedirectIsFinal() {
         #expect(CurlFailureMapping.failure(for: CURLE_UNSUPPORTED_PROTOCOL, detail: "x", blockedAddress: nil,
                                            redirected: true).kind == .unsupportedRedirect)
