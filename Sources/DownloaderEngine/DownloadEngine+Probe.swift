@@ -22,7 +22,7 @@ extension DownloadEngine {
     /// At most `maxConcurrentProbes` run at once (beyond: `EngineError.busy`); cancelling the
     /// calling task (its client left) ends the probe's connection.
     public func probe(_ request: DownloadRequest) async throws(EngineError) -> ProbeOutcome {
-        let url = try screenedURL(request.url)
+        let (url, headers) = try screenedWithHeaders(request)
         let c = configuration
         guard probesRunning.add(1, ordering: .relaxed).newValue <= c.maxConcurrentProbes else {
             probesRunning.subtract(1, ordering: .relaxed)
@@ -32,7 +32,8 @@ extension DownloadEngine {
         let transfer = TransferRequest(url: url, headers: [], connectTimeout: c.connectTimeout, headTimeout: c.headTimeout,
                                        stallTimeout: c.stallTimeout,
                                        maxBodyBytes: nil, maxRedirects: c.maxRedirects,
-                                       allowPrivateNetworks: c.allowPrivateNetworks, userAgent: c.userAgent, method: .head)
+                                       allowPrivateNetworks: c.allowPrivateNetworks, userAgent: c.userAgent, method: .head,
+                                       credentials: headers?.fields ?? [])
         let driver = core.driver
         let attempt = ProbeAttempt()
         let outcome = await withTaskCancellationHandler {
@@ -53,12 +54,9 @@ extension DownloadEngine {
     /// or a `sha256`/`size` contradicting the download of its URL (`conflict`, naming it).
     public func screenExpectations(_ request: DownloadRequest) throws(EngineError) {
         let sha = try EngineCore.normalizedSHA256(request.sha256)
-        guard sha != nil || request.size != nil,
-              let normalized = try? URLNormalizer.normalize(request.url, allowCredentials: configuration.allowURLCredentials).get() else {
-            return
-        }
+        guard sha != nil || request.size != nil, let (url, headers) = try? screenedWithHeaders(request) else { return }
         let conflict = core.locked { () -> EngineError? in
-            let key = core.coalescingKey(url: normalized, headers: nil)
+            let key = core.coalescingKey(url: url, headers: headers)
             let own = core.byURL[key]
             // As `join`: a stored file of the asked digest answers unless the URL's own download completed.
             let reused = sha.flatMap { own?.state == .completed ? nil : core.reusable(sha256: $0, credential: key.credential) }
@@ -67,14 +65,22 @@ extension DownloadEngine {
         if let conflict { throw conflict }
     }
 
-    /// The download's bytes as a reader would see them, without joining it (nil: no download of that URL).
-    public func peek(url: String) -> (id: String, state: TailState)? {
-        guard let normalized = try? URLNormalizer.normalize(url, allowCredentials: configuration.allowURLCredentials).get() else {
-            return nil
-        }
+    /// The bytes of the download `request` would join, as a reader would see them, without joining
+    /// it (nil: no download of that URL, with those credentials).
+    public func peek(_ request: DownloadRequest) -> (id: String, state: TailState)? {
+        guard let (url, headers) = try? screenedWithHeaders(request) else { return nil }
         return core.locked {
-            core.byURL[core.coalescingKey(url: normalized, headers: nil)].map { ($0.id, $0.tailState(partialPath: core.partialPath(of: $0))) }
+            core.byURL[core.coalescingKey(url: url, headers: headers)].map { ($0.id, $0.tailState(partialPath: core.partialPath(of: $0))) }
         }
+    }
+
+    /// `request`'s URL as a join screens it, its `user:password@` split out into the caller
+    /// headers that key and authorise it (`screened`): a `HEAD` finds the download its `GET`
+    /// would join, and asks the origin as it would.
+    private func screenedWithHeaders(_ request: DownloadRequest) throws(EngineError) -> (url: String, headers: CallerHeaders?) {
+        let screened = try screened(request)
+        guard !screened.headers.isEmpty else { return (screened.url, nil) }
+        return (screened.url, try CallerHeaders.validate(screened.headers.map { (name: $0.key, value: $0.value) }).get())
     }
 
     /// When the download's file last changed at the origin (its body started again from 0 with

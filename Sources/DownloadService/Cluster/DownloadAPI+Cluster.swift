@@ -20,7 +20,7 @@ extension DownloadAPI {
         case .downloads, .download, .progress: return Self.databaseUnavailable(cluster).response
         case .fetch:
             if case .success(let query) = FetchQuery.parse(request.query) {
-                if engine.peek(url: query.request.url)?.state.phase == .completed { return nil }
+                if engine.peek(query.request)?.state.phase == .completed { return nil }
                 if query.request.headers.isEmpty, let (id, tail) = engine.knownCompletion(url: query.request.url) {
                     return fetchStored(id: id, tail: tail)
                 }

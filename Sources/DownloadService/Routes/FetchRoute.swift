@@ -179,7 +179,7 @@ extension DownloadAPI {
         // A download of the URL that is not transferring (queued, paused, failed): the probe's
         // answer is about it too, and names it.
         var idle: String?
-        if let (id, tail) = engine.peek(url: query.request.url) {
+        if let (id, tail) = engine.peek(query.request) {
             let plan = fetchPlan(id: id, tail: tail, request, awaitingHead: false)
             switch plan {
             case .serveStored:

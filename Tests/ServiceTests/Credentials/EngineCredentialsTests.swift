@@ -37,6 +37,28 @@ import Testing
         await engine.shutdown()
     }
 
+    /// A `HEAD /fetch` of a URL with `user:password@` (`--allow-url-credentials`) finds the download
+    /// its `GET` joined (the credential keys it), screens its expectations against that one, and
+    /// asks the origin with the credentials as a header, the URL without them.
+    @Test func aURLsCredentialsKeyItsHeadAsTheyKeyItsGet() async throws {
+        let driver = FakeTransferDriver { request, _ in
+            .init(status: 200, headers: ["Content-Length": "3"], body: request.method == .head ? [] : [1, 2, 3])
+        }
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver) { $0.allowURLCredentials = true }
+        let url = "http://u:p@o.test/private.bin"
+        let (joined, _) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: url), until: [.completed])
+        #expect(engine.peek(DownloadRequest(url: url))?.id == joined.snapshot.id)
+        #expect(engine.peek(DownloadRequest(url: "http://o.test/private.bin")) == nil, "without the credentials: another download")
+        #expect(throws: EngineError.conflict("")) { try engine.screenExpectations(DownloadRequest(url: url, size: 4)) }
+        #expect(throws: Never.self) { try engine.screenExpectations(DownloadRequest(url: "http://o.test/private.bin", size: 4)) }
+
+        _ = try await engine.probe(DownloadRequest(url: "http://u:p@o.test/other.bin"))
+        let probe = try #require(driver.transfers.last?.request)
+        #expect(probe.method == .head && probe.url == "http://o.test/other.bin")
+        #expect(probe.credentials.map(\.name) == ["Authorization"] && probe.credentials.first?.value.hasPrefix("Basic ") == true)
+        await engine.shutdown()
+    }
+
     @Test(arguments: [
         ["Host": "x"], ["range": "bytes=0-"], ["If-None-Match": "*"], ["Content-Type": "a/b"], ["Accept-Encoding": "gzip"],
         ["Expect": "100-continue"], ["TE": "trailers"], ["Trailer": "x"], ["Transfer-Encoding": "chunked"],

@@ -94,7 +94,7 @@ import Testing
         #expect(engine.snapshot(id: Self.id(0))?.url == "http://o.test/f0", "the first of two rows with one id is kept")
         #expect(engine.snapshot(id: Self.id(7))?.bytesWritten == 40)
         #expect(engine.snapshot(id: Self.id(6))?.bytesWritten == 10)
-        #expect(engine.peek(url: "http://o.test/f5")?.id == Self.id(5), "new callers join the completed one")
+        #expect(engine.peek(DownloadRequest(url: "http://o.test/f5"))?.id == Self.id(5), "new callers join the completed one")
         #expect(FileStore.fileSize(area.partials + "/\(Self.id(7)).part") == 40)
         // A file outside its storage class's area is moved into it (an interrupted move is redone);
         // the old name goes once the new path is committed.

@@ -82,11 +82,11 @@ import Testing
         let engine = try EngineFixture.engine(root, driver: driver)
         let url = "http://o.test/table.csv"
         _ = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: url), until: [.completed])
-        let before = try #require(engine.peek(url: url)?.state)
+        let before = try #require(engine.peek(DownloadRequest(url: url))?.state)
         #expect(before.contentType == "text/csv" && before.generation == 1)
         await engine.shutdown()
         let next = try EngineFixture.engine(root, driver: FakeTransferDriver())
-        let after = try #require(next.peek(url: url)?.state)
+        let after = try #require(next.peek(DownloadRequest(url: url))?.state)
         #expect(after.contentType == "text/csv" && after.generation == before.generation && after.phase == .completed)
         await next.shutdown()
     }
