@@ -44,6 +44,7 @@ final class RunningService: Sendable {
         serverConfiguration.port = configuration.port
         serverConfiguration.maxConnections = configuration.maxConnections
         serverConfiguration.maxConnectionsPerIP = configuration.maxConnectionsPerIP
+        serverConfiguration.maxBodyBytes = ServiceConfiguration.maxRequestBodyBytes
         serverConfiguration.bulkLoopNice = configuration.servingNice
         serverConfiguration.bulkLoopCount = configuration.servingLoops
         serverConfiguration.errorRenderer = ServerErrorJSON.response

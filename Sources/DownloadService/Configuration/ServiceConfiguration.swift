@@ -4,6 +4,11 @@ import Foundation
 /// Everything the service is started with. Flags win over `DOWNLOAD_SERVICE_*` environment variables,
 /// which win over the defaults documented in `--help`.
 struct ServiceConfiguration: Sendable, Equatable {
+    /// The largest request body read: `POST /downloads` sends a few KiB (a URL, headers and a
+    /// callback of 8 KiB each at most); bodies are read before routing, so every connection may
+    /// hold this much.
+    static let maxRequestBodyBytes = 64 * 1024
+
     /// Address to listen on (default `127.0.0.1`; the Docker image uses `0.0.0.0`).
     var host = "127.0.0.1"
     /// Port to listen on; 0 picks a free one (default 8080).

@@ -52,4 +52,21 @@ struct ServiceHostileRequestTests {
         #expect(origin.connectionCount == 0, "the service fetched a caller's request-target")
         #expect(try await service.stop() == 0)
     }
+
+    /// Bodies are read before routing: the executable reads 64 KiB at most (a `POST /downloads`
+    /// needs a few), and refuses more before reading it.
+    @Test func aBodyOver64KiBIsRefusedBeforeItIsRead() async throws {
+        let service = try await ServiceProcess.start()
+        let limit = 64 * 1024
+        let client = try await RawHTTPClient.connect(port: service.port)
+        defer { client.close() }
+        try await client.send("POST /downloads HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: \(limit + 1)\r\n\r\n")
+        let refused = try await client.readResponse()
+        #expect(refused.status == 413 && (refused.json["error"] as? [String: Any])?["code"] as? String == "body_too_large")
+        // Within the limit, the body is read and judged: padding is JSON white space.
+        let padded = #"{"url":"http://127.0.0.1:1/f"}"# + String(repeating: " ", count: limit - 40)  // Refused by the guard: nothing fetched.
+        let judged = try await service.client.post("/downloads", json: padded)
+        #expect(judged.status == 403, "\(judged.status) \(judged.text)")
+        #expect(try await service.stop() == 0)
+    }
 }
