@@ -140,6 +140,7 @@ extension EngineCore {
                 FileStore.remove(path)
             }
         }
+        if record.keptBytes > 0 || record.durableOffset > 0 || record.segments != nil { record.droppedBytesUncommitted = true }
         record.keptBytes = 0
         record.durableOffset = 0
         record.keptHash = nil

@@ -33,7 +33,7 @@ extension EngineCore {
                 return TransferFailure(.disk, error.description, code: error.errno)
             }
         }
-        return decide {
+        let refused = decide { () -> TransferFailure? in
             guard let record = record(of: attempt) else { return TransferFailure(.rejected, "the download was paused") }
             var refused: TransferFailure?
             handle(.headReceived(serial: attempt.serial, accepts: identity != nil), for: record) { action in
@@ -55,7 +55,24 @@ extension EngineCore {
             }
             tellHead(record, attempt, head, judgement, refused: refused)
             return refused
-        } ?? startSegments(attempt, head)
+        }
+        if let refused { return refused }
+        if attempt.commitsBeforeBody, let failure = commitDroppedBytes(attempt) { return failure }
+        return startSegments(attempt, head)
+    }
+
+    /// Transfer thread, before a body from 0 writes its first byte: the row that may still name
+    /// the bytes a restart dropped is replaced durably (a crash before it would leave this
+    /// version's bytes under the old version's offset and validator, resumed with `If-Range` of
+    /// the old one: two versions spliced). A state store that cannot commit fails the attempt.
+    private func commitDroppedBytes(_ attempt: Attempt) -> TransferFailure? {
+        guard stateWriter.flush() else {
+            let error = SystemError(errno: EIO, function: "recording the restart in the state store (\(stateWriter.lastError?.message ?? "commit failed"))")
+            attempt.diskError = error
+            return TransferFailure(.disk, error.description, code: EIO)
+        }
+        locked { if let record = record(of: attempt), record.attempt === attempt { record.droppedBytesUncommitted = false } }
+        return nil
     }
 
     /// Under `lock`: the accepted head's validator, size, type and file name; the rate starts
@@ -63,6 +80,8 @@ extension EngineCore {
     private func acceptBody(of attempt: Attempt, _ head: ResponseHead, offset: Int64, total: Int64?, file: FileIdentity,
                             _ record: DownloadRecord) {
         attempt.acceptedOffset = offset
+        if offset == 0 && attempt.heldAtStart > 0 && !attempt.continuesTail { record.droppedBytesUncommitted = true }
+        attempt.commitsBeforeBody = offset == 0 && record.droppedBytesUncommitted
         let offered = ResumePlan.validator(of: head)
         let newVersion = BodyVersion.isNew(offset: offset, keptAtStart: attempt.keptAtStart, generation: record.generation,
                                            current: record.validator, offered: offered)

@@ -84,6 +84,33 @@ import Testing
         #expect(engine.statistics.resumes == 1)
     }
 
+    /// A resume answered 200 (the file changed): the stored row that named the kept bytes of the old
+    /// version is replaced durably before the new version's first byte lands, so a crash can never
+    /// leave the new bytes under the old offset and validator (resumed with the old `If-Range`:
+    /// spliced). A state store that cannot commit fails the attempt instead of writing.
+    @Test func aRestartIsCommittedBeforeTheNewVersionsFirstByte() async throws {
+        let (engine, driver, id, root) = try await pausedDownload(headers: ["ETag": "\"v1\""], kept: 12_345)
+        let state = root.appendingPathComponent("state").path
+        #expect(try StateFixture.stored(engine).first?.verifiedOffset == 12_345)
+        _ = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
+        try await withTimeout(5) { await driver.waitForStarts(2) }
+        #expect(driver.transfer(1).respond(200, ["ETag": "\"v2\"", "Content-Length": "\(body.count)"]))
+        let row = try #require(try StateFixture.read(state).first)
+        #expect(row.verifiedOffset == 0 && row.validator == Validator(etag: "\"v2\""), "\(row)")
+        await engine.shutdown()
+
+        let (failing, failingDriver, failingID, _) = try await pausedDownload(headers: ["ETag": "\"v1\""], kept: 12_345)
+        failing.core.stateWriter.gateCommits { _ throws(StateStoreError) in throw StateStoreError(kind: .full, message: "disk full") }
+        _ = try failing.request(DownloadRequest(url: "http://o.test/f.bin"))
+        try await withTimeout(5) { await failingDriver.waitForStarts(2) }
+        #expect(!failingDriver.transfer(1).respond(200, ["ETag": "\"v2\"", "Content-Length": "\(body.count)"]))
+        let failed = try await withTimeout(5) { try await EngineFixture.waitFor(failing, id: failingID, [.failed]) }
+        #expect(failed.error?.code == .diskError && failed.error?.message.contains("state store") == true, "\(String(describing: failed.error))")
+        failing.core.stateWriter.gateCommits(nil)
+        await failing.shutdown()
+        _ = id
+    }
+
     /// A resume answered 404 or 410 (a CDN node's passing error, a signed URL expired) fails the
     /// download but keeps its bytes: asked again once the resource is back, it resumes with
     /// `Range` and `If-Range` instead of fetching them again.
