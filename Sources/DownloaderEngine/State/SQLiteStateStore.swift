@@ -33,6 +33,9 @@ final class SQLiteStateStore: StateStore, @unchecked Sendable {
     /// What the last `load` read (id, row), until the first commit makes `rows` of it.
     private var loaded: [(String, Int64)]?
     private var nextRow: Int64 = 1
+    /// Rows of an id an earlier row holds already (none is written so; an older release's journal
+    /// import could): start-up keeps the first, and the next commit deletes these.
+    private var duplicateRows: [Int64] = []
     /// Crash tests: SIGKILL the process half-way through this commit (1-based; before its COMMIT).
     private let crashAtCommit: Int?
     private var commits = 0
@@ -151,17 +154,30 @@ final class SQLiteStateStore: StateStore, @unchecked Sendable {
     private func rowMap() throws(StateStoreError) -> [String: Int64] {
         if let rows { return rows }
         var found: [String: Int64] = [:]
+        var duplicates: [Int64] = []
+        var highest: Int64 = 0
+        func add(_ id: String, _ row: Int64) {
+            highest = max(highest, row)
+            guard let first = found[id] else {
+                found[id] = row
+                return
+            }
+            // The first row stands, as start-up keeps the first (rows come in `row` order).
+            duplicates.append(max(first, row))
+            found[id] = min(first, row)
+        }
         if let loaded {
             found.reserveCapacity(loaded.count)
-            for (id, row) in loaded { found[id] = row }
+            for (id, row) in loaded { add(id, row) }
         } else {
             try statements.selectRows.forEachRow { select in
-                if let row = select.int64(0), let id = select.text(1) { found[id] = row }
+                if let row = select.int64(0), let id = select.text(1) { add(id, row) }
             }
         }
         loaded = nil
         rows = found
-        nextRow = (found.values.max() ?? 0) + 1
+        duplicateRows = duplicates
+        nextRow = highest + 1
         return found
     }
 
@@ -189,12 +205,14 @@ final class SQLiteStateStore: StateStore, @unchecked Sendable {
         var heldAfter = operatorStatements.held
         try statements.begin.run()
         do throws(StateStoreError) {
+            for row in duplicateRows { try statements.delete(row: row) }
             for id in batch.deletions {
                 if let row = rows[id] { try statements.delete(row: row) }
                 step()
             }
             for download in batch.upserts {
-                if let row = rows[download.id] {
+                if let row = rows[download.id] ?? assigned[download.id] {  // An id twice in one batch: one row.
+
                     try statements.write(download, row: row, known: true)
                 } else {
                     try statements.write(download, row: next, known: false)
@@ -211,6 +229,7 @@ final class SQLiteStateStore: StateStore, @unchecked Sendable {
             throw error
         }
         operatorStatements.committed(held: heldAfter, tombstones: batch.tombstones.count)
+        duplicateRows = []
         for id in batch.deletions { rows[id] = nil }
         rows.merge(assigned) { $1 }
         self.rows = rows

@@ -53,9 +53,6 @@ import Testing
         entries.append(Self.completed(2, in: area.elsewhere, area))                     // kept (stat), moved to cache
         entries.append(Self.completed(3, in: area.cache, area, storage: .persistent))   // kept, moved to data
         entries.append(Self.completed(4, in: area.data, area, storage: .persistent))    // kept, in place
-        var duplicateID = Self.completed(0, in: area.cache, area)                       // same id as 0: skipped
-        duplicateID.url = "http://o.test/other"
-        entries.append(duplicateID)
         entries.append(Self.completed(5, in: area.cache, area))                         // same URL as 6: kept, joined
         var sameURL = Self.entry(6, .paused, url: "http://o.test/f5")                   // kept too
         sameURL.verifiedOffset = 10
@@ -76,6 +73,11 @@ import Testing
         failed.error = DownloadFailure(code: .httpError, message: "HTTP 404", httpStatus: 404)
         entries.append(failed)
         try StateFixture.write(entries, to: area.state)
+        // A second row of id 0, as an earlier release could leave (the store writes one row per id): skipped.
+        let raw = try SQLiteConnection(path: area.state + "/" + SQLiteStateStore.fileName)
+        try raw.execute("CREATE TEMP TABLE copy AS SELECT * FROM downloads WHERE id = '\(Self.id(0))'; "
+                        + "UPDATE copy SET row = row + 1000, url = 'http://o.test/other'; INSERT INTO downloads SELECT * FROM copy")
+        raw.close()
         RecoveryScaleTests.file(area.cache + "/\(Self.id(99))-orphan.bin", [9])            // swept
         RecoveryScaleTests.file(area.data + "/\(Self.id(98))-kept.bin", [9])               // the data area is never swept,
         RecoveryScaleTests.file(area.data + "/\(Self.id(96))-f.bin.tmp-copy", [9])         // but for a copy cut short

@@ -90,6 +90,32 @@ import Testing
         #expect(try StateFixture.read(directory).isEmpty)
     }
 
+    /// One id is one row: twice in a batch, it is written once; rows an earlier release left with
+    /// an id a lower row holds (start-up keeps the first) go at the next commit, which writes the
+    /// first row, the one start-up reads.
+    @Test func oneIDIsOneRow() throws {
+        let directory = EngineFixture.root().path
+        let store = try SQLiteStateStore.open(directory: directory).store
+        var a = StateFixture.download("a", .paused)
+        var later = a
+        later.state = .failed
+        try store.commit(StateBatch(upserts: [a, later, StateFixture.download("b", .queued)]))
+        #expect(try StateFixture.read(directory).map(\.id) == ["a", "b"])
+        #expect(try StateFixture.read(directory).first?.state == .failed)
+
+        let raw = try SQLiteConnection(path: directory + "/" + SQLiteStateStore.fileName)
+        try raw.execute("CREATE TEMP TABLE copy AS SELECT * FROM downloads WHERE id = 'a'; "
+                        + "UPDATE copy SET row = row + 100, url = 'http://o.test/stale'; INSERT INTO downloads SELECT * FROM copy")
+        raw.close()
+        #expect(try StateFixture.read(directory).map(\.id) == ["a", "b", "a"])
+        let reopened = try SQLiteStateStore.open(directory: directory).store
+        _ = try reopened.load()
+        a.state = .completed
+        try reopened.commit(StateBatch(upserts: [a]))
+        let rows = try StateFixture.read(directory)
+        #expect(rows.map(\.id) == ["a", "b"] && rows.first?.state == .completed && rows.first?.url == a.url)
+    }
+
     @Test func unknownFailureCodesAndOddTextAreKeptAsTheyWere() throws {
         let directory = EngineFixture.root().path
         var entry = StateFixture.download("q", .failed, url: "http://o.test/\u{0}x\u{1F}'\"")
