@@ -97,7 +97,9 @@ extension Connection {
             let result = try? Socket.read(fd, into: loop.buffers.read)
             switch result {
             case .wouldBlock?: return
-            case .processed(let n)? where n > 0: continue
+            case .processed(let n)? where n > 0:
+                lingerBudget -= n
+                if lingerBudget <= 0 { close() }
             default: close(); return
             }
         }

@@ -41,6 +41,11 @@ final class Connection: Selectable, @unchecked Sendable {
     /// Response sent and our side shut down; discarding input until the peer closes.
     @exclusivity(unchecked)
     var lingering = false
+    /// Bytes a lingering close still reads and drops before it closes anyway (a client that keeps
+    /// sending would otherwise hold the loop in `drainLingering` until its deadline).
+    @exclusivity(unchecked)
+    var lingerBudget = Connection.maxLingerBytes
+    static let maxLingerBytes = 1 << 20
     /// The peer shut down its sending side (EPOLLRDHUP): an end-of-stream is waiting to be read.
     @exclusivity(unchecked)
     var peerHalfClosed = false {

@@ -125,6 +125,27 @@ struct HTTPServerLiveTests {
         }
     }
 
+    /// A refused request's lingering close drops at most `maxLingerBytes` of what the client keeps
+    /// sending, then closes: a client pouring bytes in cannot hold the loop until the deadline.
+    @Test func aLingeringCloseDropsABoundedAmountThenCloses() async throws {
+        try await withServer(handler: Self.echo) { port in
+            let client = try await RawHTTPClient.connect(port: port)
+            defer { client.close() }
+            try await client.send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 999999999\r\n\r\n")
+            #expect(try await client.readResponse().status == 413)
+            let chunk = [UInt8](repeating: 0x78, count: 1 << 20)
+            var sent = 0
+            do {
+                for _ in 0..<64 {
+                    try await client.send(chunk)
+                    sent += 1
+                }
+            } catch {}
+            // Loopback buffers hold a few MiB beyond what the server read before it closed.
+            #expect(sent < 64, "the server kept reading \(sent) MiB")
+        }
+    }
+
     @Test func malformedAndOversizedRequestsGetErrorsAndClose() async throws {
         try await withServer(handler: Self.echo) { port in
             let big = try await RawHTTPClient.connect(port: port)
