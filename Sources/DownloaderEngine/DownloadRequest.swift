@@ -9,6 +9,9 @@ public struct DownloadRequest: Sendable, Equatable {
     public var size: Int64?
     /// Who asks, as the service names it (the client's address), for the download's story only.
     public var client: String?
+    /// The client's group for sharing the transfer slots (`TransferSlots`): its address, per /64
+    /// for public IPv6 (as `--max-downloads-per-client` counts). A download's group is its first asker's.
+    public var clientGroup: String?
     /// Headers sent to the origin (credentials for a private origin; `CallerHeaders` says which
     /// are accepted). They make the download private to callers with the same headers.
     public var headers: [String: String]
@@ -18,8 +21,9 @@ public struct DownloadRequest: Sendable, Equatable {
     public var connections: Int?
 
     public init(url: String, storage: StorageClass = .cache, sha256: String? = nil, size: Int64? = nil, client: String? = nil,
-                headers: [String: String] = [:], connections: Int? = nil) {
+                headers: [String: String] = [:], connections: Int? = nil, clientGroup: String? = nil) {
         self.url = url
+        self.clientGroup = clientGroup
         self.headers = headers
         self.storage = storage
         self.sha256 = sha256

@@ -130,6 +130,7 @@ struct DownloadAPI: Sendable {
         }
         parsed.client = clientAddress(request)
         let client = clientNetwork(request)
+        parsed.clientGroup = client
         if let quota = callerQuota, !quota.reserve(client) {
             return APIError.tooManyDownloads(limit: quota.limit).response
         }

@@ -22,6 +22,7 @@ extension DownloadAPI {
         let reader: DownloadReader
         var asked = query.request
         asked.client = clientAddress(request)
+        asked.clientGroup = clientNetwork(request)
         do {
             reader = try engine.attachReader(asked)
         } catch {

@@ -21,6 +21,9 @@ final class DownloadRecord {
     var credentials: CallerHeaders?
     var storage: StorageClass
     var lifecycle: DownloadLifecycle
+    /// The group of the client that asked first (`DownloadRequest.clientGroup`); not stored: after
+    /// a restart the downloads carrying on share one group.
+    var clientGroup: String?
     var expectedSHA256: String?
     var expectedSize: Int64?
     /// Live callers' token hashes.

@@ -35,7 +35,7 @@ extension EngineCore {
     private func apply(_ action: LifecycleAction, to record: DownloadRecord) {
         switch action {
         case .requestSlot:
-            let granted = slots.request(record.id)
+            let granted = slots.request(record.id, client: record.clientGroup)
             stats.activeTransfers = slots.active
             if granted { handle(.slotGranted, for: record) }
         case .leaveQueue:

@@ -134,6 +134,7 @@ extension EngineCore {
             if record.state == .completed { record.lastAccess = now }
             askConnections(record, request)
             tellJoining(record, request, as: joiner)
+            if record.interest == 0 { record.clientGroup = request.clientGroup }  // Nobody else's any more: the newcomer's.
             add(joiner, to: record)  // First: what the join tells watchers counts the newcomer.
             handle(.callerJoined, for: record)
             save(record)  // Tokens are stored (hashed): they keep working after a restart.
@@ -152,6 +153,7 @@ extension EngineCore {
         if !headers.isEmpty { record.credentials = headers }
         record.expectedSHA256 = sha
         record.expectedSize = request.size
+        record.clientGroup = request.clientGroup
         askConnections(record, request)
         byID[id] = record
         byURL[record.key] = record

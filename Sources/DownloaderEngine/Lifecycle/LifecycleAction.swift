@@ -1,7 +1,7 @@
 /// What `DownloadLifecycle` asks the engine to do, in order. The engine applies data and slot
 /// actions under its lock and carries out the rest (events, state writes, transfers, files) after it.
 enum LifecycleAction: Equatable, Sendable {
-    // Transfer slots (the engine's FIFO, `TransferSlots`).
+    // Transfer slots (shared fairly among clients, `TransferSlots`).
     /// Join the FIFO; `slotGranted` follows at once when a slot is free.
     case requestSlot
     case leaveQueue

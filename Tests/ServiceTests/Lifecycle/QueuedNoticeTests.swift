@@ -14,6 +14,22 @@ import Testing
         return (engine, driver)
     }
 
+    /// The slot the busy download frees goes to another client's download before the third of a
+    /// client that holds one already (`TransferSlots`), though that one waited longer.
+    @Test func aFreedSlotGoesToTheClientHoldingTheFewest() async throws {
+        let driver = FakeTransferDriver()
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver) { $0.maxConcurrentTransfers = 2 }
+        for name in ["a1", "a2", "a3"] { _ = try engine.request(DownloadRequest(url: "http://o.test/\(name)", clientGroup: "A")) }
+        _ = try engine.request(DownloadRequest(url: "http://o.test/b1", clientGroup: "B"))
+        try await withTimeout(5) { await driver.waitForStarts(2) }
+        #expect(driver.transfer(0).respond(200, ["Content-Length": "1"]))
+        try driver.transfer(0).send([1])
+        driver.transfer(0).finish()
+        try await withTimeout(5) { await driver.waitForStarts(3) }
+        #expect(driver.transfer(2).request.url == "http://o.test/b1")
+        await engine.shutdown()
+    }
+
     @Test func aCallerJoiningAPausedDownloadIsToldQueued() async throws {
         let (engine, _) = try await Self.busyEngine()
         let first = try engine.request(DownloadRequest(url: "http://o.test/waiting"))

@@ -18,6 +18,26 @@ import Testing
         #expect(none == nil && slots.active == 1)
     }
 
+    /// A freed slot goes to the longest-waiting download of the client holding the fewest: one
+    /// client's many downloads do not starve another's one; unnamed clients count as one.
+    @Test func aFreedSlotGoesToTheClientHoldingTheFewest() {
+        var slots = TransferSlots(capacity: 2)
+        let asked = [("a1", "A"), ("a2", "A"), ("a3", "A"), ("a4", "A"), ("b1", "B"), ("c1", "C")]
+        #expect(asked.map { slots.request($0.0, client: $0.1) } == [true, true, false, false, false, false])
+        #expect(slots.release("a1") == "b1", "A holds one, B none: B's, though A's a3 waited longer")
+        #expect(slots.release("a2") == "a3", "A holds none now, as C: A's waited longer")
+        #expect(slots.release("b1") == "c1", "A holds one, C none")
+        #expect(slots.release("c1") == "a4")
+        #expect(slots.holders == ["a3", "a4"] && slots.waiting.isEmpty)
+        // Among clients holding as few, the longest waiting.
+        #expect(["d1", "e1"].map { slots.request($0, client: String($0.prefix(1)).uppercased()) } == [false, false])
+        #expect(slots.release("a3") == "d1" && slots.release("a4") == "e1")
+
+        var unnamed = TransferSlots(capacity: 1)
+        #expect(["x", "y", "z"].map { unnamed.request($0) } == [true, false, false])
+        #expect(unnamed.release("x") == "y" && unnamed.release("y") == "z", "FIFO")
+    }
+
     @Test func grantsNothingWhileShuttingDown() {
         var slots = TransferSlots(capacity: 1)
         let granted = ["a", "b"].map { slots.request($0) }
