@@ -71,8 +71,6 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     /// them (`continuesTail`) instead of starting over.
     var keptTailOf: (validator: Validator, total: Int64)?
     var continuesTail = false
-    /// Its body from 0 waits for the commit of dropped bytes (`DownloadRecord.droppedBytesUncommitted`).
-    var commitsBeforeBody = false
     private let crewBox = Mutex<SegmentCrew?>(nil)
     private(set) var prefixEnd: Int64?
     private var reachedPrefixEnd = false

@@ -38,9 +38,9 @@ final class DownloadRecord {
     var keptBytes: Int64 = 0
     /// Bytes of the partial known to be durable; what the state store records.
     var durableOffset: Int64 = 0
-    /// Kept bytes were dropped (a restart) and the stored row may still name them: a body from 0
-    /// writes nothing until a commit replaced that row (`EngineCore.commitDroppedBytes`), or a
-    /// crash could leave the new version's bytes under the old one's offset and validator.
+    /// Kept bytes were dropped (a restart) and the stored row may still name them: the next
+    /// attempt asks the origin only once a commit replaced that row (`EngineCore.recordDroppedBytes`),
+    /// or a crash could leave the new version's bytes under the old one's offset and validator.
     var droppedBytesUncommitted = false
     /// The hash of exactly `keptBytes` (in-process resumes skip re-reading the file, if unchanged).
     var keptHash: KeptHash?

@@ -29,12 +29,33 @@ extension EngineCore {
         let partialBytes = record.partialBytes
         let spaceWanted = record.lifecycle.waitsForSpace
             ? SpaceWait.wanted(remaining: record.expectedTotal.map { $0 - partialBytes }) : nil
+        let recordFirst = record.droppedBytesUncommitted
         effects.append { [self] in
             workQueue.async {
+                if recordFirst, let failure = self.recordDroppedBytes(attempt) {
+                    self.attemptEnded(attempt, .failure(failure))
+                    return
+                }
                 self.prepare(attempt, path: path, kept: kept, keepTail: keepTail, hash: hash, validator: validator, write: write,
                              sync: sync, spaceWanted: spaceWanted)
             }
         }
+    }
+
+    /// Work queue, before an attempt after dropped bytes asks the origin: the stored row that may
+    /// still name them (with their validator) is replaced durably, so that no byte of another
+    /// version lands under it (`recordsRestartFirst`). A state store that cannot commit ends the
+    /// attempt: a full one as a full disk (waited on), another failure as one to try again.
+    func recordDroppedBytes(_ attempt: Attempt) -> TransferFailure? {
+        guard stateWriter.flush(), attempt.lease?.mayWrite(now: clock.monotonic()) ?? true else {
+            let error = stateWriter.lastError
+            let reason = "the state store could not record the restart: \(error?.message ?? "its lease was lost")"
+            guard error?.kind == .full else { return TransferFailure(.connection, reason) }
+            attempt.diskError = SystemError(errno: ENOSPC, function: "recording the restart in the state store")
+            return TransferFailure(.disk, reason, code: ENOSPC)
+        }
+        locked { if let record = record(of: attempt), record.attempt === attempt { record.droppedBytesUncommitted = false } }
+        return nil
     }
 
     /// Work queue: opens the partial (keeping what can be resumed) and plans the request, then

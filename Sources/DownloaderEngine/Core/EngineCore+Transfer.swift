@@ -8,10 +8,10 @@ extension EngineCore {
     /// that replaces kept bytes gets a fresh file first (the old one set aside, deleted later), so
     /// that what the download then records (and its readers open) is the new version's file.
     func attemptReceivedHead(_ attempt: Attempt, _ head: ResponseHead) -> TransferFailure? {
-        guard let facts: (total: Int64?, size: Int64?) = locked({
-            record(of: attempt).map { ($0.expectedTotal, $0.expectedSize) }
+        guard let facts: (total: Int64?, size: Int64?, dropped: Bool) = locked({
+            record(of: attempt).map { ($0.expectedTotal, $0.expectedSize, $0.droppedBytesUncommitted) }
         }) else { return TransferFailure(.rejected, "the download was paused") }
-        let judgement = HeadJudgement.judge(head, plan: attempt.plan, sentValidator: attempt.sentValidator,
+        var judgement = HeadJudgement.judge(head, plan: attempt.plan, sentValidator: attempt.sentValidator,
                                             knownTotal: facts.total, maxFileSize: configuration.maxFileSize,
                                             expectedSize: facts.size)
         var identity: FileIdentity?
@@ -23,6 +23,13 @@ extension EngineCore {
             attempt.continuesTail = attempt.keptTailOf.map {
                 offset == 0 && head.status == 200 && ResumePlan.validator(of: head) == $0.validator && total == $0.total
             } ?? false
+            let drops = offset == 0 && (partial.length > 0 || attempt.keptSegments) && !attempt.continuesTail
+            if Self.recordsRestartFirst(offset: offset, drops: drops, dropped: facts.dropped, sent: attempt.sentValidator,
+                                        offered: ResumePlan.validator(of: head)) {
+                judgement = .refuse(.restart("a new version, asked for again once the restart is recorded"))
+            }
+        }
+        if case .accept(let offset, _) = judgement, let partial = attempt.partial {
             do throws(SystemError) {
                 if offset == 0 && (partial.length > 0 || attempt.keptSegments) && !attempt.continuesTail { try startOver(partial) }
                 identity = try partial.identity()
@@ -33,7 +40,7 @@ extension EngineCore {
                 return TransferFailure(.disk, error.description, code: error.errno)
             }
         }
-        let refused = decide { () -> TransferFailure? in
+        return decide {
             guard let record = record(of: attempt) else { return TransferFailure(.rejected, "the download was paused") }
             var refused: TransferFailure?
             handle(.headReceived(serial: attempt.serial, accepts: identity != nil), for: record) { action in
@@ -55,24 +62,19 @@ extension EngineCore {
             }
             tellHead(record, attempt, head, judgement, refused: refused)
             return refused
-        }
-        if let refused { return refused }
-        if attempt.commitsBeforeBody, let failure = commitDroppedBytes(attempt) { return failure }
-        return startSegments(attempt, head)
+        } ?? startSegments(attempt, head)
     }
 
-    /// Transfer thread, before a body from 0 writes its first byte: the row that may still name
-    /// the bytes a restart dropped is replaced durably (a crash before it would leave this
-    /// version's bytes under the old version's offset and validator, resumed with `If-Range` of
-    /// the old one: two versions spliced). A state store that cannot commit fails the attempt.
-    private func commitDroppedBytes(_ attempt: Attempt) -> TransferFailure? {
-        guard stateWriter.flush() else {
-            let error = SystemError(errno: EIO, function: "recording the restart in the state store (\(stateWriter.lastError?.message ?? "commit failed"))")
-            attempt.diskError = error
-            return TransferFailure(.disk, error.description, code: EIO)
-        }
-        locked { if let record = record(of: attempt), record.attempt === attempt { record.droppedBytesUncommitted = false } }
-        return nil
+    /// Whether a body from 0 must not be written yet: it would replace kept bytes (`drops`), or
+    /// kept bytes were dropped earlier (`dropped`), and the stored row may still name them, with
+    /// their validator, while the body is another version (`offered` is not the validator `sent`
+    /// with the resume). A crash would then leave its bytes under the old offset and validator, and
+    /// a resume answered by a server still holding the old version would splice the two. Such a
+    /// body is refused as a restart: the next attempt records the restart first (`prepare`, off the
+    /// transfer thread), then asks again from 0.
+    static func recordsRestartFirst(offset: Int64, drops: Bool, dropped: Bool, sent: Validator?, offered: Validator?) -> Bool {
+        guard offset == 0, drops || dropped else { return false }
+        return sent == nil || offered != sent
     }
 
     /// Under `lock`: the accepted head's validator, size, type and file name; the rate starts
@@ -80,8 +82,6 @@ extension EngineCore {
     private func acceptBody(of attempt: Attempt, _ head: ResponseHead, offset: Int64, total: Int64?, file: FileIdentity,
                             _ record: DownloadRecord) {
         attempt.acceptedOffset = offset
-        if offset == 0 && attempt.heldAtStart > 0 && !attempt.continuesTail { record.droppedBytesUncommitted = true }
-        attempt.commitsBeforeBody = offset == 0 && record.droppedBytesUncommitted
         let offered = ResumePlan.validator(of: head)
         let newVersion = BodyVersion.isNew(offset: offset, keptAtStart: attempt.keptAtStart, generation: record.generation,
                                            current: record.validator, offered: offered)

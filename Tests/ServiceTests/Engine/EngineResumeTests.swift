@@ -84,31 +84,53 @@ import Testing
         #expect(engine.statistics.resumes == 1)
     }
 
-    /// A resume answered 200 (the file changed): the stored row that named the kept bytes of the old
-    /// version is replaced durably before the new version's first byte lands, so a crash can never
-    /// leave the new bytes under the old offset and validator (resumed with the old `If-Range`:
-    /// spliced). A state store that cannot commit fails the attempt instead of writing.
-    @Test func aRestartIsCommittedBeforeTheNewVersionsFirstByte() async throws {
+    /// A resume answered 200 of another version (the file changed): the stored row that named the
+    /// kept bytes of the old one is replaced durably (off the transfer thread) before the new
+    /// version's first byte lands, so a crash can never leave the new bytes under the old offset
+    /// and validator (resumed with the old `If-Range`: spliced). The 200 is asked for again from 0
+    /// once that is recorded; a full state store waits as a full disk does, the origin not asked.
+    @Test func aRestartIsRecordedBeforeTheNewVersionsFirstByte() async throws {
         let (engine, driver, id, root) = try await pausedDownload(headers: ["ETag": "\"v1\""], kept: 12_345)
         let state = root.appendingPathComponent("state").path
         #expect(try StateFixture.stored(engine).first?.verifiedOffset == 12_345)
         _ = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
         try await withTimeout(5) { await driver.waitForStarts(2) }
-        #expect(driver.transfer(1).respond(200, ["ETag": "\"v2\"", "Content-Length": "\(body.count)"]))
+        #expect(!driver.transfer(1).respond(200, ["ETag": "\"v2\"", "Content-Length": "\(body.count)"]))
+        driver.transfer(1).finish()
+        try await withTimeout(5) { await driver.waitForStarts(3) }
+        // Asked for again only once the old row is gone: nothing names the old bytes any more.
         let row = try #require(try StateFixture.read(state).first)
-        #expect(row.verifiedOffset == 0 && row.validator == Validator(etag: "\"v2\""), "\(row)")
+        #expect(row.verifiedOffset == 0 && row.validator == nil, "\(row)")
+        let again = driver.transfer(2)
+        #expect(again.header("Range") == nil)
+        #expect(again.respond(200, ["ETag": "\"v2\"", "Content-Length": "\(body.count)"]))
+        try again.send(body)
+        again.finish()
+        let done = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: id, [.completed, .failed]) }
+        #expect(done.state == .completed && done.sha256 == SHA256Hasher.hex(body))
         await engine.shutdown()
 
-        let (failing, failingDriver, failingID, _) = try await pausedDownload(headers: ["ETag": "\"v1\""], kept: 12_345)
-        failing.core.stateWriter.gateCommits { _ throws(StateStoreError) in throw StateStoreError(kind: .full, message: "disk full") }
-        _ = try failing.request(DownloadRequest(url: "http://o.test/f.bin"))
-        try await withTimeout(5) { await failingDriver.waitForStarts(2) }
-        #expect(!failingDriver.transfer(1).respond(200, ["ETag": "\"v2\"", "Content-Length": "\(body.count)"]))
-        let failed = try await withTimeout(5) { try await EngineFixture.waitFor(failing, id: failingID, [.failed]) }
-        #expect(failed.error?.code == .diskError && failed.error?.message.contains("state store") == true, "\(String(describing: failed.error))")
-        failing.core.stateWriter.gateCommits(nil)
-        await failing.shutdown()
-        _ = id
+        // A 200 of the kept bytes' own version (an origin that ignores ranges) goes on at once.
+        let (same, sameDriver, sameID, _) = try await pausedDownload(headers: ["ETag": "\"v1\""], kept: 12_345)
+        _ = try same.request(DownloadRequest(url: "http://o.test/f.bin"))
+        try await withTimeout(5) { await sameDriver.waitForStarts(2) }
+        #expect(sameDriver.transfer(1).respond(200, ["ETag": "\"v1\"", "Content-Length": "\(body.count)"]))
+        try sameDriver.transfer(1).send(body)
+        sameDriver.transfer(1).finish()
+        let sameDone = try await withTimeout(5) { try await EngineFixture.waitFor(same, id: sameID, [.completed, .failed]) }
+        #expect(sameDone.state == .completed && sameDriver.startCount == 2)
+        await same.shutdown()
+
+        let (full, fullDriver, fullID, _) = try await pausedDownload(headers: ["ETag": "\"v1\""], kept: 12_345)
+        _ = try full.request(DownloadRequest(url: "http://o.test/f.bin"))
+        try await withTimeout(5) { await fullDriver.waitForStarts(2) }
+        full.core.stateWriter.gateCommits { _ throws(StateStoreError) in throw StateStoreError(kind: .full, message: "disk full") }
+        #expect(!fullDriver.transfer(1).respond(200, ["ETag": "\"v2\"", "Content-Length": "\(body.count)"]))
+        fullDriver.transfer(1).finish()
+        #expect(await eventually(within: 5) { full.snapshot(id: fullID)?.reason == "disk_full" })
+        #expect(fullDriver.startCount == 2, "the origin is not asked while the restart cannot be recorded")
+        full.core.stateWriter.gateCommits(nil)
+        await full.shutdown()
     }
 
     /// A resume answered 404 or 410 (a CDN node's passing error, a signed URL expired) fails the
@@ -200,8 +222,13 @@ import Testing
         _ = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
         try await withTimeout(5) { await driver.waitForStarts(2) }
         let v2 = EngineFixture.body(30_000, seed: 9)
-        let t = driver.transfer(1)
-        #expect(t.header("If-Range") == "\"v1\"")
+        #expect(driver.transfer(1).header("If-Range") == "\"v1\"")
+        // Another version: asked for again from 0 once the restart is recorded.
+        #expect(!driver.transfer(1).respond(200, ["Content-Length": "30000", "ETag": "\"v2\""]))
+        driver.transfer(1).finish()
+        try await withTimeout(5) { await driver.waitForStarts(3) }
+        let t = driver.transfer(2)
+        #expect(t.header("Range") == nil && t.header("If-Range") == nil)
         #expect(t.respond(200, ["Content-Length": "30000", "ETag": "\"v2\""]))
         try t.send(v2)
         t.finish()
