@@ -10,8 +10,9 @@ struct DiskSpace: Sendable, Equatable {
     var fileSystem: UInt64
     /// The file system keeps its files in memory (tmpfs, ramfs): deleting them frees memory.
     var inMemory = false
-    /// Blocks reserved for root that this process may write too (it runs as root, ext4's default
-    /// reserved-blocks user): a root process fills them before its writes fail.
+    /// Blocks reserved for root that this process may write too (ext2/3/4, and it runs as the
+    /// host's root, ext4's default reserved-blocks user): a root process fills them before its
+    /// writes fail.
     var reservedForUs: Int64 = 0
 
     /// Bytes this process may still write (`free` counts what unprivileged users may).
@@ -23,10 +24,21 @@ struct DiskSpace: Sendable, Equatable {
         guard statvfs(path, &s) == 0 else { return nil }
         var kind = statfs()
         let inMemory = statfs(path, &kind) == 0 && memoryFileSystems.contains(Int64(kind.f_type))
-        let reserved = geteuid() == 0 ? Int64(s.f_bfree) - Int64(s.f_bavail) : 0
+        let reserved = inMemory || !(statfs(path, &kind) == 0 && Int64(kind.f_type) == ext4Magic) || !isHostRoot
+            ? 0 : Int64(s.f_bfree) - Int64(s.f_bavail)
         return DiskSpace(free: Int64(s.f_bavail) * Int64(s.f_frsize), total: Int64(s.f_blocks) * Int64(s.f_frsize),
                          fileSystem: UInt64(s.f_fsid), inMemory: inMemory, reservedForUs: max(0, reserved) * Int64(s.f_frsize))
     }
+
+    /// `f_type` of ext2, ext3 and ext4 (linux/magic.h): the file systems that reserve blocks for root.
+    static let ext4Magic: Int64 = 0xEF53
+
+    /// Root as ext4 knows it (uid 0 of the initial user namespace, the default reserved-blocks
+    /// user): root of a user namespace ("rootless" containers) maps to another uid, outside the reserve.
+    static let isHostRoot: Bool = {
+        guard geteuid() == 0, let map = try? String(contentsOfFile: "/proc/self/uid_map", encoding: .utf8) else { return false }
+        return map.split(whereSeparator: \.isWhitespace) == ["0", "0", "4294967295"]
+    }()
 
     /// `f_type` of tmpfs and ramfs (linux/magic.h).
     static let memoryFileSystems: Set<Int64> = [0x0102_1994, 0x8584_58f6]

@@ -119,7 +119,7 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         }
     }
 
-    /// The longest 416 page read (and dropped) before the answer counts as broken.
+    /// The longest 416 page read (and dropped); the rest is not read.
     static let maxDroppedBody: Int64 = 1 << 20
 
     /// Body bytes; returns false to abort.
@@ -134,10 +134,9 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         sawActivity = true
         if head.status == 416 {
             // An error page dropped unread: neither the file's size limit nor its own length
-            // applies (a page longer than announced changes nothing of the bytes kept).
-            guard bodyBytes + Int64(bytes.count) <= Self.maxDroppedBody else {
-                return abort(TransferFailure(.badResponse, "the 416 answer's body exceeds \(Self.maxDroppedBody) bytes"))
-            }
+            // applies (a page longer than announced changes nothing of the bytes kept). Past
+            // `maxDroppedBody` the connection is dropped: the head was the answer (`outcome`).
+            guard bodyBytes + Int64(bytes.count) <= Self.maxDroppedBody else { return false }
             bodyBytes += Int64(bytes.count)
             return true
         }
