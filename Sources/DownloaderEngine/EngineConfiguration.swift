@@ -9,7 +9,7 @@ public struct EngineConfiguration: Sendable {
     public var cacheDirectory: URL
     /// Completed files stored as `persistent` (default `$XDG_DATA_HOME/download-service`).
     public var dataDirectory: URL
-    /// Transfers running at once; the rest wait in a FIFO queue (default 4).
+    /// Transfers running at once; the rest wait, shared fairly among clients (`TransferSlots`, default 4).
     public var maxConcurrentTransfers: Int = 4
     /// Ranged connections one download may use at most (segmented fetch, `DownloadRequest.connections`);
     /// default 1: off unless the operator allows more (more connections to one origin is what gets

@@ -48,7 +48,7 @@ enum CommandLineOptions {
         Option(flag: "--state-dir", metavar: "DIR", help: "partial files and the state database, state.db (default $XDG_STATE_HOME/download-service)") { c, v throws(ParseError) in
             c.stateDirectory = try absolutePath(v, "--state-dir")
         },
-        Option(flag: "--max-concurrent", metavar: "N", help: "transfers at once; more wait, a freed slot going to the client holding the fewest (default 4)") { c, v throws(ParseError) in
+        Option(flag: "--max-concurrent", metavar: "N", help: "transfers at once; more wait, a freed slot going to the client holding the fewest, round robin (default 4)") { c, v throws(ParseError) in
             guard let n = Int(v), (1...1024).contains(n) else { throw ParseError(message: "--max-concurrent must be 1-1024, got '\(v)'") }
             c.maxConcurrent = n
         },

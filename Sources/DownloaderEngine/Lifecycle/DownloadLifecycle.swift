@@ -19,7 +19,7 @@
 /// restart). `removed` stops everything: the engine forgets the download right after.
 struct DownloadLifecycle: Equatable, Sendable {
     enum Phase: Equatable, Sendable {
-        /// Waiting in the engine's FIFO for a transfer slot.
+        /// Waiting for one of the engine's transfer slots (`TransferSlots`).
         case queued
         /// Holds a transfer slot.
         case running(Run)

@@ -2,7 +2,7 @@
 /// actions under its lock and carries out the rest (events, state writes, transfers, files) after it.
 enum LifecycleAction: Equatable, Sendable {
     // Transfer slots (shared fairly among clients, `TransferSlots`).
-    /// Join the FIFO; `slotGranted` follows at once when a slot is free.
+    /// Wait for a transfer slot; `slotGranted` follows at once when a slot is free.
     case requestSlot
     case leaveQueue
     /// Give the slot back (the next queued download gets it).

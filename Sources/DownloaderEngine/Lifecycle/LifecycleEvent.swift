@@ -8,7 +8,7 @@ enum LifecycleEvent: Equatable, Sendable {
     case callerJoined
     /// A caller withdrew its token; `remaining` callers are left. `partial`: what the download keeps now.
     case callerLeft(remaining: Int, partial: PartialFacts)
-    /// The engine's FIFO handed the download a transfer slot.
+    /// The engine's transfer slots (`TransferSlots`) handed the download one.
     case slotGranted
     /// The attempt's response head arrived; `accepts`: the engine's judgement of it (`HeadJudgement`)
     /// would write its body.

@@ -1,6 +1,6 @@
 /// Where a download is in its life.
 public enum DownloadState: String, Sendable, Codable, CaseIterable {
-    /// Waiting for a transfer slot (FIFO).
+    /// Waiting for a transfer slot (shared fairly among clients).
     case queued
     /// A transfer is running (or backing off between retries).
     case downloading

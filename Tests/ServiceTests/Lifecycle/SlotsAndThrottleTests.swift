@@ -18,20 +18,33 @@ import Testing
         #expect(none == nil && slots.active == 1)
     }
 
-    /// A freed slot goes to the longest-waiting download of the client holding the fewest: one
-    /// client's many downloads do not starve another's one; unnamed clients count as one.
-    @Test func aFreedSlotGoesToTheClientHoldingTheFewest() {
+    /// A freed slot goes to the client holding the fewest, among those to the one served least
+    /// recently (round robin), and within a client to its longest-waiting download: one client's
+    /// many downloads do not starve another's one; unnamed clients count as one.
+    @Test func aFreedSlotGoesToTheClientHoldingTheFewestServedLeastRecently() {
         var slots = TransferSlots(capacity: 2)
         let asked = [("a1", "A"), ("a2", "A"), ("a3", "A"), ("a4", "A"), ("b1", "B"), ("c1", "C")]
         #expect(asked.map { slots.request($0.0, client: $0.1) } == [true, true, false, false, false, false])
+        #expect(slots.waiting == ["a3", "a4", "b1", "c1"])
         #expect(slots.release("a1") == "b1", "A holds one, B none: B's, though A's a3 waited longer")
-        #expect(slots.release("a2") == "a3", "A holds none now, as C: A's waited longer")
-        #expect(slots.release("b1") == "c1", "A holds one, C none")
+        #expect(slots.release("a2") == "c1", "A and C hold none: C was never served")
+        #expect(slots.release("b1") == "a3", "A holds none, C one")
         #expect(slots.release("c1") == "a4")
         #expect(slots.holders == ["a3", "a4"] && slots.waiting.isEmpty)
-        // Among clients holding as few, the longest waiting.
-        #expect(["d1", "e1"].map { slots.request($0, client: String($0.prefix(1)).uppercased()) } == [false, false])
-        #expect(slots.release("a3") == "d1" && slots.release("a4") == "e1")
+        slots.leave("a4")  // Not waiting: nothing changes.
+        #expect(slots.active == 2)
+
+        // Five clients with queues, then one more asking once: its turn comes within a round.
+        var busy = TransferSlots(capacity: 2)
+        _ = busy.request("h1", client: "H")
+        _ = busy.request("h2", client: "H")
+        for client in ["A", "B", "C"] {
+            for n in 1...3 { _ = busy.request("\(client)\(n)", client: client) }
+        }
+        _ = busy.request("F1", client: "F")
+        var granted: [String] = []
+        for holder in ["h1", "h2", "A1", "B1"] { granted += busy.release(holder).map { [$0] } ?? [] }
+        #expect(granted == ["A1", "B1", "C1", "F1"], "FIFO would have served F1 tenth")
 
         var unnamed = TransferSlots(capacity: 1)
         #expect(["x", "y", "z"].map { unnamed.request($0) } == [true, false, false])
