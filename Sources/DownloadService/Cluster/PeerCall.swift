@@ -232,9 +232,16 @@ final class PeerCall: @unchecked Sendable {
     /// libcurl's progress callback (about once a second at least): true ends the transfer.
     func shouldStop() -> Bool {
         if isCancelled { return true }
-        if case .streamed = mode, elapsed(since: lastByte) > timeouts.stall { return true }
-        return false
+        guard case .streamed = mode else { return false }
+        // Asked in HTTP/1.0, the holder sends no head until a body of unknown size is verified
+        // (its client could not tell a cut from the end): until then only the client's leaving
+        // (a cancel), or an hour, ends the exchange.
+        let bound = http10 && !headDone ? max(timeouts.stall, Self.http10HeadWait) : timeouts.stall
+        return elapsed(since: lastByte) > bound
     }
+
+    /// The longest an HTTP/1.0 exchange waits for the holder's head.
+    static let http10HeadWait: Double = 3600
 
     /// The exchange is over: the answer (or failure) for a waiting handler, the end for a relayed body.
     func finish(ok: Bool, _ detail: String) {

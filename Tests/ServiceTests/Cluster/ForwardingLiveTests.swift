@@ -107,10 +107,13 @@ struct ForwardingLiveTests {
         defer { origin.stop() }
         origin.update {
             $0.chunked = true
-            $0.bytesPerSecond = 1 << 20
+            $0.bytesPerSecond = 128 << 10  // 2 s: well past the stall bound below
         }
         let a = try InProcessReplica("a")
-        let b = try InProcessReplica("b")
+        // The holder sends nothing before the verdict, for longer than the forwarder's stall bound.
+        var settings = PeerForwarder.Settings()
+        settings.stallTimeout = 0.1
+        let b = try InProcessReplica("b", forwarder: PeerForwarder(settings: settings))
         b.sendEverything(to: a.url)
         try await withTimeout(60) {
             func fetch10(_ query: String) async throws -> RawHTTPResponse {
