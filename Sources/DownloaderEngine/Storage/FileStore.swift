@@ -11,10 +11,11 @@ struct FileStore: Sendable {
     let dataDirectory: String
 
     init(configuration: EngineConfiguration) throws(SystemError) {
-        stateDirectory = configuration.stateDirectory.path
-        partialDirectory = configuration.stateDirectory.appendingPathComponent("partials").path
-        cacheDirectory = configuration.cacheDirectory.path
-        dataDirectory = configuration.dataDirectory.path
+        // Spelled one way (`/x/.` is `/x`): a file's stored path is compared with its area's as text.
+        stateDirectory = configuration.stateDirectory.standardizedFileURL.path
+        partialDirectory = configuration.stateDirectory.standardizedFileURL.appendingPathComponent("partials").path
+        cacheDirectory = configuration.cacheDirectory.standardizedFileURL.path
+        dataDirectory = configuration.dataDirectory.standardizedFileURL.path
         for dir in [stateDirectory, partialDirectory, cacheDirectory, dataDirectory] {
             try Self.makeDirectory(dir)
         }

@@ -179,8 +179,9 @@ import Testing
         var c = EngineFixture.configuration(area.root)
         c.dataDirectory = URL(fileURLWithPath: alias)
         #expect(throws: SystemError.self) { _ = try DownloadEngine(configuration: c, driver: FakeTransferDriver()) }
-        c.dataDirectory = c.cacheDirectory  // The same path for both is one area.
+        c.dataDirectory = c.cacheDirectory.appendingPathComponent(".")  // The same path for both is one area.
         let engine = try DownloadEngine(configuration: c, driver: FakeTransferDriver())
+        #expect(engine.core.store.dataDirectory == engine.core.store.cacheDirectory)
         await engine.shutdown()
     }
 
