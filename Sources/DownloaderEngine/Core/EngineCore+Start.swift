@@ -47,12 +47,15 @@ extension EngineCore {
     /// version lands under it (`recordsRestartFirst`). A state store that cannot commit ends the
     /// attempt: a full one as a full disk (waited on), another failure as one to try again.
     func recordDroppedBytes(_ attempt: Attempt) -> TransferFailure? {
-        guard stateWriter.flush(), attempt.lease?.mayWrite(now: clock.monotonic()) ?? true else {
+        guard stateWriter.flush() else {
             let error = stateWriter.lastError
-            let reason = "the state store could not record the restart: \(error?.message ?? "its lease was lost")"
+            let reason = "the state store could not record the restart: \(error?.message ?? "its commit failed")"
             guard error?.kind == .full else { return TransferFailure(.connection, reason) }
             attempt.diskError = SystemError(errno: ENOSPC, function: "recording the restart in the state store")
             return TransferFailure(.disk, reason, code: ENOSPC)
+        }
+        if let lease = attempt.lease, !lease.mayWrite(now: clock.monotonic()) {
+            return TransferFailure(.connection, "the download's lease ran out before its restart was recorded")
         }
         locked { if let record = record(of: attempt), record.attempt === attempt { record.droppedBytesUncommitted = false } }
         return nil

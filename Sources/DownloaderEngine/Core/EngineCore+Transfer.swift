@@ -17,21 +17,22 @@ extension EngineCore {
         var identity: FileIdentity?
         // An accepted 416 says the kept bytes are the whole file (`ResumePlan`): its body is not the file's.
         attempt.discardsBody = head.status == 416
+        var drops = false
         if case .accept(let offset, let total) = judgement, let partial = attempt.partial {
             // Pieces kept while the prefix kept nothing: a whole body of their version and size
             // (a strong validator's equality is the same bytes) goes on with them.
             attempt.continuesTail = attempt.keptTailOf.map {
                 offset == 0 && head.status == 200 && ResumePlan.validator(of: head) == $0.validator && total == $0.total
             } ?? false
-            let drops = offset == 0 && (partial.length > 0 || attempt.keptSegments) && !attempt.continuesTail
+            drops = offset == 0 && (partial.length > 0 || attempt.keptSegments) && !attempt.continuesTail
             if Self.recordsRestartFirst(offset: offset, drops: drops, dropped: facts.dropped, sent: attempt.sentValidator,
                                         offered: ResumePlan.validator(of: head)) {
                 judgement = .refuse(.restart("a new version, asked for again once the restart is recorded"))
             }
         }
-        if case .accept(let offset, _) = judgement, let partial = attempt.partial {
+        if case .accept = judgement, let partial = attempt.partial {
             do throws(SystemError) {
-                if offset == 0 && (partial.length > 0 || attempt.keptSegments) && !attempt.continuesTail { try startOver(partial) }
+                if drops { try startOver(partial) }
                 identity = try partial.identity()
             } catch {
                 attempt.diskError = error
