@@ -23,9 +23,9 @@ struct DiskSpace: Sendable, Equatable {
         var s = statvfs()
         guard statvfs(path, &s) == 0 else { return nil }
         var kind = statfs()
-        let inMemory = statfs(path, &kind) == 0 && memoryFileSystems.contains(Int64(kind.f_type))
-        let reserved = inMemory || !(statfs(path, &kind) == 0 && Int64(kind.f_type) == ext4Magic) || !isHostRoot
-            ? 0 : Int64(s.f_bfree) - Int64(s.f_bavail)
+        let type = statfs(path, &kind) == 0 ? Int64(kind.f_type) : nil
+        let inMemory = type.map(memoryFileSystems.contains) ?? false
+        let reserved = type == ext4Magic && isHostRoot ? Int64(s.f_bfree) - Int64(s.f_bavail) : 0
         return DiskSpace(free: Int64(s.f_bavail) * Int64(s.f_frsize), total: Int64(s.f_blocks) * Int64(s.f_frsize),
                          fileSystem: UInt64(s.f_fsid), inMemory: inMemory, reservedForUs: max(0, reserved) * Int64(s.f_frsize))
     }
