@@ -15,7 +15,7 @@ extension DownloadEngine {
     /// gives the error).
     public func placement(of request: DownloadRequest) -> Placement {
         guard core.cluster != nil, let request = try? screened(request),
-              let headers = try? CallerHeaders.validate(request.headers.map { (name: $0.key, value: $0.value) }).get() else {
+              let headers = try? CallerHeaders.validate(request.headers).get() else {
             return .here
         }
         let key = core.coalescingKey(url: request.url, headers: headers)

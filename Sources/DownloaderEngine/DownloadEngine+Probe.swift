@@ -33,7 +33,7 @@ extension DownloadEngine {
                                        stallTimeout: c.stallTimeout,
                                        maxBodyBytes: nil, maxRedirects: c.maxRedirects,
                                        allowPrivateNetworks: c.allowPrivateNetworks, userAgent: c.userAgent, method: .head,
-                                       credentials: headers?.fields ?? [])
+                                       credentials: headers.fields)
         let driver = core.driver
         let attempt = ProbeAttempt()
         let outcome = await withTaskCancellationHandler {
@@ -77,10 +77,9 @@ extension DownloadEngine {
     /// `request`'s URL as a join screens it, its `user:password@` split out into the caller
     /// headers that key and authorise it (`screened`): a `HEAD` finds the download its `GET`
     /// would join, and asks the origin as it would.
-    private func screenedWithHeaders(_ request: DownloadRequest) throws(EngineError) -> (url: String, headers: CallerHeaders?) {
+    private func screenedWithHeaders(_ request: DownloadRequest) throws(EngineError) -> (url: String, headers: CallerHeaders) {
         let screened = try screened(request)
-        guard !screened.headers.isEmpty else { return (screened.url, nil) }
-        return (screened.url, try CallerHeaders.validate(screened.headers.map { (name: $0.key, value: $0.value) }).get())
+        return (screened.url, try CallerHeaders.validate(screened.headers).get())
     }
 
     /// When the download's file last changed at the origin (its body started again from 0 with

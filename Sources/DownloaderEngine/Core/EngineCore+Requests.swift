@@ -32,7 +32,7 @@ extension EngineCore {
         let url = request.url
         let sha = try Self.normalizedSHA256(request.sha256)
         if let size = request.size, size < 0 { throw .invalidURL("size must not be negative") }
-        let headers = try CallerHeaders.validate(request.headers.map { (name: $0.key, value: $0.value) }).get()
+        let headers = try CallerHeaders.validate(request.headers).get()
         let key = coalescingKey(url: url, headers: headers)
         // Cluster mode: a new download starts only under the lease taken for it. When that lease was
         // stopped before the join (the database answered too late for it to be renewed), or the

@@ -24,6 +24,11 @@ public struct CallerHeaders: Sendable, Equatable {
         a.fields.elementsEqual(b.fields) { $0.name == $1.name && $0.value == $1.value }
     }
 
+    /// Checks a request's `headers` (`DownloadRequest.headers`), as `validate(_:)` does.
+    public static func validate(_ headers: [String: String]) -> Result<CallerHeaders, EngineError> {
+        validate(headers.map { (name: $0.key, value: $0.value) })
+    }
+
     /// Checks `fields` (any order); an empty list is no headers at all.
     public static func validate(_ fields: [(name: String, value: String)]) -> Result<CallerHeaders, EngineError> {
         guard fields.count <= maxCount else {
