@@ -21,9 +21,8 @@ struct FileStore: Sendable {
         }
         // One directory under two names would list each file twice at start-up: the cache's sweep
         // would delete the persistent files it saw unclaimed. The same path for both is fine.
-        var (cache, data) = (stat(), stat())
-        if cacheDirectory != dataDirectory, stat(cacheDirectory, &cache) == 0, stat(dataDirectory, &data) == 0,
-           FileIdentity(cache) == FileIdentity(data) {
+        if cacheDirectory != dataDirectory, let cache = FileIdentity(directory: cacheDirectory),
+           cache == FileIdentity(directory: dataDirectory) {
             throw SystemError(errno: EINVAL, function: "the cache area \(cacheDirectory) and the data area \(dataDirectory) are one "
                                   + "directory under two names (give both the same path, or two directories)")
         }

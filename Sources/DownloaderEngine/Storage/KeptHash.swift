@@ -55,4 +55,11 @@ extension FileIdentity {
     init(_ st: stat) {
         self.init(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
     }
+
+    /// The directory at `path` (symlinks followed); nil when it is none.
+    init?(directory path: String) {
+        var st = stat()
+        guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else { return nil }
+        self.init(st)
+    }
 }

@@ -1,5 +1,4 @@
 import Basics
-import Glibc
 
 /// The cache and data areas as listed at start-up (`AreaListing`): whether the file a stored
 /// download names exists. A path in one of the areas is answered from its listing (and claimed, so
@@ -70,7 +69,7 @@ struct StoredFiles {
         guard let slash = path.lastIndex(of: "/"), slash > path.startIndex else { return nil }
         let (parent, name) = (String(path[..<slash]), path[path.index(after: slash)...])
         guard !name.isEmpty, parent != cache.directory, parent != data.directory, let identity = identity(of: parent) else { return nil }
-        if areas == nil { areas = (Self.identity(cache.directory), Self.identity(data.directory)) }
+        if areas == nil { areas = (FileIdentity(directory: cache.directory), FileIdentity(directory: data.directory)) }
         if identity == areas?.cache { return cache.directory + "/" + name }
         if identity == areas?.data { return data.directory + "/" + name }
         return nil
@@ -78,14 +77,8 @@ struct StoredFiles {
 
     private mutating func identity(of directory: String) -> FileIdentity? {
         if let known = directories[directory] { return known }
-        let identity = Self.identity(directory)
+        let identity = FileIdentity(directory: directory)
         if let identity, directories.count < Self.maxRemembered { directories[directory] = identity }
         return identity
-    }
-
-    private static func identity(_ directory: String) -> FileIdentity? {
-        var st = stat()
-        guard stat(directory, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else { return nil }
-        return FileIdentity(st)
     }
 }
