@@ -51,8 +51,8 @@ struct CurlWebhookPoster: WebhookPosting {
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
         defer { errorBuffer.deallocate() }
         guard let target = HopTarget(url: url) else { return .forbidden("the URL's host and port cannot be read") }
-        // By name first (the rules may have changed since the callback was registered): libcurl
-        // would report a refusal in its resolver callback as a lookup failure, and retry it.
+        // The SSRF guard by name, before anything is looked up (the rules may have changed since the
+        // callback was registered; nothing follows a redirect, so this host is the only one).
         if case .forbidden(let reason) = egress.screen(host: target.host, port: target.port) {
             return .forbidden("destination forbidden: \(reason)")
         }
@@ -111,17 +111,7 @@ struct CurlWebhookPoster: WebhookPosting {
             }
             return length
         }
-        // The SSRF guard: by name before the lookup (again), by address before the connect.
-        _ = ccurl_setopt_pointer(easy, CURLOPT_RESOLVER_START_DATA, pointer)
-        _ = ccurl_setopt_resolver_start_function(easy) { _, _, raw in
-            guard let raw else { return 1 }
-            let context = Unmanaged<Context>.fromOpaque(raw).takeUnretainedValue()
-            if case .forbidden(let reason) = context.egress.screen(host: context.host.host, port: context.host.port) {
-                context.refused = reason
-                return 1
-            }
-            return 0
-        }
+        // The SSRF guard by address, before each connect.
         _ = ccurl_setopt_pointer(easy, CURLOPT_OPENSOCKETDATA, pointer)
         _ = ccurl_setopt_opensocket_function(easy) { raw, _, address in
             guard let raw, let address, let socketAddress = ccurl_sockaddr_address(address) else { return ccurl_socket_bad() }
