@@ -19,14 +19,15 @@ extension EngineCore {
         attempt.discardsBody = head.status == 416
         var drops = false
         if case .accept(let offset, let total) = judgement, let partial = attempt.partial {
+            let offered = ResumePlan.validator(of: head)
             // Pieces kept while the prefix kept nothing: a whole body of their version and size
             // (a strong validator's equality is the same bytes) goes on with them.
             attempt.continuesTail = attempt.keptTailOf.map {
-                offset == 0 && head.status == 200 && ResumePlan.validator(of: head) == $0.validator && total == $0.total
+                offset == 0 && head.status == 200 && offered == $0.validator && total == $0.total
             } ?? false
             drops = offset == 0 && (partial.length > 0 || attempt.keptSegments) && !attempt.continuesTail
             if Self.recordsRestartFirst(offset: offset, drops: drops, dropped: facts.dropped, sent: attempt.sentValidator,
-                                        offered: ResumePlan.validator(of: head)) {
+                                        offered: offered) {
                 judgement = .refuse(.restart("a new version, asked for again once the restart is recorded"))
             }
         }
