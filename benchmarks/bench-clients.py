@@ -782,8 +782,14 @@ def startup(args):
                 time.sleep(0.005)
         if ready is None:
             raise SystemExit(f"startup: the service did not answer within {args.timeout} s (exit {proc.poll()})")
-        with urllib.request.urlopen(base + "/downloads", timeout=60) as r:
-            listed = len(json.load(r)["downloads"])
+        listed, page = 0, "/downloads"
+        for _ in range(1_000):  # pages of 1 000 downloads
+            with urllib.request.urlopen(base + page, timeout=60) as r:
+                body = json.load(r)
+            listed += len(body["downloads"])
+            if "next" not in body:
+                break
+            page = "/downloads?after=" + body["next"]
         rss = proc_status_kib(proc.pid, "VmRSS")
         return {"ready_s": ready, "listed": listed, "rss_kib": rss}
     finally:

@@ -68,6 +68,18 @@ async def call(port, method, path, body=None):
     return status, (json.loads(rest) if rest else None)
 
 
+async def count_listed(port, query=""):
+    """How many downloads `GET /downloads` lists, over all its pages (1 000 a page)."""
+    total, path = 0, "/downloads" + ("?" + query if query else "")
+    for _ in range(1_000):
+        _, page = await call(port, "GET", path)
+        total += len(page["downloads"])
+        if "next" not in page:
+            break
+        path = "/downloads?" + (query + "&" if query else "") + "after=" + page["next"]
+    return total
+
+
 class Watcher:
     def __init__(self):
         self.snapshots = 0
@@ -133,13 +145,11 @@ async def main_async(args):
     deadline = time.monotonic() + 60
     live = 0
     while time.monotonic() < deadline:
-        _, listed = await call(args.port, "GET", "/downloads?state=downloading")
-        live = len(listed["downloads"])
+        live = await count_listed(args.port, "state=downloading")
         if live >= accepted:
             break
         await asyncio.sleep(0.5)
-    _, everything = await call(args.port, "GET", "/downloads")
-    total = len(everything["downloads"])
+    total = await count_listed(args.port)
 
     counting = [False]
     watchers = [Watcher() for _ in range(args.watchers)]
@@ -156,8 +166,7 @@ async def main_async(args):
     await asyncio.sleep(args.window)
     counting[0] = False
     elapsed, cpu = time.monotonic() - t1, cpu_seconds(args.pid) - cpu0
-    _, listed = await call(args.port, "GET", "/downloads?state=downloading")
-    live_after = len(listed["downloads"])
+    live_after = await count_listed(args.port, "state=downloading")
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)

@@ -159,13 +159,20 @@ extension OperatorPage {
   }
 
   // Rows of downloads gone while the stream was down: the list, asked once the stream is back,
-  // names every download; rows it lacks that no event touched since the question go.
+  // names every download (page after page); rows it lacks that no event touched since the question go.
   async function reconcile() {
     const asked = performance.now();
     try {
-      const response = await call('/downloads');
-      if (!response.ok) { needToken(response.status); return; }
-      const listed = new Set((await response.json()).downloads.map((d) => d.id));
+      const listed = new Set();
+      let path = '/downloads';
+      for (let pages = 0; path && pages < 1000; pages++) {
+        const response = await call(path);
+        if (!response.ok) { needToken(response.status); return; }
+        const page = await response.json();
+        for (const d of page.downloads) listed.add(d.id);
+        path = page.next ? '/downloads?after=' + encodeURIComponent(page.next) : null;
+      }
+      if (path) return;  // more pages than it reads: keep every row
       for (const [id, r] of rows) if (!listed.has(id) && r.touched < asked) drop(id);
     } catch (e) { /* the stream's own retry covers it */ }
   }

@@ -150,17 +150,23 @@ struct DownloadAPI: Sendable {
         }
     }
 
+    /// A page of the downloads this request may list, newest first (`DownloadListPage`); `next`
+    /// and a `Link` to the page after it when more follow.
     private func list(_ request: Request) -> Response {
-        var state: DownloadState?
-        if let filter = request.queryItems.first(where: { $0.name == "state" })?.value {
-            guard let named = DownloadState(rawValue: filter) else {
-                let names = DownloadState.allCases.map(\.rawValue).joined(separator: ", ")
-                return APIError.badRequest(.invalidState, "state must be one of \(names)").response
-            }
-            state = named
+        let query: DownloadListPage
+        switch DownloadListPage.parse(request.queryItems) {
+        case .success(let parsed): query = parsed
+        case .failure(let error): return error.response
         }
-        let downloads = engine.list(state: state).filter { access(isPrivate: $0.isPrivate, request, id: nil).allowsListing }
-        return .json(JSONObject(["downloads": .array(downloads.map { .object(SnapshotJSON.object($0)) })]).bytes)
+        let listable = engine.list(state: query.state).filter { access(isPrivate: $0.isPrivate, request, id: nil).allowsListing }
+        let page = query.page(of: listable)
+        var body = JSONObject(["downloads": .array(page.downloads.map { .object(SnapshotJSON.object($0)) })])
+        var headers = HTTPHeaders()
+        if let next = page.next {
+            body["next"] = .string(next.text)
+            headers["Link"] = "<\(query.nextPath(next))>; rel=\"next\""
+        }
+        return .json(body.bytes, headers: headers)
     }
 
     /// `alsoMatching`: other strong validators of the stored content honoured in `If-Range`,
