@@ -159,7 +159,9 @@ struct ContentRange: Equatable {
         let slash = rest.split(separator: "/", omittingEmptySubsequences: false)
         guard slash.count == 2 else { return nil }
         let bounds = slash[0].split(separator: "-", omittingEmptySubsequences: false)
-        guard bounds.count == 2, let first = Int64(bounds[0]), let last = Int64(bounds[1]), first >= 0, last >= first else {
+        // `last` below Int64.max: one past it (and so `length`) is a number (an origin's range never traps).
+        guard bounds.count == 2, let first = Int64(bounds[0]), let last = Int64(bounds[1]), first >= 0, last >= first,
+              last < .max else {
             return nil
         }
         var total: Int64?

@@ -121,8 +121,20 @@ import Testing
         ("bytes 0-9/10", ContentRange(first: 0, last: 9, total: 10)),
         ("bytes 5-9/*", ContentRange(first: 5, last: 9, total: nil)),
         ("bytes 9-5/10", nil), ("bytes 0-10/10", nil), ("items 0-1/2", nil), ("bytes */10", nil), ("bytes 0-9", nil),
+        ("bytes 0-9223372036854775806/*", ContentRange(first: 0, last: .max - 1, total: nil)),
+        ("bytes 0-9223372036854775807/*", nil),
     ] as [(String, ContentRange?)])
     func contentRange(_ text: String, _ expected: ContentRange?) {
         #expect(ContentRange.parse(text) == expected)
+    }
+
+    /// Any origin could send this; its length (one more than Int64.max) used to trap, ending the process.
+    @Test func aRangeEndingAtTheLargestOffsetIsRefusedNotTrapped() {
+        let fresh = ResumePlan.request(kept: 0, validator: nil)
+        let head = Self.head(206, ["Content-Range": "bytes 0-9223372036854775807/*", "Content-Length": "1"])
+        guard case .restartNextAttempt = ResumePlan.decide(head: head, requested: fresh, sentValidator: nil, knownTotal: nil) else {
+            Issue.record("accepted")
+            return
+        }
     }
 }
