@@ -25,9 +25,17 @@ struct DiskSpace: Sendable, Equatable {
         var kind = statfs()
         let type = statfs(path, &kind) == 0 ? Int64(kind.f_type) : nil
         let inMemory = type.map(memoryFileSystems.contains) ?? false
-        let reserved = type == ext4Magic && isHostRoot ? Int64(s.f_bfree) - Int64(s.f_bavail) : 0
-        return DiskSpace(free: Int64(s.f_bavail) * Int64(s.f_frsize), total: Int64(s.f_blocks) * Int64(s.f_frsize),
-                         fileSystem: UInt64(s.f_fsid), inMemory: inMemory, reservedForUs: max(0, reserved) * Int64(s.f_frsize))
+        let reserved = type == ext4Magic && isHostRoot && s.f_bfree > s.f_bavail ? UInt64(s.f_bfree - s.f_bavail) : 0
+        let free = bytes(UInt64(s.f_bavail), UInt64(s.f_frsize))
+        return DiskSpace(free: free, total: bytes(UInt64(s.f_blocks), UInt64(s.f_frsize)), fileSystem: UInt64(s.f_fsid),
+                         inMemory: inMemory, reservedForUs: min(bytes(reserved, UInt64(s.f_frsize)), .max - free))
+    }
+
+    /// `blocks` of `size` bytes, at most Int64.max: a file system that reports 8 EiB or more free
+    /// (network file systems do) never traps.
+    static func bytes(_ blocks: UInt64, _ size: UInt64) -> Int64 {
+        let (product, overflow) = blocks.multipliedReportingOverflow(by: size)
+        return overflow || product > UInt64(Int64.max) ? .max : Int64(product)
     }
 
     /// `f_type` of ext2, ext3 and ext4 (linux/magic.h): the file systems that reserve blocks for root.

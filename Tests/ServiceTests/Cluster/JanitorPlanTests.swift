@@ -57,6 +57,21 @@ import Testing
         #expect(plan.actions(survey, now: Self.now, memory: false, disk: DiskSpace(free: 5000, total: 1 << 40, fileSystem: 1)).isEmpty)
     }
 
+    /// A shared volume reporting ~8 EiB free (network file systems do): the space counted back
+    /// after each purge stays a number; it used to overflow and trap in the cache budget's pass.
+    @Test func aVolumeReportingAlmostInt64MaxFreeNeverTraps() {
+        let plan = Self.plan { $0.cacheMaxBytes = 1 }
+        var survey = JanitorSurvey()
+        survey.idle = [Self.row("p1", .paused, kept: 8 << 20)]
+        survey.idleBytes = 8 << 20
+        survey.cacheFiles = [Self.row("c1", .completed, size: 8 << 20)]
+        survey.cacheBytes = 8 << 20
+        let huge = Int64.max - (1 << 20) + 1
+        #expect(Self.shown(plan.actions(survey, now: Self.now, memory: false, disk: DiskSpace(free: huge, total: huge, fileSystem: 1)))
+                == ["partial p1 cache_limit", "file c1 cache_limit"])
+        #expect(DiskSpace.bytes(1 << 62, 4096) == .max && DiskSpace.bytes(UInt64.max, 1) == .max && DiskSpace.bytes(3, 4096) == 12_288)
+    }
+
     @Test func thePausedTTLTakesExpiredPartialsAndForgetsEmptyOnesWithoutCallers() {
         let plan = Self.plan { $0.pausedTTL = 100 }
         var survey = JanitorSurvey()
