@@ -12,18 +12,15 @@ extension JSON {
     }
 
     /// Appends `timestamp(date)`'s 24 bytes (unquoted). The calendar is computed, not looked up
-    /// (`gmtime_r` takes glibc's time-zone lock on every call); years outside 0...9999 fall back
-    /// to Foundation.
+    /// (`gmtime_r` takes glibc's time-zone lock on every call). A date outside the years 0...9999
+    /// (a damaged stored row) is written as the nearest one inside, not-a-number as 1970: never a trap.
     static func writeTimestamp<Out: JSONOutput>(_ date: Date, into out: inout Out) {
-        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        let t = date.timeIntervalSince1970
+        let clamped = t.isNaN ? 0 : min(max(t, -62_167_219_200), 253_402_300_799.999)
+        let milliseconds = Int64((clamped * 1000).rounded(.down))
         let seconds = milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let civil = CivilDate(daysSince1970: days)
-        guard (0...9999).contains(civil.year) else {
-            var text = Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: .gmt).format(date)
-            text.withUTF8 { out.append(bytes: $0) }
-            return
-        }
         let time = seconds - days * 86_400
         var text: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes of scratch, written in place
         withUnsafeMutableBytes(of: &text) { b in

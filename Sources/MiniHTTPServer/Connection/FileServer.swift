@@ -46,7 +46,8 @@ enum FileServer {
             return .failure(ServerError(status: 404, kind: .fileNotFound, reason: "file not found"))
         }
         let size = Int64(st.st_size)
-        let mtimeNanos = Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec)
+        // Wrapping: only an ETag's input, and an mtime past 2262 (a `touch -d`) must not trap.
+        let mtimeNanos = Int64(st.st_mtim.tv_sec) &* 1_000_000_000 &+ Int64(st.st_mtim.tv_nsec)
         let meta = FileMetadata(size: size, modified: st.st_mtim.tv_sec,
                                 etag: file.etag ?? FileMetadata.derivedETag(inode: UInt64(st.st_ino), size: size,
                                                                             modifiedNanoseconds: mtimeNanos),

@@ -102,6 +102,24 @@ import Testing
         if let range = prepared.range { close(range.fd) }
     }
 
+    /// An mtime past 2262 (`touch -d 2300-01-01`) is served; its nanoseconds used to overflow and trap.
+    @Test func aFileDatedPastTheYear2262IsServed() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("far-future-\(UUID().uuidString)").path
+        #expect(FileManager.default.createFile(atPath: path, contents: Data("x".utf8)))
+        defer { unlink(path) }
+        var times = [timespec(tv_sec: 10_413_792_000, tv_nsec: 5), timespec(tv_sec: 10_413_792_000, tv_nsec: 5)]
+        #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
+        var st = stat()
+        #expect(stat(path, &st) == 0 && st.st_mtim.tv_sec == 10_413_792_000)  // the file system keeps it
+        guard case .success(let prepared) = FileServer.prepare(FileResponse(path: path), method: "GET", requestHeaders: HTTPHeaders(),
+                                                               renderError: ServerError.plainText) else {
+            Issue.record("not served")
+            return
+        }
+        #expect(prepared.status == 200 && prepared.headers["Last-Modified"] == "Mon, 01 Jan 2300 00:00:00 GMT")
+        if let range = prepared.range { close(range.fd) }
+    }
+
     @Test func aCompletedFileReplacedByALinkIsNotServed() async throws {
         let origin = try TestOrigin(bodySize: 2000)
         defer { origin.stop() }

@@ -200,6 +200,13 @@ import Testing
         #expect(JSON.timestamp(Date(timeIntervalSince1970: -0.0004)) == "1969-12-31T23:59:59.999Z")
     }
 
+    /// A damaged stored row's time is written as the nearest one of the years 0–9999; it used to trap.
+    @Test func timestampsOutOfRangeNeverTrap() {
+        #expect(JSON.timestamp(Date(timeIntervalSince1970: 1e300)) == "9999-12-31T23:59:59.999Z")
+        #expect(JSON.timestamp(Date(timeIntervalSince1970: -.infinity)) == "0000-01-01T00:00:00.000Z")
+        #expect(JSON.timestamp(Date(timeIntervalSince1970: .nan)) == "1970-01-01T00:00:00.000Z")
+    }
+
     /// The computed calendar against glibc's `gmtime_r`, day by day over 1600–2400 (leap
     /// centuries, the epoch, negative days) and at 5 000 seeded instants over years 0–9999.
     @Test func civilDatesMatchGmtime() {

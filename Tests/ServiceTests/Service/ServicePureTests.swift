@@ -259,6 +259,8 @@ import Testing
         let sha = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
         #expect(FileHeaders.reprDigest(sha256Hex: sha) == "sha-256=:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=:")
         #expect(FileHeaders.reprDigest(sha256Hex: "zz") == nil)
+        #expect(FileHeaders.reprDigest(sha256Hex: String(repeating: "a", count: 62) + "é") == nil)  // 64 bytes, 63 characters
+        #expect(FileHeaders.reprDigest(sha256Hex: sha.uppercased()) == FileHeaders.reprDigest(sha256Hex: sha))
     }
 }
 
