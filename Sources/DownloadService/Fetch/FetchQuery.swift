@@ -45,7 +45,14 @@ struct FetchQuery: Equatable {
             }
             connections = parsed
         }
-        let sha = values["sha256"].flatMap(percentDecoded)
+        var sha: String?
+        if let text = values["sha256"] {
+            // A bad escape is refused: dropped, it would fetch without the check the caller asked for.
+            guard let decoded = percentDecoded(text) else {
+                return .failure(.badRequest(.invalidQuery, "sha256 is not valid percent-encoding"))
+            }
+            sha = decoded
+        }
         return .success(FetchQuery(request: DownloadRequest(url: url, storage: storage, sha256: sha, size: size,
                                                             connections: connections)))
     }

@@ -27,6 +27,7 @@ import Testing
         ("url=http://o.test/&storage=tape", "invalid_storage"),
         ("url=http://o.test/&size=-1", "invalid_size"), ("url=http://o.test/&size=ten", "invalid_size"),
         ("url=http://o.test/&size=9007199254740992", "invalid_size"),  // the POST body's bound: 2^53-1
+        ("url=http://o.test/&sha256=%zz", "invalid_query"), ("url=http://o.test/&sha256=ab%", "invalid_query"),
     ] as [(String?, String)])
     func badQueriesAreRefused(query: String?, code: String) {
         guard case .failure(let error) = FetchQuery.parse(query) else {
