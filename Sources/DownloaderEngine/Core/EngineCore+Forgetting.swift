@@ -34,6 +34,7 @@ extension EngineCore {
             let callerless = record.tokens.isEmpty
             guard expired(record) || (callerless && spare > limit) else { continue }
             if callerless { spare -= 1 }
+            discardPartial(record)  // The empty `.part` every attempt creates (or bytes a failed sync left uncounted).
             retire(record)
         }
     }

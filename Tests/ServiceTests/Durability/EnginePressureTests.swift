@@ -245,6 +245,12 @@ import Testing
         #expect(removed == [ids[0]])
         watcher.cancel()
         #expect(s.engine.snapshot(id: ids[1])?.state == .paused && s.engine.snapshot(id: ids[2])?.state == .paused)
+        // Its empty `.part` goes with it (it stayed until the next start: one file per forgotten download).
+        let partials = s.statePath + "/partials/"
+        #expect(FileStore.fileSize(partials + "\(ids[1]).part") == 0, "the attempt's file, kept with its download")
+        let gone = Date().addingTimeInterval(5)
+        while FileStore.fileSize(partials + "\(ids[0]).part") != nil && Date() < gone { try await Task.sleep(nanoseconds: 10_000_000) }
+        #expect(FileStore.fileSize(partials + "\(ids[0]).part") == nil)
         await s.engine.shutdown()
     }
 }
