@@ -32,6 +32,8 @@ final class WebhookJournal: @unchecked Sendable {
                 events: Set(events.split(separator: ",").compactMap { WebhookEvent(rawValue: String($0)) }),
                 createdAt: Date(timeIntervalSince1970: r.double(5))))
         }
+        // Deliveries of removed registrations (written back by a try racing the removal, before saves checked).
+        try db.execute("DELETE FROM webhook_deliveries WHERE registration NOT IN (SELECT id FROM webhook_registrations)")
         var deliveries: [WebhookDelivery] = []
         let d = try db.prepare("SELECT id, registration, event, body, tries, next_at, outcome, reason FROM webhook_deliveries")
         while try d.step() {
@@ -63,8 +65,10 @@ final class WebhookJournal: @unchecked Sendable {
     func save(_ delivery: WebhookDelivery) throws(StateStoreError) {
         lock.lock()
         defer { lock.unlock() }
+        // Only while its registration is stored: a try's result saved just after the registration's
+        // removal (a caller's DELETE racing the try) writes nothing, instead of a row nothing deletes.
         let s = try db.prepare("INSERT OR REPLACE INTO webhook_deliveries (id, registration, event, body, tries, next_at, outcome, reason) "
-                               + "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+                               + "SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8 WHERE EXISTS (SELECT 1 FROM webhook_registrations WHERE id = ?2)")
         s.bind(1, delivery.id)
         s.bind(2, delivery.registrationID)
         s.bind(3, delivery.event.rawValue)

@@ -88,6 +88,29 @@ import Testing
         #expect(try WebhookJournal(path: h.journalPath).load().registrations.isEmpty)
     }
 
+    /// A try's result saved after its registration was removed (a caller's `DELETE` racing the
+    /// try) writes no row; rows such a race left before are deleted at load. They stayed for good.
+    @Test func aDeliveryOfARemovedRegistrationIsNeverStored() throws {
+        let h = Harness()
+        let journal = try WebhookJournal(path: h.journalPath)
+        let registration = WebhookRegistration(id: "wh_1", downloadID: "dl1", tokenHash: TokenHash(token: "t"), url: "http://127.0.0.1:9/",
+                                               events: [.completed], createdAt: Date(timeIntervalSince1970: 1_800_000_000))
+        let delivery = WebhookDelivery(id: WebhookDelivery.id(registrationID: "wh_1", event: .completed), registrationID: "wh_1",
+                                       event: .completed, body: Array("{}".utf8), tries: 1, nextAt: Date(timeIntervalSince1970: 1_800_000_001))
+        try journal.insert(registration)
+        try journal.save(delivery)
+        #expect(try journal.load().deliveries == [delivery])
+        try journal.remove(registrations: ["wh_1"])
+        var late = delivery
+        late.tries = 2
+        try journal.save(late)
+        let raw = try SQLiteConnection(path: h.journalPath)
+        #expect(try raw.text("SELECT count(*) FROM webhook_deliveries") == "0")
+        try raw.execute("INSERT INTO webhook_deliveries (id, registration, event, body, tries, next_at) VALUES ('dlv_x', 'wh_gone', 'completed', x'7b7d', 1, 0)")
+        #expect(try journal.load().deliveries.isEmpty)
+        #expect(try raw.text("SELECT count(*) FROM webhook_deliveries") == "0")
+    }
+
     @Test func retryAfterOfAtMostAnHourReplacesTheDelay() async throws {
         let receiver = try WebhookReceiver(answers: [.init(status: 503, retryAfter: "120"), .init(status: 429, retryAfter: "7200")])
         defer { receiver.stop() }
