@@ -98,7 +98,7 @@ struct JanitorStore: Sendable {
     func delete(_ id: String, fence: LeaseFence, tombstone: Tombstone? = nil) throws(StateStoreError) -> Bool {
         try fenced(fence) { db throws(StateStoreError) in
             if let tombstone {
-                _ = try PostgresStateStore.writeTombstones(StateBatch(deletions: [id], tombstones: [tombstone]), db) {}
+                _ = try PostgresStateStore.writeTombstones(StateBatch(deletions: [id], tombstones: [tombstone]), db) { _ in }
             }
             try db.execute("DELETE FROM downloads WHERE id = $1", [id])
         }

@@ -8,13 +8,13 @@ extension PostgresStateStore {
     /// lease that is gone, and the new holder's row stays); the others are written, the oldest
     /// pruned beyond `Tombstone.limit`. Returns the deletions to make.
     static func writeTombstones(_ batch: StateBatch, _ db: PostgresConnection,
-                                fenced: () -> Void) throws(StateStoreError) -> [String] {
+                                fenced: (_ id: String) -> Void) throws(StateStoreError) -> [String] {
         guard !batch.tombstones.isEmpty else { return batch.deletions }
         var refused = Set<String>()
         for tombstone in batch.tombstones {
             guard try fenceHolds(tombstone.fence, db) else {
                 refused.insert(tombstone.id)
-                fenced()
+                fenced(tombstone.id)
                 continue
             }
             try db.execute("INSERT INTO tombstones (id, url, removed_at, removed_by, paths) VALUES ($1, $2, $3, $4, $5) "
@@ -29,6 +29,24 @@ extension PostgresStateStore {
         }
         return refused.isEmpty ? batch.deletions : batch.deletions.filter { !refused.contains($0) }
     }
+
+    /// Whether the removal of `id` was refused by a commit (its tombstone's lease was gone: the row
+    /// stays, the new holder's), taking it off the list. Its files stay with the row that names them.
+    func takeRefusedRemoval(_ id: String) -> Bool {
+        refusedRemovals.withLock { $0.remove(id) != nil }
+    }
+
+    /// After a commit: removals it refused, for `takeRefusedRemoval` (bounded: the oldest asked
+    /// about least go first; each is asked about once, right after its commit).
+    func noteRefusedRemovals(_ ids: [String]) {
+        guard !ids.isEmpty else { return }
+        refusedRemovals.withLock { refused in
+            if refused.count + ids.count > Self.refusedRemovalLimit { refused.removeAll() }
+            refused.formUnion(ids)
+        }
+    }
+
+    static let refusedRemovalLimit = 4_096
 
     /// In the commit's transaction: which of `ids` have a tombstone (their rows are never written again).
     static func tombstoned(_ ids: [String], _ db: PostgresConnection) throws(StateStoreError) -> Set<String> {

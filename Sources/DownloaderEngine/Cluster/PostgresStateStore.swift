@@ -23,6 +23,8 @@ final class PostgresStateStore: StateStore, @unchecked Sendable {
     let pool: PostgresPool
     /// Upserts refused because their lease's epoch no longer holds it (`fenceHolds`).
     let fencedRows = Atomic<Int64>(0)
+    /// Removals whose tombstone a commit refused (`takeRefusedRemoval`).
+    let refusedRemovals = Mutex<Set<String>>([])
 
     /// Opens the store on `pool`'s database and brings its schema up to date.
     init(pool: PostgresPool) throws(StateStoreError) {
@@ -55,9 +57,13 @@ final class PostgresStateStore: StateStore, @unchecked Sendable {
 
     func commit(_ batch: StateBatch) throws(StateStoreError) {
         guard !batch.isEmpty else { return }
+        var refused: [String] = []
         try pool.withConnection { db throws(StateStoreError) in
             try db.transaction { () throws(StateStoreError) in
-                var deletions = try Self.writeTombstones(batch, db) { fencedRows.add(1, ordering: .relaxed) }
+                var deletions = try Self.writeTombstones(batch, db) { id in
+                    fencedRows.add(1, ordering: .relaxed)
+                    refused.append(id)
+                }
                 for (id, fence) in batch.deletionFences where deletions.contains(id) {
                     guard try !Self.fenceHolds(fence, db) else { continue }
                     deletions.removeAll { $0 == id }  // Another epoch holds it now: its row is its own.
@@ -84,6 +90,7 @@ final class PostgresStateStore: StateStore, @unchecked Sendable {
                 }
             }
         }
+        noteRefusedRemovals(refused)  // Once committed: the removals it refused keep their files.
     }
 
     /// Nothing to fold: the server keeps its own files.

@@ -91,8 +91,14 @@ extension EngineCore {
         tell(.removed(by: cause), of: record)
         forget(record)
         let before = hooks.beforeRemove
+        let (id, removals) = (record.id, cluster?.store)
         effects.append { [self] in
-            stateWriter.whenDurable { [self] in for path in files { deleteInBackground(path, before: before) } }
+            stateWriter.whenDurable { [self] in
+                // Cluster mode: a removal decided under a lease that was gone by its commit is refused
+                // there; the row stays (the new holder's), and so do the files it names.
+                if removals?.takeRefusedRemoval(id) == true { return }
+                for path in files { deleteInBackground(path, before: before) }
+            }
         }
         return snapshot
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 @testable import DownloaderEngine
 
@@ -44,6 +45,39 @@ struct ClusterRemovalLiveTests {
             c.expect(origin.getCount() == gets + 1)
             try c.expect(store.load(id: id) == nil, "the removed id never came back")
             c.expect(b.snapshot(id: id) == nil && a.snapshot(id: id) == nil)
+        }
+    }
+
+    /// A removal whose commit comes after its lease ran out (the database lost for longer than the
+    /// lease) is refused there: the row stays, and so does the file it names. The files used to be
+    /// deleted all the same, leaving a completed row without its file.
+    @Test func aRemovalRefusedByItsLeaseKeepsTheFiles() async throws {
+        try await Live.withReplicas { c, database, origin, a, _ in
+            origin.addResource(path: "/small", size: 64 << 10)
+            let id = try a.request(DownloadRequest(url: origin.url("/small"))).snapshot.id
+            try c.expect(try Live.wait(20) { try Live.state(of: id, database) == "completed" }, "completes")
+            let file = try c.require(a.completedFile(id: id)?.path)
+            let failing = Atomic(true)
+            a.core.stateWriter.gateCommits { _ throws(StateStoreError) in
+                if failing.load(ordering: .relaxed) { throw StateStoreError(kind: .other, message: "test: the database is lost") }
+            }
+            let keeper = try c.require(a.core.cluster?.keeper)
+            keeper.paused.store(true, ordering: .releasing)  // nor are leases renewed
+            do throws(EngineError) {
+                _ = try a.removing(id: id)
+                c.expect(false, "answered as recorded")
+            } catch {
+                c.expect(error.code == .stateUnavailable, "\(error)")
+            }
+            usleep(useconds_t((Live.ttl + 1) * 1_000_000))  // the removal's lease runs out in the database
+            failing.store(false, ordering: .relaxed)
+            c.expect(a.core.stateWriter.flush())
+            a.core.workQueue.sync(flags: .barrier) {}
+            usleep(500_000)
+            let store = try PostgresStateStore(pool: PostgresPool(url: database, capacity: 1))
+            try c.expect(store.load(id: id)?.state == .completed, "the tombstone was refused: the row stays")
+            c.expect(FileStore.fileSize(file) == 64 << 10, "and so does its file")
+            keeper.paused.store(false, ordering: .releasing)
         }
     }
 
