@@ -42,6 +42,9 @@ public final class DownloadReader: Sendable {
     /// What can be read now.
     public var state: TailState { tail.current }
 
+    /// Signs of the download's life beyond `state` (bytes on other connections, the final checks).
+    public var liveness: TailLiveness { tail.liveness }
+
     /// `onChange` is called (on an engine thread: do little, e.g. wake a stream) after `state`
     /// changed, until the reader is closed: after any change but new bytes, and after new bytes
     /// when asked for (`awaitMoreBytes`). Changes close together are told once. One watcher per

@@ -15,8 +15,9 @@ final class FetchStream: PushSource, @unchecked Sendable {
     private var file: ReadableFile?
     private var watching = false
     private var lastProgress: Double = 0
-    /// `TailState.available` when the patience was last checked.
+    /// `TailState.available` and `TailLiveness.landings` when the patience was last checked.
     private var lastAvailable: Int64 = -1
+    private var lastLandings: UInt64 = 0
     /// Looks for the file in a row that found it nowhere (see `openRetries`).
     private var openMisses = 0
 
@@ -155,18 +156,21 @@ final class FetchStream: PushSource, @unchecked Sendable {
         }
     }
 
-    /// Every second: a response whose download got no new byte for `patience` seconds is aborted
-    /// (bytes landing count even while the client is behind and they wait in the file). A
-    /// completed or failed download awaits nothing: what is left (of a failed one, what was queued
-    /// before its abort) is sent at the client's pace (a client that takes nothing at all meets the
-    /// server's write timeout).
+    /// Every second: a response whose download made no progress for `patience` seconds is aborted.
+    /// Progress is a byte landing on any of its connections (also while the client is behind and
+    /// they wait in the file, and beyond the contiguous prefix this response follows), or its
+    /// attempt being finished (verified, synced, published). A completed or failed download awaits
+    /// nothing: what is left (of a failed one, what was queued before its abort) is sent at the
+    /// client's pace (a client that takes nothing at all meets the server's write timeout).
     private func checkPatience(_ stream: PushStream) {
         stream.after(1) { [weak self, weak stream] in
             guard let self, let stream else { return }
             let tail = self.reader.state
-            let available = tail.available
-            if Self.awaitsNothing(tail) || available != self.lastAvailable {
+            let (available, liveness) = (tail.available, self.reader.liveness)
+            if Self.awaitsNothing(tail) || liveness.finishing || available != self.lastAvailable
+                || liveness.landings != self.lastLandings {
                 self.lastAvailable = available
+                self.lastLandings = liveness.landings
                 self.lastProgress = stream.loopSeconds
             }
             if stream.loopSeconds - self.lastProgress >= self.patience {

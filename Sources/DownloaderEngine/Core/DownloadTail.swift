@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The shared view of one download that its streaming readers follow (`TailState`), and who to
 /// tell when it changes. Its own lock; watchers are called without it, never under the engine's
@@ -20,6 +21,9 @@ final class DownloadTail: @unchecked Sendable {
     private var awaitingBytes: Set<UInt64> = []
     /// What the tell queued on `teller` (and not yet begun) will say; later changes join it.
     private var queuedTell: TailChange?
+    /// `TailLiveness`, never told (readers look at it when their patience is tried).
+    private let landings = Atomic<UInt64>(0)
+    private let finishing = Atomic<Bool>(false)
 
     /// `teller`: a serial queue the watchers are called on.
     init(_ state: TailState, teller: DispatchQueue) {
@@ -28,6 +32,16 @@ final class DownloadTail: @unchecked Sendable {
     }
 
     var current: TailState { lock.withLock { state } }
+
+    var liveness: TailLiveness {
+        TailLiveness(landings: landings.load(ordering: .relaxed), finishing: finishing.load(ordering: .relaxed))
+    }
+
+    /// Bytes landed on one of the download's connections.
+    func noteLanding() { landings.add(1, ordering: .relaxed) }
+
+    /// The attempt's transfer ended and it is being finished (true), or it settled (false).
+    func setFinishing(_ on: Bool) { finishing.store(on, ordering: .relaxed) }
 
     /// `onChange` is called (on the teller's queue, quickly: wake something) after changes other
     /// than more bytes, and after more bytes when it asked for them (`awaitMoreBytes`).

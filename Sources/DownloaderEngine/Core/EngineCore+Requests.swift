@@ -174,7 +174,12 @@ extension EngineCore {
         case .reader:
             record.readers += 1
             record.attempt?.followed.store(true, ordering: .relaxed)
-            if record.tail == nil { record.tail = DownloadTail(record.tailState(partialPath: partialPath(of: record)), teller: tailTeller) }
+            if record.tail == nil {
+                let tail = DownloadTail(record.tailState(partialPath: partialPath(of: record)), teller: tailTeller)
+                let stage = record.lifecycle.attempt?.stage
+                tail.setFinishing(stage == .settling || stage == .publishing)
+                record.tail = tail
+            }
         }
     }
 

@@ -27,6 +27,7 @@ extension EngineCore {
             handle(.transferEnded(serial: attempt.serial), for: record) { action in
                 switch action {
                 case .settle:
+                    if let tail = record.tail { effects.append { tail.setFinishing(true) } }
                     let context = SettleContext(id: record.id, sha256: record.expectedSHA256, size: record.expectedSize,
                                                 total: record.expectedTotal, storage: record.storage,
                                                 fileName: record.fileName ?? FileNameSanitizer.fallback, lease: record.lease)
@@ -127,6 +128,7 @@ extension EngineCore {
             if attempt.crew.map({ $0.abandoned || $0.refusedConnections }) == true { record.segmentsRefused = true }
             if case .failure(let failure) = result { record.lastAttemptStalled = failure.kind == .stalled }
             noteAttemptEnded(record, attempt, verdict, judged)
+            if let tail = record.tail { effects.append { tail.setFinishing(false) } }
             handle(.attemptSettled(serial: attempt.serial, verdict, partial: kept), for: record) { action in
                 switch action {
                 case .keepSettledPartial:

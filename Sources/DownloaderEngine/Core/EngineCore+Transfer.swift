@@ -142,6 +142,7 @@ extension EngineCore {
             record.bytesWritten = length
             record.story.received += count
             record.rate.add(count, at: now)
+            record.tail?.noteLanding()
             guard !current.abandoned else { return }
             switch record.progress.bytesArrived(at: now) {
             case .emit: emitProgress(record, at: now)

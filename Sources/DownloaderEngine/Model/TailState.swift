@@ -49,6 +49,21 @@ public struct TailState: Sendable, Equatable {
     public init() {}
 }
 
+/// Signs of a download's life that `TailState` does not show, for a streaming reader's patience
+/// (`DownloadReader.liveness`): bytes landing on any of its connections (a segment's land beyond
+/// the contiguous prefix the reader follows), and whether its attempt is finishing (the transfer
+/// ended: the file is being verified, synced and published, which may take longer than a stall).
+public struct TailLiveness: Sendable, Equatable {
+    /// Batches of bytes landed so far (any connection): it grows while the download moves.
+    public var landings: UInt64
+    public var finishing: Bool
+
+    public init(landings: UInt64, finishing: Bool) {
+        self.landings = landings
+        self.finishing = finishing
+    }
+}
+
 /// A file's device and inode: the same open file whatever it is renamed to.
 public struct FileIdentity: Sendable, Equatable {
     public var device: UInt64

@@ -46,4 +46,30 @@ struct FetchPublishingWindowTests {
         #expect(window.opened, "no path of \(window.0) opens this version's file")
         #expect(!FileManager.default.fileExists(atPath: window.0.path))
     }
+
+    /// What a reader's patience watches besides the bytes it can read: landings grow with every
+    /// write (a segment's too, beyond the prefix it follows), and the attempt's final checks show
+    /// as finishing, so a verification or commit slower than the stall timeout aborts no reader.
+    @Test func aReaderSeesLandingsAndTheFinalChecksAsLife() async throws {
+        let driver = FakeTransferDriver()
+        let recorder = StoryRecorder()
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver) { $0.storyteller = recorder.tell }
+        let reader = try engine.attachReader(DownloadRequest(url: "http://o.test/life.bin"))
+        defer { reader.close() }
+        let during = Mutex<TailLiveness?>(nil)
+        engine.core.locked { engine.core.hooks.beforePublishRename = { during.withLock { $0 = reader.liveness } } }
+        try await withTimeout(5) { await driver.waitForStarts(1) }
+        #expect(reader.liveness == TailLiveness(landings: 0, finishing: false))
+        #expect(driver.transfer(0).respond(200, ["Content-Length": "40000", "ETag": "\"v1\""]))
+        try driver.transfer(0).send(EngineFixture.body(20_000))
+        let first = reader.liveness.landings
+        #expect(first > 0 && !reader.liveness.finishing)
+        try driver.transfer(0).send(Array(EngineFixture.body(40_000)[20_000...]))
+        #expect(reader.liveness.landings > first)
+        driver.transfer(0).finish()
+        let story = try await recorder.wait(for: reader.id) { $0.isEnd }
+        #expect(story.last?.name == "completed")
+        #expect(during.withLock { $0 }?.finishing == true, "finishing while the file is verified and published")
+        #expect(!reader.liveness.finishing)
+    }
 }
