@@ -51,8 +51,7 @@ final class RunningService: Sendable {
         // Through the log's queue: a loop never waits on a full standard error.
         serverConfiguration.diagnostics = { logger.warning($0) }
         serverConfiguration.accessLog = { entry in
-            metrics.record(status: entry.status, bytes: entry.bytes,
-                           isFile: entry.path.hasSuffix("/file") && (200..<300).contains(entry.status))
+            metrics.record(status: entry.status, bytes: entry.bytes, isFile: ServiceMetrics.servesFile(path: entry.path, status: entry.status))
             logger.request(entry)
         }
         let server = HTTPServer(configuration: serverConfiguration) { request in await serving.respond(request) }

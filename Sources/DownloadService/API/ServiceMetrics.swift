@@ -21,6 +21,12 @@ final class ServiceMetrics: Sendable {
 
     var http: HTTPCounts { counts.withLock { $0 } }
 
+    /// Whether a response's body is file bytes (`bytes_served_total`): a download's file, or what
+    /// `/fetch` streams or serves, when the status is 2xx.
+    static func servesFile(path: String, status: Int) -> Bool {
+        (200..<300).contains(status) && (path.hasSuffix("/file") || path == "/fetch")
+    }
+
     /// Prometheus text exposition format (version 0.0.4). `eventWatchers`: `GET /events` streams open. Pure.
     static func render(states: [DownloadState: Int], engine: EngineStatistics, eventWatchers: Int, http: HTTPCounts) -> String {
         var out = ""

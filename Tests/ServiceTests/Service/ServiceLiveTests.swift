@@ -74,6 +74,17 @@ struct ServiceLiveTests {
         let metrics = try await client.request("GET", "/metrics")
         #expect(metrics.text.contains("download_service_downloads{state=\"completed\"} 1"))
         #expect(metrics.text.contains("download_service_coalesced_joins_total 1"))
+        #expect(metrics.text.contains("download_service_bytes_served_total \((3 << 20) + 100)\n"))
+        // What /fetch serves is file bytes too.
+        let encoded = try #require(origin.url.addingPercentEncoding(withAllowedCharacters: .alphanumerics))
+        let fetched = try await client.request("GET", "/fetch?url=\(encoded)")
+        #expect(fetched.status == 200 && fetched.body == origin.expectedBody())
+        var counted = false  // (the access log counts a response once it ended: a bounded wait)
+        for _ in 0..<50 where !counted {
+            counted = try await client.request("GET", "/metrics").text.contains("download_service_bytes_served_total \((6 << 20) + 100)\n")
+            if !counted { try await Task.sleep(nanoseconds: 100_000_000) }
+        }
+        #expect(counted)
         #expect(try await service.stop() == 0)
     }
 
