@@ -120,7 +120,7 @@ extension EngineCore {
                 if let tell = hooks.tokenDropped { effects.append { tell(dropped) } }
             }
             if record.state == .completed, storedFileVanished, record.finalPath == storedPath {
-                handle(.fileVanished, for: record)
+                completedFileChanged(record)  // Failed (told, stored) before this caller starts it anew.
             }
             if request.storage == .persistent && record.storage == .cache {
                 // `persistent` wins; a completed cache file moves into the data area (served from where it is meanwhile).

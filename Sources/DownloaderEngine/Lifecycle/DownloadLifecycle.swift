@@ -166,7 +166,7 @@ struct DownloadLifecycle: Equatable, Sendable {
             // While it moves, its old name goes before the new one is recorded: not vanished.
             guard phase == .completed, !moving else { return [] }
             phase = .failed
-            return [.resetResult]
+            return [.resetResult, .emit(.failed)]  // Told as any failure: streams, /events, callbacks, the story.
         case .placementWanted(let inPlace):
             guard phase == .completed, !moving, !inPlace else { return [] }
             moving = true

@@ -121,12 +121,32 @@ import Testing
     @Test func aStoredFileOfAnotherSizeIsFetchedAnew() async throws {
         let body = EngineFixture.body(5_000)
         let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: ["Content-Length": "\(body.count)"], body: body) }
-        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
+        let recorder = StoryRecorder()
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver) { $0.storyteller = recorder.tell }
         let (first, done) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/cut"), until: [.completed])
         let path = try #require(done.path)
         #expect(truncate(path, 1000) == 0)
+        let watcher = engine.watchAll()
+        defer { watcher.cancel() }
         let redo = try engine.request(DownloadRequest(url: "http://o.test/cut"))
         #expect(!redo.coalesced && redo.snapshot.id == first.snapshot.id && redo.snapshot.state != .completed)
+        // The stored file's loss is told as a failure (the story, /events) before it starts anew.
+        let story = try await recorder.wait(for: first.snapshot.id) { if case .failed = $0 { true } else { false } }
+        guard case .failed(let code, _, _, _)? = story.first(where: { if case .failed = $0 { true } else { false } }) else {
+            Issue.record("no failed step: \(story)")
+            return
+        }
+        #expect(code == .diskError)
+        var toldFailed = false
+        let deadline = Date().addingTimeInterval(5)
+        while !toldFailed && Date() < deadline {
+            guard case .item(let item) = watcher.poll(waker: {}) else {
+                try await Task.sleep(nanoseconds: 10_000_000)
+                continue
+            }
+            if case .event(.failed(let snapshot)) = item.kind, snapshot.id == first.snapshot.id { toldFailed = true }
+        }
+        #expect(toldFailed, "/events hears the failure")
         let again = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: first.snapshot.id, [.completed]) }
         let againPath = try #require(again.path)
         #expect(again.size == 5_000 && FileStore.fileSize(againPath) == 5_000)

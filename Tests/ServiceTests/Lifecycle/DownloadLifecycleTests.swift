@@ -174,7 +174,7 @@ import Testing
         // Ended.
         Row(given: .completed, event: .callerJoined, actions: "", then: "completed"),
         Row(given: .completed, event: .callerLeft(remaining: 0, partial: .empty), actions: "journal", then: "completed"),
-        Row(given: .completed, event: .fileVanished, actions: "reset-result", then: "failed"),
+        Row(given: .completed, event: .fileVanished, actions: "reset-result emit:failed", then: "failed"),
         Row(given: .completed, event: .placementWanted(inPlace: true), actions: "", then: "completed"),
         Row(given: .completed, event: .placementWanted(inPlace: false), actions: "move-file", then: "completed moving"),
         Row(given: .completed, event: .shutdown, actions: "", then: "completed"),
