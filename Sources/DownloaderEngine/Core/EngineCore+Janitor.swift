@@ -126,8 +126,9 @@ extension EngineCore {
         let before = hooks.beforeRemove
         for path in files { deleteInBackground(path, before: before) }
         decide {
-            if case .expire = action { tell(.removed(by: .retention), id: row.id, url: shown) }
+            // The purge is told first, then the removal (as the single process tells it, and README reads).
             if let event { notePurge(event) }
+            if case .expire = action { tell(.removed(by: .retention), id: row.id, url: shown) }
         }
         return true
     }

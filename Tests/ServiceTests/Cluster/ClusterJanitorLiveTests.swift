@@ -49,7 +49,10 @@ struct ClusterJanitorLiveTests {
             let database = try PostgresServer.shared.createDatabase()
             let shared = Live.sharedDirectory()
             defer { try? FileManager.default.removeItem(at: shared) }
-            let engines = try ["a", "b", "c"].map { try Self.replica($0, database: database, shared: shared, cacheTTL: 1) }
+            let recorder = StoryRecorder()
+            let engines = try ["a", "b", "c"].map {
+                try Self.replica($0, database: database, shared: shared, cacheTTL: 1) { $0.storyteller = recorder.tell }
+            }
             defer { Live.shutdown(engines) }
             c.expect(Live.wait(5) { Self.janitors(engines).count == 1 }, "one janitor")
             let store = try PostgresStateStore(pool: PostgresPool(url: database, capacity: 2))
@@ -77,6 +80,9 @@ struct ClusterJanitorLiveTests {
             c.expect(counts.filter { $0 > 0 }.count == 1 && counts.reduce(0, +) == 1, "one replica purged, once: \(counts)")
             let janitor = try c.require(counts.firstIndex { $0 > 0 })
             c.expect(engines[janitor].statistics.purges[PurgeCounterKey(kind: .cacheFile, reason: .ttl)] == 1)
+            // Told as the single process tells it: the purge, then the removal by retention.
+            c.expect(Live.wait(5) { recorder.events(of: "gone").count >= 2 })
+            c.expect(recorder.events(of: "gone").map(\.name) == ["purged", "removed"], "\(recorder.events(of: "gone"))")
             for engine in engines {
                 c.expect(engine.snapshot(id: "gone") == nil && engine.completedFile(id: "gone") == nil, "read as gone everywhere")
             }
