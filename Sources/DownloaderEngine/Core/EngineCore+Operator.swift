@@ -11,6 +11,7 @@ extension EngineCore {
             guard record.state != .completed && record.state != .failed else { return .invalidState(freshSnapshot(record)) }
             if !record.lifecycle.held {
                 record.updatedAt = clock.now()
+                record.story.reasonBeforeHold = record.story.pauseReason
                 record.story.pauseReason = .operator
                 handle(.operatorPaused(partial: record.partialFacts), for: record)
             }
@@ -32,8 +33,13 @@ extension EngineCore {
                 // Callers count only when their headers are here: a private download that lost them
                 // in a restart waits for a caller who brings them (it would ask the origin without).
                 let callers = record.waitsForCredentials ? 0 : record.interest
-                handle(.operatorResumed(callers: callers), for: record)
+                // Told in order: the hold is lifted, then (no caller left) it stays paused for its
+                // callers' reason, not the operator's.
                 tell(.released(callers: callers), of: record)
+                if record.story.pauseReason == .operator {
+                    record.story.pauseReason = record.waitsForCredentials ? .credentialsRequired : record.story.reasonBeforeHold
+                }
+                handle(.operatorResumed(callers: callers), for: record)
             }
             return .done(freshSnapshot(record))
         }

@@ -18,6 +18,9 @@ struct StoryLedger {
     /// Why the last attempt ended without the file.
     var trouble: DownloadStory.AttemptTrouble?
     var pauseReason = DownloadStory.PauseReason.callerCancelled
+    /// Why it was paused before the operator held it: why it stays paused once the hold is lifted
+    /// with no caller left (unless a caller left meanwhile, which says so itself).
+    var reasonBeforeHold = DownloadStory.PauseReason.callerCancelled
 
     /// A new run, from `now`, keeping `kept` bytes.
     init(since now: Double? = nil, kept: Int64 = 0) {

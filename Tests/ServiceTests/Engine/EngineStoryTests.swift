@@ -146,6 +146,32 @@ struct EngineStoryTests {
         #expect(story.last == .paused(reason: .readerLeft, keptBytes: 1_000))
     }
 
+    /// The operator holds a download its callers had paused, then lifts the hold with none left:
+    /// the story says the hold went, then that it stays paused for its callers (not the operator).
+    @Test func aHoldLiftedWithNoCallerLeftTellsTheCallersReason() async throws {
+        let (driver, recorder) = (FakeTransferDriver(), StoryRecorder())
+        let engine = try Self.engine(driver, recorder)
+        let first = try engine.request(DownloadRequest(url: Self.url))
+        let id = first.snapshot.id
+        try await withTimeout(5) { await driver.waitForStarts(1) }
+        #expect(driver.transfer(0).respond(200, ["Content-Length": "40000", "ETag": "\"v1\""]))
+        try driver.transfer(0).send(Array(body[0..<1_000]))
+        _ = try await EngineFixture.cancelAndSettle(engine, token: first.token, id: id)
+        guard case .done = try engine.operatorPausing(id: id), case .done = try engine.operatorResuming(id: id) else {
+            Issue.record("the operator could not hold and release it")
+            return
+        }
+        let expected: [DownloadStory.Event] = [.paused(reason: .callerCancelled, keptBytes: 1_000), .paused(reason: .operator, keptBytes: 1_000),
+                                               .released(callers: 0), .paused(reason: .callerCancelled, keptBytes: 1_000)]
+        var ending: [DownloadStory.Event] = []
+        let deadline = Date().addingTimeInterval(5)  // (steps are told off the engine's lock: a bounded wait)
+        while ending.count < expected.count && Date() < deadline {
+            ending = Array(recorder.events(of: id).drop { $0.name != "paused" })
+            if ending.count < expected.count { try await Task.sleep(nanoseconds: 10_000_000) }
+        }
+        #expect(ending == expected)
+    }
+
     @Test func movedStoppedAndRecovered() async throws {
         let root = EngineFixture.root()
         let (driver, recorder) = (FakeTransferDriver(), StoryRecorder())
