@@ -10,7 +10,7 @@ enum StoryLine {
 
     static func render(_ story: DownloadStory) -> (level: Logger.Level, message: String, fields: [String: Any]) {
         let (name, level, fields) = describe(story.event)
-        var all = fields
+        var all = fields.mapValues(bounded)
         all["event"] = name
         all["id"] = story.id
         all["url"] = URLCredentials.redacted(story.url)
@@ -71,6 +71,18 @@ enum StoryLine {
             return ("removed", .info, ["by": by.rawValue])
         }
     }
+
+    /// A step's text field from the origin (a validator, a message, a reason) is kept to
+    /// `maxFieldBytes`: an origin's 60 KiB ETag is in every `attempt_started` line, and 30 such
+    /// lines would fill the log's reserve for story lines.
+    static func bounded(_ value: Any) -> Any {
+        guard let text = value as? String, text.utf8.count > maxFieldBytes else { return value }
+        var cut = text.utf8.prefix(maxFieldBytes)
+        while !cut.isEmpty, String(cut) == nil { cut = cut.dropLast() }  // never half a character
+        return (String(cut) ?? "") + "… (\(text.utf8.count) bytes)"
+    }
+
+    static let maxFieldBytes = 1_024
 
     /// Seconds with millisecond precision.
     static func seconds(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }

@@ -49,6 +49,17 @@ import Testing
         #expect(fields["url"] as? String == "https://***@o.example/f.bin?x=1")
     }
 
+    /// An origin's 60 KiB validator or message is cut at 1 KiB (never inside a character); the URL is not.
+    @Test func textFromTheOriginIsCutAt1KiB() {
+        let etag = "\"" + String(repeating: "é", count: 30_000) + "\""
+        let fields = Self.fields(.attemptStarted(attempt: 2, offset: 5, range: "bytes=5-", ifRange: etag))
+        let shown = fields["ifRange"] as? String ?? ""
+        #expect(shown.hasPrefix("\"éé") && shown.hasSuffix("… (60002 bytes)") && shown.utf8.count <= 1_024 + 20)
+        #expect(fields["range"] as? String == "bytes=5-")
+        let long = "https://o.example/" + String(repeating: "a", count: 3_000)
+        #expect(Self.fields(.stopped(bytesWritten: 0), url: long)["url"] as? String == long)
+    }
+
     @Test func anEventHasTheSameKeysWhateverItsValues() {
         let accepted = Self.fields(Self.every[4])
         let refused = Self.fields(Self.every[5])
