@@ -23,10 +23,25 @@ enum EpochSeeding {
     /// fsynced. Returns the ranges copied: a range is cut where `from` ends (and those after it
     /// dropped); none when `from` is missing or a read or write failed (`to` then removed).
     static func copy(from: String, to: String, ranges: [Range<Int64>]) -> [Range<Int64>] {
+        seed(from: from, to: to, ranges: ranges).copied
+    }
+
+    /// `copy(from:to:ranges:)`, telling a failure (`failed`: the target could not be made, a read,
+    /// a write or the sync failed, or the source could not be opened for another reason than being
+    /// gone) from a source that is simply missing or shorter (nothing to keep: not a failure).
+    static func seed(from: String, to: String, ranges: [Range<Int64>]) -> (copied: [Range<Int64>], failed: Bool) {
         unlink(to)
-        guard !ranges.isEmpty, let source = try? syscall("open \(from)", { open(from, O_RDONLY | O_CLOEXEC) }) else { return [] }
+        guard !ranges.isEmpty else { return ([], false) }
+        let source: Int32
+        do throws(SystemError) {
+            source = try syscall("open \(from)") { open(from, O_RDONLY | O_CLOEXEC) }
+        } catch {
+            return ([], error.errno != ENOENT)
+        }
         defer { close(source) }
-        guard let target = try? syscall("open \(to)", { open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }) else { return [] }
+        guard let target = try? syscall("open \(to)", { open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }) else {
+            return ([], true)
+        }
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         var copied: [Range<Int64>] = []
         var ok = true
@@ -40,9 +55,9 @@ enum EpochSeeding {
         close(target)
         guard ok, !copied.isEmpty else {
             unlink(to)
-            return []
+            return ([], !ok)
         }
-        return copied
+        return (copied, false)
     }
 
     /// Copies `range` from `source` to `target` at the same offsets; returns where it stopped (the

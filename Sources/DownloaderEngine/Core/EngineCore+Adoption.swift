@@ -13,9 +13,22 @@ extension EngineCore {
             throw .heldElsewhere(ownerURL: url)
         case .granted(let hold, let grant, let row):
             guard let row else { return hold }
-            adopt(row, hold, grant, cluster)
+            if case .seedFailed(let why) = adopt(row, hold, grant, cluster) {
+                // Given back: the lease row still names the previous partial, for whoever tries next.
+                if hold.stop() { _ = try? cluster.leases.release(key: hold.key, epoch: hold.epoch) }
+                throw .busy("the download's kept bytes could not be copied here (\(why)); try again shortly").about(row.id)
+            }
             return nil  // Adopted, or its lease stopped while seeding: the join takes it again.
         }
+    }
+
+    enum Adoption: Equatable {
+        case adopted
+        /// The lease stopped while the partial was seeded: nothing adopted.
+        case leaseStopped
+        /// The previous epoch's durable bytes could not be copied (a full or failing shared
+        /// volume): nothing adopted, rather than the download going on from 0 and its kept bytes deleted.
+        case seedFailed(String)
     }
 
     private enum Taken {
@@ -61,8 +74,7 @@ extension EngineCore {
     /// The lease is renewed from the start: seeding copies the partial, which for a large file
     /// takes longer than a lease lasts. When it stopped meanwhile, nothing is adopted (false) and
     /// the previous partial stays where the lease row names it.
-    @discardableResult
-    private func adopt(_ row: StoredDownload, _ hold: LeaseHold, _ grant: LeaseStore.Grant, _ cluster: EngineCluster) -> Bool {
+    private func adopt(_ row: StoredDownload, _ hold: LeaseHold, _ grant: LeaseStore.Grant, _ cluster: EngineCluster) -> Adoption {
         cluster.keeper.add(hold)
         if let seeding = locked({ hooks.seeding }) { seeding(row.id) }
         let target = store.partialDirectory + "/" + EpochFiles.partial(id: row.id, epoch: hold.epoch)
@@ -71,7 +83,12 @@ extension EngineCore {
            case .copy(let from, let ranges) = EpochFiles.seed(previousPartial: grant.partFile, durableOffset: grant.durableOffset,
                                                               segments: row.segments),
            !from.contains("/") {
-            copied = EpochSeeding.copy(from: store.partialDirectory + "/" + from, to: target, ranges: ranges)
+            let seeded = EpochSeeding.seed(from: store.partialDirectory + "/" + from, to: target, ranges: ranges)
+            guard !seeded.failed else {
+                cluster.keeper.remove(hold)
+                return .seedFailed("copying \(from) failed")
+            }
+            copied = seeded.copied
         } else {
             FileStore.remove(target)
         }
@@ -110,7 +127,7 @@ extension EngineCore {
         }
         guard adopted else {
             FileStore.remove(target)
-            return false
+            return .leaseStopped
         }
         // The previous epoch's partial is done with once the lease row names this epoch's (the
         // row's first commit under this lease checkpoints it): before, a crash or a lost lease sends
@@ -123,7 +140,7 @@ extension EngineCore {
                 workQueue.async { FileStore.remove(path) }
             }
         }
-        return true
+        return .adopted
     }
 
     /// Cluster queue: takes over leases whose holder stopped renewing them (a higher epoch), adopts
@@ -140,7 +157,13 @@ extension EngineCore {
                 _ = try? cluster.leases.release(key: hold.key, epoch: hold.epoch)
                 continue
             }
-            guard adopt(row, hold, grant, cluster) else { continue }
+            switch adopt(row, hold, grant, cluster) {
+            case .adopted: break
+            case .leaseStopped: continue
+            case .seedFailed:
+                _ = hold.stop()  // Left to lapse again (not given up): taken over once more later.
+                continue
+            }
             cluster.takeovers.add(1, ordering: .relaxed)
             decide { if let record = byID[row.id] { clusterCheck(record) } }
         }

@@ -82,6 +82,51 @@ struct ClusterLeaseStopLiveTests {
         }
     }
 
+    /// A seed that cannot be written (here its target is a directory; in life a full or failing
+    /// shared volume) adopts nothing: the request is refused for now (`busy`), the previous partial
+    /// and the lease row stay as they were, and the next request resumes from them. It used to go
+    /// on from 0 and delete the kept bytes.
+    @Test func aSeedThatFailsKeepsTheBytesAndRefusesForNow() async throws {
+        try await ClusterLeaseLiveTests.withReplicas(ttl: 2) { c, database, origin, a, b in
+            let first = try a.request(DownloadRequest(url: origin.url))
+            let id = first.snapshot.id
+            try c.expect(try ClusterLeaseLiveTests.wait(10) { (try ClusterLeaseLiveTests.leaseRow(database)?.durable ?? 0) >= 128 << 10 },
+                         "a checkpoint reached the lease row")
+            c.expect(a.cancel(token: first.token)?.state == .paused)
+            try c.expect(try ClusterLeaseLiveTests.wait(5) { try ClusterLeaseLiveTests.letGo(a, database) }, "a lets it go")
+            let before = try c.require(try ClusterLeaseLiveTests.leaseRow(database))
+            let previous = b.core.store.partialDirectory + "/" + (before.partFile ?? "-")
+            let kept = try c.require(FileStore.fileSize(previous))
+            let blocked = Mutex<String?>(nil)
+            b.core.locked {
+                b.core.hooks.seeding = { id in
+                    guard let epoch = try? ClusterLeaseLiveTests.leaseRow(database)?.epoch else { return }
+                    let target = b.core.store.partialDirectory + "/" + EpochFiles.partial(id: id, epoch: epoch)
+                    if mkdir(target, 0o700) == 0 { blocked.withLock { $0 = target } }
+                }
+            }
+            do throws(EngineError) {
+                _ = try b.request(DownloadRequest(url: origin.url))
+                c.expect(false, "adopted without its bytes")
+            } catch {
+                c.expect(error.code == .busy, "\(error)")
+            }
+            c.expect(blocked.withLock { $0 } != nil, "the seed's target was blocked")
+            c.expect(FileStore.fileSize(previous) == kept, "the kept bytes stay")
+            try c.expect(try ClusterLeaseLiveTests.leaseRow(database)?.partFile == before.partFile, "the lease row still names them")
+            c.expect(b.snapshot(id: id)?.state == .paused, "left as it was")
+
+            b.core.locked { b.core.hooks.seeding = nil }
+            if let target = blocked.withLock({ $0 }) { rmdir(target) }
+            let gets = origin.getCount()
+            let second = try b.request(DownloadRequest(url: origin.url))
+            c.expect(second.snapshot.id == id)
+            c.expect(ClusterLeaseLiveTests.wait(20) { b.snapshot(id: id)?.state == .completed }, "completes on b")
+            let resumed = origin.requests(path: "/file").filter { $0.method == "GET" }.dropFirst(gets).first?.header("Range") ?? "none"
+            c.expect(resumed.hasPrefix("bytes=") && resumed != "bytes=0-", "resumed from the kept bytes: \(resumed)")
+        }
+    }
+
     /// A takeover seeds its own partial from the previous epoch's; the previous one is what the
     /// lease row names until the new holder's first commit checkpoints the new one, so it stays
     /// until then (here: while the new holder's state commits fail): a crash in between resumes
