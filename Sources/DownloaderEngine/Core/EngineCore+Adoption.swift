@@ -79,7 +79,13 @@ extension EngineCore {
         if let seeding = locked({ hooks.seeding }) { seeding(row.id) }
         let target = store.partialDirectory + "/" + EpochFiles.partial(id: row.id, epoch: hold.epoch)
         var copied: [Range<Int64>] = []
-        if row.state != .completed, row.validator != nil,
+        // A publishing intent whose file is in place (verified and fsynced before the intent was
+        // committed; its holder died or lost the lease before the completion's commit): completed.
+        let published = row.state != .completed && row.sha256 != nil
+            && row.finalPath.map { path in !path.isEmpty && FileStore.fileSize(path) == row.size } == true
+        if published {
+            FileStore.remove(target)
+        } else if row.state != .completed, row.validator != nil,
            case .copy(let from, let ranges) = EpochFiles.seed(previousPartial: grant.partFile, durableOffset: grant.durableOffset,
                                                               segments: row.segments),
            !from.contains("/") {
@@ -101,7 +107,10 @@ extension EngineCore {
             hold.id = record.id
             record.lease = hold
             record.segments = nil
-            if record.state != .completed {
+            if published, let path = row.finalPath, let sha = row.sha256, let size = row.size {
+                record.setCompleted(path: path, sha256: sha, size: size)
+                record.lifecycle = DownloadLifecycle(restoring: .completed)
+            } else if record.state != .completed {
                 (record.finalPath, record.sha256, record.size) = (nil, nil, nil)
                 record.segments = segments
                 record.keptBytes = kept

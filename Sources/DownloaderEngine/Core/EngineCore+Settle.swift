@@ -102,8 +102,12 @@ extension EngineCore {
         let held = lostWrites ? 0 : max(closed?.length ?? 0, attempt.crew?.table.writtenBytes ?? 0)
         decide {
             guard let record = record(of: attempt) else {
-                // Removed while settling: a file published meanwhile goes too.
-                if case .published(let file) = settlement { removeLater(file.path) }
+                // Removed while settling: a file published meanwhile goes too. Evicted (cluster
+                // mode: its lease was lost), the file stays: the committed publishing intent names
+                // it, and the replica that takes the lease over adopts it as completed.
+                if case .published(let file) = settlement, cluster == nil || tombstones.contains(id: attempt.recordID) {
+                    removeLater(file.path)
+                }
                 return
             }
             if let hold = record.lease, hold.isStopped, !settlement.isPublished {

@@ -82,6 +82,25 @@ struct ClusterLeaseStopLiveTests {
         }
     }
 
+    /// The holder dies between the rename of the verified file and the commit of its completion
+    /// (its publishing intent was committed first): the replica that takes the lease over finds
+    /// the file in place and adopts the download as completed, nothing fetched again. It used to
+    /// fetch the whole file a second time.
+    @Test func aTakeoverAdoptsAFilePublishedByAHolderThatDiedBeforeItsCompletion() async throws {
+        try await ClusterLeaseLiveTests.withReplicas { c, database, origin, a, b in
+            origin.addResource(path: "/small", size: 64 << 10)
+            a.core.locked { a.core.hooks.afterPublishRename = { a.core.clusterAbandonForTests() } }
+            let id = try a.request(DownloadRequest(url: origin.url("/small"))).snapshot.id
+            c.expect(ClusterLeaseLiveTests.wait(20) { b.statistics.cluster?.takeovers ?? 0 >= 1 }, "b took the lease over")
+            c.expect(ClusterLeaseLiveTests.wait(10) { b.snapshot(id: id)?.state == .completed }, "completed on b")
+            try c.expect(try ClusterLeaseLiveTests.wait(10) { try ClusterLeaseLiveTests.state(of: id, database) == "completed" }, "and recorded so")
+            c.expect(origin.requests(path: "/small").filter { $0.method == "GET" }.count == 1, "fetched once")
+            let file = try c.require(b.completedFile(id: id))
+            c.expect((try? Data(contentsOf: URL(fileURLWithPath: file.path))).map(Array.init) == origin.expectedBody(path: "/small"),
+                     "the published file, byte-identical")
+        }
+    }
+
     /// A seed that cannot be written (here its target is a directory; in life a full or failing
     /// shared volume) adopts nothing: the request is refused for now (`busy`), the previous partial
     /// and the lease row stay as they were, and the next request resumes from them. It used to go
