@@ -126,7 +126,10 @@ extension TestOrigin {
         case .none:
             return true
         case .text:
-            return body.withUnsafeBytes { OriginSocket.send(fd, $0) }
+            guard let cut = response.cutAfter else { return body.withUnsafeBytes { OriginSocket.send(fd, $0) } }
+            guard body.prefix(cut).withUnsafeBytes({ OriginSocket.send(fd, $0) }) else { return false }
+            endCut(fd, response)
+            return false
         case .resource(let seed, let range):
             let limit = min(range.count, response.cutAfter ?? response.stallAfter ?? range.count)
             if let declared = response.announcedLength, declared < limit {
@@ -138,13 +141,7 @@ extension TestOrigin {
             guard sendBody(fd, seed: seed, range: range.lowerBound..<(range.lowerBound + limit), chunked: response.chunked,
                            lastChunk: limit == range.count) else { return false }
             if response.cutAfter != nil {
-                if let path = response.changeVersionOf { changeVersion(path: path) }  // Before the client can ask again.
-                if let resize = response.resizeTo { resizeKeepingValidators(path: resize.path, size: resize.size) }
-                if response.reset {
-                    OriginSocket.resetOnClose(fd)  // serve() closes it: RST instead of FIN.
-                } else {
-                    _ = shutdown(fd, Int32(SHUT_WR))
-                }
+                endCut(fd, response)
                 return false
             }
             if response.stallAfter != nil {
@@ -152,6 +149,18 @@ extension TestOrigin {
                 return false
             }
             return true
+        }
+    }
+
+    /// Ends a response cut after `cutAfter` body bytes (the caller then returns false: serve() closes `fd`).
+    fileprivate func endCut(_ fd: Int32, _ response: OriginResponse) {
+        state.withLock { $0.cuts += 1 }  // Before the client can see the end.
+        if let path = response.changeVersionOf { changeVersion(path: path) }  // Before the client can ask again.
+        if let resize = response.resizeTo { resizeKeepingValidators(path: resize.path, size: resize.size) }
+        if response.reset {
+            OriginSocket.resetOnClose(fd)  // serve() closes it: RST instead of FIN.
+        } else {
+            _ = shutdown(fd, Int32(SHUT_WR))
         }
     }
 

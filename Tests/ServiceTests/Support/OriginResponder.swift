@@ -103,7 +103,14 @@ enum OriginResponder {
                 break
             case .unsatisfiable:
                 fields.append(.init(name: "Content-Range", value: "bytes */\(resource.size)"))
-                return OriginResponse(status: 416, headers: fields, body: .text("range not satisfiable\n"), close: false)
+                var page = OriginResponse(status: 416, headers: fields, body: .text("range not satisfiable\n"), close: false)
+                // A `.cut` or `.reset` cuts the page short of its Content-Length too.
+                switch fault {
+                case .cut(let after)?: page.cutAfter = after
+                case .reset(let after)?: (page.cutAfter, page.reset) = (after, true)
+                default: break
+                }
+                return page
             case .satisfiable(let requested):
                 status = 206
                 range = requested

@@ -32,12 +32,14 @@ import Glibc
 ///   `stallBound` seconds pass), `.status(503, retryAfter: "2")` answers that status instead,
 ///   `.reset(afterBodyBytes:)` resets the connection (RST) after K bytes, and
 ///   `.changeVersion(afterBodyBytes:)` closes after K bytes having replaced the body by a new version.
+///   `.cut` and `.reset` cut a 416 page short as well.
 ///   Faults queue up in order; `clearFaults()` drops the rest.
 ///
 /// What it records
 /// - `requests()` / `requests(path:)`: every request (method, path, headers in wire order, connection
 ///   number), so a test can assert the exact `Range`/`If-Range` each attempt sent.
 /// - `getCount(path:)`: GETs per path; `connectionCount`: accepted connections; `bodyBytesSent`: body bytes served;
+///   `cutCount`: responses a fault ended by closing or resetting the connection;
 ///   `waitForGETs(n, path:)` waits (bounded, no polling) until n GETs for a path arrived.
 ///
 /// Bounds: 64 connections at once (more are closed at once), 64 KiB request heads, 10 s idle
@@ -124,6 +126,7 @@ final class TestOrigin: Sendable {
         var open: Set<Int32> = []
         var accepted = 0
         var bodyBytesSent: Int64 = 0
+        var cuts = 0
         var stopped = false
         var waiters: [UUID: GETWaiter] = [:]
     }
@@ -252,6 +255,9 @@ final class TestOrigin: Sendable {
     /// Resource body bytes handed to the kernel so far, every path and request together (what a
     /// client was served, whether or not it kept it).
     var bodyBytesSent: Int64 { state.withLock { $0.bodyBytesSent } }
+
+    /// Responses a `.cut`, `.reset`, `.changeVersion` or `.resize` fault ended so far (closed or reset).
+    var cutCount: Int { state.withLock { $0.cuts } }
 
     // MARK: Lifecycle
 

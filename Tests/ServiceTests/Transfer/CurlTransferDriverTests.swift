@@ -261,10 +261,13 @@ import Testing
         #expect(try await whole.failureKind() == nil)
         #expect(whole.heads.map(\.status) == [416] && whole.sink.count == 0)
 
-        origin.inject(.reset(afterBodyBytes: 5))
-        let cut = try await Self.attempt(request, on: driver, recorder: accepting416())
-        #expect(try await cut.failureKind() == nil)
-        #expect(cut.heads.map(\.status) == [416])
+        for (index, fault) in [TestOrigin.Fault.cut(afterBodyBytes: 5), .reset(afterBodyBytes: 5)].enumerated() {
+            origin.inject(fault)
+            let cut = try await Self.attempt(request, on: driver, recorder: accepting416())
+            #expect(try await cut.failureKind() == nil, "\(fault)")
+            #expect(cut.heads.map(\.status) == [416] && cut.sink.count == 0, "\(fault)")
+            #expect(origin.cutCount == index + 1, "the page was cut short of its Content-Length: \(fault)")
+        }
     }
 
     @Test func maxBodyBytesWithoutContentLength() async throws {
