@@ -48,6 +48,7 @@ struct EngineSyncFailureTests {
         origin.update { $0.bytesPerSecond = 2 << 20 }  // paced: checkpoints land while the body arrives
         let engine = try EngineLiveTests.engine { $0.checkpointBytes = 1 << 20 }
         let phase = OriginLock(0)  // 0: syncs work, 1: they fail, 2: they work again
+        let checkpoints = OriginLock<[Int64]>([])  // The offsets stored after a successful sync.
         engine.core.locked {
             engine.core.hooks.partialSync = { fd in
                 guard phase.withLock({ $0 }) == 1 else { return fdatasync(fd) }
@@ -55,6 +56,7 @@ struct EngineSyncFailureTests {
                 return -1
             }
             engine.core.hooks.checkpointed = { _, length in
+                checkpoints.withLock { $0.append(length) }
                 if length >= 1 << 20 { phase.withLock { if $0 == 0 { $0 = 1 } } }
             }
         }
@@ -62,6 +64,8 @@ struct EngineSyncFailureTests {
         #expect(failed.state == .failed && failed.error?.code == .diskError, "\(failed)")
         let kept = failed.bytesWritten
         #expect(kept >= 1 << 20 && kept < 3 << 20, "kept what the checkpoints made durable: \(kept)")
+        let lastGood = try #require(checkpoints.withLock { $0.max() })
+        #expect(kept <= lastGood, "never past the last checkpoint whose sync succeeded: \(kept) > \(lastGood)")
         phase.withLock { $0 = 2 }
         let (_, done) = try await EngineLiveTests.requestAgain(engine, origin.url, id: r.snapshot.id)
         #expect(done.state == .completed)
@@ -91,13 +95,25 @@ struct EngineSyncFailureTests {
         let (origin, engine) = try Self.checkpointing(connections: connections)
         defer { origin.stop() }
         _ = Self.failSync(number: 2, of: engine)  // The second checkpoint's sync; every other one works.
+        let checkpoints = OriginLock<[Int64]>([])  // The offsets stored after a successful sync (of the prefix).
+        engine.core.locked { engine.core.hooks.checkpointed = { _, length in checkpoints.withLock { $0.append(length) } } }
         let (r, failed) = try await EngineLiveTests.fetch(engine, DownloadRequest(url: origin.url, connections: connections))
         #expect(failed.state == .failed && failed.error?.code == .diskError, "\(failed)")
         #expect(failed.bytesWritten < 24 << 20, "kept only what was synced before the failure: \(failed.bytesWritten)")
         #expect(engine.completedFile(id: r.snapshot.id) == nil)
+        if connections == 1 {
+            // (Segmented, the pieces' checkpoints do not go through the hook, and the resume is several ranges.)
+            let lastGood = try #require(checkpoints.withLock { $0.max() }, "the first checkpoint's sync succeeded")
+            #expect(failed.bytesWritten > 0 && failed.bytesWritten <= lastGood,
+                    "never past the last checkpoint whose sync succeeded: \(failed.bytesWritten), \(checkpoints.withLock { $0 })")
+        }
         let (_, done) = try await EngineLiveTests.requestAgain(engine, origin.url, id: r.snapshot.id)
         #expect(done.state == .completed)
         #expect(try EngineLiveTests.stored(engine, r.snapshot.id) == origin.expectedBody())
+        if connections == 1 {
+            let gets = origin.requests(path: "/file").filter { $0.method == "GET" }
+            #expect(gets.last?.header("Range") == "bytes=\(failed.bytesWritten)-", "\(gets.map { $0.header("Range") ?? "-" })")
+        }
         await engine.shutdown()
     }
 
