@@ -19,9 +19,19 @@ struct ServiceBurstKillTests {
         var cancelled: Bool
     }
 
+    /// What a burst's callers were answered, noted as the answers come (a burst killed part-way
+    /// throws, and its answers count all the same).
+    struct Answered {
+        /// Downloads a POST answered completed: id → URL.
+        var completed: [String: String] = [:]
+        /// Tokens a DELETE answered 200.
+        var cancelled: [String] = []
+    }
+
     /// POSTs `count` new URLs; every other caller cancels (`DELETE` of its token) right after its
-    /// POST. Throws when the service goes away part-way.
-    func burst(_ service: ServiceProcess, _ origin: TestOrigin, _ name: String, count: Int) async throws -> [Posted] {
+    /// POST. Throws when the service goes away part-way; `answered` keeps what was answered until then.
+    func burst(_ service: ServiceProcess, _ origin: TestOrigin, _ name: String, count: Int,
+               answered: OriginLock<Answered>? = nil) async throws -> [Posted] {
         var posted: [Posted] = []
         for i in 0..<count {
             let path = "/\(name)-\(i).bin"
@@ -31,9 +41,13 @@ struct ServiceBurstKillTests {
                 throw TimeoutError(seconds: 0)  // not an answer the service gives while it runs
             }
             var entry = Posted(id: id, token: token, url: origin.url(path), cancelled: false)
+            if created.status == 200 && created.string("state") == "completed" {
+                answered?.withLock { $0.completed[id] = entry.url }
+            }
             if i % 2 == 1 {
                 let answer = try await service.client.request("DELETE", "/downloads/\(token)")
                 entry.cancelled = answer.status == 200
+                if entry.cancelled { answered?.withLock { $0.cancelled.append(token) } }
             }
             posted.append(entry)
         }
@@ -45,8 +59,8 @@ struct ServiceBurstKillTests {
         defer { origin.stop() }
         let root = Durability.root("bursts")
         var service = try await ServiceProcess.start(root: root, arguments: Durability.allowLoopback)
-        var completed: [String: String] = [:]  // id → URL, completed before a burst that was killed
-        var cancelled: [String] = []  // tokens cancelled before a burst that was killed
+        var completed: [String: String] = [:]  // id → URL, completed before a burst that was killed (or answered so by it)
+        var cancelled: [String] = []  // tokens cancelled before a burst that was killed (or by it, answered 200)
         var held: [String] = []  // tokens of completed downloads, never cancelled
         for (round, killAfter) in [0.05, 0.15, 0.3].enumerated() {
             let settled = try await burst(service, origin, "r\(round)", count: 20)
@@ -71,8 +85,13 @@ struct ServiceBurstKillTests {
                 try await Task.sleep(for: .seconds(killAfter))
                 return try await victim.stop(signal: SIGKILL)
             }
-            _ = try? await burst(service, origin, "k\(round)", count: 40)
+            let answered = OriginLock(Answered())
+            _ = try? await burst(service, origin, "k\(round)", count: 40, answered: answered)
             #expect(try await killer.value == SIGKILL)
+            // What the killed burst was answered holds after the restart too (checked below, and after every later kill).
+            let seen = answered.withLock { $0 }
+            completed.merge(seen.completed) { before, _ in before }
+            cancelled += seen.cancelled
 
             service = try await ServiceProcess.start(root: root, arguments: Durability.allowLoopback)
             let listed = try await Durability.list(service)
