@@ -33,7 +33,8 @@ import Synchronization
         guard case .done(let paused) = engine.operatorPause(id: id) else { Issue.record("not paused"); return }
         #expect(paused.state == .paused && paused.pausedBy == .operator)
         #expect(driver.transfer(0).isCancelled)
-        guard case .paused(let told) = try await Self.next(sub, where: { if case .paused = $0 { true } else { false } }) else { return }
+        let event = try await Self.next(sub, where: { if case .paused = $0 { true } else { false } })
+        guard case .paused(let told) = event else { Issue.record("not told paused: \(event)"); return }
         #expect(told.pausedBy == .operator && told.bytesWritten == 4000)
         // Idempotent; the caller's token stays valid; a new caller does not resume it.
         #expect(engine.operatorPause(id: id) == .done(try #require(engine.snapshot(id: id))))

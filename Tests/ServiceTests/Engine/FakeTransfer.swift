@@ -239,7 +239,10 @@ enum EngineFixture {
         let t = driver.transfer(index)
         #expect(t.respond(200, headers))
         try t.send(bytes)
-        if pause { _ = try await cancelAndSettle(engine, token: r.token, id: r.snapshot.id) }
+        if pause {
+            let settled = try await cancelAndSettle(engine, token: r.token, id: r.snapshot.id)
+            guard case .paused = settled else { Issue.record("not paused: \(settled)"); return r }
+        }
         return r
     }
 

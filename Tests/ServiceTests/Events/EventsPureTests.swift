@@ -32,7 +32,10 @@ import Testing
             return
         }
         #expect(c.maxEventSubscribers == 7)
-        guard case .run(let d) = CommandLineOptions.parse(arguments: [], environment: base) else { return }
+        guard case .run(let d) = CommandLineOptions.parse(arguments: [], environment: base) else {
+            Issue.record("refused the defaults")
+            return
+        }
         #expect(d.maxEventSubscribers == 1_024)
         guard case .invalid(let message) = CommandLineOptions.parse(arguments: ["--max-event-subscribers", "0"], environment: base) else {
             Issue.record("accepted 0")

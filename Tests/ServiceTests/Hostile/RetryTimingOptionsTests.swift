@@ -12,7 +12,7 @@ import Testing
     }
 
     @Test func defaultsAreTheEngineDefaults() throws {
-        guard case .run(let c) = CommandLineOptions.parse(arguments: [], environment: ["HOME": "/h"]) else { return }
+        guard case .run(let c) = CommandLineOptions.parse(arguments: [], environment: ["HOME": "/h"]) else { Issue.record("invalid"); return }
         #expect(c.engineConfiguration.stallTimeout == 30 && c.engineConfiguration.retryBaseDelay == 0.5)
         #expect(c.engineConfiguration.maxAttempts == 6)
     }

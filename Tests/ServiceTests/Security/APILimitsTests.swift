@@ -235,7 +235,10 @@ import Testing
         #expect(c.engineConfiguration.allowHosts == c.allowHosts && c.engineConfiguration.denyHosts == c.denyHosts)
         #expect(c.engineConfiguration.allowURLCredentials)
 
-        guard case .run(let defaults) = CommandLineOptions.parse(arguments: [], environment: ["HOME": "/h"]) else { return }
+        guard case .run(let defaults) = CommandLineOptions.parse(arguments: [], environment: ["HOME": "/h"]) else {
+            Issue.record("expected run")
+            return
+        }
         #expect(defaults.allowHosts.isEmpty && defaults.denyHosts.isEmpty && !defaults.allowURLCredentials)
         #expect(defaults.maxConnections == 16_384 && defaults.maxConnectionsPerIP == nil)
         #expect(defaults.maxSubscribersPerDownload == 16_384 && defaults.maxDownloadsPerClient == 1_000)

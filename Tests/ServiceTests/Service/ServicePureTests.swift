@@ -15,7 +15,10 @@ import Testing
         #expect(c.dataDirectory == "/home/u/.local/share/download-service")
         #expect(c.stateDirectory == "/home/u/.local/state/download-service")
         #expect(c.authToken == nil && c.maxFileSize == nil && c.cacheMaxBytes == nil && !c.allowPrivateNetworks)
-        guard case .run(let x) = parse([], env: ["HOME": "/h", "XDG_CACHE_HOME": "/c", "XDG_DATA_HOME": "relative"]) else { return }
+        guard case .run(let x) = parse([], env: ["HOME": "/h", "XDG_CACHE_HOME": "/c", "XDG_DATA_HOME": "relative"]) else {
+            Issue.record("expected run")
+            return
+        }
         #expect(x.cacheDirectory == "/c/download-service")
         #expect(x.dataDirectory == "/h/.local/share/download-service")  // relative XDG values are ignored
     }
