@@ -108,10 +108,13 @@ import Testing
 
         // The store holds the keyed hash, never the value; the key has its own 0600 file.
         let state = root.appendingPathComponent("state")
+        var rowsRead = false
         for name in try FileManager.default.contentsOfDirectory(atPath: state.path) where name.hasPrefix("state.db") {
             let bytes = try Data(contentsOf: state.appendingPathComponent(name))
             #expect(bytes.range(of: Data("s3cr3t".utf8)) == nil, "\(name)")
+            if bytes.range(of: Data(url.utf8)) != nil { rowsRead = true }
         }
+        #expect(rowsRead, "the scan read the download's row (its URL is stored)")
         let keyPath = state.appendingPathComponent(CredentialKey.fileName).path
         var st = stat()
         #expect(stat(keyPath, &st) == 0 && st.st_mode & 0o777 == 0o600)

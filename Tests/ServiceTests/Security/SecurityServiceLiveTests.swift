@@ -85,13 +85,26 @@ struct SecurityServiceLiveTests {
         let encoded = try #require(url.addingPercentEncoding(withAllowedCharacters: .alphanumerics))
         let fetched = try await lenient.client.request("GET", "/fetch?url=\(encoded)")
         #expect(fetched.status == 200 && fetched.header("X-Download-Id") == id && fetched.body.count == 1024)
+        let shown = try await lenient.client.request("GET", "/downloads/\(id)", headers: ["X-Caller-Token": token])
+        #expect(shown.status == 200 && shown.string("id") == id, "\(shown.status)")
         #expect(try await lenient.stop() == 0)
-        #expect(!lenient.logLines.contains { $0.contains("s3cret") })
+        // Neither the password nor the Authorization header made of it (base64 of user:s3cret).
+        let secrets = ["s3cret", "dXNlcjpzM2NyZXQ"]
+        #expect(lenient.logLines.contains { $0.contains(id) }, "the log scanned tells of the download")
+        for secret in secrets {
+            #expect(!lenient.logLines.contains { $0.contains(secret) }, "\(secret) in the log")
+            for (name, answer) in [("created", created), ("listed", listed), ("shown", shown), ("plain", plain)] {
+                #expect(!answer.text.contains(secret), "\(secret) in the \(name) answer")
+            }
+        }
         let state = lenient.root.appendingPathComponent("state")
+        var rowsRead = false
         for name in try FileManager.default.subpathsOfDirectory(atPath: state.path) {
             guard let bytes = FileManager.default.contents(atPath: state.appendingPathComponent(name).path) else { continue }
-            #expect(bytes.range(of: Data("s3cret".utf8)) == nil, "the password is in \(name)")
+            for secret in secrets { #expect(bytes.range(of: Data(secret.utf8)) == nil, "\(secret) is in \(name)") }
+            if bytes.range(of: Data("localhost:\(origin.port)/file".utf8)) != nil { rowsRead = true }
         }
+        #expect(rowsRead, "the scan read the downloads' rows (their URL is stored)")
     }
 
     @Test func connectionLimitFlagReachesTheServer() async throws {
