@@ -119,6 +119,7 @@ import Testing
         sameDriver.transfer(1).finish()
         let sameDone = try await withTimeout(5) { try await EngineFixture.waitFor(same, id: sameID, [.completed, .failed]) }
         #expect(sameDone.state == .completed && sameDriver.startCount == 2)
+        #expect(sameDone.sha256 == SHA256Hasher.hex(body), "the kept bytes and the 200's rest, not the 200 appended to them")
         await same.shutdown()
 
         let (full, fullDriver, fullID, _) = try await pausedDownload(headers: ["ETag": "\"v1\""], kept: 12_345)
@@ -186,12 +187,24 @@ import Testing
     /// A 416 of another size, or of another version, is a restart as before.
     @Test(arguments: [["Content-Range": "bytes */50000"], ["Content-Range": "bytes */40000", "ETag": "\"v2\""], [:]])
     func aResumeAnswered416OtherwiseRestarts(_ fields: [String: String]) async throws {
-        let (engine, driver, _, _) = try await pausedDownload(headers: ["ETag": "\"v1\""], kept: 40_000)
+        let (engine, driver, id, root) = try await pausedDownload(headers: ["ETag": "\"v1\""], kept: 40_000)
         _ = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
         try await withTimeout(5) { await driver.waitForStarts(2) }
         #expect(!driver.transfer(1).respond(416, fields))
         try await withTimeout(5) { await driver.waitForStarts(3) }
-        #expect(driver.transfer(2).header("Range") == nil)
+        let again = driver.transfer(2)
+        #expect(again.header("Range") == nil)
+        // The kept bytes are dropped before the origin is asked again.
+        #expect(engine.snapshot(id: id)?.bytesWritten == 0)
+        let row = try #require(try StateFixture.read(root.appendingPathComponent("state").path).first)
+        #expect(row.verifiedOffset == 0 && row.validator == nil, "\(row)")
+        #expect(again.respond(200, ["ETag": "\"v2\"", "Content-Length": "\(body.count)"]))
+        try again.send(body)
+        again.finish()
+        let done = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: id, [.completed, .failed]) }
+        #expect(done.state == .completed && done.sha256 == SHA256Hasher.hex(body))
+        #expect(engine.statistics.restarts == 1)
+        await engine.shutdown()
     }
 
     @Test func weakETagIsNotResumable() async throws {
