@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+@testable import DownloaderEngine
 
 /// Three replicas of the real executable on one real PostgreSQL and one shared directory act as one
 /// service: one upstream transfer per URL whichever replica callers reach, any replica answers for
@@ -76,7 +77,17 @@ struct ClusterReplicasLiveTests {
         let owner = try #require(await cluster.holder(), "a replica holds the transfer")
         let moving = try await cluster.poll(cluster[owner], id: id) { ($0["bytesWritten"] as? Int ?? 0) > 3 << 20 }
         #expect(moving["state"] as? String == "downloading", "\(moving)")
-        try await Task.sleep(for: .milliseconds(1200))  // A checkpoint records a durable offset.
+        // A checkpoint records a durable offset in the lease: what a takeover resumes from.
+        let database = cluster.databaseURL
+        let durable = try await eventuallyValue(within: 10) { () async throws -> Int64? in
+            let offset = try await onThread {
+                try PostgresConnection(url: database, timeout: 5).execute(
+                    "SELECT durable_offset FROM leases WHERE key = (SELECT lease_key FROM downloads WHERE id = $1) AND active", [id]
+                ).scalar.flatMap { Int64($0) } ?? 0
+            }
+            return offset > 0 ? offset : nil
+        }
+        #expect(durable != nil, "no durable offset recorded in the lease before the kill")
         _ = try await cluster[owner].stop(signal: SIGKILL)
         let killedAt = Date()
         origin.update { $0.bytesPerSecond = 4 << 20 }

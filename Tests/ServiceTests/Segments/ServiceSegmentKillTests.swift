@@ -33,7 +33,14 @@ struct ServiceSegmentKillTests {
         let connections = moving.json["connections"] as? [String: Any]
         #expect(connections?["granted"] as? Int == 2)
         #expect(connections?["active"] as? Int == 2)
-        try await Task.sleep(for: .milliseconds(1500))  // Checkpoints (every second) of both connections.
+        // Checkpoints (every second) of both connections, stored: what the restart resumes from.
+        let state = root.appendingPathComponent("state").path
+        let checkpointed = await eventually(within: 15) {
+            guard let row = try? StateFixture.read(state).first(where: { $0.id == id }), let segments = row.segments,
+                  segments.count == 2 else { return false }
+            return row.verifiedOffset > 0 && segments[1].next > Int64(Self.size / 2)
+        }
+        #expect(checkpointed, "no durable offset of both connections stored before the kill")
         let standing = try await first.client.request("GET", "/downloads/\(id)")
         #expect(standing.string("state") == "downloading", "finished before the kill: the test proves nothing")
         _ = try await first.stop(signal: SIGKILL)
