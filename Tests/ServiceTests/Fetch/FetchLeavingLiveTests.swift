@@ -2,10 +2,11 @@ import Foundation
 import Testing
 
 /// A `/fetch` client that goes away while its answer waits for the origin's head: an interrupted
-/// client closes its socket (a FIN, no reset), and its interest ends within about a second.
+/// client closes its socket (a FIN, no reset), and its interest ends within about a second (the
+/// test allows two, for a loaded machine: the origin's head alone takes several).
 @Suite(.timeLimit(.minutes(2)))
 struct FetchLeavingLiveTests {
-    @Test func aClientClosingWhileTheOriginsHeadIsSlowLeavesWithinASecond() async throws {
+    @Test func aClientClosingWhileTheOriginsHeadIsSlowLeavesWithinTwoSeconds() async throws {
         let origin = try TestOrigin(bodySize: 64 << 10)
         defer { origin.stop() }
         origin.update { $0.headByteDelay = 0.05 }  // a head of ~150 bytes: several seconds
@@ -24,12 +25,13 @@ struct FetchLeavingLiveTests {
         #expect(joined, "the reader counts as a caller")
         client.close()
         let left = Date()
+        let deadline = left.addingTimeInterval(2)
         var download: [String: Any]?
-        for _ in 0..<150 {
+        repeat {
             download = try await only()
             if download?["callers"] as? Int == 0 && download?["state"] as? String == "paused" { break }
             try await Task.sleep(for: .milliseconds(20))
-        }
+        } while Date() < deadline
         #expect(download?["callers"] as? Int == 0 && download?["state"] as? String == "paused", "\(String(describing: download))")
         #expect(Date().timeIntervalSince(left) < 2, "noticed within about a second, not when the head came")
     }
