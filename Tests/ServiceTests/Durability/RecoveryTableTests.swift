@@ -164,7 +164,8 @@ import Testing
         #expect(engine.recovery.dropped == 0)
         #expect(engine.completedFile(id: Self.id(1))?.path == area.cache + "/\(Self.id(1))-f1.bin")
         #expect(engine.completedFile(id: Self.id(2))?.path == area.data + "/\(Self.id(2))-f2.bin")
-        try await Task.sleep(nanoseconds: 100_000_000)  // A move (there must be none) runs on the work queue.
+        // A move (there must be none) runs on the work queue: past this barrier, any queued at start-up has run.
+        try await onThread { engine.core.workQueue.sync(flags: .barrier) {} }
         #expect(try area.names(area.cache) == ["\(Self.id(1))-f1.bin"])
         #expect(try area.names(area.data) == ["\(Self.id(2))-f2.bin"])
         let stored = try StateFixture.stored(engine)

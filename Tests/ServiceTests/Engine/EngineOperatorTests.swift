@@ -24,6 +24,12 @@ import Synchronization
         return try #require(events.last)
     }
 
+    /// Returns once everything queued on the engine's work queue so far has run (an attempt is
+    /// prepared and handed to the driver there; an ended one settles there).
+    static func workQueueDrained(_ engine: DownloadEngine) async throws {
+        try await onThread { engine.core.workQueue.sync(flags: .barrier) {} }
+    }
+
     @Test func operatorPauseHoldsTheDownloadAgainstItsCallersUntilResumed() async throws {
         let driver = FakeTransferDriver()
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
@@ -41,7 +47,7 @@ import Synchronization
         #expect(engine.liveTokens(among: [r.token]) == [r.token])
         let again = try engine.request(DownloadRequest(url: "http://o.test/a"))
         #expect(again.snapshot.id == id && again.snapshot.state == .paused && again.snapshot.pausedBy == .operator)
-        try await Task.sleep(nanoseconds: 50_000_000)
+        try await Self.workQueueDrained(engine)
         #expect(driver.startCount == 1)
         // Resume: callers remain, so it runs again from the kept bytes.
         guard case .done = engine.operatorResume(id: id) else { Issue.record("not resumed"); return }
@@ -58,7 +64,7 @@ import Synchronization
         _ = engine.cancel(token: r.token)
         guard case .done(let s) = engine.operatorResume(id: r.snapshot.id) else { Issue.record("not resumed"); return }
         #expect(s.state == .paused && s.pausedBy == .callers)
-        try await Task.sleep(nanoseconds: 50_000_000)
+        try await Self.workQueueDrained(engine)
         #expect(driver.startCount == 1)
         // A caller now resumes it as usual.
         _ = try engine.request(DownloadRequest(url: "http://o.test/a"))
@@ -166,8 +172,9 @@ import Synchronization
         #expect(driver.transfer(1).header("Range") == nil)
         // The abandoned attempt ends afterwards: nothing of it comes back.
         driver.transfer(0).finish()
-        try await Task.sleep(nanoseconds: 50_000_000)
+        try await Self.workQueueDrained(engine)
         #expect(engine.snapshot(id: id) == nil)
+        #expect(engine.snapshot(id: again.snapshot.id)?.state == .downloading, "nor touches the new download")
     }
 
     @Test func removingACompletedFileDeletesItAndReadersOfItKeepTheirDescriptor() async throws {
