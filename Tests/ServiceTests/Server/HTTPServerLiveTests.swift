@@ -186,6 +186,7 @@ struct HTTPServerLiveTests {
     /// connection past `bodyTimeout` (100 bytes at one per 300 ms would take 30 s).
     @Test func aTrickledBodyIsCutOffWith408() async throws {
         try await withServer(configure: { $0.headerTimeout = 10; $0.bodyTimeout = 2 }, handler: Self.echo) { port in
+            let started = Date()
             let client = try await RawHTTPClient.connect(port: port, sending: "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n")
             let trickle = Task {
                 for _ in 0..<100 {
@@ -197,6 +198,8 @@ struct HTTPServerLiveTests {
             let response = try await client.readResponse()
             #expect(response.status == 408)
             #expect(response.header("Connection") == "close")
+            let took = Date().timeIntervalSince(started)
+            #expect(took < 6, "cut by the 2 s body timeout, not the 10 s header timeout: \(took) s")
         }
     }
 
