@@ -77,6 +77,7 @@ struct FaultSoakTests {
         #expect(tally.failures.isEmpty, "\(tally.failures.count) rounds went wrong:\n\(tally.failures.prefix(10).joined(separator: "\n"))")
         #expect(after.descriptors <= before.descriptors + Self.descriptorSlack,
                 "open descriptors grew from \(before.descriptors) to \(after.descriptors)")
+        #expect(before.rssKiB > 0 && after.rssKiB > 0, "VmRSS read from /proc: \(before.rssKiB) KiB, \(after.rssKiB) KiB")
         #expect((after.rssKiB - before.rssKiB) * 1024 <= Self.rssAllowance(rounds: measured),
                 "RSS grew by \(after.rssKiB - before.rssKiB) KiB over \(measured) rounds")
         #expect(try await service.stop() == 0)
