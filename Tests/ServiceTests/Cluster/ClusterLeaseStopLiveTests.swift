@@ -101,6 +101,39 @@ struct ClusterLeaseStopLiveTests {
         }
     }
 
+    /// The last caller of a queued download leaves after its lease's deadline passed while the
+    /// keeper fell behind (here paused: no renewal, no search): its paused row is not dropped as
+    /// fenced with the lease given back over a `downloading` row nobody takes over; the replica
+    /// takes its own stopped lease again (a higher epoch), writes the row, then lets it go.
+    @Test func aCancelAfterTheDeadlineStillRecordsThePause() async throws {
+        try await blocking { c in
+            let database = try PostgresServer.shared.createDatabase()
+            let origin = try TestOrigin(bodySize: 1 << 20)
+            defer { origin.stop() }
+            origin.addResource(path: "/queued", size: 1 << 20)
+            origin.update { $0.stallBound = 30 }
+            origin.inject(.stall(afterBodyBytes: 0))  // the first download holds the one slot, writing nothing
+            let shared = ClusterLeaseLiveTests.sharedDirectory()
+            defer { try? FileManager.default.removeItem(at: shared) }
+            let a = try ClusterLeaseLiveTests.replica("a", database: database, shared: shared) { $0.maxConcurrentTransfers = 1 }
+            defer { ClusterLeaseLiveTests.shutdown([a]) }
+            _ = try a.request(DownloadRequest(url: origin.url))
+            let queued = try a.request(DownloadRequest(url: origin.url("/queued")))
+            let id = queued.snapshot.id
+            c.expect(queued.snapshot.state == .queued)
+            let keeper = try c.require(a.core.cluster?.keeper)
+            keeper.paused.store(true, ordering: .releasing)
+            usleep(useconds_t((ClusterLeaseLiveTests.ttl + 0.5) * 1_000_000))  // past the deadline, not yet stopped
+            _ = a.cancel(token: queued.token)
+            c.expect(ClusterLeaseLiveTests.wait(5) { a.core.locked { a.core.byID[id] == nil } }, "a let it go")
+            let row = try PostgresConnection(url: database, timeout: 5).execute(
+                "SELECT l.active, l.epoch, d.state FROM leases l JOIN downloads d ON d.lease_key = l.key WHERE d.id = $1", [id]).rows.first
+            let epoch = row?[1].flatMap { Int($0) } ?? 0
+            c.expect(row?[0] == "f" && epoch >= 2 && row?[2] == "paused", "taken again, recorded paused, let go: \(row ?? [])")
+            keeper.paused.store(false, ordering: .releasing)
+        }
+    }
+
     /// A seed that cannot be written (here its target is a directory; in life a full or failing
     /// shared volume) adopts nothing: the request is refused for now (`busy`), the previous partial
     /// and the lease row stay as they were, and the next request resumes from them. It used to go
