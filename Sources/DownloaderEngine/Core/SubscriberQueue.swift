@@ -163,6 +163,12 @@ final class SubscriberQueue: @unchecked Sendable {
             let newest = recorded ? self.newest() : nil
             self.lock.lock()
             defer { self.lock.unlock() }
+            // A poller's hand stored since it last looked (a push handed it one meanwhile) is what it
+            // gets: asking instead would wait again, and the next push's hand would replace it.
+            if case .poller = waiting, let stored = self.handedToPoller {
+                self.handedToPoller = nil
+                return (QueueAction(hand: stored), self.state.isParked)
+            }
             let action = self.state.ask(pace: pace, cancelled: cancelled, newest: newest, recorded: recorded)
             if !action.handsSomething { self.consumer = waiting }
             return (action, self.state.isParked)
@@ -214,6 +220,10 @@ final class SubscriberQueue: @unchecked Sendable {
         if action.handsSomething {
             taken.0 = consumer
             consumer = nil
+            // A poller's hand is stored here, under the lock that took the poller: a `poll` between
+            // this and the waker's call finds it (it never finds the slot empty and asks again,
+            // after which a second hand would overwrite this one).
+            if case .poller? = taken.0 { handedToPoller = action.hand }
         }
         if action.detach {
             taken.1 = onDetach
@@ -229,11 +239,8 @@ final class SubscriberQueue: @unchecked Sendable {
         case (.nothing, _), (_, nil): break
         case (.event(let event), .task(let task)?): task.resume(returning: event)
         case (.end, .task(let task)?): task.resume(returning: nil)
-        case (let hand, .poller(let waker)?):
-            lock.lock()
-            handedToPoller = hand
-            lock.unlock()
-            waker()
+        case (_, .poller(let waker)?):
+            waker()  // Its hand was stored by `take(for:)`.
         }
         if let due = action.watchUntil { pacer?.watch(self, dueAt: due) }
     }

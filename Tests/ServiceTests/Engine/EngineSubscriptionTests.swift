@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import DownloaderEngine
 
@@ -149,6 +150,44 @@ import Testing
         await engine.shutdown()
         let events = try await withTimeout(5) { await EngineFixture.events(sub) { _ in false } }
         #expect(!events.isEmpty && events.allSatisfy { $0.snapshot.id == r.snapshot.id }, "\(events)")
+    }
+
+    /// A poller that polls again while a push is handing it an event (between the hand and the
+    /// waker) never loses that event to the next push: every `resumed` arrives. Bounded in count
+    /// and time; the pusher waits for each pair to be taken, so no bound drops anything.
+    @Test func aPollerRacingAHandOverLosesNoEvent() async throws {
+        let q = SubscriberQueue(id: 1) { _ in }
+        let s = DownloadSnapshot(id: "x", url: "u", state: .downloading, storage: .cache, createdAt: Date(), updatedAt: Date())
+        let rounds = 5_000
+        let seen = Mutex<(resumed: Set<Int64>, taken: Int)>(([], 0))
+        let done = Atomic<Bool>(false)
+        let poller = Thread {
+            let deadline = Date().addingTimeInterval(20)
+            while !done.load(ordering: .acquiring) && Date() < deadline {
+                if case .event(let event) = q.poll(waker: {}) {
+                    seen.withLock {
+                        if case .resumed(let offset, _, _) = event { $0.resumed.insert(offset) }
+                        $0.taken += 1
+                    }
+                }
+            }
+        }
+        poller.start()
+        let deadline = Date().addingTimeInterval(10)
+        var pushed = 0
+        for i in 0..<rounds where Date() < deadline {
+            q.push(.resumed(offset: Int64(i), restarted: false, s))
+            var p = s
+            p.bytesWritten = Int64(i)
+            q.push(.progress(p))
+            pushed = i + 1
+            // The pair is taken (or its progress conflated) before the next: the lifecycle bound never drops one.
+            while seen.withLock({ $0.resumed.contains(Int64(i)) }) == false && Date() < deadline { usleep(1) }
+        }
+        done.store(true, ordering: .releasing)
+        #expect(pushed > 100)
+        let resumed = seen.withLock { $0.resumed }
+        #expect(resumed.count == pushed, "lost \(pushed - resumed.count) of \(pushed)")
     }
 
     @Test func queueConflatesProgressAndBoundsLifecycle() async {
