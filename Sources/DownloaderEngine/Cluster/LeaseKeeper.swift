@@ -2,7 +2,8 @@ import Foundation
 import Glibc
 import Synchronization
 
-/// Keeps this replica's leases, on a thread of its own: renews each one every TTL/3 (`LeasePolicy`),
+/// Keeps this replica's leases, on a thread of its own: renews each one every TTL/3 (`LeasePolicy`;
+/// those due together in one statement),
 /// and stops it (`onStop`) when a renewal is refused or fails or its local deadline passed, so its
 /// transfer stops at once and nothing more is written under it. Also runs the search for lapsed
 /// leases (`onScan`) every TTL/3, and at its next turn after another replica handed leases over
@@ -65,7 +66,18 @@ final class LeaseKeeper: @unchecked Sendable {
         var lastBeat = -Double.infinity
         while running.load(ordering: .acquiring) {
             let kept = all
-            for hold in kept { keep(hold) }
+            let due = kept.filter(dueForRenewal)
+            if !due.isEmpty && !paused.load(ordering: .acquiring) {
+                // One round trip for all of them: one per lease fell behind the deadlines with a
+                // few thousand (queued downloads hold leases too).
+                for renewal in store.renewals(of: due, policy: policy, monotonic: monotonic) {
+                    if case .stop(let reason) = renewal.decision {
+                        stopped(renewal.hold, reason)
+                    } else {
+                        renewal.hold.update(renewal.lease)
+                    }
+                }
+            }
             let now = monotonic()
             if !paused.load(ordering: .acquiring), now - lastBeat >= Self.beatInterval {
                 lastBeat = now
@@ -81,16 +93,19 @@ final class LeaseKeeper: @unchecked Sendable {
         }
     }
 
-    private func keep(_ hold: LeaseHold) {
-        guard !hold.isStopped else { return remove(hold) }
+    /// Whether `hold` is to be renewed now; one that stopped or whose deadline passed is dropped
+    /// (and told) here.
+    private func dueForRenewal(_ hold: LeaseHold) -> Bool {
+        guard !hold.isStopped else {
+            remove(hold)
+            return false
+        }
         switch policy.decide(hold.lease, now: monotonic()) {
-        case .wait: return
-        case .stop(let reason): stopped(hold, reason)
-        case .renew:
-            guard !paused.load(ordering: .acquiring) else { return }
-            let (next, decision) = store.renewal(of: hold, policy: policy, monotonic: monotonic)
-            if case .stop(let reason) = decision { return stopped(hold, reason) }
-            hold.update(next)
+        case .wait: return false
+        case .stop(let reason):
+            stopped(hold, reason)
+            return false
+        case .renew: return true
         }
     }
 

@@ -11,4 +11,30 @@ extension LeaseStore {
         }
         return policy.renewed(hold.lease, startedAt: started, outcome: outcome, now: monotonic())
     }
+
+    /// Renews `holds` in statements of at most `batch` leases each and says, by `policy`, what
+    /// follows for each: a lease the statement did not renew was refused; a statement that failed
+    /// fails all of its leases.
+    func renewals(of holds: [LeaseHold], policy: LeasePolicy, monotonic: () -> Double,
+                  batch: Int = 1_000) -> [(hold: LeaseHold, lease: HeldLease, decision: LeasePolicy.Decision)] {
+        var out: [(hold: LeaseHold, lease: HeldLease, decision: LeasePolicy.Decision)] = []
+        out.reserveCapacity(holds.count)
+        for start in stride(from: 0, to: holds.count, by: max(1, batch)) {
+            let chunk = holds[start..<min(holds.count, start + max(1, batch))]
+            let started = monotonic()
+            let renewed: Set<String>?
+            do throws(StateStoreError) {
+                renewed = try renew(chunk.map { (key: $0.key, epoch: $0.epoch) }, ttl: policy.ttl)
+            } catch {
+                renewed = nil
+            }
+            let now = monotonic()
+            for hold in chunk {
+                let outcome: LeasePolicy.RenewalOutcome = renewed.map { $0.contains(hold.key) ? .renewed : .refused } ?? .failed
+                let (lease, decision) = policy.renewed(hold.lease, startedAt: started, outcome: outcome, now: now)
+                out.append((hold, lease, decision))
+            }
+        }
+        return out
+    }
 }

@@ -52,6 +52,21 @@ struct LeaseStore: Sendable {
         }.affected == 1
     }
 
+    /// `renew(key:epoch:ttl:)` for many leases in one statement (one round trip, however many a
+    /// replica holds): the keys renewed; the others were refused (fenced).
+    func renew(_ leases: [(key: String, epoch: Int64)], ttl: Double) throws(StateStoreError) -> Set<String> {
+        guard !leases.isEmpty else { return [] }
+        let rows = try pool.withConnection { db throws(StateStoreError) in
+            try db.execute("""
+                UPDATE leases AS l SET expires_at = now() + $3::float8 * interval '1 second'
+                FROM unnest($1::text[], $2::bigint[]) AS r(key, epoch)
+                WHERE l.key = r.key AND l.epoch = r.epoch AND l.active AND l.expires_at > now()
+                RETURNING l.key
+                """, [PostgresArray.literal(leases.map(\.key)), PostgresArray.literal(leases.map { String($0.epoch) }), String(ttl)])
+        }.rows
+        return Set(rows.compactMap { $0[0] })
+    }
+
     /// Records the partial `epoch` writes and the offset of it known durable. false: fenced.
     func checkpoint(key: String, epoch: Int64, partFile: String, durableOffset: Int64) throws(StateStoreError) -> Bool {
         try pool.withConnection { db throws(StateStoreError) in

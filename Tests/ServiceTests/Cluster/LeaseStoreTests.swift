@@ -13,6 +13,30 @@ struct LeaseStoreTests {
         return LeaseStore(pool: try PostgresStateStore(pool: PostgresPool(url: url, capacity: 2)).pool)
     }
 
+    /// Every lease a replica keeps is renewed in one statement: those its epoch still holds
+    /// unexpired are renewed, the others (another epoch, released, expired) refused, keys with
+    /// quotes and backslashes too.
+    @Test func manyLeasesAreRenewedInOneStatement() async throws {
+        try await blocking { c in
+            let store = try leases()
+            var held: [(key: String, epoch: Int64)] = []
+            for n in 0..<300 {
+                let key = "http://o.test/\"q\"\\\(n)"
+                held.append((key, try c.require(store.acquire(key: key, owner: "A", ownerURL: "http://a", ttl: 0.6)).epoch))
+            }
+            try c.expect(store.release(key: held[1].key, epoch: held[1].epoch))
+            var asked = held
+            asked[2].epoch += 1  // an epoch that never held it
+            let renewed = try store.renew(asked, ttl: 5)
+            c.expect(renewed == Set(held.map(\.key)).subtracting([held[1].key, held[2].key]), "\(renewed.count) renewed")
+            usleep(800_000)  // past the first ttl: only the renewed ones are still held
+            try c.expect(store.holder(key: held[0].key)?.owner == "A" && store.holder(key: held[299].key)?.owner == "A")
+            try c.expect(store.holder(key: held[2].key) == nil, "expired: not renewed")
+            try c.expect(store.renew([(held[2].key, held[2].epoch)], ttl: 5).isEmpty, "an expired lease is not renewed")
+            try c.expect(store.renew([], ttl: 5).isEmpty)
+        }
+    }
+
     @Test func oneHolderPerKeyAndATakeoverOnlyAfterExpiry() async throws {
         try await blocking { c in
             let store = try leases()
