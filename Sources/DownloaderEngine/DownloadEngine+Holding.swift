@@ -5,10 +5,10 @@
 extension DownloadEngine {
     /// Runs `action` with download `id` held here: when nobody holds it, its lease is taken and
     /// its row (and tokens) adopted first; afterwards it stays (live: its transfer runs) or is
-    /// released and evicted. Throws `heldElsewhere` when another replica holds it. A single process
-    /// just runs `action`.
-    public func holding<T>(id: String, _ action: () throws(EngineError) -> T) throws(EngineError) -> T {
-        try core.clusterAdopt(id: id)
+    /// released and evicted. Throws `heldElsewhere` when another replica holds it. `removing`: the
+    /// action removes it, so its kept bytes need not be copied here. A single process just runs `action`.
+    public func holding<T>(id: String, removing: Bool = false, _ action: () throws(EngineError) -> T) throws(EngineError) -> T {
+        try core.clusterAdopt(id: id, removing: removing)
         defer { core.clusterSettle(id: id) }
         return try action()
     }
@@ -37,7 +37,7 @@ extension DownloadEngine {
 
     /// `remove(id:)`, throwing `heldElsewhere` when another replica holds the download.
     public func removing(id: String) throws(EngineError) -> DownloadSnapshot? {
-        try holding(id: id) { () throws(EngineError) in try core.remove(id: id) }
+        try holding(id: id, removing: true) { () throws(EngineError) in try core.remove(id: id) }
     }
 
     /// Cancels on this replica only (what `cancel(token:)` does once the download is here).

@@ -26,78 +26,93 @@ enum EpochSeeding {
         seed(from: from, to: to, ranges: ranges).copied
     }
 
-    /// `copy(from:to:ranges:)`, telling a failure (`failed`: the target could not be made, a read,
-    /// a write or the sync failed, or the source could not be opened for another reason than being
-    /// gone) from a source that is simply missing or shorter (nothing to keep: not a failure).
-    static func seed(from: String, to: String, ranges: [Range<Int64>]) -> (copied: [Range<Int64>], failed: Bool) {
+    /// `copy(from:to:ranges:)`, telling why nothing was copied when it was for want of room:
+    /// `noSpace` when making or writing the target (or its sync) failed with ENOSPC or EDQUOT (a
+    /// full shared volume: the bytes are still in `from`, to be copied once there is room). Any
+    /// other failure copies nothing, as a source that is missing does.
+    static func seed(from: String, to: String, ranges: [Range<Int64>]) -> (copied: [Range<Int64>], noSpace: Bool) {
         unlink(to)
-        guard !ranges.isEmpty else { return ([], false) }
-        let source: Int32
-        do throws(SystemError) {
-            source = try syscall("open \(from)") { open(from, O_RDONLY | O_CLOEXEC) }
-        } catch {
-            return ([], error.errno != ENOENT)
-        }
+        guard !ranges.isEmpty, let source = try? syscall("open \(from)", { open(from, O_RDONLY | O_CLOEXEC) }) else { return ([], false) }
         defer { close(source) }
-        guard let target = try? syscall("open \(to)", { open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }) else {
-            return ([], true)
+        let target: Int32
+        do throws(SystemError) {
+            target = try syscall("open \(to)") { open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }
+        } catch {
+            return ([], error.isNoSpace)
         }
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         var copied: [Range<Int64>] = []
-        var ok = true
+        var failure: Int32?
         for range in ranges where range.lowerBound < range.upperBound {
             let (done, failed) = copyRange(range, source, target, &buffer)
-            ok = !failed
+            failure = failed
             if done > range.lowerBound { copied.append(range.lowerBound..<done) }
-            guard ok, done == range.upperBound else { break }  // A failure, or the source ended.
+            guard failed == nil, done == range.upperBound else { break }  // A failure, or the source ended.
         }
-        if ok { ok = (try? syscall("fsync") { fsync(target) }) != nil }
+        if failure == nil {
+            do throws(SystemError) {
+                _ = try syscall("fsync") { fsync(target) }
+            } catch {
+                failure = error.errno
+            }
+        }
         close(target)
-        guard ok, !copied.isEmpty else {
+        guard failure == nil, !copied.isEmpty else {
             unlink(to)
-            return ([], !ok)
+            return ([], failure.map { SystemError(errno: $0, function: "seed").isNoSpace } ?? false)
         }
         return (copied, false)
     }
 
     /// Copies `range` from `source` to `target` at the same offsets; returns where it stopped (the
-    /// range's end, or earlier when the source ended) and whether a read or write failed.
-    private static func copyRange(_ range: Range<Int64>, _ source: Int32, _ target: Int32, _ buffer: inout [UInt8]) -> (Int64, Bool) {
+    /// range's end, or earlier when the source ended) and the errno of a read or write that failed.
+    private static func copyRange(_ range: Range<Int64>, _ source: Int32, _ target: Int32, _ buffer: inout [UInt8]) -> (Int64, Int32?) {
         if let copied = kernelCopy(range, source, target) { return copied }
         var at = range.lowerBound
         while at < range.upperBound {
             let want = Int(min(Int64(buffer.count), range.upperBound - at))
-            let got = (try? buffer.withUnsafeMutableBytes { b in try syscall("pread") { pread(source, b.baseAddress, want, off_t(at)) } }) ?? -1
-            guard got > 0 else { return (at, got < 0) }
+            let read = buffer.withUnsafeMutableBytes { b in
+                Result { () throws(SystemError) -> Int in try syscall("pread") { pread(source, b.baseAddress, want, off_t(at)) } }
+            }
+            let got: Int
+            switch read {
+            case .success(let n): got = n
+            case .failure(let error): return (at, error.errno)
+            }
+            guard got > 0 else { return (at, nil) }
             var written = 0
             while written < got {
-                let n = (try? buffer.withUnsafeBytes { b in
-                    try syscall("pwrite") { pwrite(target, b.baseAddress! + written, got - written, off_t(at + Int64(written))) }
-                }) ?? -1
-                guard n > 0 else { return (at, true) }
-                written += n
+                let wrote = buffer.withUnsafeBytes { b in
+                    Result { () throws(SystemError) -> Int in
+                        try syscall("pwrite") { pwrite(target, b.baseAddress! + written, got - written, off_t(at + Int64(written))) }
+                    }
+                }
+                switch wrote {
+                case .success(let n): written += n
+                case .failure(let error): return (at, error.errno)
+                }
             }
             at += Int64(got)
         }
-        return (at, false)
+        return (at, nil)
     }
 
     /// `copyRange` by `copy_file_range`; nil when the kernel or the filesystems cannot copy so
     /// (refused at the first call: the caller copies by hand).
-    private static func kernelCopy(_ range: Range<Int64>, _ source: Int32, _ target: Int32) -> (Int64, Bool)? {
+    private static func kernelCopy(_ range: Range<Int64>, _ source: Int32, _ target: Int32) -> (Int64, Int32?)? {
         var from = Int64(range.lowerBound)
         var to = Int64(range.lowerBound)
         while from < range.upperBound {
             let want = Int(min(range.upperBound - from, 1 << 30))
             do throws(SystemError) {
                 guard try syscall("copy_file_range", { clinux_copy_file_range(source, &from, target, &to, UInt(want)) }) > 0 else {
-                    return (from, false)  // The source ended.
+                    return (from, nil)  // The source ended.
                 }
             } catch {
                 let unsupported = [EXDEV, ENOSYS, EOPNOTSUPP, EINVAL].contains(error.errno)
-                return unsupported && from == range.lowerBound ? nil : (from, true)
+                return unsupported && from == range.lowerBound ? nil : (from, error.errno)
             }
         }
-        return (from, false)
+        return (from, nil)
     }
 }

@@ -1,11 +1,15 @@
+import Basics
 import Foundation
 
 // Cluster mode: taking a lease and adopting its download's row into memory, for a request, an
 // action, or the takeover of a lapsed lease (resumed from the durable offset under a higher epoch).
 extension EngineCore {
     /// Adoption lock held: takes lease `name` and adopts its download; returns the lease when there
-    /// is no download yet. Throws `heldElsewhere` when another replica holds it.
-    func takeAndAdopt(_ name: String, _ cluster: EngineCluster) throws(EngineError) -> LeaseHold? {
+    /// is no download yet. Throws `heldElsewhere` when another replica holds it, and `busy` when
+    /// the kept bytes found no room to be copied and `keepingBytes` (anything but a removal, which
+    /// needs no bytes): the download is left as it was, its lease to lapse when it was running
+    /// (taken over once there is room) or given back.
+    func takeAndAdopt(_ name: String, _ cluster: EngineCluster, keepingBytes: Bool = true) throws(EngineError) -> LeaseHold? {
         switch take(name, cluster) {
         case .unreachable:
             throw .databaseUnavailable()
@@ -13,10 +17,10 @@ extension EngineCore {
             throw .heldElsewhere(ownerURL: url)
         case .granted(let hold, let grant, let row):
             guard let row else { return hold }
-            if case .seedFailed(let why) = adopt(row, hold, grant, cluster) {
-                // Given back: the lease row still names the previous partial, for whoever tries next.
-                if hold.stop() { _ = try? cluster.leases.release(key: hold.key, epoch: hold.epoch) }
-                throw .busy("the download's kept bytes could not be copied here (\(why)); try again shortly").about(row.id)
+            if adopt(row, hold, grant, cluster, keepingBytes: keepingBytes) == .noRoom {
+                let running = row.state == .queued || row.state == .downloading
+                if hold.stop(), !running { _ = try? cluster.leases.release(key: hold.key, epoch: hold.epoch) }
+                throw .busy("the shared volume has no room to copy the download's kept bytes here; try again shortly").about(row.id)
             }
             return nil  // Adopted, or its lease stopped while seeding: the join takes it again.
         }
@@ -26,9 +30,9 @@ extension EngineCore {
         case adopted
         /// The lease stopped while the partial was seeded: nothing adopted.
         case leaseStopped
-        /// The previous epoch's durable bytes could not be copied (a full or failing shared
-        /// volume): nothing adopted, rather than the download going on from 0 and its kept bytes deleted.
-        case seedFailed(String)
+        /// The previous epoch's durable bytes found no room to be copied (a full shared volume):
+        /// nothing adopted, rather than the download going on from 0 and its kept bytes deleted.
+        case noRoom
     }
 
     private enum Taken {
@@ -74,9 +78,11 @@ extension EngineCore {
     /// The lease is renewed from the start: seeding copies the partial, which for a large file
     /// takes longer than a lease lasts. When it stopped meanwhile, nothing is adopted (false) and
     /// the previous partial stays where the lease row names it.
-    private func adopt(_ row: StoredDownload, _ hold: LeaseHold, _ grant: LeaseStore.Grant, _ cluster: EngineCluster) -> Adoption {
+    private func adopt(_ row: StoredDownload, _ hold: LeaseHold, _ grant: LeaseStore.Grant, _ cluster: EngineCluster,
+                       keepingBytes: Bool = true) -> Adoption {
         cluster.keeper.add(hold)
-        if let seeding = locked({ hooks.seeding }) { seeding(row.id) }
+        let (seeding, failure) = locked { (hooks.seeding, hooks.seedFailure) }
+        seeding?(row.id)
         let target = store.partialDirectory + "/" + EpochFiles.partial(id: row.id, epoch: hold.epoch)
         var copied: [Range<Int64>] = []
         // A publishing intent whose file is in place (verified and fsynced before the intent was
@@ -89,10 +95,11 @@ extension EngineCore {
            case .copy(let from, let ranges) = EpochFiles.seed(previousPartial: grant.partFile, durableOffset: grant.durableOffset,
                                                               segments: row.segments),
            !from.contains("/") {
-            let seeded = EpochSeeding.seed(from: store.partialDirectory + "/" + from, to: target, ranges: ranges)
-            guard !seeded.failed else {
+            let seeded = failure?(row.id).map { (copied: [Range<Int64>](), noSpace: SystemError(errno: $0, function: "seed").isNoSpace) }
+                ?? EpochSeeding.seed(from: store.partialDirectory + "/" + from, to: target, ranges: ranges)
+            guard !(seeded.noSpace && keepingBytes) else {
                 cluster.keeper.remove(hold)
-                return .seedFailed("copying \(from) failed")
+                return .noRoom
             }
             copied = seeded.copied
         } else {
@@ -156,7 +163,7 @@ extension EngineCore {
     /// their downloads and resumes them from the durable offset (`Range`/`If-Range`).
     func takeOverLapsed() {
         guard let cluster, !locked({ shuttingDown }) else { return }
-        guard let lapsed = try? cluster.leases.lapsed(limit: 16) else { return }
+        guard let lapsed = try? cluster.leases.lapsed(limit: 64) else { return }
         for lease in lapsed where lease.key != ClusterJanitor.leaseKey {
             cluster.adoption.lock()
             defer { cluster.adoption.unlock() }
@@ -169,8 +176,8 @@ extension EngineCore {
             switch adopt(row, hold, grant, cluster) {
             case .adopted: break
             case .leaseStopped: continue
-            case .seedFailed:
-                _ = hold.stop()  // Left to lapse again (not given up): taken over once more later.
+            case .noRoom:
+                _ = hold.stop()  // Left to lapse again (not given up): taken over once there is room.
                 continue
             }
             cluster.takeovers.add(1, ordering: .relaxed)

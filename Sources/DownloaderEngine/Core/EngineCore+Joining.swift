@@ -22,7 +22,7 @@ extension EngineCore {
     /// it; `clusterSettle(id:)` afterwards keeps it (live) or releases and evicts it. An id the
     /// database does not know is left alone (the action answers as for an unknown id). Throws
     /// `heldElsewhere` when another replica holds it.
-    func clusterAdopt(id: String) throws(EngineError) {
+    func clusterAdopt(id: String, removing: Bool = false) throws(EngineError) {
         guard let cluster else { return }
         cluster.adoption.lock()
         defer { cluster.adoption.unlock() }
@@ -34,7 +34,7 @@ extension EngineCore {
             throw .databaseUnavailable()
         }
         guard let name = found, !locked({ cluster.pending[name] != nil || cluster.held[name] != nil }) else { return }
-        if let unused = try takeAndAdopt(name, cluster) {
+        if let unused = try takeAndAdopt(name, cluster, keepingBytes: !removing) {
             cluster.keeper.remove(unused)
             if unused.stop() { _ = try? cluster.leases.release(key: unused.key, epoch: unused.epoch) }
         }

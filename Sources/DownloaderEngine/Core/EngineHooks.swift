@@ -36,6 +36,9 @@ struct EngineHooks: Sendable {
     var leasePrepared: (@Sendable (String) -> Void)?
     /// Cluster mode: before a download taken over is seeded from the previous epoch's partial: its id.
     var seeding: (@Sendable (String) -> Void)?
+    /// Cluster mode: stands in for the seed's copy of a partial, failing it with this errno (e.g.
+    /// ENOSPC: a full shared volume); nil copies.
+    var seedFailure: (@Sendable (String) -> Int32?)?
 
     /// Hooks that SIGKILL the process at `point` (crash tests through the real executable only).
     static func crashing(at point: CrashPoint) -> EngineHooks {

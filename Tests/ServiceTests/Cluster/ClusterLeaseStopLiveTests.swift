@@ -101,44 +101,11 @@ struct ClusterLeaseStopLiveTests {
         }
     }
 
-    /// The last caller of a queued download leaves after its lease's deadline passed while the
-    /// keeper fell behind (here paused: no renewal, no search): its paused row is not dropped as
-    /// fenced with the lease given back over a `downloading` row nobody takes over; the replica
-    /// takes its own stopped lease again (a higher epoch), writes the row, then lets it go.
-    @Test func aCancelAfterTheDeadlineStillRecordsThePause() async throws {
-        try await blocking { c in
-            let database = try PostgresServer.shared.createDatabase()
-            let origin = try TestOrigin(bodySize: 1 << 20)
-            defer { origin.stop() }
-            origin.addResource(path: "/queued", size: 1 << 20)
-            origin.update { $0.stallBound = 30 }
-            origin.inject(.stall(afterBodyBytes: 0))  // the first download holds the one slot, writing nothing
-            let shared = ClusterLeaseLiveTests.sharedDirectory()
-            defer { try? FileManager.default.removeItem(at: shared) }
-            let a = try ClusterLeaseLiveTests.replica("a", database: database, shared: shared) { $0.maxConcurrentTransfers = 1 }
-            defer { ClusterLeaseLiveTests.shutdown([a]) }
-            _ = try a.request(DownloadRequest(url: origin.url))
-            let queued = try a.request(DownloadRequest(url: origin.url("/queued")))
-            let id = queued.snapshot.id
-            c.expect(queued.snapshot.state == .queued)
-            let keeper = try c.require(a.core.cluster?.keeper)
-            keeper.paused.store(true, ordering: .releasing)
-            usleep(useconds_t((ClusterLeaseLiveTests.ttl + 0.5) * 1_000_000))  // past the deadline, not yet stopped
-            _ = a.cancel(token: queued.token)
-            c.expect(ClusterLeaseLiveTests.wait(5) { a.core.locked { a.core.byID[id] == nil } }, "a let it go")
-            let row = try PostgresConnection(url: database, timeout: 5).execute(
-                "SELECT l.active, l.epoch, d.state FROM leases l JOIN downloads d ON d.lease_key = l.key WHERE d.id = $1", [id]).rows.first
-            let epoch = row?[1].flatMap { Int($0) } ?? 0
-            c.expect(row?[0] == "f" && epoch >= 2 && row?[2] == "paused", "taken again, recorded paused, let go: \(row ?? [])")
-            keeper.paused.store(false, ordering: .releasing)
-        }
-    }
-
-    /// A seed that cannot be written (here its target is a directory; in life a full or failing
-    /// shared volume) adopts nothing: the request is refused for now (`busy`), the previous partial
-    /// and the lease row stay as they were, and the next request resumes from them. It used to go
-    /// on from 0 and delete the kept bytes.
-    @Test func aSeedThatFailsKeepsTheBytesAndRefusesForNow() async throws {
+    /// A seed of the kept bytes that finds no room (ENOSPC: a full shared volume, here made so by
+    /// a hook) adopts nothing: a request is refused for now (`busy`), the previous partial and the
+    /// lease row stay as they were, and once there is room the next request resumes from them.
+    /// It used to go on from 0 and delete the kept bytes. A removal needs no bytes: it goes on.
+    @Test func aSeedWithoutRoomKeepsTheBytesAndRefusesForNow() async throws {
         try await ClusterLeaseLiveTests.withReplicas(ttl: 2) { c, database, origin, a, b in
             let first = try a.request(DownloadRequest(url: origin.url))
             let id = first.snapshot.id
@@ -149,33 +116,47 @@ struct ClusterLeaseStopLiveTests {
             let before = try c.require(try ClusterLeaseLiveTests.leaseRow(database))
             let previous = b.core.store.partialDirectory + "/" + (before.partFile ?? "-")
             let kept = try c.require(FileStore.fileSize(previous))
-            let blocked = Mutex<String?>(nil)
-            b.core.locked {
-                b.core.hooks.seeding = { id in
-                    guard let epoch = try? ClusterLeaseLiveTests.leaseRow(database)?.epoch else { return }
-                    let target = b.core.store.partialDirectory + "/" + EpochFiles.partial(id: id, epoch: epoch)
-                    if mkdir(target, 0o700) == 0 { blocked.withLock { $0 = target } }
-                }
-            }
+            let full = Atomic(true)
+            b.core.locked { b.core.hooks.seedFailure = { _ in full.load(ordering: .relaxed) ? ENOSPC : nil } }
             do throws(EngineError) {
                 _ = try b.request(DownloadRequest(url: origin.url))
                 c.expect(false, "adopted without its bytes")
             } catch {
                 c.expect(error.code == .busy, "\(error)")
             }
-            c.expect(blocked.withLock { $0 } != nil, "the seed's target was blocked")
             c.expect(FileStore.fileSize(previous) == kept, "the kept bytes stay")
             try c.expect(try ClusterLeaseLiveTests.leaseRow(database)?.partFile == before.partFile, "the lease row still names them")
             c.expect(b.snapshot(id: id)?.state == .paused, "left as it was")
 
-            b.core.locked { b.core.hooks.seeding = nil }
-            if let target = blocked.withLock({ $0 }) { rmdir(target) }
+            full.store(false, ordering: .relaxed)
             let gets = origin.getCount()
             let second = try b.request(DownloadRequest(url: origin.url))
             c.expect(second.snapshot.id == id)
             c.expect(ClusterLeaseLiveTests.wait(20) { b.snapshot(id: id)?.state == .completed }, "completes on b")
             let resumed = origin.requests(path: "/file").filter { $0.method == "GET" }.dropFirst(gets).first?.header("Range") ?? "none"
             c.expect(resumed.hasPrefix("bytes=") && resumed != "bytes=0-", "resumed from the kept bytes: \(resumed)")
+        }
+    }
+
+    /// The operator removes a paused download to free a full shared volume: its kept bytes are
+    /// not copied (no room, and no need), the removal goes on.
+    @Test func aRemovalNeedsNoRoomForTheKeptBytes() async throws {
+        try await ClusterLeaseLiveTests.withReplicas(ttl: 2) { c, database, origin, a, b in
+            let first = try a.request(DownloadRequest(url: origin.url))
+            let id = first.snapshot.id
+            try c.expect(try ClusterLeaseLiveTests.wait(10) { (try ClusterLeaseLiveTests.leaseRow(database)?.durable ?? 0) >= 128 << 10 },
+                         "a checkpoint reached the lease row")
+            c.expect(a.cancel(token: first.token)?.state == .paused)
+            try c.expect(try ClusterLeaseLiveTests.wait(5) { try ClusterLeaseLiveTests.letGo(a, database) }, "a lets it go")
+            b.core.locked { b.core.hooks.seedFailure = { _ in ENOSPC } }
+            do throws(EngineError) {
+                let removed = try b.removing(id: id)
+                c.expect(removed?.id == id)
+            } catch {
+                c.expect(false, "the removal was refused: \(error)")
+            }
+            let store = try PostgresStateStore(pool: PostgresPool(url: database, capacity: 1))
+            try c.expect(store.load(id: id) == nil, "removed")
         }
     }
 
