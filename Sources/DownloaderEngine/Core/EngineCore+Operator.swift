@@ -102,7 +102,10 @@ extension EngineCore {
             stateWriter.whenDurable { [self] in
                 // Cluster mode: a removal decided under a lease that was gone by its commit is refused
                 // there; the row stays (the new holder's), and so do the files it names.
-                if removals?.takeRefusedRemoval(id) == true { return }
+                if removals?.takeRefusedRemoval(id) == true {
+                    workQueue.async { [self] in decide { tombstones.remove(id: id) } }  // Nor is it read as removed here.
+                    return
+                }
                 for path in files { deleteInBackground(path, before: before) }
             }
         }

@@ -33,6 +33,11 @@ struct TombstoneLedger {
     /// Whether download `id` was removed (and its tombstone is still kept).
     func contains(id: String) -> Bool { byID[id] != nil }
 
+    /// Forgets the tombstone of `id` (cluster mode: the database refused it, the download lives on).
+    mutating func remove(id: String) {
+        byID[id] = nil
+    }
+
     mutating func add(_ tombstone: Tombstone) {
         if byID.updateValue(tombstone, forKey: tombstone.id) == nil { order.append(tombstone.id) }
         while byID.count > Tombstone.limit, head < order.count {

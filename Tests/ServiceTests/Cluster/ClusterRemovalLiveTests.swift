@@ -77,6 +77,7 @@ struct ClusterRemovalLiveTests {
             let store = try PostgresStateStore(pool: PostgresPool(url: database, capacity: 1))
             try c.expect(store.load(id: id)?.state == .completed, "the tombstone was refused: the row stays")
             c.expect(FileStore.fileSize(file) == 64 << 10, "and so does its file")
+            c.expect(Live.wait(5) { !a.core.locked { a.core.tombstones.contains(id: id) } }, "nor is it read as removed here")
             keeper.paused.store(false, ordering: .releasing)
         }
     }
