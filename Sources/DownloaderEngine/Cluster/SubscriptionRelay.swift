@@ -171,7 +171,7 @@ final class SubscriptionRelay: @unchecked Sendable {
     private func deliver(_ deliveries: [(id: String, queues: [SubscriberQueue], events: [DownloadEvent])]) {
         for delivery in deliveries {
             for event in delivery.events {
-                registry.pacer.setLatestProgress(event.isProgress ? event : nil, of: delivery.id)
+                registry.recordRelayed(event, of: delivery.id)
                 let pace = registry.pacer.pace()
                 for queue in delivery.queues { queue.push(event, pace: pace) }
             }

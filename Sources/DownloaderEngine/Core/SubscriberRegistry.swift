@@ -51,6 +51,17 @@ final class SubscriberRegistry: @unchecked Sendable {
         }
     }
 
+    /// The relay's event for `downloadID` (cluster mode), recorded as `publish` records it: a
+    /// progress as the newest, a lifecycle event clearing it; only while the download has queues
+    /// (checked under the lock `remove` clears the record under: a record made after the last
+    /// queue went would stay for good).
+    func recordRelayed(_ event: DownloadEvent, of downloadID: String) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard byDownload[downloadID] != nil else { return }
+        pacer.setLatestProgress(event.isProgress ? event : nil, of: downloadID)
+    }
+
     func queues(for downloadID: String) -> [SubscriberQueue] {
         lock.lock()
         defer { lock.unlock() }

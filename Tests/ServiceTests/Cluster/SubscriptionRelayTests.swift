@@ -81,6 +81,24 @@ import Testing
         #expect(rows.queries.count == 4, "no polling once nobody follows")
     }
 
+    /// A relayed progress is recorded as the download's newest only while the download has
+    /// queues: one delivered after its last queue went (a poll or a hand-over's catch-up racing the
+    /// last client's leaving) used to stay recorded for good.
+    @Test func aRelayedProgressIsRecordedOnlyWhileTheDownloadHasQueues() {
+        let registry = SubscriberRegistry(scheduler: ManualScheduler())
+        let snapshot = DownloadSnapshot(id: "a", url: "http://o.test/a", state: .downloading, storage: .cache, bytesWritten: 5,
+                                        createdAt: Date(), updatedAt: Date())
+        registry.recordRelayed(.progress(snapshot), of: "a")
+        #expect(registry.pacer.latestRecord(of: "a") == nil, "nobody follows it")
+        let queue = registry.makeQueue(for: "a")
+        registry.recordRelayed(.progress(snapshot), of: "a")
+        #expect(registry.pacer.latestRecord(of: "a") != nil)
+        queue.cancel()
+        #expect(registry.pacer.latestRecord(of: "a") == nil, "cleared with the last queue")
+        registry.recordRelayed(.progress(snapshot), of: "a")  // the late delivery
+        #expect(registry.pacer.latestRecord(of: "a") == nil)
+    }
+
     @Test func beyondItsBoundASubscriptionEndsAtOnce() async throws {
         let clock = ManualScheduler()
         let rows = Rows()
