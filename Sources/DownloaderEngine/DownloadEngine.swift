@@ -155,9 +155,16 @@ public final class DownloadEngine: Sendable {
     /// Every download (or those in `state`), newest first. In cluster mode with those of the
     /// database (at most `ClusterReader.listLimit` of them, the filter applied by the database).
     public func list(state: DownloadState? = nil) -> [DownloadSnapshot] {
+        list(state: state, after: nil, limit: ClusterReader.listLimit)
+    }
+
+    /// `list(state:)` for a page of at most `limit` after `position` (nil: from the newest): every
+    /// download held here, and from the database (cluster mode) the `limit` newest after `position`
+    /// of the others. The caller cuts the page (the list's order is `ListPosition`'s).
+    public func list(state: DownloadState?, after position: ListPosition?, limit: Int) -> [DownloadSnapshot] {
         let all = core.list()
-        guard let state else { return clusterList(merging: all) }
-        return clusterList(merging: all.filter { $0.state == state }, state: state, held: Set(all.map(\.id)))
+        guard let state else { return clusterList(merging: all, after: position, limit: limit) }
+        return clusterList(merging: all.filter { $0.state == state }, state: state, held: Set(all.map(\.id)), after: position, limit: limit)
     }
 
     /// How many downloads are in each state (`/metrics`): all of them, also in cluster mode, where

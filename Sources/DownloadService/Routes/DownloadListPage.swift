@@ -13,51 +13,8 @@ struct DownloadListPage: Equatable {
     var limit = maxLimit
     var after: Cursor?
 
-    /// A position in the list: downloads are ordered by `micros` (creation time), then `id`, both descending.
-    struct Cursor: Equatable {
-        var micros: Int64
-        var id: String
-
-        init(micros: Int64, id: String) {
-            self.micros = micros
-            self.id = id
-        }
-
-        init(_ snapshot: DownloadSnapshot) {
-            self.init(micros: Self.micros(snapshot.createdAt), id: snapshot.id)
-        }
-
-        /// `<micros>.<id>`; nil for anything else.
-        init?(text: String) {
-            guard let dot = text.firstIndex(of: "."), let micros = Int64(text[..<dot]) else { return nil }
-            let id = text[text.index(after: dot)...]
-            guard (1...128).contains(id.utf8.count), id.utf8.allSatisfy(Self.isIDByte) else { return nil }
-            self.init(micros: micros, id: String(id))
-        }
-
-        var text: String { "\(micros).\(id)" }
-
-        /// Whether `self` comes before `other` in the list (newer, or as new with a greater id).
-        func precedes(_ other: Cursor) -> Bool {
-            micros != other.micros ? micros > other.micros : id > other.id
-        }
-
-        /// Microseconds since 1970, clamped (a creation time read from a damaged store never traps).
-        static func micros(_ date: Date) -> Int64 {
-            let value = (date.timeIntervalSince1970 * 1_000_000).rounded(.down)
-            guard value.isFinite else { return 0 }
-            return value >= 9.2e18 ? Int64.max : value <= -9.2e18 ? Int64.min : Int64(value)
-        }
-
-        /// Ids are the engine's (hex); the cursor allows what needs no percent-encoding in a query.
-        private static func isIDByte(_ byte: UInt8) -> Bool {
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                 UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "-"), UInt8(ascii: "_"): true
-            default: false
-            }
-        }
-    }
+    /// A position in the list (`ListPosition`), written `<micros>.<id>` in `after` and `next`.
+    typealias Cursor = ListPosition
 
     static func parse(_ items: [(name: String, value: String)]) -> Result<DownloadListPage, APIError> {
         var seen: Set<String> = []
@@ -104,5 +61,26 @@ struct DownloadListPage: Equatable {
         var query = [state.map { "state=\($0.rawValue)" }, limit == Self.maxLimit ? nil : "limit=\(limit)"].compactMap { $0 }
         query.append("after=\(next.text)")
         return "/downloads?" + query.joined(separator: "&")
+    }
+}
+
+extension ListPosition {
+    /// `<micros>.<id>`; nil for anything else.
+    init?(text: String) {
+        guard let dot = text.firstIndex(of: "."), let micros = Int64(text[..<dot]) else { return nil }
+        let id = text[text.index(after: dot)...]
+        guard (1...128).contains(id.utf8.count), id.utf8.allSatisfy(Self.isIDByte) else { return nil }
+        self.init(micros: micros, id: String(id))
+    }
+
+    var text: String { "\(micros).\(id)" }
+
+    /// Ids are the engine's (hex); the cursor allows what needs no percent-encoding in a query.
+    private static func isIDByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+             UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "-"), UInt8(ascii: "_"): true
+        default: false
+        }
     }
 }

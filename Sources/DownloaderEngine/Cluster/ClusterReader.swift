@@ -62,11 +62,14 @@ struct ClusterReader: Sendable {
         return Set(rows.compactMap { $0[0].flatMap(PostgresArray.bytes(hex:)).flatMap { TokenHash(digest: $0) } })
     }
 
-    /// The newest `limit` downloads (in `state` when given), newest first (as `DownloadEngine.list()` orders them).
-    func newest(state: DownloadState? = nil, limit: Int = listLimit) throws(StateStoreError) -> [ClusterRow] {
+    /// The newest `limit` downloads (in `state` when given; after `position` in the list when
+    /// given), newest first (as `DownloadEngine.list()` orders them).
+    func newest(state: DownloadState? = nil, after position: ListPosition? = nil, limit: Int = listLimit) throws(StateStoreError) -> [ClusterRow] {
         let rows = try pool.withConnection { db throws(StateStoreError) in
-            try db.execute(Self.select + " WHERE $2::text IS NULL OR d.state = $2 ORDER BY d.created_at DESC, d.id COLLATE \"C\" DESC LIMIT $1",
-                           [String(limit), state?.rawValue])
+            try db.execute(Self.select + " WHERE ($2::text IS NULL OR d.state = $2) AND ($3::bigint IS NULL OR "
+                           + "(floor(d.created_at * 1000000)::bigint, d.id COLLATE \"C\") < ($3::bigint, $4::text COLLATE \"C\")) "
+                           + "ORDER BY d.created_at DESC, d.id COLLATE \"C\" DESC LIMIT $1",
+                           [String(limit), state?.rawValue, position.map { String($0.micros) }, position?.id])
         }.rows
         return try rows.map { row throws(StateStoreError) in try Self.row(row) }
     }

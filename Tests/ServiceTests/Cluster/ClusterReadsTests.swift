@@ -79,6 +79,13 @@ struct ClusterReadsTests {
         c.expect(listed.map(\.id) == [local.snapshot.id, "k1", "c2", "c1", "p1"], "the engine's own downloads with them, once")
         c.expect(engine.list(state: .completed).map(\.id) == ["c2", "c1"], "the database filters by state")
         c.expect(engine.list(state: .paused).map(\.id).filter { $0 != local.snapshot.id } == ["k1", "p1"])
+        // A page of the list: the database reads only the rows after its position, at most `limit` of them.
+        c.expect(engine.list(state: .completed, after: ListPosition(micros: 300_000_000, id: "c2"), limit: 5).map(\.id) == ["c1"])
+        c.expect(engine.list(state: .completed, after: ListPosition(micros: 300_000_000, id: "c3"), limit: 5).map(\.id) == ["c2", "c1"],
+                 "as old, a greater id comes first")
+        c.expect(engine.list(state: .paused, after: nil, limit: 1).map(\.id).filter { $0 != local.snapshot.id } == ["k1"])
+        c.expect(engine.list(state: nil, after: ListPosition(micros: 150_000_000, id: "x"), limit: 5).map(\.id)
+                 .filter { $0 != local.snapshot.id } == ["p1"])
         // `/metrics`' counts: every row, the engine's own download once (whether or not its row is written yet).
         let counts = engine.stateCounts()
         c.expect(counts.values.reduce(0, +) == 5 && counts[.paused, default: 0] >= 2 && counts[.completed, default: 0] >= 2, "\(counts)")
