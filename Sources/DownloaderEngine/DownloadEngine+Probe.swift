@@ -56,22 +56,27 @@ extension DownloadEngine {
         let sha = try EngineCore.normalizedSHA256(request.sha256)
         guard sha != nil || request.size != nil, let (url, headers) = try? screenedWithHeaders(request) else { return }
         let conflict = core.locked { () -> EngineError? in
-            let key = core.coalescingKey(url: url, headers: headers)
-            let own = core.byURL[key]
-            // As `join`: a stored file of the asked digest answers unless the URL's own download completed.
-            let reused = sha.flatMap { own?.state == .completed ? nil : core.reusable(sha256: $0, credential: key.credential) }
-            return (reused ?? own).flatMap { core.expectationConflict($0, sha: sha, size: request.size) }
+            joined(url: url, headers: headers, sha: sha).flatMap { core.expectationConflict($0, sha: sha, size: request.size) }
         }
         if let conflict { throw conflict }
     }
 
     /// The bytes of the download `request` would join, as a reader would see them, without joining
-    /// it (nil: no download of that URL, with those credentials).
+    /// it (nil: no download of that URL, with those credentials, nor a stored file of its `sha256`).
     public func peek(_ request: DownloadRequest) -> (id: String, state: TailState)? {
         guard let (url, headers) = try? screenedWithHeaders(request) else { return nil }
+        let sha = (try? EngineCore.normalizedSHA256(request.sha256)) ?? nil
         return core.locked {
-            core.byURL[core.coalescingKey(url: url, headers: headers)].map { ($0.id, $0.tailState(partialPath: core.partialPath(of: $0))) }
+            joined(url: url, headers: headers, sha: sha).map { ($0.id, $0.tailState(partialPath: core.partialPath(of: $0))) }
         }
+    }
+
+    /// Under the core's lock: the download a join of `url` would find, as `join` finds it: a stored
+    /// file of the asked digest answers unless the URL's own download completed.
+    private func joined(url: String, headers: CallerHeaders, sha: String?) -> DownloadRecord? {
+        let key = core.coalescingKey(url: url, headers: headers)
+        let own = core.byURL[key]
+        return sha.flatMap { own?.state == .completed ? nil : core.reusable(sha256: $0, credential: key.credential) } ?? own
     }
 
     /// `request`'s URL as a join screens it, its `user:password@` split out into the caller

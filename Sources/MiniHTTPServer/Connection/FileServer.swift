@@ -53,9 +53,10 @@ enum FileServer {
                                                                             modifiedNanoseconds: mtimeNanos),
                                 alsoMatches: file.alsoMatches, alsoModified: file.alsoModified.compactMap(HTTPDate.parseStrict))
         var headers = HTTPHeaders()
-        headers["ETag"] = meta.etag
+        let plan = FilePlan.decide(method: method, headers: requestHeaders, file: meta)
+        headers["ETag"] = FilePlan.etag(answering: plan, headers: requestHeaders, file: meta)
         headers["Last-Modified"] = HTTPDate.format(meta.modified)
-        switch FilePlan.decide(method: method, headers: requestHeaders, file: meta) {
+        switch plan {
         case .notModified:
             close(fd)
             return .success(Prepared(status: 304, headers: headers, framing: .none))

@@ -66,4 +66,20 @@ enum FilePlan: Equatable {
         }
     }
 
+    /// The ETag the answer `plan` names: for a `304` or a `206`, the one of the content's other
+    /// validators the request's `If-None-Match` or `If-Range` named, when it named one (a client
+    /// holding the origin's tag of this content gets that tag back: a cache, or BuildKit's `ADD`,
+    /// refuses a `304` naming a tag it does not hold); else the file's own.
+    static func etag(answering plan: FilePlan, headers: HTTPHeaders, file: FileMetadata) -> String {
+        let condition: (field: String, weak: Bool)
+        switch plan {
+        case .notModified: condition = ("If-None-Match", true)
+        case .partial: condition = ("If-Range", false)
+        default: return file.etag
+        }
+        guard let value = headers[condition.field], Substring(value).trimmingSpaces() != "*" else { return file.etag }
+        if ETagList.matches(value, etags: [file.etag], weak: condition.weak) { return file.etag }
+        return file.alsoMatches.first { ETagList.matches(value, etags: [$0], weak: condition.weak) } ?? file.etag
+    }
+
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import DownloaderEngine
 
 /// `GET /fetch` through the real executable against the in-process `TestOrigin` on loopback.
 @Suite(.timeLimit(.minutes(3)))
@@ -58,6 +59,15 @@ struct FetchLiveTests {
         let ranged = try await service.client.request("GET", "/downloads/\(id)/file",
                                                       headers: ["Range": "bytes=0-9", "If-Range": originETag])
         #expect(ranged.status == 206 && ranged.body == Array(expected[0...9]))
+        // The answer names the tag the client holds (BuildKit's ADD and caches refuse a 304 naming
+        // another): the one its condition named.
+        #expect(ranged.header("ETag") == originETag)
+        for method in ["GET", "HEAD"] {
+            let same = try await service.client.request(method, Self.path(origin.url), headers: ["If-None-Match": originETag])
+            #expect(same.status == 304 && same.header("ETag") == originETag, "\(method) /fetch: \(same.status) \(same.header("ETag") ?? "-")")
+        }
+        let unconditional = try await service.client.request("GET", "/downloads/\(id)/file")
+        #expect(unconditional.header("ETag")?.count == 66, "otherwise its SHA-256")
         #expect(try await service.client.request("GET", "/downloads/\(id)/file", headers: ["If-None-Match": originETag]).status == 304)
         #expect(try await service.client.request("HEAD", "/downloads/\(id)/file", headers: ["If-Match": originETag]).status == 200)
         #expect(try await service.client.request("HEAD", "/downloads/\(id)/file", headers: ["If-Match": "\"other\""]).status == 412)
@@ -332,6 +342,14 @@ struct FetchLiveTests {
         let conflict = try await service.client.request("HEAD", Self.path(origin.url) + "&size=5")
         #expect(conflict.status == 409 && conflict.header("X-Download-Id") == fetched.header("X-Download-Id"))
         #expect(origin.getCount() == 1, "only the GET fetched")
+        // With the sha256 of a stored file, another URL is answered by that file, as its GET would
+        // be: no probe of the origin (which does not have it).
+        let heads = origin.requests().filter { $0.method == "HEAD" }.count
+        let sha = SHA256Hasher.hex(origin.expectedBody())
+        let reused = try await service.client.request("HEAD", Self.path(origin.url("/elsewhere")) + "&sha256=\(sha)")
+        #expect(reused.status == 200 && reused.header("Content-Length") == "12345", "\(reused.status)")
+        #expect(reused.header("X-Download-Id") == fetched.header("X-Download-Id"))
+        #expect(origin.requests().filter { $0.method == "HEAD" }.count == heads, "the origin was not asked")
     }
 
     /// HEAD probes hold an outbound connection each: at most 16 per client run at once (the 17th is
