@@ -27,18 +27,25 @@ enum EpochSeeding {
     }
 
     /// `copy(from:to:ranges:)`, telling why nothing was copied when it was for want of room:
-    /// `noSpace` when making or writing the target (or its sync) failed with ENOSPC or EDQUOT (a
-    /// full shared volume: the bytes are still in `from`, to be copied once there is room). Any
-    /// other failure copies nothing, as a source that is missing does.
-    static func seed(from: String, to: String, ranges: [Range<Int64>]) -> (copied: [Range<Int64>], noSpace: Bool) {
+    /// `lacked` when opening, making or writing a file (or the sync) failed for want of a
+    /// resource that comes back: ENOSPC or EDQUOT (a full shared volume), EMFILE, ENFILE or ENOMEM
+    /// (the bytes are still in `from`, to be copied later). Any other failure copies nothing, as a
+    /// source that is missing does.
+    static func seed(from: String, to: String, ranges: [Range<Int64>]) -> (copied: [Range<Int64>], lacked: Bool) {
         unlink(to)
-        guard !ranges.isEmpty, let source = try? syscall("open \(from)", { open(from, O_RDONLY | O_CLOEXEC) }) else { return ([], false) }
+        guard !ranges.isEmpty else { return ([], false) }
+        let source: Int32
+        do throws(SystemError) {
+            source = try syscall("open \(from)") { open(from, O_RDONLY | O_CLOEXEC) }
+        } catch {
+            return ([], lacking(error.errno))
+        }
         defer { close(source) }
         let target: Int32
         do throws(SystemError) {
             target = try syscall("open \(to)") { open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }
         } catch {
-            return ([], error.isNoSpace)
+            return ([], lacking(error.errno))
         }
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         var copied: [Range<Int64>] = []
@@ -59,9 +66,14 @@ enum EpochSeeding {
         close(target)
         guard failure == nil, !copied.isEmpty else {
             unlink(to)
-            return ([], failure.map { SystemError(errno: $0, function: "seed").isNoSpace } ?? false)
+            return ([], failure.map(lacking) ?? false)
         }
         return (copied, false)
+    }
+
+    /// Whether `errno` says a resource that comes back was lacking (room, descriptors, memory).
+    static func lacking(_ errno: Int32) -> Bool {
+        [ENOSPC, EDQUOT, EMFILE, ENFILE, ENOMEM].contains(errno)
     }
 
     /// Copies `range` from `source` to `target` at the same offsets; returns where it stopped (the
@@ -88,7 +100,8 @@ enum EpochSeeding {
                     }
                 }
                 switch wrote {
-                case .success(let n): written += n
+                case .success(let n) where n > 0: written += n
+                case .success: return (at, EIO)  // Wrote nothing: never looped on.
                 case .failure(let error): return (at, error.errno)
                 }
             }

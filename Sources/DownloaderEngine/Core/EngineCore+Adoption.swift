@@ -1,4 +1,3 @@
-import Basics
 import Foundation
 
 // Cluster mode: taking a lease and adopting its download's row into memory, for a request, an
@@ -20,7 +19,8 @@ extension EngineCore {
             if adopt(row, hold, grant, cluster, keepingBytes: keepingBytes) == .noRoom {
                 let running = row.state == .queued || row.state == .downloading
                 if hold.stop(), !running { _ = try? cluster.leases.release(key: hold.key, epoch: hold.epoch) }
-                throw .busy("the shared volume has no room to copy the download's kept bytes here; try again shortly").about(row.id)
+                throw .busy("the download's kept bytes could not be copied here for now (no room on the shared volume); try again shortly")
+                    .about(row.id)
             }
             return nil  // Adopted, or its lease stopped while seeding: the join takes it again.
         }
@@ -30,8 +30,9 @@ extension EngineCore {
         case adopted
         /// The lease stopped while the partial was seeded: nothing adopted.
         case leaseStopped
-        /// The previous epoch's durable bytes found no room to be copied (a full shared volume):
-        /// nothing adopted, rather than the download going on from 0 and its kept bytes deleted.
+        /// The previous epoch's durable bytes found no room to be copied (a full shared volume; or
+        /// no descriptor, no memory: `EpochSeeding.lacking`): nothing adopted, rather than the
+        /// download going on from 0 and its kept bytes deleted.
         case noRoom
     }
 
@@ -89,15 +90,15 @@ extension EngineCore {
         // committed; its holder died or lost the lease before the completion's commit): completed.
         let published = row.state != .completed && row.sha256 != nil
             && row.finalPath.map { path in !path.isEmpty && FileStore.fileSize(path) == row.size } == true
-        if published {
-            FileStore.remove(target)
+        if published || !keepingBytes {
+            FileStore.remove(target)  // (A removal needs no copy of the bytes it deletes.)
         } else if row.state != .completed, row.validator != nil,
            case .copy(let from, let ranges) = EpochFiles.seed(previousPartial: grant.partFile, durableOffset: grant.durableOffset,
                                                               segments: row.segments),
            !from.contains("/") {
-            let seeded = failure?(row.id).map { (copied: [Range<Int64>](), noSpace: SystemError(errno: $0, function: "seed").isNoSpace) }
+            let seeded = failure?(row.id).map { (copied: [Range<Int64>](), lacked: EpochSeeding.lacking($0)) }
                 ?? EpochSeeding.seed(from: store.partialDirectory + "/" + from, to: target, ranges: ranges)
-            guard !(seeded.noSpace && keepingBytes) else {
+            guard !seeded.lacked else {
                 cluster.keeper.remove(hold)
                 return .noRoom
             }

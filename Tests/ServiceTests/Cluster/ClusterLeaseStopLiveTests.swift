@@ -11,6 +11,17 @@ struct ClusterLeaseStopLiveTests {
     /// Leases of 10 s (the default): the stopped lease's row stays unexpired through each test.
     static let ttl: Double = 10
 
+    /// Replica `a` fetched part of `origin`'s file (a checkpoint reached the lease row), its caller
+    /// left, and it let the paused download go: the next replica to act on it adopts it.
+    static func pausedOnA(_ c: BlockingChecks, _ database: String, _ origin: TestOrigin, _ a: DownloadEngine) throws -> Enqueued {
+        let first = try a.request(DownloadRequest(url: origin.url))
+        try c.expect(try ClusterLeaseLiveTests.wait(10) { (try ClusterLeaseLiveTests.leaseRow(database)?.durable ?? 0) >= 128 << 10 },
+                     "a checkpoint reached the lease row")
+        c.expect(a.cancel(token: first.token)?.state == .paused)
+        try c.expect(try ClusterLeaseLiveTests.wait(5) { try ClusterLeaseLiveTests.letGo(a, database) }, "a lets it go")
+        return first
+    }
+
     /// What the keeper does with a lease whose deadline passed.
     static func stop(_ hold: LeaseHold, on engine: DownloadEngine) {
         if hold.stop() { engine.core.leaseStopped(hold) }
@@ -63,12 +74,8 @@ struct ClusterLeaseStopLiveTests {
     /// while, so the download resumes from what was durable and its new caller is kept.
     @Test func aTakeoverWhoseSeedingOutlastsTheLeaseKeepsItAndResumes() async throws {
         try await ClusterLeaseLiveTests.withReplicas(ttl: 2) { c, database, origin, a, b in
-            let first = try a.request(DownloadRequest(url: origin.url))
+            let first = try Self.pausedOnA(c, database, origin, a)
             let id = first.snapshot.id
-            try c.expect(try ClusterLeaseLiveTests.wait(10) { (try ClusterLeaseLiveTests.leaseRow(database)?.durable ?? 0) >= 128 << 10 },
-                         "a checkpoint reached the lease row")
-            c.expect(a.cancel(token: first.token)?.state == .paused)
-            try c.expect(try ClusterLeaseLiveTests.wait(5) { try ClusterLeaseLiveTests.letGo(a, database) }, "a lets it go")
             b.core.locked { b.core.hooks.seeding = { _ in usleep(3_000_000) } }
             let second = try b.request(DownloadRequest(url: origin.url))
             c.expect(second.snapshot.id == id)
@@ -107,12 +114,8 @@ struct ClusterLeaseStopLiveTests {
     /// It used to go on from 0 and delete the kept bytes. A removal needs no bytes: it goes on.
     @Test func aSeedWithoutRoomKeepsTheBytesAndRefusesForNow() async throws {
         try await ClusterLeaseLiveTests.withReplicas(ttl: 2) { c, database, origin, a, b in
-            let first = try a.request(DownloadRequest(url: origin.url))
+            let first = try Self.pausedOnA(c, database, origin, a)
             let id = first.snapshot.id
-            try c.expect(try ClusterLeaseLiveTests.wait(10) { (try ClusterLeaseLiveTests.leaseRow(database)?.durable ?? 0) >= 128 << 10 },
-                         "a checkpoint reached the lease row")
-            c.expect(a.cancel(token: first.token)?.state == .paused)
-            try c.expect(try ClusterLeaseLiveTests.wait(5) { try ClusterLeaseLiveTests.letGo(a, database) }, "a lets it go")
             let before = try c.require(try ClusterLeaseLiveTests.leaseRow(database))
             let previous = b.core.store.partialDirectory + "/" + (before.partFile ?? "-")
             let kept = try c.require(FileStore.fileSize(previous))
@@ -142,19 +145,17 @@ struct ClusterLeaseStopLiveTests {
     /// not copied (no room, and no need), the removal goes on.
     @Test func aRemovalNeedsNoRoomForTheKeptBytes() async throws {
         try await ClusterLeaseLiveTests.withReplicas(ttl: 2) { c, database, origin, a, b in
-            let first = try a.request(DownloadRequest(url: origin.url))
+            let first = try Self.pausedOnA(c, database, origin, a)
             let id = first.snapshot.id
-            try c.expect(try ClusterLeaseLiveTests.wait(10) { (try ClusterLeaseLiveTests.leaseRow(database)?.durable ?? 0) >= 128 << 10 },
-                         "a checkpoint reached the lease row")
-            c.expect(a.cancel(token: first.token)?.state == .paused)
-            try c.expect(try ClusterLeaseLiveTests.wait(5) { try ClusterLeaseLiveTests.letGo(a, database) }, "a lets it go")
-            b.core.locked { b.core.hooks.seedFailure = { _ in ENOSPC } }
+            let seeds = Atomic(0)
+            b.core.locked { b.core.hooks.seedFailure = { _ in seeds.add(1, ordering: .relaxed); return ENOSPC } }
             do throws(EngineError) {
                 let removed = try b.removing(id: id)
                 c.expect(removed?.id == id)
             } catch {
                 c.expect(false, "the removal was refused: \(error)")
             }
+            c.expect(seeds.load(ordering: .relaxed) == 0, "nothing was copied to be deleted")
             let store = try PostgresStateStore(pool: PostgresPool(url: database, capacity: 1))
             try c.expect(store.load(id: id) == nil, "removed")
         }
@@ -166,11 +167,7 @@ struct ClusterLeaseStopLiveTests {
     /// from it rather than from 0.
     @Test func aTakeoverKeepsThePreviousPartialUntilTheLeaseRowNamesItsOwn() async throws {
         try await ClusterLeaseLiveTests.withReplicas(ttl: Self.ttl) { c, database, origin, a, b in
-            let first = try a.request(DownloadRequest(url: origin.url))
-            try c.expect(try ClusterLeaseLiveTests.wait(10) { (try ClusterLeaseLiveTests.leaseRow(database)?.durable ?? 0) >= 128 << 10 },
-                         "a checkpoint reached the lease row")
-            c.expect(a.cancel(token: first.token)?.state == .paused)
-            try c.expect(try ClusterLeaseLiveTests.wait(5) { try ClusterLeaseLiveTests.letGo(a, database) }, "a lets it go")
+            let first = try Self.pausedOnA(c, database, origin, a)
             let previous = try c.require(try ClusterLeaseLiveTests.leaseRow(database)?.partFile)
             let path = b.core.store.partialDirectory + "/" + previous
             c.expect(FileStore.fileSize(path) != nil, "a's partial is there")
