@@ -13,14 +13,16 @@ extension LeaseStore {
     }
 
     /// Renews `holds` in statements of at most `batch` leases each and says, by `policy`, what
-    /// follows for each: a lease the statement did not renew was refused; a statement that failed
-    /// fails all of its leases.
+    /// follows for each: a lease the statement did not renew was refused. A statement that failed
+    /// (a deadlock with a commit locking the same rows in another order, which PostgreSQL ends by
+    /// failing one of them) is tried lease by lease before any lease counts as failed.
     func renewals(of holds: [LeaseHold], policy: LeasePolicy, monotonic: () -> Double,
                   batch: Int = 1_000) -> [(hold: LeaseHold, lease: HeldLease, decision: LeasePolicy.Decision)] {
         var out: [(hold: LeaseHold, lease: HeldLease, decision: LeasePolicy.Decision)] = []
         out.reserveCapacity(holds.count)
         for start in stride(from: 0, to: holds.count, by: max(1, batch)) {
-            let chunk = holds[start..<min(holds.count, start + max(1, batch))]
+            // In key order: two batches (or a batch and a commit doing the same) lock rows alike.
+            let chunk = holds[start..<min(holds.count, start + max(1, batch))].sorted { $0.key < $1.key }
             let started = monotonic()
             let renewed: Set<String>?
             do throws(StateStoreError) {
@@ -28,10 +30,17 @@ extension LeaseStore {
             } catch {
                 renewed = nil
             }
+            guard let renewed else {
+                for hold in chunk {
+                    let (lease, decision) = renewal(of: hold, policy: policy, monotonic: monotonic)
+                    out.append((hold, lease, decision))
+                }
+                continue
+            }
             let now = monotonic()
             for hold in chunk {
-                let outcome: LeasePolicy.RenewalOutcome = renewed.map { $0.contains(hold.key) ? .renewed : .refused } ?? .failed
-                let (lease, decision) = policy.renewed(hold.lease, startedAt: started, outcome: outcome, now: now)
+                let (lease, decision) = policy.renewed(hold.lease, startedAt: started, outcome: renewed.contains(hold.key) ? .renewed : .refused,
+                                                       now: now)
                 out.append((hold, lease, decision))
             }
         }
