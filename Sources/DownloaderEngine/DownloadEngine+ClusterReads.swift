@@ -40,8 +40,8 @@ final class ClusterReads: Sendable {
     /// `local` (the engine's own, which win) with the database's newest downloads (in `state` when
     /// given), newest first. A download held here is left out of the rows whatever their state says.
     func list(merging local: [DownloadSnapshot], state: DownloadState? = nil, held: Set<String> = [],
-              after position: ListPosition? = nil, limit: Int = ClusterReader.listLimit) -> [DownloadSnapshot] {
-        guard let rows = try? reader.newest(state: state, after: position, limit: limit) else { return local }
+              after position: ListPosition? = nil, limit: Int = ClusterReader.listLimit, includingPrivate: Bool = true) -> [DownloadSnapshot] {
+        guard let rows = try? reader.newest(state: state, after: position, limit: limit, includingPrivate: includingPrivate) else { return local }
         let known = held.union(local.map(\.id))
         return (local + rows.lazy.filter { !known.contains($0.stored.id) }.map { $0.snapshot(ignoring: self.ignoring) })
             .sorted { $0.createdAt != $1.createdAt ? $0.createdAt > $1.createdAt : $0.id > $1.id }
@@ -145,8 +145,10 @@ extension DownloadEngine {
     /// The list with the database's downloads (cluster mode; in `state` when given), or `local` as it is.
     /// `held`: every download the engine holds (those in another state than `state` among them).
     func clusterList(merging local: [DownloadSnapshot], state: DownloadState? = nil, held: Set<String> = [],
-                     after position: ListPosition? = nil, limit: Int = ClusterReader.listLimit) -> [DownloadSnapshot] {
-        clusterReads?.list(merging: local, state: state, held: held, after: position, limit: limit) ?? local
+                     after position: ListPosition? = nil, limit: Int = ClusterReader.listLimit,
+                     includingPrivate: Bool = true) -> [DownloadSnapshot] {
+        clusterReads?.list(merging: local, state: state, held: held, after: position, limit: limit, includingPrivate: includingPrivate)
+            ?? local
     }
 
     func clusterCompletedFile(id: String) -> CompletedFile? { clusterReads?.completedFile(id: id) }

@@ -160,11 +160,13 @@ public final class DownloadEngine: Sendable {
 
     /// `list(state:)` for a page of at most `limit` after `position` (nil: from the newest): every
     /// download held here, and from the database (cluster mode) the `limit` newest after `position`
-    /// of the others. The caller cuts the page (the list's order is `ListPosition`'s).
-    public func list(state: DownloadState?, after position: ListPosition?, limit: Int) -> [DownloadSnapshot] {
-        let all = core.list()
-        guard let state else { return clusterList(merging: all, after: position, limit: limit) }
-        return clusterList(merging: all.filter { $0.state == state }, state: state, held: Set(all.map(\.id)), after: position, limit: limit)
+    /// of the others; the private ones (made with caller headers) only when `includingPrivate`. The
+    /// caller cuts the page (the list's order is `ListPosition`'s).
+    public func list(state: DownloadState?, after position: ListPosition?, limit: Int, includingPrivate: Bool = true) -> [DownloadSnapshot] {
+        let all = includingPrivate ? core.list() : core.list().filter { !$0.isPrivate }
+        guard let state else { return clusterList(merging: all, after: position, limit: limit, includingPrivate: includingPrivate) }
+        return clusterList(merging: all.filter { $0.state == state }, state: state, held: Set(all.map(\.id)), after: position,
+                           limit: limit, includingPrivate: includingPrivate)
     }
 
     /// How many downloads are in each state (`/metrics`): all of them, also in cluster mode, where

@@ -151,20 +151,19 @@ struct DownloadAPI: Sendable {
     }
 
     /// A page of the downloads this request may list, newest first (`DownloadListPage`); `next`
-    /// and a `Link` to the page after it when more follow (private downloads left out of a page
-    /// leave it short).
+    /// and a `Link` to the page after it when more follow.
     private func list(_ request: Request) -> Response {
         let query: DownloadListPage
         switch DownloadListPage.parse(request.queryItems) {
         case .success(let parsed): query = parsed
         case .failure(let error): return error.response
         }
-        // One more than the page from the database: whether a next page follows. Paged before the
-        // downloads this request may not list are left out (a page may hold fewer), so that the
-        // pages go on past them.
-        let page = query.page(of: engine.list(state: query.state, after: query.after, limit: query.limit + 1))
-        let listable = page.downloads.filter { access(isPrivate: $0.isPrivate, request, id: nil).allowsListing }
-        var body = JSONObject(["downloads": .array(listable.map { .object(SnapshotJSON.object($0)) })])
+        // Private downloads are left out before paging (in the database too), so that a page is
+        // whole and its `next` names a download this request may list. One more than the page is
+        // read: whether a next page follows.
+        let seesPrivate = access(isPrivate: true, request, id: nil).allowsListing
+        let page = query.page(of: engine.list(state: query.state, after: query.after, limit: query.limit + 1, includingPrivate: seesPrivate))
+        var body = JSONObject(["downloads": .array(page.downloads.map { .object(SnapshotJSON.object($0)) })])
         var headers = HTTPHeaders()
         if let next = page.next {
             body["next"] = .string(next.text)

@@ -63,13 +63,16 @@ struct ClusterReader: Sendable {
     }
 
     /// The newest `limit` downloads (in `state` when given; after `position` in the list when
-    /// given), newest first (as `DownloadEngine.list()` orders them).
-    func newest(state: DownloadState? = nil, after position: ListPosition? = nil, limit: Int = listLimit) throws(StateStoreError) -> [ClusterRow] {
+    /// given; without the private ones unless `includingPrivate`), newest first, in the order of
+    /// `ListPosition` (creation time in microseconds, then id), which is what a page follows.
+    func newest(state: DownloadState? = nil, after position: ListPosition? = nil, limit: Int = listLimit,
+                includingPrivate: Bool = true) throws(StateStoreError) -> [ClusterRow] {
         let rows = try pool.withConnection { db throws(StateStoreError) in
             try db.execute(Self.select + " WHERE ($2::text IS NULL OR d.state = $2) AND ($3::bigint IS NULL OR "
                            + "(floor(d.created_at * 1000000)::bigint, d.id COLLATE \"C\") < ($3::bigint, $4::text COLLATE \"C\")) "
-                           + "ORDER BY d.created_at DESC, d.id COLLATE \"C\" DESC LIMIT $1",
-                           [String(limit), state?.rawValue, position.map { String($0.micros) }, position?.id])
+                           + "AND ($5::boolean OR d.credential_key IS NULL) "
+                           + "ORDER BY floor(d.created_at * 1000000) DESC, d.id COLLATE \"C\" DESC LIMIT $1",
+                           [String(limit), state?.rawValue, position.map { String($0.micros) }, position?.id, String(includingPrivate)])
         }.rows
         return try rows.map { row throws(StateStoreError) in try Self.row(row) }
     }

@@ -100,6 +100,26 @@ import Testing
         let whole = await api.respond(to: Request(method: "GET", target: "/downloads", remoteAddress: "127.0.0.5:5000"))
         #expect((APILimitsTests.json(whole)["downloads"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == listed)
         #expect(APILimitsTests.json(whole)["next"] == nil)
+        // A private download (caller headers) is listed for nobody without the admin token: no
+        // page holds it and no `next` names it.
+        var headers = HTTPHeaders()
+        headers["Content-Type"] = "application/json"
+        let made = await api.respond(to: Request(method: "POST", target: "/downloads", headers: headers,
+                                                 body: Array(#"{"url":"http://localhost:9/private","headers":{"X-Api-Key":"k"}}"#.utf8),
+                                                 remoteAddress: "127.0.0.5:6000"))
+        let secret = try #require(APILimitsTests.json(made)["id"] as? String)
+        target = "/downloads?limit=1"
+        var seen: [String] = []
+        for _ in 0..<10 {
+            let response = await api.respond(to: Request(method: "GET", target: target, remoteAddress: "127.0.0.5:5000"))
+            let body = APILimitsTests.json(response)
+            seen += try #require(body["downloads"] as? [[String: Any]]).compactMap { $0["id"] as? String }
+            #expect(!(response.headers["Link"] ?? "").contains(secret))
+            guard let next = body["next"] as? String else { break }
+            #expect(!next.contains(secret))
+            target = "/downloads?limit=1&after=\(next)"
+        }
+        #expect(Set(seen) == Set(created) && seen.count == 5, "\(seen)")
         let refused = await api.respond(to: Request(method: "GET", target: "/downloads?limit=0", remoteAddress: "127.0.0.5:5000"))
         #expect(refused.status == 400 && APILimitsTests.errorCode(refused) == "invalid_query")
         await engine.shutdown()
