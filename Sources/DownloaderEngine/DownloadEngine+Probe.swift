@@ -71,12 +71,14 @@ extension DownloadEngine {
         }
     }
 
-    /// Under the core's lock: the download a join of `url` would find, as `join` finds it: a stored
-    /// file of the asked digest answers unless the URL's own download completed.
+    /// Under the core's lock: the download a join of `url` would find, as `join` finds it: the
+    /// URL's own stored file answers unless it is of another digest than asked; then a stored file
+    /// of that digest does.
     private func joined(url: String, headers: CallerHeaders, sha: String?) -> DownloadRecord? {
         let key = core.coalescingKey(url: url, headers: headers)
         let own = core.byURL[key]
-        return sha.flatMap { own?.state == .completed ? nil : core.reusable(sha256: $0, credential: key.credential) } ?? own
+        let ownAnswers = own?.state == .completed && (sha == nil || own?.sha256 == sha)
+        return (ownAnswers ? nil : sha.flatMap { core.reusable(sha256: $0, credential: key.credential) }) ?? own
     }
 
     /// `request`'s URL as a join screens it, its `user:password@` split out into the caller

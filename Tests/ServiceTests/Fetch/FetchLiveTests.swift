@@ -350,6 +350,13 @@ struct FetchLiveTests {
         #expect(reused.status == 200 && reused.header("Content-Length") == "12345", "\(reused.status)")
         #expect(reused.header("X-Download-Id") == fetched.header("X-Download-Id"))
         #expect(origin.requests().filter { $0.method == "HEAD" }.count == heads, "the origin was not asked")
+        // The URL's own stored file of another digest: the stored file of the asked digest answers (as the GET's join).
+        origin.addResource(path: "/other", size: 5_000)
+        let other = try await Self.fetch(service, origin.url("/other"))
+        let otherSHA = SHA256Hasher.hex(origin.expectedBody(path: "/other"))
+        let crossed = try await service.client.request("HEAD", Self.path(origin.url) + "&sha256=\(otherSHA)")
+        #expect(crossed.status == 200 && crossed.header("Content-Length") == "5000", "\(crossed.status)")
+        #expect(crossed.header("X-Download-Id") == other.header("X-Download-Id"))
     }
 
     /// HEAD probes hold an outbound connection each: at most 16 per client run at once (the 17th is
