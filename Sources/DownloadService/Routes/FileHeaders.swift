@@ -33,15 +33,6 @@ enum FileHeaders {
         }
     }
 
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
-    }
-
     /// `Repr-Digest` (RFC 9530) for a SHA-256 given in hex: `sha-256=:<base64>:`.
     static func reprDigest(sha256Hex hex: String) -> String? {
         let digits = Array(hex.utf8)  // by bytes: a stored value of other characters never indexes past the end
@@ -49,7 +40,7 @@ enum FileHeaders {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(32)
         for pair in stride(from: 0, to: 64, by: 2) {
-            guard let high = hexValue(digits[pair]), let low = hexValue(digits[pair + 1]) else { return nil }
+            guard let high = HexDigit.value(digits[pair]), let low = HexDigit.value(digits[pair + 1]) else { return nil }
             bytes.append(high << 4 | low)
         }
         return "sha-256=:\(Data(bytes).base64EncodedString()):"
