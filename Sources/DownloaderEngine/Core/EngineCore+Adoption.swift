@@ -77,8 +77,9 @@ extension EngineCore {
     /// where they stood. A download that was running carries on for its stored callers.
     ///
     /// The lease is renewed from the start: seeding copies the partial, which for a large file
-    /// takes longer than a lease lasts. When it stopped meanwhile, nothing is adopted (false) and
-    /// the previous partial stays where the lease row names it.
+    /// takes longer than a lease lasts. When it stopped meanwhile, nothing is adopted
+    /// (`leaseStopped`) and the previous partial stays where the lease row names it; so too when
+    /// the copy lacked room (`noRoom`). Not `keepingBytes` (a removal): nothing is copied.
     private func adopt(_ row: StoredDownload, _ hold: LeaseHold, _ grant: LeaseStore.Grant, _ cluster: EngineCluster,
                        keepingBytes: Bool = true) -> Adoption {
         cluster.keeper.add(hold)
