@@ -16,21 +16,16 @@ enum EpochSeeding {
             unlink(to)
             return 0
         }
-        return copy(from: from, to: to, ranges: [0..<length]).first?.upperBound ?? 0
+        return seed(from: from, to: to, ranges: [0..<length]).copied.first?.upperBound ?? 0
     }
 
     /// Copies `ranges` (in file order, disjoint) of `from` into `to` (replaced) at the same offsets,
     /// fsynced. Returns the ranges copied: a range is cut where `from` ends (and those after it
-    /// dropped); none when `from` is missing or a read or write failed (`to` then removed).
-    static func copy(from: String, to: String, ranges: [Range<Int64>]) -> [Range<Int64>] {
-        seed(from: from, to: to, ranges: ranges).copied
-    }
-
-    /// `copy(from:to:ranges:)`, telling why nothing was copied when it was for want of room:
-    /// `lacked` when opening, making or writing a file (or the sync) failed for want of a
-    /// resource that comes back: ENOSPC or EDQUOT (a full shared volume), EMFILE, ENFILE or ENOMEM
-    /// (the bytes are still in `from`, to be copied later). Any other failure copies nothing, as a
-    /// source that is missing does.
+    /// dropped); none when `from` is missing or a read or write failed (`to` then removed). When
+    /// nothing was copied for want of a resource that comes back, `lacked`: ENOSPC or EDQUOT (a
+    /// full shared volume), EMFILE, ENFILE or ENOMEM, in opening, making or writing a file or in
+    /// the sync (the bytes are still in `from`, to be copied later); any other failure copies
+    /// nothing, as a source that is missing does.
     static func seed(from: String, to: String, ranges: [Range<Int64>]) -> (copied: [Range<Int64>], lacked: Bool) {
         unlink(to)
         guard !ranges.isEmpty else { return ([], false) }

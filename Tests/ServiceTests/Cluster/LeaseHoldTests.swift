@@ -64,7 +64,7 @@ import Testing
         let bytes = (0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
         #expect(FileManager.default.createFile(atPath: dir + "/x.1.part", contents: Data(bytes)))
         let ranges: [Range<Int64>] = [0..<1_500_000, 2_000_000..<2_100_000, 2_900_000..<3_200_000]
-        let copied = EpochSeeding.copy(from: dir + "/x.1.part", to: dir + "/x.2.part", ranges: ranges)
+        let copied = EpochSeeding.seed(from: dir + "/x.1.part", to: dir + "/x.2.part", ranges: ranges).copied
         #expect(copied == [0..<1_500_000, 2_000_000..<2_100_000, 2_900_000..<3_000_000], "cut where the source ends")
         let seeded = try #require(FileManager.default.contents(atPath: dir + "/x.2.part"))
         #expect(seeded.count == 3_000_000)
@@ -72,7 +72,7 @@ import Testing
             #expect(seeded[Int(range.lowerBound)..<Int(range.upperBound)] == Data(bytes[Int(range.lowerBound)..<Int(range.upperBound)]))
         }
         #expect(seeded[1_500_000..<2_000_000].allSatisfy { $0 == 0 }, "a gap stays a hole")
-        #expect(EpochSeeding.copy(from: dir + "/gone.part", to: dir + "/x.3.part", ranges: ranges) == [])
+        #expect(EpochSeeding.seed(from: dir + "/gone.part", to: dir + "/x.3.part", ranges: ranges) == ([], false))
         #expect(!FileManager.default.fileExists(atPath: dir + "/x.3.part"))
     }
 
@@ -85,7 +85,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: dir); unlink(other) }
         let bytes = (0..<2_000_000).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 1) }
         #expect(FileManager.default.createFile(atPath: dir + "/x.1.part", contents: Data(bytes)))
-        #expect(EpochSeeding.copy(from: dir + "/x.1.part", to: other, ranges: [0..<1_000_000, 1_500_000..<2_000_000])
+        #expect(EpochSeeding.seed(from: dir + "/x.1.part", to: other, ranges: [0..<1_000_000, 1_500_000..<2_000_000]).copied
                 == [0..<1_000_000, 1_500_000..<2_000_000])
         let seeded = try #require(FileManager.default.contents(atPath: other))
         #expect(seeded[..<1_000_000] == Data(bytes[..<1_000_000]) && seeded[1_500_000...] == Data(bytes[1_500_000...]))
