@@ -6,6 +6,11 @@ public struct OriginHead: Sendable, Equatable {
     public var status: Int
     public var contentLength: Int64?
     public var contentType: String?
+    /// The name a download of it would take (`FileNameSanitizer`).
+    public var fileName: String = FileNameSanitizer.fallback
+    /// The origin's strong `ETag`, which a download of this version would be served under (nil:
+    /// none, or a weak one; a download then gets a tag of its own).
+    public var etag: String?
 }
 
 /// What a probe found: the origin's 2xx head, or the failure a download would report.
@@ -38,7 +43,7 @@ extension DownloadEngine {
         let attempt = ProbeAttempt()
         let outcome = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                attempt.started(driver.start(transfer, delegate: HeadProbe(continuation)))
+                attempt.started(driver.start(transfer, delegate: HeadProbe(continuation, url: url)))
             }
         } onCancel: {
             attempt.cancel()
@@ -113,9 +118,12 @@ private final class ProbeAttempt: Sendable {
 private final class HeadProbe: TransferDelegate, @unchecked Sendable {
     private let continuation: Mutex<CheckedContinuation<ProbeOutcome, Never>?>
     private let head = Mutex<ResponseHead?>(nil)
+    /// The URL asked (a download of it takes its file name from it first).
+    private let url: String
 
-    init(_ continuation: CheckedContinuation<ProbeOutcome, Never>) {
+    init(_ continuation: CheckedContinuation<ProbeOutcome, Never>, url: String) {
         self.continuation = Mutex(continuation)
+        self.url = url
     }
 
     func transfer(didReceive head: ResponseHead) -> Result<BodySink, TransferFailure> {
@@ -131,9 +139,9 @@ private final class HeadProbe: TransferDelegate, @unchecked Sendable {
                                                                   httpStatus: head.status)))
                 return
             }
-            let length = head.contentLength
-            resume.resume(returning: .head(OriginHead(status: head.status, contentLength: length,
-                                                         contentType: head.value("content-type"))))
+            resume.resume(returning: .head(OriginHead(status: head.status, contentLength: head.contentLength,
+                                                         contentType: head.value("content-type"), fileName: FileNameSanitizer.fileName(of: head, url: url),
+                                                         etag: ResumePlan.validator(of: head)?.etag)))
             return
         }
         let failure: TransferFailure

@@ -169,7 +169,7 @@ extension DownloadAPI {
     /// would (`400 invalid_sha256`, `409 conflict`); then a stored file answers with its head, a
     /// running download with the head a `GET` would get (its `Range`, `If-Range`, `If-None-Match`
     /// weighed alike), anything else with one `HEAD` to the origin (under the same guard): a 2xx
-    /// gives `200` with its length and type, anything else `502` as a `GET` would (also a length
+    /// gives `200` with its length, type, file name and strong `ETag`, anything else `502` as a `GET` would (also a length
     /// other than `size`: `502 size_mismatch`).
     func fetchHead(_ query: FetchQuery, _ request: Request) async -> Response {
         do throws(EngineError) {
@@ -201,8 +201,12 @@ extension DownloadAPI {
         defer { withExtendedLifetime(share) {} }
         switch await probeWhileTheClientStays(query.request, request) {
         case .success(.head(let head))?:
+            // The head its GET would get, as far as the origin's head tells it.
             var headers = HTTPHeaders()
             headers["Content-Type"] = head.contentType ?? "application/octet-stream"
+            headers["Content-Disposition"] = FileHeaders.attachment(fileName: head.fileName)
+            headers["Accept-Ranges"] = "bytes"
+            if let etag = head.etag { headers["ETag"] = etag }
             return naming(idle, Response(headers: headers, body: .push(PushBody(length: head.contentLength, source: HeadOnly()))))
         case .success(.failed(let failure))?:
             return fetchFailure(status: 502, failure, id: idle)

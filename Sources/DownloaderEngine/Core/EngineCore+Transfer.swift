@@ -93,11 +93,7 @@ extension EngineCore {
         record.durableOffset = offset == 0 ? 0 : (attempt.partial?.durableLength ?? 0)
         record.bytesWritten = offset
         if record.fileName == nil || offset == 0 {
-            var name = FileNameSanitizer.fileName(contentDisposition: head.value("content-disposition"), url: record.url)
-            if name == FileNameSanitizer.fallback && head.value("content-disposition") == nil {
-                name = FileNameSanitizer.fileName(contentDisposition: nil, url: head.effectiveURL)
-            }
-            record.fileName = name
+            record.fileName = FileNameSanitizer.fileName(of: head, url: record.url)
         }
         if offset > 0 { stats.resumes += 1 }
         if attempt.restarts(at: offset) {

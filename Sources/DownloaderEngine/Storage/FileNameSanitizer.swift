@@ -57,6 +57,15 @@ enum FileNameSanitizer {
         return sanitize(lastPathSegment(url))
     }
 
+    /// The name a download of `url` takes from its origin's `head`: `Content-Disposition`, else the
+    /// requested URL's last segment, else (a redirect to a named file) the effective URL's.
+    static func fileName(of head: ResponseHead, url: String) -> String {
+        let disposition = head.value("content-disposition")
+        let name = fileName(contentDisposition: disposition, url: url)
+        guard name == fallback, disposition == nil else { return name }
+        return fileName(contentDisposition: nil, url: head.effectiveURL)
+    }
+
     static func lastPathSegment(_ url: String) -> String {
         var path = url
         if let schemeEnd = path.range(of: "://") { path = String(path[schemeEnd.upperBound...]) }

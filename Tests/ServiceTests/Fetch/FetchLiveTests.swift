@@ -357,6 +357,15 @@ struct FetchLiveTests {
         let crossed = try await service.client.request("HEAD", Self.path(origin.url) + "&sha256=\(otherSHA)")
         #expect(crossed.status == 200 && crossed.header("Content-Length") == "5000", "\(crossed.status)")
         #expect(crossed.header("X-Download-Id") == other.header("X-Download-Id"))
+        // The head its GET gets: the origin's strong ETag (the tag a download of it is served
+        // under), the file name, ranges.
+        origin.addResource(path: "/named/file.bin", size: 3_000)
+        let got = try await Self.fetch(service, origin.url("/named/file.bin"))
+        let probed = try await service.client.request("HEAD", Self.path(origin.url("/named/file.bin") + "?again"))
+        #expect(probed.header("ETag") != nil && probed.header("ETag") == got.header("ETag"))
+        #expect(probed.header("Content-Disposition") == got.header("Content-Disposition"))
+        #expect(probed.header("Content-Disposition")?.contains("file.bin") == true)
+        #expect(probed.header("Accept-Ranges") == "bytes")
     }
 
     /// HEAD probes hold an outbound connection each: at most 16 per client run at once (the 17th is
