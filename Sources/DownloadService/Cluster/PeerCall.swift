@@ -1,3 +1,4 @@
+import Basics
 import CCurl
 import Dispatch
 import Foundation
@@ -55,7 +56,7 @@ final class PeerCall: @unchecked Sendable {
     /// length (an HTTP/1.0 client reads one of unknown size until the close, which an abort also is).
     let http10: Bool
 
-    private let condition = NSCondition()
+    private let condition = MonotonicCondition()
     // Under `condition`:
     private var waiter: CheckedContinuation<Answer, Never>?
     private var pending: Answer?
@@ -222,7 +223,7 @@ final class PeerCall: @unchecked Sendable {
                     cancelled = true  // the client takes nothing: give up
                     break
                 }
-                _ = condition.wait(until: Date().addingTimeInterval(0.5))
+                condition.wait(seconds: 0.5)
             }
             lastByte = Self.now()
             return !cancelled

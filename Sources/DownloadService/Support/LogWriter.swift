@@ -1,3 +1,4 @@
+import Basics
 import Foundation
 
 /// Writes log lines to a file descriptor (stderr) from a thread of its own, so that no event loop
@@ -10,7 +11,7 @@ import Foundation
 /// taken what is waiting (a log nobody reads slows downloads' steps down instead of losing them).
 final class LogWriter: @unchecked Sendable {
     // @unchecked: every stored var is guarded by `condition`.
-    private let condition = NSCondition()
+    private let condition = MonotonicCondition()
     private var pending: [UInt8] = []
     private var dropped = 0
     private var writing = false
@@ -58,7 +59,7 @@ final class LogWriter: @unchecked Sendable {
 
     /// Returns once everything queued before the call has been written (or after `timeout`).
     func flush(timeout: TimeInterval = 2) {
-        let deadline = Date().addingTimeInterval(timeout)
+        let deadline = MonotonicCondition.now() + timeout
         condition.lock()
         defer { condition.unlock() }
         flushing += 1
@@ -75,7 +76,7 @@ final class LogWriter: @unchecked Sendable {
             if flushing > 0 { condition.broadcast() }
             while pending.isEmpty { condition.wait() }
             if flushing == 0 && pending.count < capacity / 2 {
-                _ = condition.wait(until: Date().addingTimeInterval(batchDelay))
+                condition.wait(seconds: batchDelay)
             }
             swap(&batch, &pending)
             let lost = dropped

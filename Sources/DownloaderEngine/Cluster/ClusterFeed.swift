@@ -31,8 +31,10 @@ final class ClusterFeed: @unchecked Sendable {
     private let ignoring: Set<String>
     private let interval: Double
     private let work = DispatchQueue(label: "download-engine.cluster-feed")
-    /// One read at a time (its database round trips are made holding it, never holding `lock`).
-    private let reading = NSLock()
+    /// One read at a time (its database round trips are made holding it, never holding `lock`). A
+    /// semaphore: a request waits for it at most 1 s on the monotonic clock (`NSLock.lock(before:)`
+    /// waits until a wall-clock instant, which a step of the clock moves).
+    private let reading = DispatchSemaphore(value: 1)
     /// What the feed was told (`state`) and the fresh watchers' snapshots of it: held briefly.
     private let lock = NSLock()
     // Guarded by `lock`.
@@ -53,7 +55,7 @@ final class ClusterFeed: @unchecked Sendable {
     /// the database does not answer), then polls every `interval`.
     func start() {
         lock.withLock { feed.becomeCluster(at: 0) }
-        reading.withLock { _ = load() }
+        whileReading { _ = load() }
         lock.withLock { timer = scheduler.schedule(after: interval) { [weak self] in self?.due() } }
     }
 
@@ -78,9 +80,9 @@ final class ClusterFeed: @unchecked Sendable {
             // other replicas stamped within a few rounds) reads here, in the request: any other is
             // not one the cluster gave out, and must not make every such request read the database.
             // Behind a read that hangs (the database lost), the request waits 1 s at most.
-            if seen > known, seen - known <= Self.earlyReadWindow, reading.lock(before: Date().addingTimeInterval(1)) {
+            if seen > known, seen - known <= Self.earlyReadWindow, reading.wait(timeout: .now() + 1) == .success {
                 read()
-                reading.unlock()
+                reading.signal()
             }
             if let id = feed.replaying(after: lastEventID) { return FeedSubscription(feed: feed, id: id) }
         }
@@ -93,10 +95,16 @@ final class ClusterFeed: @unchecked Sendable {
         work.async { [weak self] in self?.poll() }
     }
 
+    private func whileReading<T>(_ body: () -> T) -> T {
+        reading.wait()
+        defer { reading.signal() }
+        return body()
+    }
+
     /// One round: stamps, reads, and schedules the next.
     func poll() {
         guard !lock.withLock({ stopped }) else { return }
-        reading.withLock {
+        whileReading {
             _ = try? source.stamp()
             read()
         }

@@ -1,3 +1,4 @@
+import Basics
 import Foundation
 
 /// At most `capacity` connections to the cluster database (`--cluster-db-pool`), opened when first
@@ -11,7 +12,7 @@ final class PostgresPool: @unchecked Sendable {
     let capacity: Int
     let connectTimeout: Double
     let statementTimeout: Double
-    private let condition = NSCondition()
+    private let condition = MonotonicCondition()
     // Guarded by `condition`.
     private var idle: [PostgresConnection] = []
     private var opened = 0
@@ -67,7 +68,7 @@ final class PostgresPool: @unchecked Sendable {
     }
 
     private func borrow(wait: Double) throws(StateStoreError) -> PostgresConnection {
-        let deadline = Date().addingTimeInterval(wait)
+        let deadline = MonotonicCondition.now() + wait
         condition.lock()
         while idle.isEmpty && opened >= capacity {
             guard condition.wait(until: deadline) else {

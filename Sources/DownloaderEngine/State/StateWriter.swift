@@ -1,3 +1,4 @@
+import Basics
 import Foundation
 
 /// Commits the engine's changes to its `StateStore` on one writer thread; callers never wait for
@@ -14,7 +15,7 @@ final class StateWriter: @unchecked Sendable {
     private let minInterval: Double
     private let scheduler: Scheduler
     static let retryInterval: Double = 1
-    private let lock = NSCondition()
+    private let lock = MonotonicCondition()
     // Guarded by `lock`.
     private var dirty = false
     /// Drains that took a batch, begun and ended (they run one at a time): `published` waits on them.
@@ -171,7 +172,7 @@ final class StateWriter: @unchecked Sendable {
         let ticket = pulled + 1  // The first drain to take a batch after now takes what was decided.
         lock.unlock()
         thread.async { self.drain(force: true, unless: ticket) }
-        let deadline = Date(timeIntervalSinceNow: timeout)
+        let deadline = MonotonicCondition.now() + timeout
         lock.lock()
         defer { lock.unlock() }
         while pulledEnded < ticket {
