@@ -74,8 +74,12 @@ public final class WebhookDispatcher: @unchecked Sendable {
             self.settings = settings
             return (deliveries.values.filter { $0.outcome == nil }, Array(registrations.values))
         }
+        // Each at its stored time, never further off than the schedule waits: a time stored while
+        // the wall clock ran ahead (corrected before this start) would hold the delivery for as long.
         let now = scheduler.now()
-        for delivery in pending { arm(delivery.id, key: delivery.key, after: max(0, delivery.nextAt.timeIntervalSince(now))) }
+        for delivery in pending {
+            arm(delivery.id, key: delivery.key, after: min(max(0, delivery.nextAt.timeIntervalSince(now)), schedule.longestDelay))
+        }
         var gone: [String] = []
         for registration in all {
             guard let snapshot = lookup(registration.downloadID) else {

@@ -23,6 +23,12 @@ struct WebhookSchedule: Sendable, Equatable {
         return base * pow(2, Double(exponent)) * (0.5 + min(max(unit, 0), 1))
     }
 
+    /// The longest wait `delay` ever asks for: a stored delivery's next try is never further off
+    /// than this (a time stored while the wall clock ran ahead would otherwise be waited for).
+    var longestDelay: Double {
+        max(maxRetryAfter, base * pow(2, Double(min(max(maxTries - 2, 0), 40))) * 1.5)
+    }
+
     /// `Retry-After` as seconds from `now`: delay-seconds or an HTTP-date; nil when absent or unreadable.
     static func retryAfterSeconds(_ value: String?, now: Date) -> Double? {
         guard let text = value?.trimmingCharacters(in: .whitespaces), !text.isEmpty else { return nil }

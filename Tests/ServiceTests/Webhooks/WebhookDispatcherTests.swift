@@ -210,6 +210,31 @@ import Testing
         #expect(try await h.waitForReports(1).map(\.tries) == [2])
     }
 
+    /// A delivery's next try stored while the wall clock ran a day ahead (corrected before the
+    /// restart) waits at most the schedule's longest delay, not the day.
+    @Test func aStoredNextTryIsNeverFurtherOffThanTheSchedulesLongestDelay() async throws {
+        let receiver = try WebhookReceiver(answers: [.init(status: 500)])
+        defer { receiver.stop() }
+        let h = Harness()
+        let first = try h.dispatcher()
+        try first.register(CallbackRequest(url: receiver.url()), token: "caller-1", snapshot: Harness.snapshot(.completed))
+        h.scheduler.advance(0)
+        _ = try await receiver.waitFor(1)
+        try await h.waitForTimer(dueIn: 1)
+        let journal = try WebhookJournal(path: h.journalPath)
+        var stored = try #require(try journal.load().deliveries.first)
+        let later = ManualScheduler()
+        stored.nextAt = later.now().addingTimeInterval(86_400)
+        try journal.save(stored)
+        let second = try h.dispatcher(scheduler: later)
+        #expect(second.counts.pending == 1)
+        let longest = WebhookSchedule().longestDelay
+        #expect(longest >= 3600 && longest < 86_400)
+        try await h.waitForTimer(dueIn: longest, on: later)
+        later.advance(longest)
+        _ = try await receiver.waitFor(2)
+    }
+
     @Test func eachCallerGetsItsOwnDeliveryAndACancelledCallerNone() async throws {
         let receiver = try WebhookReceiver(answers: [.init(status: 500), .init(status: 500)])
         defer { receiver.stop() }
