@@ -94,10 +94,13 @@ extension DownloadEngine {
         return (screened.url, try CallerHeaders.validate(screened.headers).get())
     }
 
-    /// When the download's file last changed at the origin (its body started again from 0 with
-    /// other content), if it did (kept in the state store: a restart does not forget it).
-    public func lastChange(id: String) -> Date? {
-        core.locked { core.byID[id]?.changedAt }
+    /// Whether the download's file changed at the origin (its body started again from 0 with other
+    /// content) within the last `seconds` by the engine's clock (the change is kept in the state
+    /// store: a restart does not forget it). A change stamped ahead of now (the clock stepped
+    /// back since) counts as within.
+    public func changed(id: String, within seconds: Double) -> Bool {
+        guard let changedAt = core.locked({ core.byID[id]?.changedAt }) else { return false }
+        return core.clock.now().timeIntervalSince(changedAt) < seconds
     }
 }
 

@@ -121,7 +121,7 @@ extension DownloadAPI {
 
     /// What `request` gets from download `id` as `tail` shows it (`FetchPlan`, with its headers).
     private func fetchPlan(id: String, tail: TailState, _ request: Request, awaitingHead: Bool, mayChunk: Bool = true) -> FetchPlan {
-        let changed = engine.lastChange(id: id).map { Date().timeIntervalSince($0) < Self.changedWindow } ?? false
+        let changed = engine.changed(id: id, within: Self.changedWindow)
         return FetchPlan.decide(id: id, tail: tail, awaitingHead: awaitingHead, range: request.headers["Range"],
                                 ifRange: request.headers["If-Range"], ifNoneMatch: request.headers["If-None-Match"],
                                 ifMatch: request.headers["If-Match"], changedRecently: changed, mayChunk: mayChunk)

@@ -47,6 +47,24 @@ import Testing
         #expect(try engine.request(DownloadRequest(url: "http://o.test/c")).snapshot.id != cached.snapshot.id)
     }
 
+    /// `/fetch`'s `changed` window is read on the engine's clock (where the change was stamped),
+    /// not the wall clock: ten minutes of it after the change, and no more.
+    @Test func theChangedWindowRunsOnTheEnginesClock() async throws {
+        let clock = ManualScheduler()
+        let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: ["Content-Length": "10"], body: EngineFixture.body(10)) }
+        let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver, scheduler: clock) { _ in }
+        let id = try engine.request(DownloadRequest(url: "http://o.test/c")).snapshot.id
+        #expect(!engine.changed(id: id, within: 600))
+        engine.core.locked { engine.core.byID[id]?.changedAt = clock.now() }
+        clock.advance(599)
+        #expect(engine.changed(id: id, within: 600))
+        clock.advance(2)
+        #expect(!engine.changed(id: id, within: 600))
+        engine.core.locked { engine.core.byID[id]?.changedAt = clock.now().addingTimeInterval(3600) }
+        #expect(engine.changed(id: id, within: 600), "stamped ahead (the clock stepped back since): within")
+        await engine.shutdown()
+    }
+
     /// Serving the file resets the retention clock durably: a commit with the new access time
     /// follows on its own (a crash must not bring an earlier purge), not only with the next change.
     @Test func servingTheFileCommitsTheNewAccessTime() async throws {
