@@ -1,3 +1,4 @@
+import Basics
 import DownloaderEngine
 
 /// The query of `GET /fetch?url=…` (optional `storage`, `sha256`, `size`, `connections`). Pure.
@@ -60,17 +61,6 @@ struct FetchQuery: Equatable {
     /// `%XX` decoded once; nil for a malformed escape or bytes that are not UTF-8. `+` is kept.
     static func percentDecoded(_ text: String) -> String? {
         guard text.utf8.contains(UInt8(ascii: "%")) else { return text }
-        var out: [UInt8] = []
-        out.reserveCapacity(text.utf8.count)
-        var bytes = text.utf8.makeIterator()
-        while let byte = bytes.next() {
-            guard byte == UInt8(ascii: "%") else {
-                out.append(byte)
-                continue
-            }
-            guard let high = bytes.next().flatMap(HexDigit.value), let low = bytes.next().flatMap(HexDigit.value) else { return nil }
-            out.append(high << 4 | low)
-        }
-        return String(validating: out, as: UTF8.self)
+        return HexDigit.percentDecoded(text).flatMap { String(validating: $0, as: UTF8.self) }
     }
 }

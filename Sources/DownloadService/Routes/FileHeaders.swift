@@ -1,3 +1,4 @@
+import Basics
 import Foundation
 
 /// Header values for serving a stored file. Pure.

@@ -1,3 +1,4 @@
+import Basics
 import Foundation
 
 /// `user:password@` in a URL (accepted only with `allowURLCredentials`) is a credential like any
@@ -6,15 +7,15 @@ import Foundation
 /// the URL's own origin, and the password is never stored, logged or shown. Pure.
 public enum URLCredentials {
     /// `url` (normalised) without its userinfo, and the `Authorization` value the userinfo makes
-    /// (percent-decoded, as curl sends it; nil when the URL carries none).
+    /// (percent-decoded to bytes, as curl sends them, UTF-8 or not; nil when the URL carries none).
     static func split(_ url: String) -> (url: String, authorization: String?) {
         guard let (start, at) = userinfo(in: url) else { return (url, nil) }
         let userinfo = url[start..<at]
         let colon = userinfo.firstIndex(of: ":")
         let user = decoded(userinfo[..<(colon ?? userinfo.endIndex)])
-        let password = colon.map { decoded(userinfo[userinfo.index(after: $0)...]) } ?? ""
+        let password = colon.map { decoded(userinfo[userinfo.index(after: $0)...]) } ?? []
         let bare = String(url[..<start]) + String(url[url.index(after: at)...])
-        return (bare, "Basic " + Data((user + ":" + password).utf8).base64EncodedString())
+        return (bare, "Basic " + Data(user + [UInt8(ascii: ":")] + password).base64EncodedString())
     }
 
     /// `url` as shown to anyone: `https://user:secret@host/x` becomes `https://***@host/x`. A URL
@@ -32,7 +33,7 @@ public enum URLCredentials {
         return url[start..<end].lastIndex(of: "@").map { (start, $0) }
     }
 
-    private static func decoded(_ part: Substring) -> String {
-        String(part).removingPercentEncoding ?? String(part)
+    private static func decoded(_ part: Substring) -> [UInt8] {
+        HexDigit.percentDecoded(part) ?? Array(part.utf8)
     }
 }

@@ -38,6 +38,15 @@ import Testing
         #expect(authorization == "Basic " + Data(pair.utf8).base64EncodedString())
     }
 
+    /// Escapes are decoded to bytes, UTF-8 or not (a Latin-1 password), as curl sends them; every
+    /// escape is decoded, also beside one that is not UTF-8.
+    @Test func escapesAreDecodedToBytesUTF8OrNot() {
+        let (_, latin1) = URLCredentials.split("http://u:p%E4ss@example.com/x")
+        #expect(latin1 == "Basic " + Data([0x75, 0x3A, 0x70, 0xE4, 0x73, 0x73]).base64EncodedString())
+        let (_, mixed) = URLCredentials.split("http://a%40%E4:%C3%A9@example.com/x")
+        #expect(mixed == "Basic " + Data([0x61, 0x40, 0xE4, 0x3A, 0xC3, 0xA9]).base64EncodedString())
+    }
+
     @Test(arguments: ["http://example.com/a@b", "http://example.com/?q=a@b", "https://example.com/#x@y", "http://example.com"])
     func urlsWithoutCredentialsStayAsTheyAre(url: String) {
         let (stripped, authorization) = URLCredentials.split(url)
