@@ -31,14 +31,16 @@ enum EpochSeeding {
         guard !ranges.isEmpty else { return ([], false) }
         let source: Int32
         do throws(SystemError) {
-            source = try syscall("open \(from)") { open(from, O_RDONLY | O_CLOEXEC) }
+            // A link planted on the shared volume is never followed out of it (ELOOP: nothing copied).
+            source = try syscall("open \(from)") { open(from, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
         } catch {
             return ([], lacking(error.errno))
         }
         defer { close(source) }
         let target: Int32
         do throws(SystemError) {
-            target = try syscall("open \(to)") { open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }
+            // Made as every partial is (`PartialFile`): a file published from it is readable alike.
+            target = try syscall("open \(to)") { open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644) }
         } catch {
             return ([], lacking(error.errno))
         }

@@ -76,6 +76,22 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: dir + "/x.3.part"))
     }
 
+    /// A partial's name on the shared volume replaced by a symbolic link is never followed out of
+    /// it: nothing of the link's target is copied. A seeded partial is readable as any partial is.
+    @Test func seedingNeverFollowsALinkAndMakesAPartialLikeAnyOther() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ds-seed-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        #expect(FileManager.default.createFile(atPath: dir + "/secret", contents: Data(repeating: 7, count: 4096)))
+        #expect(symlink(dir + "/secret", dir + "/x.1.part") == 0)
+        #expect(EpochSeeding.seed(from: dir + "/x.1.part", to: dir + "/x.2.part", ranges: [0..<4096]).copied.isEmpty)
+        #expect(FileManager.default.contents(atPath: dir + "/x.2.part") == nil, "no partial made of the link's target")
+        #expect(FileManager.default.createFile(atPath: dir + "/y.1.part", contents: Data(repeating: 1, count: 100)))
+        #expect(EpochSeeding.seed(from: dir + "/y.1.part", to: dir + "/y.2.part", ranges: [0..<100]).copied == [0..<100])
+        let mode = try #require(FileManager.default.attributesOfItem(atPath: dir + "/y.2.part")[.posixPermissions] as? Int)
+        #expect(mode & 0o044 == 0o044, "readable as a partial made by PartialFile (0644 under the umask)")
+    }
+
     /// Across filesystems (the temporary directory and `/dev/shm`) the kernel may refuse to copy
     /// (`EXDEV`): the copy is made by hand, the same bytes.
     @Test(.enabled(if: FileManager.default.isWritableFile(atPath: "/dev/shm"))) func seedingAcrossFilesystemsCopiesByHand() throws {
