@@ -141,7 +141,7 @@ struct RequestParser {
         let targetEnd = i
         guard targetEnd > targetStart else { return bad("malformed request line") }
         if i == n { return bad("HTTP/0.9 is not supported", 505) }
-        guard b[i] == 32 else { return bad(b[i] < 32 || b[i] == 127 ? "invalid request target" : "malformed request line") }
+        guard b[i] == 32 else { return bad("invalid request target") }
         i += 1
         guard n - i == 8, b[i] == 72, b[i + 1] == 84, b[i + 2] == 84, b[i + 3] == 80, b[i + 4] == 47, b[i + 6] == 46,
               (48...57).contains(b[i + 5]), (48...57).contains(b[i + 7]) else { return bad("malformed HTTP version") }
@@ -207,7 +207,10 @@ struct RequestParser {
 
     /// Visible ASCII (and obs-text) allowed in a request-target.
     @inline(__always)
-    static func isTargetByte(_ c: UInt8) -> Bool { c > 32 && c != 127 }
+    /// A byte a request target may hold: visible ASCII and above, but not `#` (a fragment is never
+    /// sent, RFC 9112 §3.2; a proxy or library forwarding the target would cut it there, and
+    /// every parameter after it with it).
+    static func isTargetByte(_ c: UInt8) -> Bool { c > 32 && c != 127 && c != UInt8(ascii: "#") }
 }
 
 extension Substring {

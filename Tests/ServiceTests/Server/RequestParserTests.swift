@@ -52,6 +52,8 @@ struct RequestParserTests {
         Rejection(name: "double space", raw: "GET  / HTTP/1.1\r\nHost: a\r\n\r\n", status: 400),
         Rejection(name: "bad method char", raw: "G(T / HTTP/1.1\r\nHost: a\r\n\r\n", status: 400),
         Rejection(name: "control in target", raw: "GET /a\u{1}b HTTP/1.1\r\nHost: a\r\n\r\n", status: 400),
+        // A fragment is never sent: a target holding `#` is refused, not forwarded cut short.
+        Rejection(name: "fragment in target", raw: "GET /fetch?url=http://h/f#x&sha256=0 HTTP/1.1\r\nHost: a\r\n\r\n", status: 400),
         Rejection(name: "body too large", raw: "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1048577\r\n\r\n", status: 413),
         Rejection(name: "huge CL", raw: "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999999999999999999\r\n\r\n", status: 400),
         Rejection(name: "request line too long", raw: "GET /" + String(repeating: "a", count: 9000) + " HTTP/1.1\r\nHost: a\r\n\r\n", status: 414),
