@@ -68,13 +68,18 @@ extension EngineCore {
         var lostWrites = lostSync != nil
         /// This settle's own sync failed: the other connections' pieces written in place are not durable.
         var syncFailed = false
+        /// The sync before publishing failed: what it was to make durable may be lost.
+        var publishSyncFailed = false
         /// A checkpoint's sync found the disk full: the whole body arrived but is not durable, and
         /// the download waits for space (`SpaceWait`) with what was made durable before.
         let syncFoundNoSpace = lostSync?.error.isNoSpace == true
         if case .success = result, attempt.refusal == nil, attempt.acceptedOffset != nil, let partial, !syncFoundNoSpace {
             settlement = lostSync.map { .failed(.disk($0.error), discard: false) }
-                ?? absorbSegments(attempt, partial) ?? verifyAndPublish(attempt, partial, context)
+                ?? absorbSegments(attempt, partial) ?? verifyAndPublish(attempt, partial, context, syncFailed: &publishSyncFailed)
         }
+        // Linux reports a failed writeback once: a later sync "succeeds" without the lost bytes, so
+        // they are never resumed on (nor their hash), as after a checkpoint's failed sync.
+        lostWrites = lostWrites || publishSyncFailed
         // Bytes kept for a later attempt are made durable first (not those a restart discards).
         var restarts = false
         if case .restart = attempt.refusal { restarts = true }
@@ -172,7 +177,8 @@ extension EngineCore {
     /// Checks size and SHA-256, then fsyncs and moves the file into its area (no lock held).
     /// Between the fsync and the rename the state store commits the intent (target, SHA-256, size),
     /// durably, so a crash on either side of the rename recovers the file as completed.
-    private func verifyAndPublish(_ attempt: Attempt, _ partial: PartialFile, _ context: SettleContext) -> Settlement {
+    private func verifyAndPublish(_ attempt: Attempt, _ partial: PartialFile, _ context: SettleContext,
+                                  syncFailed: inout Bool) -> Settlement {
         let length = partial.length
         if let total = context.total, length < total { return .incomplete }
         if let total = context.total, length > total {
@@ -183,8 +189,13 @@ extension EngineCore {
         if let failure = Self.unmet(sha256: context.sha256, size: context.size, digest: digest, length: length) {
             return .failed(failure, discard: true)
         }
+        do throws(SystemError) {
+            try partial.fullSync(locked { hooks.publishSync })
+        } catch {
+            syncFailed = true
+            return .failed(.disk(error), discard: false)
+        }
         do {
-            try partial.fullSync()
             let target = finalPath(id: context.id, fileName: context.fileName, storage: context.storage, epoch: context.lease?.epoch)
             let (hooks, known, late): (EngineHooks, Bool, DownloadFailure?) = decide {
                 guard let record = record(of: attempt) else { return (self.hooks, false, nil) }

@@ -17,6 +17,8 @@ struct EngineHooks: Sendable {
     var partialWrite: PartialFile.WriteCall?
     /// Stands in for fdatasync(2) on partial files (e.g. to fail with EIO).
     var partialSync: PartialFile.SyncCall?
+    /// Stands in for the fsync(2) of a verified partial before it is published.
+    var publishSync: PartialFile.SyncCall?
     /// After a move ended (switched, or given up): download id and the path now served.
     var moved: (@Sendable (String, String?) -> Void)?
     /// On the work queue, right before / after a verified file is renamed into its area (after the

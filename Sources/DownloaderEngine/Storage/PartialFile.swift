@@ -254,10 +254,10 @@ final class PartialFile {
         durableLength = length
     }
 
-    /// Flush + full fsync before the file is published.
-    func fullSync() throws(SystemError) {
+    /// Flush + full fsync before the file is published (`call` stands in for fsync(2) in tests).
+    func fullSync(_ call: SyncCall? = nil) throws(SystemError) {
         try flush()
-        try syscall("fsync") { fsync(fd) }
+        try syscall("fsync") { (call ?? { fsync($0) })(fd) }
         durableLength = length
     }
 

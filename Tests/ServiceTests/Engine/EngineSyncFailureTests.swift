@@ -39,6 +39,37 @@ struct EngineSyncFailureTests {
         await engine.shutdown()
     }
 
+    /// The fsync before publishing fails (the whole body arrived, no checkpoint made any of it
+    /// durable): the download fails with the disk error and keeps nothing, neither the bytes nor
+    /// their hash; a new request fetches the file again from 0 (a resume would have found the
+    /// bytes whole, asked past the end, and published them after a second fsync that "succeeds").
+    @Test func bytesWhosePublishSyncFailedAreFetchedAgain() async throws {
+        let origin = try TestOrigin(bodySize: 2 << 20)
+        defer { origin.stop() }
+        let engine = try EngineLiveTests.engine {
+            $0.checkpointBytes = 1 << 40
+            $0.checkpointInterval = 3600
+        }
+        let fsyncs = OriginLock(0)
+        engine.core.locked {
+            engine.core.hooks.publishSync = { fd in
+                guard fsyncs.withLock({ $0 += 1; return $0 }) == 1 else { return fsync(fd) }
+                errno = EIO
+                return -1
+            }
+        }
+        let (r, failed) = try await EngineLiveTests.fetch(engine, DownloadRequest(url: origin.url))
+        #expect(failed.state == .failed && failed.error?.code == .diskError, "\(failed)")
+        #expect(failed.bytesWritten == 0, "kept nothing a sync made durable: \(failed.bytesWritten)")
+        let (_, done) = try await EngineLiveTests.requestAgain(engine, origin.url, id: r.snapshot.id)
+        #expect(done.state == .completed)
+        #expect(try EngineLiveTests.stored(engine, r.snapshot.id) == origin.expectedBody())
+        let gets = origin.requests(path: "/file").filter { $0.method == "GET" }
+        #expect(gets.count == 2 && gets.last?.header("Range") == nil, "fetched again from 0: \(gets.map { $0.header("Range") ?? "-" })")
+        #expect(fsyncs.withLock { $0 } == 2)
+        await engine.shutdown()
+    }
+
     /// Checkpoints made the first MiB durable, then every sync fails (the later checkpoints' and
     /// the settle's own): the download fails with the disk error but keeps what the checkpoints
     /// made durable (it kept none of this attempt's bytes), and a new request resumes from there.
