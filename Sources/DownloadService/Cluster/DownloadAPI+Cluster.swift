@@ -21,9 +21,10 @@ extension DownloadAPI {
         case .fetch:
             if case .success(let query) = FetchQuery.parse(request.query) {
                 if engine.peek(query.request)?.state.phase == .completed { return nil }
-                if query.request.headers.isEmpty, let (id, tail) = engine.knownCompletion(url: query.request.url) {
-                    return fetchStored(id: id, tail: tail)
-                }
+                // A malformed sha256 is refused as its GET would be (`400`); one that names
+                // another file, or a size it does not have, is not answered by this one.
+                do throws(EngineError) { try engine.screenExpectations(query.request) } catch { return APIError(engineError: error).response }
+                if let (id, tail) = engine.knownCompletion(query.request) { return fetchStored(id: id, tail: tail) }
             }
             return Self.databaseUnavailable(cluster).response
         case .file(let id):

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+@testable import DownloaderEngine
 
 /// While the database is down, files already known complete are still served (the one
 /// exception to `503 database_unavailable`): a replica remembers the completed downloads it has
@@ -51,6 +52,15 @@ struct KnownCompletionsLiveTests {
             let ranged = try await replica.client.request("GET", "/downloads/\(id)/file", headers: ["Range": "bytes=10-19"])
             #expect(ranged.status == 206 && ranged.body == Array(origin.expectedBody()[10..<20]), "\(name): ranged \(ranged.status)")
 
+            // Expectations the file does not meet are not answered by it (as its GET would refuse
+            // them); a malformed digest is a 400 as ever.
+            let sha = SHA256Hasher.hex(origin.expectedBody())
+            #expect(try await replica.client.request("GET", Self.fetchPath(origin.url) + "&sha256=\(sha)&size=300000").status == 200, "\(name)")
+            #expect(try await replica.client.request("GET", Self.fetchPath(origin.url) + "&sha256=zz").status == 400, "\(name)")
+            for mismatch in ["&sha256=" + String(repeating: "0", count: 64), "&size=1"] {
+                let refused = try await replica.client.request("GET", Self.fetchPath(origin.url) + mismatch)
+                #expect(refused.status == 503 && Self.code(refused) == "database_unavailable", "\(name) \(mismatch): \(refused.status)")
+            }
             for path in ["/downloads/\(id)", "/downloads/unknown-id/file", Self.fetchPath(other), "/downloads/\(id)/progress"] {
                 let refused = try await replica.client.request("GET", path)
                 #expect(refused.status == 503 && Self.code(refused) == "database_unavailable" && refused.header("Retry-After") != nil,
