@@ -190,6 +190,11 @@ extension EngineCore {
             return .failed(failure, discard: true)
         }
         do throws(SystemError) {
+            try partial.flush()  // A write that fails (a full disk) loses nothing written before it.
+        } catch {
+            return .failed(.disk(error), discard: false)
+        }
+        do throws(SystemError) {
             try partial.fullSync(locked { hooks.publishSync })
         } catch {
             syncFailed = true
