@@ -53,7 +53,10 @@ struct ClusterHealthLiveTests {
         #expect(service.logLines.contains { $0.contains("cluster database reached") && $0.contains("127.0.0.1:\(postgres.port)/") })
         #expect(service.logLines.contains { $0.contains(#""msg":"listening""#) && $0.contains(#""cacheDir":"\#(shared)/cache""#) },
                 "the first line names the shared areas")
-        #expect(try await service.stop() == 0)
+        // Shutdown's commits and lease releases meet a database that just thawed (new connections,
+        // every queued probe's backend forked first): a longer budget, and what happened if not 0.
+        let status = try await service.stop(timeout: 60)
+        #expect(status == 0, "exit \(status.map(String.init) ?? "none within 60 s"): \(service.logLines.suffix(30).joined(separator: "\n"))")
         try await onThread { postgres.stop() }  // Blocking (≤ 10 s): off the cooperative pool.
     }
 
@@ -90,12 +93,15 @@ struct ClusterHealthLiveTests {
         try await Task.sleep(for: .milliseconds(300))
         let asked = Date()
         let health = try await service.client.request("GET", "/healthz")
-        #expect(health.status == 200 && Date().timeIntervalSince(asked) < 1.5, "/healthz waited for the frozen database")
+        // Waiting for the database would take its 2 s statement deadline plus the 5 s pool wait.
+        #expect(health.status == 200 && Date().timeIntervalSince(asked) < 5, "/healthz waited for the frozen database")
         let answers = try await waiting.value
         for (status, code, after) in answers {
             // The list answers with what this replica holds when the database fails under it.
             #expect(status == 200 || (status == 503 && code == "database_unavailable"), "\(status) \(code ?? "-")")
-            #expect(after < 9, "answered \(after) s after the freeze: past the statement's 2 s deadline")
+            // At most a free connection's wait (2 s), a connect (3 s) and the statement's deadline
+            // (2 s), and this loaded process's own delay: bounded, never the freeze's whole length.
+            #expect(after < 13, "answered \(after) s after the freeze: past the statement's 2 s deadline")
         }
         let lost = try await poll(service, "/healthz") { $0.string("database") == "unreachable" }
         #expect(lost.status == 200 && lost.string("database") == "unreachable")

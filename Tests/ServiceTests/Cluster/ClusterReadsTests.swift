@@ -213,7 +213,9 @@ struct ClusterReadsTests {
                 let after = Date().timeIntervalSince(written)
                 guard case .progress(let snapshot)? = seen else { return c.expect(false, "\(String(describing: seen))") }
                 c.expect(snapshot.callers == 2 && snapshot.state == .downloading)
-                c.expect(after < 1, "relayed \(after) s after the heartbeat")
+                // A poll every 0.25 s and a query on the shared, loaded database: well within 3 s
+                // (the pacing itself is counted on a manual clock in SubscriptionRelayTests).
+                c.expect(after < 3, "relayed \(after) s after the heartbeat")
             }
         }
         try await onThread {

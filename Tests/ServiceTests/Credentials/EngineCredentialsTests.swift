@@ -24,7 +24,7 @@ import Testing
         #expect(a.snapshot.id == b.snapshot.id && b.coalesced)
         #expect(Set([a.snapshot.id, other.snapshot.id, bare.snapshot.id, extra.snapshot.id]).count == 4)
         #expect(a.snapshot.isPrivate && other.snapshot.isPrivate && !bare.snapshot.isPrivate)
-        try await withTimeout(5) { await driver.waitForStarts(4) }
+        try await withTimeout(20) { await driver.waitForStarts(4) }
         let requests = (0..<4).map { driver.transfer($0).request }
         let sent = requests.map { Dictionary($0.credentials.map { ($0.name.lowercased(), $0.value) }) { a, _ in a } }
         #expect(sent.contains(["authorization": Self.secret]))
@@ -100,7 +100,7 @@ import Testing
         let firstDriver = FakeTransferDriver()
         let engine = try EngineFixture.engine(root, driver: firstDriver)
         let r = try engine.request(DownloadRequest(url: url, headers: Self.auth))
-        try await withTimeout(5) { await firstDriver.waitForStarts(1) }
+        try await withTimeout(20) { await firstDriver.waitForStarts(1) }
         let t = firstDriver.transfer(0)
         #expect(t.respond(200, ["Content-Length": "\(body.count)", "ETag": "\"v1\""]))
         try t.send(Array(body[0..<20_000]))
@@ -134,7 +134,7 @@ import Testing
         // Without the headers, or with others: a download of its own.
         let bare = try second.request(DownloadRequest(url: url))
         #expect(bare.snapshot.id != r.snapshot.id)
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
         #expect(second.snapshot(id: r.snapshot.id)?.state == .paused)
         // An operator's hold, lifted: it still waits for the headers (never asks the origin without).
         guard case .done = second.operatorPause(id: r.snapshot.id), case .done = second.operatorResume(id: r.snapshot.id) else {
@@ -146,7 +146,7 @@ import Testing
         // The same headers resume it from the kept bytes.
         let again = try second.request(DownloadRequest(url: url, headers: ["AUTHORIZATION": Self.secret]))
         #expect(again.snapshot.id == r.snapshot.id)
-        try await withTimeout(5) { await driver.waitForStarts(2) }
+        try await withTimeout(20) { await driver.waitForStarts(2) }
         let resumed = driver.transfer(1)
         #expect(resumed.request.credentials.map(\.value) == [Self.secret])
         #expect(resumed.header("Range") == "bytes=\(kept)-")
@@ -154,7 +154,7 @@ import Testing
         #expect(resumed.respond(206, ["Content-Range": "bytes \(kept)-49999/50000", "ETag": "\"v1\""]))
         try resumed.send(Array(body[Int(kept)...]))
         resumed.finish()
-        let done = try await withTimeout(5) { try await EngineFixture.waitFor(second, id: r.snapshot.id, [.completed, .failed]) }
+        let done = try await withTimeout(20) { try await EngineFixture.waitFor(second, id: r.snapshot.id, [.completed, .failed]) }
         #expect(done.state == .completed && done.sha256 == SHA256Hasher.hex(body) && done.reason == nil)
         await second.shutdown()
     }

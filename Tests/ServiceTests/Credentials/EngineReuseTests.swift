@@ -77,11 +77,11 @@ import Testing
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: held)
         let (first, _) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://a.test/x"), until: [.completed])
         let running = try engine.request(DownloadRequest(url: "http://slow.test/y"))
-        try await withTimeout(5) { await held.waitForStarts(2) }
+        try await withTimeout(20) { await held.waitForStarts(2) }
         let reused = try engine.request(DownloadRequest(url: "http://slow.test/y", storage: .persistent, sha256: Self.digest))
         #expect(reused.reused && reused.snapshot.id == first.snapshot.id && reused.snapshot.id != running.snapshot.id)
         #expect(reused.snapshot.storage == .persistent)
-        let moved = try await withTimeout(5) { () async throws -> CompletedFile in
+        let moved = try await withTimeout(20) { () async throws -> CompletedFile in
             while true {
                 if let file = engine.completedFile(id: first.snapshot.id), file.path.hasPrefix(engine.configuration.dataDirectory.path) {
                     return file
@@ -121,7 +121,7 @@ import Testing
         #expect(Set([a.snapshot.id, c.snapshot.id, d.snapshot.id]).count == 3)
         #expect(a.snapshot.url == "http://o.test/obj?v=1&X-Amz-Signature=REDACTED&Expires=REDACTED")
         #expect(d.snapshot.url == "http://o.test/obj?v=1&x-amz-signature=aaa&Expires=REDACTED")
-        try await withTimeout(5) { await driver.waitForStarts(3) }
+        try await withTimeout(20) { await driver.waitForStarts(3) }
         // The first caller's URL is fetched, signature and all.
         #expect((0..<3).map { driver.transfer($0).request.url }.contains("http://o.test/obj?v=1&X-Amz-Signature=aaa&Expires=1"))
         await engine.shutdown()
@@ -131,14 +131,14 @@ import Testing
         let driver = FakeTransferDriver()
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver) { $0.coalesceIgnoreQuery = ["Signature"] }
         let first = try engine.request(DownloadRequest(url: "http://o.test/f?Signature=old"))
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
         let t = driver.transfer(0)
         #expect(t.respond(200, ["Content-Length": "3000", "ETag": "\"v\""]))
         try t.send(Array(Self.body[0..<1000]))
         _ = try await EngineFixture.cancelAndSettle(engine, token: first.token, id: first.snapshot.id)
         let again = try engine.request(DownloadRequest(url: "http://o.test/f?Signature=new"))
         #expect(again.snapshot.id == first.snapshot.id)
-        try await withTimeout(5) { await driver.waitForStarts(2) }
+        try await withTimeout(20) { await driver.waitForStarts(2) }
         #expect(driver.transfer(1).request.url == "http://o.test/f?Signature=new")
         #expect(driver.transfer(1).header("Range") == "bytes=1000-")
         await engine.shutdown()

@@ -98,7 +98,7 @@ import Testing
         defer { reader.close() }
         let sub = try #require(s.engine.subscribe(id: held))
         guard case .done = s.engine.operatorPause(id: held) else { Issue.record("not paused"); return }
-        _ = try await withTimeout(5) { await EngineFixture.events(sub) { if case .paused = $0 { true } else { false } } }
+        _ = try await withTimeout(20) { await EngineFixture.events(sub) { if case .paused = $0 { true } else { false } } }
         let other = try await s.partial("x", kept: 8000)
         s.monitor.setSpace(s.statePath, free: 1 << 40, inMemory: true)
         s.monitor.setMemoryPressure(true)
@@ -185,7 +185,7 @@ import Testing
     @Test func pausedDownloadsWithCallersButNoBytesExpireAfterTheTTL() async throws {
         let s = try Setup { $0.pausedTTL = 100 }
         let r = try s.engine.request(DownloadRequest(url: "http://o.test/secret", headers: ["Authorization": "Bearer x"]))
-        try await withTimeout(5) { await s.driver.waitForStarts(1) }
+        try await withTimeout(20) { await s.driver.waitForStarts(1) }
         await s.engine.shutdown()
         var c = EngineFixture.configuration(s.root)
         c.pausedTTL = 100
@@ -221,7 +221,7 @@ import Testing
         for name in ["e1", "e2", "e3"] {
             let before = s.driver.startCount
             let r = try s.engine.request(DownloadRequest(url: "http://o.test/\(name)"))
-            try await withTimeout(5) { await s.driver.waitForStarts(before + 1) }
+            try await withTimeout(20) { await s.driver.waitForStarts(before + 1) }
             _ = try await EngineFixture.cancelAndSettle(s.engine, token: r.token, id: r.snapshot.id)
             s.clock.advance(1)
             ids.append(r.snapshot.id)

@@ -42,7 +42,8 @@ struct ServiceShutdownTests {
         }
         let asked = Date()
         #expect(try await first.stop(signal: SIGTERM) == 0)
-        #expect(Date().timeIntervalSince(asked) < 5, "the shutdown took too long")
+        // Below the server's 10 s grace and the engine's 10 s drain, with room for a loaded machine.
+        #expect(Date().timeIntervalSince(asked) < 9, "the shutdown took too long")
 
         // Every partial was flushed and its full length stored as durable.
         let state = root.appendingPathComponent("state").path
@@ -85,7 +86,7 @@ struct ServiceShutdownTests {
         try await ServiceLiveTests.waitForTheStall(service, id: id)
         let asked = Date()
         #expect(try await service.stop() == 0)
-        #expect(Date().timeIntervalSince(asked) < 5, "the shutdown waited for the reader")
+        #expect(Date().timeIntervalSince(asked) < 9, "the shutdown waited for the reader (its 10 s grace)")
         let body = try await reader.readToEnd()
         #expect(body.count < 4 << 20, "a truncated body, never a complete-looking one")
     }

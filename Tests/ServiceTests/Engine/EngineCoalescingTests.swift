@@ -17,7 +17,7 @@ import Testing
             for try await r in group { all.append(r) }
             return all
         }
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
         #expect(driver.startCount == 1)
         #expect(Set(results.map(\.snapshot.id)).count == 1)
         #expect(Set(results.map(\.token)).count == 1000)
@@ -100,7 +100,7 @@ import Testing
         engine.core.locked { engine.core.hooks.moved = { _, path in movedTo.set(path ?? "") } }
         let persistent = try engine.request(DownloadRequest(url: "http://o.test/x/file", storage: .persistent))
         #expect(persistent.snapshot.storage == .persistent)
-        _ = try await withTimeout(5) { try await movedTo.value() }
+        _ = try await withTimeout(20) { try await movedTo.value() }
         let moved = try #require(engine.completedFile(id: first.snapshot.id))
         #expect(moved.path.hasPrefix(root.appendingPathComponent("data").path))
         #expect(!FileManager.default.fileExists(atPath: file.path))
@@ -113,7 +113,7 @@ import Testing
         #expect(gone.state == .failed && gone.error?.code == .diskError && gone.sha256 == nil, "\(gone)")
         let redo = try engine.request(DownloadRequest(url: "http://o.test/x/file"))
         #expect(!redo.coalesced && redo.snapshot.id == first.snapshot.id)
-        try await withTimeout(5) { await driver.waitForStarts(2) }
+        try await withTimeout(20) { await driver.waitForStarts(2) }
     }
 
     /// A stored file changed on disk (another size: cut, or overwritten) is not the verified file:
@@ -147,7 +147,7 @@ import Testing
             if case .event(.failed(let snapshot)) = item.kind, snapshot.id == first.snapshot.id { toldFailed = true }
         }
         #expect(toldFailed, "/events hears the failure")
-        let again = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: first.snapshot.id, [.completed]) }
+        let again = try await withTimeout(20) { try await EngineFixture.waitFor(engine, id: first.snapshot.id, [.completed]) }
         let againPath = try #require(again.path)
         #expect(again.size == 5_000 && FileStore.fileSize(againPath) == 5_000)
         #expect(driver.startCount == 2)
@@ -174,7 +174,7 @@ import Testing
             engine.core.hooks.moved = { _, path in moved.set(path ?? "") }
         }
         let persistent = try engine.request(DownloadRequest(url: "http://o.test/x/file", storage: .persistent))
-        #expect(try await withTimeout(5) { try await moved.value() } == file.path)
+        #expect(try await withTimeout(20) { try await moved.value() } == file.path)
         #expect(engine.snapshot(id: first.snapshot.id)?.storage == .persistent)
         #expect(persistent.snapshot.storage == .persistent)
         #expect(engine.completedFile(id: first.snapshot.id)?.path == file.path)
@@ -187,12 +187,12 @@ import Testing
         _ = try engine.request(DownloadRequest(url: "http://o.test/b"))
         let c = try engine.request(DownloadRequest(url: "http://o.test/c"))
         let d = try engine.request(DownloadRequest(url: "http://o.test/d"))
-        try await withTimeout(5) { await driver.waitForStarts(2) }
+        try await withTimeout(20) { await driver.waitForStarts(2) }
         #expect(c.snapshot.state == .queued && d.snapshot.state == .queued)
         #expect(engine.statistics.activeTransfers == 2)
         // Cancelling the first frees its slot for c (FIFO), not d.
         #expect(engine.cancel(token: a.token)?.state == .paused)
-        try await withTimeout(5) { await driver.waitForStarts(3) }
+        try await withTimeout(20) { await driver.waitForStarts(3) }
         #expect(driver.transfer(2).request.url == "http://o.test/c")
         #expect(engine.snapshot(id: d.snapshot.id)?.state == .queued)
         // Cancelling a queued download dequeues it.

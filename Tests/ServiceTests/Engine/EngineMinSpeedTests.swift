@@ -33,12 +33,12 @@ struct EngineMinSpeedTests {
         let driver = FakeTransferDriver()
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver) { $0.retryBaseDelay = 0 }
         let r = try engine.request(DownloadRequest(url: "http://o.test/slow.bin"))
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
         #expect(!driver.transfer(0).request.freshConnection)
         #expect(driver.transfer(0).respond(200, ["ETag": "\"v1\"", "Content-Length": "4000"]))
         try driver.transfer(0).send(Array(repeating: 7, count: 1000))
         driver.transfer(0).fail(.stalled, "slower than 16384 bytes/s for 30 s (20 bytes/s)")
-        try await withTimeout(5) { await driver.waitForStarts(2) }
+        try await withTimeout(20) { await driver.waitForStarts(2) }
         #expect(driver.transfer(1).request.freshConnection)
         #expect(driver.transfer(1).range == "bytes=1000-")
         _ = engine.cancel(token: r.token)

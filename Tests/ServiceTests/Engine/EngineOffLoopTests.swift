@@ -40,8 +40,8 @@ import Testing
         let answer = Self.offThread { Result { () throws(EngineError) in
             try engine.request(DownloadRequest(url: "http://o.test/p.bin", storage: .persistent))
         } }
-        let joined = try await withTimeout(5) { try await answer.value() }.get()
-        _ = try await withTimeout(5) { try await moveStarted.value() }
+        let joined = try await withTimeout(20) { try await answer.value() }.get()
+        _ = try await withTimeout(20) { try await moveStarted.value() }
         #expect(joined.snapshot.state == .completed && joined.snapshot.storage == .persistent)
         #expect(joined.snapshot.path == cached)
         // Still served, from where it was, while the move runs; other calls do not wait either.
@@ -76,15 +76,15 @@ import Testing
         }
         defer { gate.signal() }
         let r = try engine.request(DownloadRequest(url: "http://o.test/big"))
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
         let transfer = driver.transfer(0)
         #expect(transfer.respond(200, ["Content-Length": "1000000", "ETag": "\"e\""]))
 
         // 100 000 bytes cross the checkpoint size; the write returns although the sync is held.
         let chunk = EngineFixture.body(100_000)
         let wrote = Self.offThread { (try? transfer.send(chunk)) != nil }
-        #expect(try await withTimeout(5) { try await wrote.value() })
-        _ = try await withTimeout(5) { try await syncStarted.value() }
+        #expect(try await withTimeout(20) { try await wrote.value() })
+        _ = try await withTimeout(20) { try await syncStarted.value() }
         #expect(engine.snapshot(id: r.snapshot.id)?.bytesWritten == 100_000)
         // Not yet synced: nothing beyond 0 may be stored as durable.
         #expect(engine.core.locked { engine.core.byID[r.snapshot.id]?.durableOffset } == 0)
@@ -177,7 +177,7 @@ import Testing
         #expect(engine.core.locked { Set(engine.core.failedRecords.keys) } == [d.snapshot.id], "the failed index follows")
         // Asked for again, it runs (out of the index) and fails again (back in it).
         let again = try engine.request(DownloadRequest(url: "http://o.test/d"))
-        _ = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: again.snapshot.id, [.failed]) }
+        _ = try await withTimeout(20) { try await EngineFixture.waitFor(engine, id: again.snapshot.id, [.failed]) }
         #expect(driver.startCount == 5)
         #expect(engine.core.locked {
             Set(engine.core.failedRecords.keys) == Set(engine.core.byID.values.filter { $0.state == .failed }.map(\.id))
@@ -209,8 +209,8 @@ import Testing
         defer { gate.signal() }
         // request() purges x's partial on the caller's thread: it must not wait for the deletion.
         let answer = Self.offThread { (try? engine.request(DownloadRequest(url: "http://o.test/y"))) != nil }
-        #expect(try await withTimeout(5) { try await answer.value() })
-        _ = try await withTimeout(5) { try await removing.value() }
+        #expect(try await withTimeout(20) { try await answer.value() })
+        _ = try await withTimeout(20) { try await removing.value() }
         #expect(engine.snapshot(id: x.snapshot.id)?.bytesWritten == 0)
         #expect(FileStore.fileSize(partial) == nil)  // The name is free at once…
         let aside = try FileManager.default.contentsOfDirectory(atPath: partials).filter { $0.hasSuffix(FileStore.trashSuffix) }

@@ -12,7 +12,7 @@ import Synchronization
     static func transferring(_ engine: DownloadEngine, _ driver: FakeTransferDriver, url: String = "http://o.test/a",
                              attempt: Int = 0) async throws -> Enqueued {
         let r = try engine.request(DownloadRequest(url: url))
-        try await withTimeout(5) { await driver.waitForStarts(attempt + 1) }
+        try await withTimeout(20) { await driver.waitForStarts(attempt + 1) }
         let t = driver.transfer(attempt)
         #expect(t.respond(200, headers))
         try t.send(EngineFixture.body(4000))
@@ -20,7 +20,7 @@ import Synchronization
     }
 
     static func next(_ subscription: DownloadSubscription, where stop: @escaping @Sendable (DownloadEvent) -> Bool) async throws -> DownloadEvent {
-        let events = try await withTimeout(5) { await EngineFixture.events(subscription, until: stop) }
+        let events = try await withTimeout(20) { await EngineFixture.events(subscription, until: stop) }
         return try #require(events.last)
     }
 
@@ -51,7 +51,7 @@ import Synchronization
         #expect(driver.startCount == 1)
         // Resume: callers remain, so it runs again from the kept bytes.
         guard case .done = engine.operatorResume(id: id) else { Issue.record("not resumed"); return }
-        try await withTimeout(5) { await driver.waitForStarts(2) }
+        try await withTimeout(20) { await driver.waitForStarts(2) }
         #expect(driver.transfer(1).header("Range") == "bytes=4000-")
         #expect(engine.snapshot(id: id)?.pausedBy == nil)
     }
@@ -68,7 +68,7 @@ import Synchronization
         #expect(driver.startCount == 1)
         // A caller now resumes it as usual.
         _ = try engine.request(DownloadRequest(url: "http://o.test/a"))
-        try await withTimeout(5) { await driver.waitForStarts(2) }
+        try await withTimeout(20) { await driver.waitForStarts(2) }
     }
 
     @Test func endedOrUnknownDownloadsCannotBePaused() async throws {
@@ -97,10 +97,10 @@ import Synchronization
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
         engineBox.withLock { $0 = engine }
         let r = try engine.request(DownloadRequest(url: "http://o.test/a"))
-        try await withTimeout(5) { await driver.waitForStarts(1) }
-        try await withTimeout(5) { while removed.withLock({ $0 }) == nil { try await Task.sleep(nanoseconds: 5_000_000) } }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { while removed.withLock({ $0 }) == nil { try await Task.sleep(nanoseconds: 5_000_000) } }
         #expect(removed.withLock { $0 } == r.snapshot.id)
-        try await withTimeout(5) { while !driver.transfer(0).isCancelled { try await Task.sleep(nanoseconds: 5_000_000) } }
+        try await withTimeout(20) { while !driver.transfer(0).isCancelled { try await Task.sleep(nanoseconds: 5_000_000) } }
         #expect(engine.snapshot(id: r.snapshot.id) == nil)
     }
 
@@ -165,10 +165,10 @@ import Synchronization
         #expect(driver.transfer(0).isCancelled)
         #expect(engine.snapshot(id: id) == nil && engine.subscribe(id: id) == nil)
         #expect(engine.liveTokens(among: [r.token]).isEmpty && engine.cancel(token: r.token) == nil)
-        try await withTimeout(5) { while FileStore.fileSize(partial) != nil { try await Task.sleep(nanoseconds: 10_000_000) } }
+        try await withTimeout(20) { while FileStore.fileSize(partial) != nil { try await Task.sleep(nanoseconds: 10_000_000) } }
         let again = try engine.request(DownloadRequest(url: "http://o.test/a"))
         #expect(again.snapshot.id != id && !again.coalesced)
-        try await withTimeout(5) { await driver.waitForStarts(2) }
+        try await withTimeout(20) { await driver.waitForStarts(2) }
         #expect(driver.transfer(1).header("Range") == nil)
         // The abandoned attempt ends afterwards: nothing of it comes back.
         driver.transfer(0).finish()
@@ -186,7 +186,7 @@ import Synchronization
         let handle = try #require(FileHandle(forReadingAtPath: file.path))
         defer { try? handle.close() }
         #expect(engine.remove(id: r.snapshot.id) != nil)
-        try await withTimeout(5) { while FileStore.fileSize(file.path) != nil { try await Task.sleep(nanoseconds: 10_000_000) } }
+        try await withTimeout(20) { while FileStore.fileSize(file.path) != nil { try await Task.sleep(nanoseconds: 10_000_000) } }
         #expect(try handle.readToEnd().map(Array.init) == body)
         #expect(engine.completedFile(id: r.snapshot.id) == nil)
     }

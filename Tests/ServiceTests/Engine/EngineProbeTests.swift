@@ -11,13 +11,13 @@ struct EngineProbeTests {
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver) { $0.maxConcurrentProbes = 2 }
         let first = Task { try await engine.probe(DownloadRequest(url: "http://o.test/a")) }
         let second = Task { try await engine.probe(DownloadRequest(url: "http://o.test/b")) }
-        try await withTimeout(5) { await driver.waitForStarts(2) }
+        try await withTimeout(20) { await driver.waitForStarts(2) }
         await #expect(throws: EngineError.busy("")) { try await engine.probe(DownloadRequest(url: "http://o.test/c")) }
         first.cancel()
         _ = await first.result
         #expect(driver.transfer(0).isCancelled || driver.transfer(1).isCancelled)
         let third = Task { try await engine.probe(DownloadRequest(url: "http://o.test/d")) }
-        try await withTimeout(5) { await driver.waitForStarts(3) }
+        try await withTimeout(20) { await driver.waitForStarts(3) }
         second.cancel()
         third.cancel()
         _ = await (second.result, third.result)

@@ -52,7 +52,7 @@ import Testing
                                                 sending: [UInt8](repeating: 1, count: 5000))
         #expect(engine.snapshot(id: x.snapshot.id)?.bytesWritten == 5000)
         _ = try engine.request(DownloadRequest(url: "http://o.test/y"))
-        try await withTimeout(5) { await driver.waitForStarts(2) }
+        try await withTimeout(20) { await driver.waitForStarts(2) }
         #expect(engine.snapshot(id: x.snapshot.id)?.bytesWritten == 0)
         let partialOfX = root.appendingPathComponent("state/partials/\(x.snapshot.id).part").path
         #expect(await eventually(within: 5) { FileStore.fileSize(partialOfX) == nil })  // deleted on the work queue

@@ -66,7 +66,7 @@ import Testing
         #expect(engine.cancel(token: wrong.token) != nil)
         let right = try engine.request(DownloadRequest(url: "http://o.test/f", sha256: SHA256Hasher.hex(body)))
         #expect(right.snapshot.id == wrong.snapshot.id)
-        let done = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: right.snapshot.id, [.completed, .failed]) }
+        let done = try await withTimeout(20) { try await EngineFixture.waitFor(engine, id: right.snapshot.id, [.completed, .failed]) }
         #expect(done.state == .completed)
     }
 
@@ -85,7 +85,7 @@ import Testing
         #expect(failed.error?.code == .checksumMismatch)
         let newcomer = try engine.request(DownloadRequest(url: "http://o.test/f", sha256: newcomerSHA))
         #expect(newcomer.snapshot.id != holder.snapshot.id)
-        let done = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: newcomer.snapshot.id, [.completed, .failed]) }
+        let done = try await withTimeout(20) { try await EngineFixture.waitFor(engine, id: newcomer.snapshot.id, [.completed, .failed]) }
         #expect(done.state == .completed && done.callers == 1)
         let kept = try #require(engine.snapshot(id: holder.snapshot.id))
         #expect(kept.state == .failed && kept.error?.code == .checksumMismatch && kept.callers == 1)
@@ -102,10 +102,10 @@ import Testing
         let driver = FakeTransferDriver()
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver) { $0.diskFullWait = 0 }
         let r = try engine.request(DownloadRequest(url: "http://o.test/f"))
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
         #expect(driver.transfer(0).respond(200, [:]))
         driver.transfer(0).fail(.disk, "write failed", code: ENOSPC)
-        let failed = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.failed]) }
+        let failed = try await withTimeout(20) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.failed]) }
         #expect(failed.error?.code == .diskFull)
     }
 

@@ -29,10 +29,10 @@ struct EngineReplacedRecordTests {
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
         let first = try engine.request(DownloadRequest(url: EngineSettlingJoinTests.url))
         let id = first.snapshot.id
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
         let core = engine.core
         Self.replace(id, in: engine)
-        try await withTimeout(5) { await driver.waitForStarts(2) }
+        try await withTimeout(20) { await driver.waitForStarts(2) }
         let serials = core.locked { (core.byID[id]?.attempt?.serial, core.byID[id]?.lifecycle.attempt?.serial) }
         #expect(serials.0 == 1 && serials.1 == 1, "the new record's first attempt: \(serials)")
         // The old attempt's transfer ends (its decision is taken before `fail` returns): nothing
@@ -58,7 +58,7 @@ extension EngineReplacedRecordTests {
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
         let old = try engine.attachReader(DownloadRequest(url: EngineSettlingJoinTests.url))
         let id = old.id
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
         let core = engine.core
         Self.replace(id, in: engine)
         let reader = try engine.attachReader(DownloadRequest(url: EngineSettlingJoinTests.url))

@@ -13,7 +13,7 @@ import Testing
         let engine = try EngineFixture.engine(root, driver: driver, configure: configure)
         let a = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
         let b = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
         let t = driver.transfer(0)
         #expect(t.header("Range") == nil)
         #expect(t.respond(200, headers.merging(["Content-Length": "\(body.count)"]) { a, _ in a }))
@@ -36,19 +36,19 @@ import Testing
         let driver = FakeTransferDriver()
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
         let id = try engine.request(DownloadRequest(url: "http://o.test/f.bin")).snapshot.id
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
         let first = driver.transfer(0)
         #expect(first.header("Range") == nil)
         #expect(first.respond(206, ["Content-Range": "bytes 0-9999/40000", "ETag": "\"v1\""]))
         try first.send(Array(body[..<10_000]))
         first.finish()
-        try await withTimeout(5) { await driver.waitForStarts(2) }
+        try await withTimeout(20) { await driver.waitForStarts(2) }
         let rest = driver.transfer(1)
         #expect(rest.header("Range") == "bytes=10000-" && rest.header("If-Range") == "\"v1\"")
         #expect(rest.respond(206, ["Content-Range": "bytes 10000-39999/40000", "ETag": "\"v1\""]))
         try rest.send(Array(body[10_000...]))
         rest.finish()
-        let done = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: id, [.completed, .failed]) }
+        let done = try await withTimeout(20) { try await EngineFixture.waitFor(engine, id: id, [.completed, .failed]) }
         #expect(done.state == .completed && done.sha256 == SHA256Hasher.hex(body))
         await engine.shutdown()
     }
@@ -67,14 +67,14 @@ import Testing
         let sub = try #require(engine.subscribe(id: id))
         let again = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
         #expect(again.snapshot.id == id)
-        try await withTimeout(5) { await driver.waitForStarts(2) }
+        try await withTimeout(20) { await driver.waitForStarts(2) }
         let t = driver.transfer(1)
         #expect(t.header("Range") == "bytes=12345-")
         #expect(t.header("If-Range") == "\"v1\"")
         #expect(t.respond(206, ["Content-Range": "bytes 12345-39999/40000", "ETag": "\"v1\""]))
         try t.send(Array(body[12_345...]))
         t.finish()
-        let events = try await withTimeout(5) { await EngineFixture.events(sub) { $0.isTerminal } }
+        let events = try await withTimeout(20) { await EngineFixture.events(sub) { $0.isTerminal } }
         #expect(events.contains { if case .resumed(12_345, false, _) = $0 { return true } else { return false } })
         guard case .completed(let done) = events.last else { Issue.record("not completed: \(events)"); return }
         #expect(done.sha256 == SHA256Hasher.hex(body))
@@ -94,10 +94,10 @@ import Testing
         let state = root.appendingPathComponent("state").path
         #expect(try StateFixture.stored(engine).first?.verifiedOffset == 12_345)
         _ = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
-        try await withTimeout(5) { await driver.waitForStarts(2) }
+        try await withTimeout(20) { await driver.waitForStarts(2) }
         #expect(!driver.transfer(1).respond(200, ["ETag": "\"v2\"", "Content-Length": "\(body.count)"]))
         driver.transfer(1).finish()
-        try await withTimeout(5) { await driver.waitForStarts(3) }
+        try await withTimeout(20) { await driver.waitForStarts(3) }
         // Asked for again only once the old row is gone: nothing names the old bytes any more.
         let row = try #require(try StateFixture.read(state).first)
         #expect(row.verifiedOffset == 0 && row.validator == nil, "\(row)")
@@ -106,25 +106,25 @@ import Testing
         #expect(again.respond(200, ["ETag": "\"v2\"", "Content-Length": "\(body.count)"]))
         try again.send(body)
         again.finish()
-        let done = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: id, [.completed, .failed]) }
+        let done = try await withTimeout(20) { try await EngineFixture.waitFor(engine, id: id, [.completed, .failed]) }
         #expect(done.state == .completed && done.sha256 == SHA256Hasher.hex(body))
         await engine.shutdown()
 
         // A 200 of the kept bytes' own version (an origin that ignores ranges) goes on at once.
         let (same, sameDriver, sameID, _) = try await pausedDownload(headers: ["ETag": "\"v1\""], kept: 12_345)
         _ = try same.request(DownloadRequest(url: "http://o.test/f.bin"))
-        try await withTimeout(5) { await sameDriver.waitForStarts(2) }
+        try await withTimeout(20) { await sameDriver.waitForStarts(2) }
         #expect(sameDriver.transfer(1).respond(200, ["ETag": "\"v1\"", "Content-Length": "\(body.count)"]))
         try sameDriver.transfer(1).send(body)
         sameDriver.transfer(1).finish()
-        let sameDone = try await withTimeout(5) { try await EngineFixture.waitFor(same, id: sameID, [.completed, .failed]) }
+        let sameDone = try await withTimeout(20) { try await EngineFixture.waitFor(same, id: sameID, [.completed, .failed]) }
         #expect(sameDone.state == .completed && sameDriver.startCount == 2)
         #expect(sameDone.sha256 == SHA256Hasher.hex(body), "the kept bytes and the 200's rest, not the 200 appended to them")
         await same.shutdown()
 
         let (full, fullDriver, fullID, _) = try await pausedDownload(headers: ["ETag": "\"v1\""], kept: 12_345)
         _ = try full.request(DownloadRequest(url: "http://o.test/f.bin"))
-        try await withTimeout(5) { await fullDriver.waitForStarts(2) }
+        try await withTimeout(20) { await fullDriver.waitForStarts(2) }
         full.core.stateWriter.gateCommits { _ throws(StateStoreError) in throw StateStoreError(kind: .full, message: "disk full") }
         #expect(!fullDriver.transfer(1).respond(200, ["ETag": "\"v2\"", "Content-Length": "\(body.count)"]))
         fullDriver.transfer(1).finish()
@@ -142,20 +142,20 @@ import Testing
         let (engine, driver, id, root) = try await pausedDownload(headers: ["ETag": "\"v1\""], kept: 12_345)
         let partial = root.appendingPathComponent("state/partials/\(id).part").path
         _ = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
-        try await withTimeout(5) { await driver.waitForStarts(2) }
+        try await withTimeout(20) { await driver.waitForStarts(2) }
         _ = driver.transfer(1).respond(status, ["Content-Length": "0"])  // Refused (false): not a body.
         driver.transfer(1).finish()
-        let failed = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: id, [.failed]) }
+        let failed = try await withTimeout(20) { try await EngineFixture.waitFor(engine, id: id, [.failed]) }
         #expect(failed.error?.code == .httpError && failed.error?.httpStatus == status)
         #expect(failed.bytesWritten == 12_345 && FileStore.fileSize(partial) == 12_345, "the bytes are kept")
         _ = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
-        try await withTimeout(5) { await driver.waitForStarts(3) }
+        try await withTimeout(20) { await driver.waitForStarts(3) }
         let t = driver.transfer(2)
         #expect(t.header("Range") == "bytes=12345-" && t.header("If-Range") == "\"v1\"")
         #expect(t.respond(206, ["Content-Range": "bytes 12345-39999/40000", "ETag": "\"v1\""]))
         try t.send(Array(body[12_345...]))
         t.finish()
-        let done = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: id, [.completed, .failed]) }
+        let done = try await withTimeout(20) { try await EngineFixture.waitFor(engine, id: id, [.completed, .failed]) }
         #expect(done.state == .completed && done.sha256 == SHA256Hasher.hex(body))
     }
 
@@ -167,14 +167,14 @@ import Testing
                                                                kept: 40_000)
         let sub = try #require(engine.subscribe(id: id))
         _ = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
-        try await withTimeout(5) { await driver.waitForStarts(2) }
+        try await withTimeout(20) { await driver.waitForStarts(2) }
         let t = driver.transfer(1)
         #expect(t.header("Range") == "bytes=40000-" && t.header("If-Range") == "\"v1\"")
         let page = Array("<html>416</html>".utf8)
         #expect(t.respond(416, ["Content-Range": "bytes */40000", "Content-Type": "text/html", "Content-Length": "\(page.count)"]))
         try t.send(page)
         t.finish()
-        let events = try await withTimeout(5) { await EngineFixture.events(sub) { $0.isTerminal } }
+        let events = try await withTimeout(20) { await EngineFixture.events(sub) { $0.isTerminal } }
         guard case .completed(let done) = events.last else { Issue.record("not completed: \(events)"); return }
         #expect(done.sha256 == SHA256Hasher.hex(body) && done.size == 40_000)
         let file = try #require(engine.completedFile(id: id))
@@ -189,9 +189,9 @@ import Testing
     func aResumeAnswered416OtherwiseRestarts(_ fields: [String: String]) async throws {
         let (engine, driver, id, root) = try await pausedDownload(headers: ["ETag": "\"v1\""], kept: 40_000)
         _ = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
-        try await withTimeout(5) { await driver.waitForStarts(2) }
+        try await withTimeout(20) { await driver.waitForStarts(2) }
         #expect(!driver.transfer(1).respond(416, fields))
-        try await withTimeout(5) { await driver.waitForStarts(3) }
+        try await withTimeout(20) { await driver.waitForStarts(3) }
         let again = driver.transfer(2)
         #expect(again.header("Range") == nil)
         // The kept bytes are dropped before the origin is asked again.
@@ -201,7 +201,7 @@ import Testing
         #expect(again.respond(200, ["ETag": "\"v2\"", "Content-Length": "\(body.count)"]))
         try again.send(body)
         again.finish()
-        let done = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: id, [.completed, .failed]) }
+        let done = try await withTimeout(20) { try await EngineFixture.waitFor(engine, id: id, [.completed, .failed]) }
         #expect(done.state == .completed && done.sha256 == SHA256Hasher.hex(body))
         #expect(engine.statistics.restarts == 1)
         await engine.shutdown()
@@ -213,7 +213,7 @@ import Testing
         #expect(engine.snapshot(id: id)?.resumable == false)
         #expect(engine.snapshot(id: id)?.bytesWritten == 0)
         _ = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
-        try await withTimeout(5) { await driver.waitForStarts(2) }
+        try await withTimeout(20) { await driver.waitForStarts(2) }
         #expect(driver.transfer(1).header("Range") == nil)
         #expect(driver.transfer(1).header("If-Range") == nil)
     }
@@ -223,7 +223,7 @@ import Testing
         let (engine, driver, id, _) = try await pausedDownload(headers: ["Last-Modified": lm, "Date": "Mon, 07 Nov 1994 08:49:37 GMT"], kept: 777)
         #expect(engine.snapshot(id: id)?.bytesWritten == 777)
         _ = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
-        try await withTimeout(5) { await driver.waitForStarts(2) }
+        try await withTimeout(20) { await driver.waitForStarts(2) }
         #expect(driver.transfer(1).header("Range") == "bytes=777-")
         #expect(driver.transfer(1).header("If-Range") == lm)
     }
@@ -233,19 +233,19 @@ import Testing
         #expect(engine.snapshot(id: id)?.bytesWritten == 9000)
         let sub = try #require(engine.subscribe(id: id))
         _ = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
-        try await withTimeout(5) { await driver.waitForStarts(2) }
+        try await withTimeout(20) { await driver.waitForStarts(2) }
         let v2 = EngineFixture.body(30_000, seed: 9)
         #expect(driver.transfer(1).header("If-Range") == "\"v1\"")
         // Another version: asked for again from 0 once the restart is recorded.
         #expect(!driver.transfer(1).respond(200, ["Content-Length": "30000", "ETag": "\"v2\""]))
         driver.transfer(1).finish()
-        try await withTimeout(5) { await driver.waitForStarts(3) }
+        try await withTimeout(20) { await driver.waitForStarts(3) }
         let t = driver.transfer(2)
         #expect(t.header("Range") == nil && t.header("If-Range") == nil)
         #expect(t.respond(200, ["Content-Length": "30000", "ETag": "\"v2\""]))
         try t.send(v2)
         t.finish()
-        let events = try await withTimeout(5) { await EngineFixture.events(sub) { $0.isTerminal } }
+        let events = try await withTimeout(20) { await EngineFixture.events(sub) { $0.isTerminal } }
         #expect(events.contains { if case .resumed(0, true, _) = $0 { return true } else { return false } })
         guard case .completed(let done) = events.last else { Issue.record("not completed: \(events)"); return }
         #expect(done.size == 30_000)
@@ -260,10 +260,10 @@ import Testing
         #expect(FileStore.fileSize(partial) == 9000)
         let sub = try #require(engine.subscribe(id: id))
         _ = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
-        try await withTimeout(5) { await driver.waitForStarts(2) }
+        try await withTimeout(20) { await driver.waitForStarts(2) }
         #expect(driver.transfer(1).header("If-Range") == "\"v1\"")
         #expect(!driver.transfer(1).respond(200, ["Content-Length": "50000", "ETag": "\"v2\""]))
-        let events = try await withTimeout(5) { await EngineFixture.events(sub) { $0.isTerminal } }
+        let events = try await withTimeout(20) { await EngineFixture.events(sub) { $0.isTerminal } }
         guard case .failed(let failed) = events.last else { Issue.record("not failed: \(events)"); return }
         #expect(failed.error?.code == .tooLarge && failed.bytesWritten == 0)
         // v1's bytes are of no use to any later attempt (it would be answered v2 again).
@@ -274,14 +274,14 @@ import Testing
         let (engine, driver, id, _) = try await pausedDownload(headers: ["ETag": "\"v1\""], kept: 1000)
         #expect(engine.snapshot(id: id)?.bytesWritten == 1000)
         _ = try engine.request(DownloadRequest(url: "http://o.test/f.bin"))
-        try await withTimeout(5) { await driver.waitForStarts(2) }
+        try await withTimeout(20) { await driver.waitForStarts(2) }
         let sub = try #require(engine.subscribe(id: id))
         #expect(!driver.transfer(1).respond(206, ["Content-Range": "bytes 500-39999/40000", "ETag": "\"v1\""]))
-        try await withTimeout(5) { await driver.waitForStarts(3) }
+        try await withTimeout(20) { await driver.waitForStarts(3) }
         #expect(driver.transfer(2).header("Range") == nil)
         // The bytes went at the refusal, the next attempt kept none: its body is still a restart.
         #expect(driver.transfer(2).respond(200, ["Content-Length": "40000", "ETag": "\"v1\""]))
-        let events = try await withTimeout(5) { await EngineFixture.events(sub) { if case .resumed = $0 { true } else { false } } }
+        let events = try await withTimeout(20) { await EngineFixture.events(sub) { if case .resumed = $0 { true } else { false } } }
         #expect(events.contains { if case .resumed(0, true, _) = $0 { true } else { false } }, "\(events)")
         #expect(engine.statistics.restarts == 1)
     }
@@ -335,7 +335,7 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("cache").path).isEmpty)
         let again = try engine.request(DownloadRequest(url: "http://o.test/missing"))
         #expect(again.snapshot.id == r.snapshot.id)
-        let done = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.completed]) }
+        let done = try await withTimeout(20) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.completed]) }
         #expect(done.size == 3)
     }
 
@@ -356,9 +356,9 @@ import Testing
         let driver = FakeTransferDriver()
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
         let r = try engine.request(DownloadRequest(url: "http://o.test/x"))
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
         driver.transfer(0).fail(kind)
-        let failed = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.failed]) }
+        let failed = try await withTimeout(20) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.failed]) }
         #expect(failed.error?.code == code)
         #expect(driver.startCount == 1)
     }

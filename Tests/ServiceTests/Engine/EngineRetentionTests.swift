@@ -21,7 +21,7 @@ import Testing
         let cached = try engine.request(DownloadRequest(url: "http://o.test/c"))
         let kept = try engine.request(DownloadRequest(url: "http://o.test/p", storage: .persistent))
         for id in [cached.snapshot.id, kept.snapshot.id] {
-            try await withTimeout(5) {
+            try await withTimeout(20) {
                 while engine.snapshot(id: id)?.state != .completed { try await Task.sleep(nanoseconds: 5_000_000) }
             }
         }
@@ -39,7 +39,7 @@ import Testing
         let purged = told.firstIndex(of: .purged(kind: .cacheFile, reason: .ttl, bytes: 3000))
         #expect(purged != nil && purged! < told.firstIndex(of: .removed(by: .retention))!, "the purge, then the removal")
         #expect(engine.statistics.purges[PurgeCounterKey(kind: .cacheFile, reason: .ttl)] == 1)
-        try await withTimeout(5) { while FileStore.fileSize(file) != nil { try await Task.sleep(nanoseconds: 5_000_000) } }
+        try await withTimeout(20) { while FileStore.fileSize(file) != nil { try await Task.sleep(nanoseconds: 5_000_000) } }
         // The persistent file stays, however long.
         clock.advance(c.ttl * 10)
         #expect(engine.completedFile(id: kept.snapshot.id) != nil)
@@ -72,7 +72,7 @@ import Testing
         let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: ["Content-Length": "3"], body: [1, 2, 3]) }
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver, scheduler: clock) { $0.cacheTTL = 100 }
         let r = try engine.request(DownloadRequest(url: "http://o.test/c"))
-        try await withTimeout(5) {
+        try await withTimeout(20) {
             while engine.snapshot(id: r.snapshot.id)?.state != .completed { try await Task.sleep(nanoseconds: 5_000_000) }
         }
         #expect(engine.core.stateWriter.flush())
@@ -83,7 +83,7 @@ import Testing
         clock.advance(50)
         let served = clock.now()
         #expect(engine.completedFile(id: r.snapshot.id) != nil)
-        try await withTimeout(5) {
+        try await withTimeout(20) {
             while !committed.withLock({ $0.contains(served) }) {
                 clock.advance(0.5)  // the writer's pace is on the engine's clock
                 try await Task.sleep(nanoseconds: 5_000_000)
@@ -98,7 +98,7 @@ import Testing
         let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: ["Content-Length": "3"], body: [1, 2, 3]) }
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver, scheduler: clock) { $0.cacheTTL = ttl }
         let r = try engine.request(DownloadRequest(url: "http://o.test/c"))
-        try await withTimeout(5) {
+        try await withTimeout(20) {
             while engine.snapshot(id: r.snapshot.id)?.state != .completed { try await Task.sleep(nanoseconds: 5_000_000) }
         }
         for _ in 0..<5 {

@@ -17,11 +17,11 @@ struct EngineSettlingJoinTests {
     /// it; `beforePublishRename`: once its file is verified and about to be published).
     func settling(_ engine: DownloadEngine, _ driver: FakeTransferDriver, held: OneShot<Void>) async throws -> String {
         let first = try engine.request(DownloadRequest(url: Self.url))
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
         #expect(driver.transfer(0).respond(200, ["ETag": "\"v1\"", "Content-Length": "\(body.count)"]))
         try driver.transfer(0).send(body)
         driver.transfer(0).finish()
-        try await withTimeout(5) { try await held.value() }
+        try await withTimeout(20) { try await held.value() }
         _ = engine.cancel(token: first.token)
         return first.snapshot.id
     }

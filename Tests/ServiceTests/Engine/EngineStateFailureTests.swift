@@ -100,7 +100,7 @@ struct EngineStateFailureTests {
         // Once the tombstone is committed, the files go.
         gate.fail(false)
         #expect(engine.core.stateWriter.flush())
-        try await withTimeout(5) { while FileStore.fileSize(file) != nil { try await Task.sleep(nanoseconds: 10_000_000) } }
+        try await withTimeout(20) { while FileStore.fileSize(file) != nil { try await Task.sleep(nanoseconds: 10_000_000) } }
         await engine.shutdown()
     }
 
@@ -115,7 +115,7 @@ struct EngineStateFailureTests {
         engine.core.locked { engine.core.hooks.moved = { _, path in moved.set(path ?? "") } }
         gate.fail(true)
         _ = try engine.request(DownloadRequest(url: "http://o.test/m", storage: .persistent))
-        let target = try await withTimeout(5) { try await moved.value() }
+        let target = try await withTimeout(20) { try await moved.value() }
         #expect(target.hasPrefix(root.appendingPathComponent("data").path))
         Self.drainWork(engine)
         #expect(FileStore.fileSize(cached) == 5000, "the old name went while the stored row still names it")
@@ -126,7 +126,7 @@ struct EngineStateFailureTests {
         await restarted.shutdown()
         gate.fail(false)
         #expect(engine.core.stateWriter.flush())
-        try await withTimeout(5) { while FileStore.fileSize(cached) != nil { try await Task.sleep(nanoseconds: 10_000_000) } }
+        try await withTimeout(20) { while FileStore.fileSize(cached) != nil { try await Task.sleep(nanoseconds: 10_000_000) } }
         #expect(engine.completedFile(id: id)?.path == target && FileStore.fileSize(target) == 5000)
         await engine.shutdown()
     }

@@ -18,15 +18,15 @@ struct EngineStoryTests {
         let engine = try Self.engine(driver, recorder)
         let first = try engine.request(DownloadRequest(url: Self.url, client: "10.1.2.3"))
         let id = first.snapshot.id
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
         #expect(driver.transfer(0).respond(200, ["Content-Length": "40000", "ETag": "\"v1\""]))
         try driver.transfer(0).send(Array(body[0..<12_345]))
         _ = try await EngineFixture.cancelAndSettle(engine, token: first.token, id: id)
 
         _ = try engine.request(DownloadRequest(url: Self.url, client: "10.9.9.9"))
-        try await withTimeout(5) { await driver.waitForStarts(2) }
+        try await withTimeout(20) { await driver.waitForStarts(2) }
         #expect(!driver.transfer(1).respond(503, ["Retry-After": "0"]))
-        try await withTimeout(5) { await driver.waitForStarts(3) }
+        try await withTimeout(20) { await driver.waitForStarts(3) }
         let third = driver.transfer(2)
         #expect(third.respond(206, ["Content-Range": "bytes 12345-39999/40000", "ETag": "\"v1\""]))
         try third.send(Array(body[12_345...]))
@@ -64,12 +64,12 @@ struct EngineStoryTests {
                                                     sending: Array(body[0..<10_000]))
         let id = first.snapshot.id
         _ = try engine.request(DownloadRequest(url: Self.url))
-        try await withTimeout(5) { await driver.waitForStarts(2) }
+        try await withTimeout(20) { await driver.waitForStarts(2) }
         #expect(driver.transfer(1).header("If-Range") == "\"v1\"")
         // A new version: asked for again from 0 once the restart is recorded, then its whole body.
         #expect(!driver.transfer(1).respond(200, ["Content-Length": "40000", "ETag": "\"v2\""]))
         driver.transfer(1).finish()
-        try await withTimeout(5) { await driver.waitForStarts(3) }
+        try await withTimeout(20) { await driver.waitForStarts(3) }
         let again = driver.transfer(2)
         #expect(again.respond(200, ["Content-Length": "40000", "ETag": "\"v2\""]))
         try again.send(body)
@@ -113,7 +113,7 @@ struct EngineStoryTests {
         let engine = try Self.engine(driver, recorder)
         let first = try engine.request(DownloadRequest(url: Self.url, client: "a"))
         let id = first.snapshot.id
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
         let second = try engine.request(DownloadRequest(url: Self.url, client: "b"))
         #expect(second.coalesced)
         let reader = try engine.attachReader(DownloadRequest(url: Self.url, client: "c"))
@@ -138,7 +138,7 @@ struct EngineStoryTests {
         let (driver, recorder) = (FakeTransferDriver(), StoryRecorder())
         let engine = try Self.engine(driver, recorder)
         let reader = try engine.attachReader(DownloadRequest(url: Self.url))
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
         #expect(driver.transfer(0).respond(200, ["Content-Length": "40000", "ETag": "\"v1\""]))
         try driver.transfer(0).send(Array(body[0..<1_000]))
         reader.close()
@@ -153,7 +153,7 @@ struct EngineStoryTests {
         let engine = try Self.engine(driver, recorder)
         let first = try engine.request(DownloadRequest(url: Self.url))
         let id = first.snapshot.id
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
         #expect(driver.transfer(0).respond(200, ["Content-Length": "40000", "ETag": "\"v1\""]))
         try driver.transfer(0).send(Array(body[0..<1_000]))
         _ = try await EngineFixture.cancelAndSettle(engine, token: first.token, id: id)
@@ -178,7 +178,7 @@ struct EngineStoryTests {
         let first = try EngineFixture.engine(root, driver: driver) { $0.storyteller = recorder.tell }
         // A cache file asked for as persistent moves into the data area.
         let done = try first.request(DownloadRequest(url: "http://o.test/done")).snapshot.id
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
         #expect(driver.transfer(0).respond(200, ["Content-Length": "3"]))
         try driver.transfer(0).send([1, 2, 3])
         driver.transfer(0).finish()
@@ -192,7 +192,7 @@ struct EngineStoryTests {
         #expect(path.hasPrefix(root.appendingPathComponent("data").path))
         // A running download stops with the engine and carries on at the next start.
         let running = try first.request(DownloadRequest(url: "http://o.test/running")).snapshot.id
-        try await withTimeout(5) { await driver.waitForStarts(2) }
+        try await withTimeout(20) { await driver.waitForStarts(2) }
         #expect(driver.transfer(1).respond(200, ["Content-Length": "40000", "ETag": "\"e\""]))
         try driver.transfer(1).send(Array(body[0..<5_000]))
         await first.shutdown()
@@ -223,7 +223,7 @@ struct EngineStoryTests {
         let (next, recorder) = (FakeTransferDriver(), StoryRecorder())
         let second = try EngineFixture.engine(root, driver: next) { $0.storyteller = recorder.tell }
         _ = try second.request(DownloadRequest(url: Self.url))
-        try await withTimeout(5) { await next.waitForStarts(1) }
+        try await withTimeout(20) { await next.waitForStarts(1) }
         #expect(next.transfer(0).respond(206, ["Content-Range": "bytes 10000-39999/40000", "ETag": "\"v1\""]))
         try next.transfer(0).send(Array(body[10_000...]))
         next.transfer(0).finish()

@@ -11,7 +11,7 @@ import Testing
         let r = try engine.request(DownloadRequest(url: "http://o.test/f"))
         let sub = try #require(engine.subscribe(id: r.snapshot.id))
         #expect(engine.statistics.subscribers == 1)
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
         let t = driver.transfer(0)
         #expect(t.respond(200, ["Content-Length": "100000", "ETag": "\"a\""]))
         // 100 writes, the clock moving 0.05 s each: at most one progress per 0.1 s is emitted,
@@ -23,11 +23,11 @@ import Testing
         // The trailing progress tells the last bytes one interval later (timers run on the manual
         // clock). Its timer can be armed by another thread's drain of the last write's effects:
         // time moves once it is pending.
-        try await withTimeout(5) { await clock.waitForTimers(1) }
+        try await withTimeout(20) { await clock.waitForTimers(1) }
         clock.advance(0.1)
-        var events = try await withTimeout(5) { await EngineFixture.events(sub) { $0.snapshot.bytesWritten == 100_000 } }
+        var events = try await withTimeout(20) { await EngineFixture.events(sub) { $0.snapshot.bytesWritten == 100_000 } }
         t.finish()
-        events += try await withTimeout(5) { await EngineFixture.events(sub) { $0.isTerminal } }
+        events += try await withTimeout(20) { await EngineFixture.events(sub) { $0.isTerminal } }
         let kinds = events.map { e -> String in
             switch e {
             case .progress: return "progress"
@@ -56,7 +56,7 @@ import Testing
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver, scheduler: clock) { $0.progressInterval = 0.1 }
         let r = try engine.request(DownloadRequest(url: "http://o.test/f"))
         let sub = try #require(engine.subscribe(id: r.snapshot.id))
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
         let t = driver.transfer(0)
         #expect(t.respond(200, ["Content-Length": "2000"]))
         clock.advance(0.2)
@@ -64,8 +64,8 @@ import Testing
         clock.advance(0.2)
         try t.send([UInt8](repeating: 7, count: 1000))
         t.finish()
-        _ = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.completed]) }
-        let events = try await withTimeout(5) { await EngineFixture.events(sub) { $0.isTerminal } }
+        _ = try await withTimeout(20) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.completed]) }
+        let events = try await withTimeout(20) { await EngineFixture.events(sub) { $0.isTerminal } }
         #expect(events.count == 3, "\(events)")
         if case .progress(let first)? = events.first { #expect(first.bytesWritten == 0) } else { Issue.record("\(events)") }
         if case .resumed? = events.dropFirst().first {} else { Issue.record("\(events)") }
@@ -77,7 +77,7 @@ import Testing
         let clock = ManualScheduler()
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver, scheduler: clock) { $0.progressInterval = 0.1 }
         let r = try engine.request(DownloadRequest(url: "http://o.test/f"))
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
         let t = driver.transfer(0)
         #expect(t.respond(200, ["Content-Length": "10000"]))
         let sub = try #require(engine.subscribe(id: r.snapshot.id))
@@ -87,7 +87,7 @@ import Testing
             try t.send([UInt8](repeating: 1, count: 1000))
         }
         t.finish()
-        let events = try await withTimeout(5) { await reader.value }
+        let events = try await withTimeout(20) { await reader.value }
         let progress = events.dropFirst().filter { if case .progress = $0 { return true } else { return false } }
         // One per elapsed interval (two), plus at most one trailing event carrying the last bytes.
         #expect(progress.count <= 3, "\(events.count) events")
@@ -105,10 +105,10 @@ import Testing
             for await _ in sub { n += 1 }
             return n
         }
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
         reader.cancel()
         // The check: the reader's loop ends (bounded), its stream finished by the cancellation.
-        _ = try await withTimeout(5) { await reader.value }
+        _ = try await withTimeout(20) { await reader.value }
         #expect(engine.statistics.subscribers == 1)
         _ = second
     }
@@ -117,7 +117,7 @@ import Testing
         let driver = FakeTransferDriver { _, _ in .init(status: 410, headers: [:], body: []) }
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
         let r = try engine.request(DownloadRequest(url: "http://o.test/gone"))
-        _ = try await withTimeout(5) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.failed]) }
+        _ = try await withTimeout(20) { try await EngineFixture.waitFor(engine, id: r.snapshot.id, [.failed]) }
         let sub = try #require(engine.subscribe(id: r.snapshot.id))
         var events: [DownloadEvent] = []
         for await e in sub { events.append(e) }
@@ -132,9 +132,9 @@ import Testing
         let r = try engine.request(DownloadRequest(url: "http://o.test/f"))
         let sub = try #require(engine.subscribe(id: r.snapshot.id))
         let reader = Task { await EngineFixture.events(sub) { _ in false } }
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
         await engine.shutdown()
-        let events = try await withTimeout(5) { await reader.value }
+        let events = try await withTimeout(20) { await reader.value }
         #expect(!events.isEmpty)
         #expect(engine.statistics.subscribers == 0)
         #expect(driver.transfer(0).isCancelled)
@@ -146,9 +146,9 @@ import Testing
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver)
         let r = try engine.request(DownloadRequest(url: "http://o.test/f"))
         let sub = try #require(engine.subscribe(id: r.snapshot.id))
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
         await engine.shutdown()
-        let events = try await withTimeout(5) { await EngineFixture.events(sub) { _ in false } }
+        let events = try await withTimeout(20) { await EngineFixture.events(sub) { _ in false } }
         #expect(!events.isEmpty && events.allSatisfy { $0.snapshot.id == r.snapshot.id }, "\(events)")
     }
 
@@ -173,20 +173,24 @@ import Testing
             }
         }
         poller.start()
-        let deadline = Date().addingTimeInterval(10)
-        var pushed = 0
-        var lost: Int?
-        for i in 0..<rounds where Date() < deadline && lost == nil {
-            q.push(.resumed(offset: Int64(i), restarted: false, s))
-            var p = s
-            p.bytesWritten = Int64(i)
-            q.push(.progress(p))
-            pushed = i + 1
-            // The pair is taken before the next (the lifecycle bound never drops one); a resumed not
-            // taken within 2 s (however loaded the machine) was lost.
-            let taken = Date().addingTimeInterval(2)
-            while seen.withLock({ $0.resumed.contains(Int64(i)) }) == false && Date() < taken { usleep(1) }
-            if seen.withLock({ !$0.resumed.contains(Int64(i)) }) { lost = i }
+        // The pusher spins on a thread of its own, never on the cooperative pool other tests wait on.
+        let (pushed, lost) = try await onThread { () -> (Int, Int?) in
+            let deadline = Date().addingTimeInterval(10)
+            var pushed = 0
+            var lost: Int?
+            for i in 0..<rounds where Date() < deadline && lost == nil {
+                q.push(.resumed(offset: Int64(i), restarted: false, s))
+                var p = s
+                p.bytesWritten = Int64(i)
+                q.push(.progress(p))
+                pushed = i + 1
+                // The pair is taken before the next (the lifecycle bound never drops one); a resumed
+                // not taken within 2 s (however loaded the machine) was lost.
+                let taken = Date().addingTimeInterval(2)
+                while seen.withLock({ $0.resumed.contains(Int64(i)) }) == false && Date() < taken { usleep(1) }
+                if seen.withLock({ !$0.resumed.contains(Int64(i)) }) { lost = i }
+            }
+            return (pushed, lost)
         }
         done.store(true, ordering: .releasing)
         #expect(pushed > 100)

@@ -235,7 +235,7 @@ enum EngineFixture {
     static func partial(_ engine: DownloadEngine, driver: FakeTransferDriver, url: String, attempt index: Int = 0,
                         headers: [String: String], sending bytes: [UInt8], pause: Bool = true) async throws -> Enqueued {
         let r = try engine.request(DownloadRequest(url: url))
-        try await withTimeout(5) { await driver.waitForStarts(index + 1) }
+        try await withTimeout(20) { await driver.waitForStarts(index + 1) }
         let t = driver.transfer(index)
         #expect(t.respond(200, headers))
         try t.send(bytes)

@@ -22,6 +22,6 @@ struct FetchHandOverLiveTests {
         let body = try await reader.readExactBody(count: sent)  // the socket's receive timeout bounds it
         let waited = Date().timeIntervalSince(started)
         #expect(body == Array(origin.expectedBody()[..<sent]))
-        #expect(waited < 3, "the bytes before the origin went quiet arrived after \(waited) s")
+        #expect(waited < 10, "the bytes before the origin went quiet arrived after \(waited) s (not at the 20 s stall)")
     }
 }

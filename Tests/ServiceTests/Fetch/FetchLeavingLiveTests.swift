@@ -3,13 +3,13 @@ import Testing
 
 /// A `/fetch` client that goes away while its answer waits for the origin's head: an interrupted
 /// client closes its socket (a FIN, no reset), and its interest ends within about a second (the
-/// test allows two, for a loaded machine: the origin's head alone takes several).
+/// test allows four, for a loaded machine: the origin's head alone takes over fifteen).
 @Suite(.timeLimit(.minutes(2)))
 struct FetchLeavingLiveTests {
-    @Test func aClientClosingWhileTheOriginsHeadIsSlowLeavesWithinTwoSeconds() async throws {
+    @Test func aClientClosingWhileTheOriginsHeadIsSlowLeavesLongBeforeTheHead() async throws {
         let origin = try TestOrigin(bodySize: 64 << 10)
         defer { origin.stop() }
-        origin.update { $0.headByteDelay = 0.05 }  // a head of ~150 bytes: several seconds
+        origin.update { $0.headByteDelay = 0.1 }  // a head of ~150 bytes: over fifteen seconds
         let service = try await ServiceProcess.start(arguments: FetchLiveTests.loopback)
         let api = HTTPTestClient(port: service.port)
         let client = try await FetchLiveTests.open(service, origin.url)
@@ -25,7 +25,7 @@ struct FetchLeavingLiveTests {
         #expect(joined, "the reader counts as a caller")
         client.close()
         let left = Date()
-        let deadline = left.addingTimeInterval(2)
+        let deadline = left.addingTimeInterval(4)
         var download: [String: Any]?
         repeat {
             download = try await only()
@@ -33,6 +33,6 @@ struct FetchLeavingLiveTests {
             try await Task.sleep(for: .milliseconds(20))
         } while Date() < deadline
         #expect(download?["callers"] as? Int == 0 && download?["state"] as? String == "paused", "\(String(describing: download))")
-        #expect(Date().timeIntervalSince(left) < 2, "noticed within about a second, not when the head came")
+        #expect(Date().timeIntervalSince(left) < 4, "noticed within about a second, not when the head came")
     }
 }

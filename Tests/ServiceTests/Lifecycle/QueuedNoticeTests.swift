@@ -10,7 +10,7 @@ import Testing
         let driver = FakeTransferDriver()
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver) { $0.maxConcurrentTransfers = 1 }
         _ = try engine.request(DownloadRequest(url: "http://o.test/busy"))
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
         return (engine, driver)
     }
 
@@ -21,11 +21,11 @@ import Testing
         let engine = try EngineFixture.engine(EngineFixture.root(), driver: driver) { $0.maxConcurrentTransfers = 2 }
         for name in ["a1", "a2", "a3"] { _ = try engine.request(DownloadRequest(url: "http://o.test/\(name)", clientGroup: "A")) }
         _ = try engine.request(DownloadRequest(url: "http://o.test/b1", clientGroup: "B"))
-        try await withTimeout(5) { await driver.waitForStarts(2) }
+        try await withTimeout(20) { await driver.waitForStarts(2) }
         #expect(driver.transfer(0).respond(200, ["Content-Length": "1"]))
         try driver.transfer(0).send([1])
         driver.transfer(0).finish()
-        try await withTimeout(5) { await driver.waitForStarts(3) }
+        try await withTimeout(20) { await driver.waitForStarts(3) }
         #expect(driver.transfer(2).request.url == "http://o.test/b1")
         await engine.shutdown()
     }
@@ -38,7 +38,7 @@ import Testing
         #expect(engine.snapshot(id: first.snapshot.id)?.state == .paused)
         let subscription = try #require(engine.subscribe(id: first.snapshot.id))
         _ = try engine.request(DownloadRequest(url: "http://o.test/waiting"))
-        let told = try await withTimeout(5) {
+        let told = try await withTimeout(20) {
             for await event in subscription {
                 if case .progress(let s) = event, s.state == .queued { return s }
             }
@@ -56,7 +56,7 @@ import Testing
         let subscription = try #require(engine.subscribe(id: waiting.snapshot.id))
         guard case .done(let resumed) = engine.operatorResume(id: waiting.snapshot.id) else { Issue.record("not resumed"); return }
         #expect(resumed.state == .queued)
-        let told = try await withTimeout(5) {
+        let told = try await withTimeout(20) {
             for await event in subscription {
                 if case .progress(let s) = event, s.state == .queued { return s }
             }

@@ -19,9 +19,9 @@ import Testing
     /// Starts a download of `size` bytes on 4 connections; every piece after the prefix is answered.
     static func started(_ engine: DownloadEngine, _ driver: FakeTransferDriver, size: Int) async throws -> String {
         let r = try engine.request(DownloadRequest(url: EngineSegmentTests.url, connections: 4))
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
         #expect(driver.transfer(0).respond(200, ["ETag": "\"v1\"", "Accept-Ranges": "bytes", "Content-Length": "\(size)"]))
-        try await withTimeout(5) { await driver.waitForStarts(4) }
+        try await withTimeout(20) { await driver.waitForStarts(4) }
         let piece = size / 4
         for i in 1..<4 { #expect(respond206(driver.transfer(i), i * piece, i * piece + piece - 1, of: size)) }
         return r.snapshot.id
@@ -70,7 +70,7 @@ import Testing
         let id = try await Self.started(engine, driver, size: body.count)
         try driver.transfer(0).send(Array(body[0..<1_000]))
         driver.transfer(0).fail(.connection, "cut")
-        try await withTimeout(5) { await driver.waitForStarts(5) }
+        try await withTimeout(20) { await driver.waitForStarts(5) }
         let takeover = driver.transfer(4)
         #expect(takeover.range == "bytes=1000-\(piece - 1)")
         #expect(Self.respond206(takeover, 1_000, piece - 1, of: body.count))

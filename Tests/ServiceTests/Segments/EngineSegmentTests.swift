@@ -85,7 +85,7 @@ import Testing
         let engine = try Self.engine(driver)
         let r = try engine.request(DownloadRequest(url: Self.url, connections: 4))
         let sub = try #require(engine.subscribe(id: r.snapshot.id))
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
         #expect(driver.transfer(0).respond(200, ["ETag": "\"v1\"", "Accept-Ranges": "bytes", "Content-Length": "40000"]))
         _ = try? driver.transfer(0).send(Array(body[0..<1_000]))  // Refused once the pieces abandoned the attempt.
         let events = try await withTimeout(10) { await EngineFixture.events(sub) { $0.isTerminal } }
@@ -282,7 +282,7 @@ import Testing
     static func started(_ driver: FakeTransferDriver) async throws -> (engine: DownloadEngine, caller: Enqueued) {
         let engine = try EngineSegmentTests.engine(driver)
         let caller = try engine.request(DownloadRequest(url: EngineSegmentTests.url, connections: 4))
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
         #expect(driver.transfer(0).respond(200, ["ETag": "\"v1\"", "Accept-Ranges": "bytes", "Content-Length": "40000"]))
         return (engine, caller)
     }
@@ -298,7 +298,7 @@ import Testing
         let firstDriver = FakeTransferDriver()
         var engine = try EngineSegmentTests.engine(firstDriver, root: root)
         let first = try engine.request(DownloadRequest(url: EngineSegmentTests.url, connections: 4))
-        try await withTimeout(5) { await firstDriver.waitForStarts(1) }
+        try await withTimeout(20) { await firstDriver.waitForStarts(1) }
         var driver = firstDriver
         #expect(driver.transfer(0).respond(200, ["ETag": "\"v1\"", "Content-Length": "40000"]))
         try driver.transfer(0).send(Array(body[0..<5000]))
@@ -314,7 +314,7 @@ import Testing
         let again = try engine.request(DownloadRequest(url: EngineSegmentTests.url, connections: 4))
         let sub = try #require(engine.subscribe(id: again.snapshot.id))
         let next = driver
-        try await withTimeout(5) { await next.waitForStarts(before + 1) }
+        try await withTimeout(20) { await next.waitForStarts(before + 1) }
         let resumed = driver.transfer(before)
         #expect(resumed.range == "bytes=5000-")
         #expect(resumed.respond(206, ["Content-Range": "bytes 5000-39999/40000", "ETag": "\"v1\"", "Content-Length": "35000",
@@ -349,7 +349,7 @@ import Testing
 
         let again = try engine.request(DownloadRequest(url: EngineSegmentTests.url, connections: 4))
         let sub = try #require(engine.subscribe(id: id))
-        try await withTimeout(5) { await driver.waitForStarts(5) }
+        try await withTimeout(20) { await driver.waitForStarts(5) }
         let resumed = driver.transfer(4)
         #expect(resumed.range == "bytes=3000-")
         #expect(resumed.header("If-Range") == "\"v1\"")
@@ -398,11 +398,11 @@ extension EngineSegmentPauseTests {
 
         _ = try engine.request(DownloadRequest(url: EngineSegmentTests.url, connections: 4))
         let sub = try #require(engine.subscribe(id: id))
-        try await withTimeout(5) { await driver.waitForStarts(5) }
+        try await withTimeout(20) { await driver.waitForStarts(5) }
         let resumed = driver.transfer(4)
         #expect(resumed.range == "bytes=15000-", "after the kept bytes of the second piece")
         #expect(Self.respond206(resumed, 15_000, 39_999))
-        try await withTimeout(5) { await driver.waitForStarts(7) }
+        try await withTimeout(20) { await driver.waitForStarts(7) }
         #expect((5..<7).map { driver.transfer($0).range } == ["bytes=22000-29999", "bytes=30000-39999"])
         for (i, first) in [(5, 22_000), (6, 30_000)] {
             let last = first / 10_000 * 10_000 + 9999
@@ -433,11 +433,11 @@ extension EngineSegmentPauseTests {
         }
         _ = try engine.request(DownloadRequest(url: EngineSegmentTests.url, connections: 4))
         let sub = try #require(engine.subscribe(id: id))
-        try await withTimeout(5) { await driver.waitForStarts(5) }
+        try await withTimeout(20) { await driver.waitForStarts(5) }
         let resumed = driver.transfer(4)
         #expect(resumed.range == "bytes=3000-")
         #expect(Self.respond206(resumed, 3000, 5999))  // capped at 3 000 bytes
-        try await withTimeout(5) { await driver.waitForStarts(8) }
+        try await withTimeout(20) { await driver.waitForStarts(8) }
         for i in 5..<8 {
             let first = 10_000 * (i - 4)
             #expect(Self.respond206(driver.transfer(i), first, first + 9999))
@@ -446,7 +446,7 @@ extension EngineSegmentPauseTests {
         }
         try resumed.send(Array(body[3000..<6000]))
         resumed.finish()
-        try await withTimeout(5) { await driver.waitForStarts(9) }
+        try await withTimeout(20) { await driver.waitForStarts(9) }
         let takeover = driver.transfer(8)
         #expect(takeover.range == "bytes=6000-9999")
         #expect(Self.respond206(takeover, 6000, 9999))
@@ -471,7 +471,7 @@ extension EngineSegmentPauseTests {
         }
         let engine = try EngineFixture.engine(root, driver: driver, configure: configure)
         let r = try engine.request(DownloadRequest(url: EngineSegmentTests.url, connections: 4))
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
         #expect(driver.transfer(0).respond(200, ["ETag": "\"v1\"", "Accept-Ranges": "bytes", "Content-Length": "40000"]))
         for i in 1..<4 {
             #expect(Self.respond206(driver.transfer(i), i * 10_000, i * 10_000 + 9999))
@@ -519,9 +519,9 @@ extension EngineSegmentPauseTests {
         let root = EngineFixture.root()
         let engine = try EngineSegmentTests.engine(driver, root: root)
         let r = try engine.request(DownloadRequest(url: EngineSegmentTests.url, connections: 4))
-        try await withTimeout(5) { await driver.waitForStarts(1) }
+        try await withTimeout(20) { await driver.waitForStarts(1) }
         #expect(driver.transfer(0).respond(200, ["ETag": "\"v1\"", "Accept-Ranges": "bytes", "Content-Length": "40000"]))
-        try await withTimeout(5) { await driver.waitForStarts(4) }
+        try await withTimeout(20) { await driver.waitForStarts(4) }
         try driver.transfer(0).send(Array(body[0..<3000]))
         for i in withBytes {
             let start = i * 10_000

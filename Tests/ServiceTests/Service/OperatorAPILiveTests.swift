@@ -208,10 +208,10 @@ struct OperatorAPILiveTests {
             formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
             return try #require((object["ts"] as? String).flatMap(formatter.date(from:)))
         }
-        // Due within 3 s + 1 s of the completion (0.5 s of slack for a loaded machine's timers; the
+        // Due within 3 s + 1 s of the completion (2 s of slack for a loaded machine's timers; the
         // bound itself is checked on a manual clock in `EngineRetentionTests`).
         let after = try ts(removed).timeIntervalSince(try ts(completed))
-        #expect(after >= 3 && after < 4.5, "removed \(after) s after completion")
+        #expect(after >= 3 && after < 6, "removed \(after) s after completion")
         #expect(try await service.client.request("GET", "/downloads/\(id)").status == 404)
         let metrics = try await service.client.request("GET", "/metrics").text
         #expect(metrics.contains(#"download_service_purged_total{kind="cache_file",reason="ttl"} 1"#))
