@@ -25,6 +25,7 @@ extension PeerCall {
         func long(_ option: CURLoption, _ value: Int) { _ = ccurl_setopt_long(easy, option, value) }
         func text(_ option: CURLoption, _ value: String) { _ = ccurl_setopt_string(easy, option, value) }
         text(CURLOPT_URL, url)
+        long(CURLOPT_QUICK_EXIT, 1)  // The call's timeout does not wait for a lookup's thread (`CurlEasyOptions`).
         text(CURLOPT_PROTOCOLS_STR, "http,https")
         text(CURLOPT_PROXY, "")
         text(CURLOPT_NOPROXY, "")

@@ -27,6 +27,11 @@ extension CurlTransfer {
 
         if headerList == nil, let failure = buildHeaderList() { return failure }
         text(CURLOPT_URL, hopURL)
+        // An attempt ended (timed out, cancelled) while its name is being looked up does not wait
+        // for the lookup's thread: libcurl would wait on the loop's thread, every other transfer's
+        // (a nameserver that never answers held them all for the resolver's whole timeout).
+        // libcurl 7.87+; an older one refusing it loses only that.
+        _ = ccurl_setopt_long(easy, CURLOPT_QUICK_EXIT, 1)
         if request.method == .head { long(CURLOPT_NOBODY, 1) }
         set(ccurl_setopt_slist(easy, CURLOPT_HTTPHEADER, headerList))
         text(CURLOPT_USERAGENT, request.userAgent)

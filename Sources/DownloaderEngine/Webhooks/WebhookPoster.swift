@@ -68,6 +68,7 @@ struct CurlWebhookPoster: WebhookPosting {
         func long(_ option: CURLoption, _ value: Int) { _ = ccurl_setopt_long(easy, option, value) }
         func text(_ option: CURLoption, _ value: String) { _ = ccurl_setopt_string(easy, option, value) }
         text(CURLOPT_URL, url)
+        long(CURLOPT_QUICK_EXIT, 1)  // The try's timeout does not wait for a lookup's thread (`CurlEasyOptions`).
         text(CURLOPT_PROTOCOLS_STR, "http,https")
         text(CURLOPT_PROXY, "")
         text(CURLOPT_NOPROXY, "")

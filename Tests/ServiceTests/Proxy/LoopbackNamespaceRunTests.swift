@@ -12,6 +12,10 @@ struct LoopbackNamespaceRunTests {
         try await LoopbackNamespace.run(suite: "ProxiedGuardTests/")
     }
 
+    @Test func aNameserverThatNeverAnswers() async throws {
+        try await LoopbackNamespace.run(suite: "SlowResolverTests/", resolver: SlowResolverTests.resolvConf)
+    }
+
     @Test func aDualStackListenerWithBindV6OnlySet() async throws {
         try await LoopbackNamespace.run(suite: "DualStackListenerTests/")
     }

@@ -22,13 +22,21 @@ enum LoopbackNamespace {
     }
 
     /// Runs the suites matching `filter` in a loopback-only namespace; records an issue (with the
-    /// child's output) unless they all ran and passed.
-    static func run(suite filter: String, timeout: Double = 240) async throws {
+    /// child's output) unless they all ran and passed. `resolver`: the `/etc/resolv.conf` the
+    /// child sees instead of the host's (bound over it in a mount namespace of its own).
+    static func run(suite filter: String, resolver: String? = nil, timeout: Double = 240) async throws {
+        let resolvConf = resolver.map { _ in FileManager.default.temporaryDirectory.appendingPathComponent("ds-resolv-\(UUID().uuidString)").path }
+        if let resolvConf, let resolver { try resolver.write(toFile: resolvConf, atomically: true, encoding: .utf8) }
+        defer { if let resolvConf { try? FileManager.default.removeItem(atPath: resolvConf) } }
         let output = try await onThread { () -> (Int32?, String) in
             let process = ChildProcess()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
-            process.arguments = ["-n", "sh", "-c", #"ip link set lo up && exec "$0" "$@""#,
-                                 CommandLine.arguments[0], "--testing-library", "swift-testing", "--filter", filter]
+            // A mount namespace of its own too when a resolver file is bound (private: the host's
+            // /etc/resolv.conf is never touched).
+            var script = "ip link set lo up && "
+            if let resolvConf { script += "mount --bind '\(resolvConf)' /etc/resolv.conf && " }
+            process.arguments = (resolvConf == nil ? ["-n"] : ["-n", "-m", "--propagation", "private"])
+                + ["sh", "-c", script + #"exec "$0" "$@""#, CommandLine.arguments[0], "--testing-library", "swift-testing", "--filter", filter]
             process.environment = ProcessInfo.processInfo.environment.merging([variable: "1"]) { $1 }
             let pipe = try ChildPipe()
             process.standardOutput = .pipe(pipe)
