@@ -49,7 +49,9 @@ enum CurlFailureMapping {
     static func failure(for code: CURLcode, _ context: Context) -> TransferFailure {
         let raw = Int32(bitPattern: code.rawValue)
         let message = context.detail.isEmpty ? String(cString: curl_easy_strerror(code)) : context.detail
-        if context.redirected && code == CURLE_UNSUPPORTED_PROTOCOL {
+        // libcurl answers a hop that speaks no HTTP (HTTP/0.9: a banner, garbage) with the same
+        // code as a scheme it refuses: that one is the network's, as without a redirect.
+        if context.redirected && code == CURLE_UNSUPPORTED_PROTOCOL && !context.detail.contains("HTTP/0.9") {
             return TransferFailure(.unsupportedRedirect, "redirected to an unsupported scheme: \(message)", code: raw)
         }
         if let blocked = context.blockedAddress, code == CURLE_COULDNT_CONNECT || code == CURLE_ABORTED_BY_CALLBACK {

@@ -49,14 +49,17 @@ extension CurlTransfer {
         return false
     }
 
-    /// `location` resolved against `base` by libcurl's URL parser (what libcurl itself would follow);
-    /// nil when it is not a URL. Other schemes come back as they are, for the caller to refuse.
+    /// `location` resolved against `base` by libcurl's URL parser, with the flags libcurl's own
+    /// redirect following uses (a space or a byte above ASCII is percent-encoded: what libcurl
+    /// itself would follow); nil when it is not a URL. Other schemes come back as they are, for the
+    /// caller to refuse.
     static func resolve(_ location: String, against base: String) -> String? {
         guard let handle = curl_url() else { return nil }
         defer { curl_url_cleanup(handle) }
         let flags = UInt32(CURLU_NON_SUPPORT_SCHEME)
         guard curl_url_set(handle, CURLUPART_URL, base, flags) == CURLUE_OK,
-              curl_url_set(handle, CURLUPART_URL, location, flags) == CURLUE_OK else { return nil }
+              curl_url_set(handle, CURLUPART_URL, location, flags | UInt32(CURLU_URLENCODE | CURLU_ALLOW_SPACE)) == CURLUE_OK
+        else { return nil }
         var out: UnsafeMutablePointer<CChar>?
         guard curl_url_get(handle, CURLUPART_URL, &out, 0) == CURLUE_OK, let out else { return nil }
         defer { curl_free(out) }

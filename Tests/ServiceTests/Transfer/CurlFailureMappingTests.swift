@@ -54,6 +54,18 @@ import Testing
                                            redirected: false).kind == .connection)
         #expect(CurlFailureMapping.failure(for: CURLE_RECV_ERROR, detail: "x", blockedAddress: nil,
                                            redirected: true).kind == .connection)
+        // The same code for a hop that speaks no HTTP (libcurl's own words): the network's, retried.
+        #expect(CurlFailureMapping.failure(for: CURLE_UNSUPPORTED_PROTOCOL, detail: "Received HTTP/0.9 when not allowed",
+                                           blockedAddress: nil, redirected: true).kind == .connection)
+    }
+
+    /// A `Location` is resolved as libcurl's own redirect following does: a space and bytes above
+    /// ASCII percent-encoded, escapes kept (a proxy's or a caller's credentials make the engine
+    /// follow redirects itself).
+    @Test func aLocationResolvesAsLibcurlFollowsIt() {
+        #expect(CurlTransfer.resolve("http://h.example/my file.iso", against: "http://o.example/x") == "http://h.example/my%20file.iso")
+        #expect(CurlTransfer.resolve("/a b/c%20d", against: "http://o.example/x/y") == "http://o.example/a%20b/c%20d")
+        #expect(CurlTransfer.resolve("ftp://h.example/f", against: "http://o.example/x") == "ftp://h.example/f")
     }
 
     @Test func aHandshakeIsLastingOnlyWithAFatalAlertThatIsNotAClose() {
