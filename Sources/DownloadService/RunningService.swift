@@ -148,24 +148,40 @@ final class RunningService: Sendable {
     }
 
     /// Stops accepting, finishes in-flight requests, pauses transfers (stored, so they carry on
-    /// at the next start), then exits 0. Called once, for the first shutdown signal.
+    /// at the next start), then exits 0; 1 when the final state commit failed (what changed since
+    /// the last good commit is not there at the next start). Called once, for the first shutdown
+    /// signal.
     func shutDownAndExit(signal: Int32) {
         logger.info("shutting down", ["signal": Int(signal)])
         Task {
             async let serverStopped: Void = server.shutdown()
-            async let engineStopped: Void = engine.shutdown()
-            _ = await (serverStopped, engineStopped)
+            async let engineStopped = engine.shutdown()
+            let (_, uncommitted) = await (serverStopped, engineStopped)
+            if let uncommitted {
+                logger.error("stopped without storing the last changes: the state database refused them", ["error": uncommitted])
+                logger.flush()
+                exit(1)
+            }
             logger.info("stopped")
             logger.flush()
             exit(0)
         }
+    }
+
+    /// A shutdown signal after the first: exits at once (status 128 + the signal), without
+    /// waiting for the graceful stop; what was committed last is what the next start finds.
+    static func exitAtOnce(signal: Int32, logger: Logger) {
+        logger.warning("another shutdown signal: exiting at once", ["signal": Int(signal)])
+        logger.flush()
+        _exit(128 + signal)
     }
 }
 
 /// Turns the first of some signals into one shutdown. Set up before anything starts, with handlers
 /// in place when `init` returns (a C handler writing to a pipe that a thread reads), so a signal that
 /// arrives while the service is still starting is kept, not lost or fatal, and acted on as soon as
-/// `whenSignalled` gives the action.
+/// `whenSignalled` gives the action. A SIGTERM or SIGINT after the first signal runs `repeated`
+/// (an operator's second Ctrl-C: stop waiting); a repeated SIGHUP (a closing terminal's) does not.
 final class ShutdownSignals: Sendable {
     private struct State {
         var received: Int32?
@@ -173,9 +189,11 @@ final class ShutdownSignals: Sendable {
     }
 
     private let state = Mutex(State())
+    private let repeated: @Sendable (Int32) -> Void
 
     /// Fails only if the pipe or a handler cannot be set up (or when called twice in a process).
-    init?(_ signals: [Int32]) {
+    init?(_ signals: [Int32], repeated: @escaping @Sendable (Int32) -> Void) {
+        self.repeated = repeated
         let fd = signals.withUnsafeBufferPointer { clinux_catch_signals($0.baseAddress, Int32($0.count)) }
         guard fd >= 0 else { return nil }
         let thread = Thread { [self] in
@@ -190,10 +208,14 @@ final class ShutdownSignals: Sendable {
     }
 
     private func received(_ number: Int32) {
-        let action = state.withLock { s -> (@Sendable (Int32) -> Void)? in
-            guard s.received == nil else { return nil }
+        let (action, again) = state.withLock { s -> ((@Sendable (Int32) -> Void)?, Bool) in
+            guard s.received == nil else { return (nil, true) }
             s.received = number
-            return s.action
+            return (s.action, false)
+        }
+        if again {
+            if number != SIGHUP { repeated(number) }
+            return
         }
         action?(number)
     }

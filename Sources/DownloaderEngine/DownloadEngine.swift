@@ -196,13 +196,17 @@ public final class DownloadEngine: Sendable {
 
     /// Stops every transfer, keeping partials and storing running downloads so they carry on
     /// after a restart; ends every subscription. Later requests fail with `shuttingDown`.
-    public func shutdown() async {
+    /// Returns why the final state commit failed (nil: everything decided is stored): what
+    /// changed since the last good commit is not there at the next start.
+    @discardableResult
+    public func shutdown() async -> String? {
         core.pressure.stop()
         clusterFeed?.stop()
         webhooks.lock.withLock { webhooks.cluster }?.stop()
-        await core.shutdown()
+        let uncommitted = await core.shutdown()
         core.clusterShutdown()
         (core.driver as? CurlTransferDriver)?.shutdown()
+        return uncommitted?.description
     }
 }
 

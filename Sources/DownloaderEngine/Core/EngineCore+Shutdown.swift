@@ -3,7 +3,8 @@ import Foundation
 // Stopping: every transfer stops where it stands, partials are kept and stored as running.
 extension EngineCore {
     /// Stops every transfer, keeps the partials (stored as still running), ends subscriptions.
-    func shutdown() async {
+    /// Returns the final commit's failure (nil: everything decided is stored).
+    func shutdown() async -> StateStoreError? {
         let first = decide { () -> Bool in
             guard !shuttingDown else { return false }
             shuttingDown = true
@@ -16,7 +17,7 @@ extension EngineCore {
         }
         for queue in subscribers.all() { queue.finish() }
         feed.finish()
-        guard first else { return }
+        guard first else { return nil }  // The first call reports.
         // Bounded: a driver that never reports back does not hold shutdown forever.
         scheduler.schedule(after: 10) { [weak self] in self?.endShutdownWait() }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -32,7 +33,7 @@ extension EngineCore {
         decide {
             for record in byID.values where record.state == .queued || record.state == .downloading { save(record) }
         }
-        stateWriter.finish()
+        return stateWriter.finish()
     }
 
     /// Under `lock`: once the last attempt has settled, the shutdown stops waiting.

@@ -183,9 +183,13 @@ final class StateWriter: @unchecked Sendable {
 
     /// `flush()`, then the store folds its WAL into its file: the engine's shutdown leaves one
     /// self-contained file.
-    func finish() {
+    /// Returns the final commit's failure (nil: everything decided is committed; a failed fold
+    /// loses nothing and is kept as `lastError` only).
+    @discardableResult
+    func finish() -> StateStoreError? {
         thread.sync {
             self.drain(force: true)
+            let uncommitted = self.lock.withLock { self.failure }
             let failed: StateStoreError?
             do throws(StateStoreError) {
                 try self.store.checkpoint()
@@ -194,6 +198,7 @@ final class StateWriter: @unchecked Sendable {
                 failed = error
             }
             if let failed { self.lock.withLock { self.failure = failed } }
+            return uncommitted
         }
     }
 

@@ -90,4 +90,16 @@ struct ServiceShutdownTests {
         let body = try await reader.readToEnd()
         #expect(body.count < 4 << 20, "a truncated body, never a complete-looking one")
     }
+
+    /// A second SIGINT or SIGTERM while the first one's shutdown runs (an operator's second
+    /// Ctrl-C) exits at once, with 128 + that signal and a line saying so.
+    @Test func aSecondSignalExitsAtOnce() async throws {
+        let service = try await ServiceProcess.start(arguments: Durability.allowLoopback)
+        let pid = service.process.processIdentifier
+        kill(pid, SIGTERM)
+        kill(pid, SIGINT)
+        let status = try await service.stop(signal: 0, timeout: 20)
+        #expect(status == 128 + SIGINT, "exit \(String(describing: status))")
+        #expect(service.logLines.contains { $0.contains("another shutdown signal: exiting at once") })
+    }
 }

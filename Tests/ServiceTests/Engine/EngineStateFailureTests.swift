@@ -43,6 +43,21 @@ struct EngineStateFailureTests {
         engine.core.workQueue.sync(flags: .barrier) {}
     }
 
+    /// A shutdown whose final commit fails says so (the service then exits 1, not 0); one whose
+    /// commits succeed says nothing.
+    @Test func aShutdownWhoseFinalCommitFailsSaysSo() async throws {
+        let body = EngineFixture.body(1000)
+        let (engine, gate) = try Self.engine(EngineFixture.root(), driver: Self.completedDriver(body))
+        _ = try engine.request(DownloadRequest(url: "http://o.test/a"))
+        gate.fail(true)
+        _ = try? engine.request(DownloadRequest(url: "http://o.test/b"))
+        let failure = await engine.shutdown()
+        #expect(failure?.contains("no space left") == true, "\(String(describing: failure))")
+        let (calm, _) = try Self.engine(EngineFixture.root(), driver: Self.completedDriver(body))
+        _ = try calm.request(DownloadRequest(url: "http://o.test/a"))
+        #expect(await calm.shutdown() == nil)
+    }
+
     @Test func anOperatorPauseThatCouldNotBeRecordedIsAnsweredStateUnavailable() async throws {
         let driver = FakeTransferDriver()
         let (engine, gate) = try Self.engine(EngineFixture.root(), driver: driver)
