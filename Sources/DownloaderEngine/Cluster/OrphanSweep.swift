@@ -11,7 +11,8 @@
 /// is read from the file the lease names; the current epoch's is being written). In the cache area a
 /// file `<id>.<epoch>…` is an orphan when no row has that id or the row names another file. A set
 /// aside file (`….trash`: a deletion a crash interrupted) is one too. In the data area only a
-/// tombstoned id's files go.
+/// tombstoned id's files go, and copies a crash cut short (`….tmp-copy`: a move across
+/// filesystems; a copy still being written changes its status, so it is never old).
 enum OrphanSweep {
     enum Area: Sendable, Equatable {
         case partial
@@ -45,6 +46,7 @@ enum OrphanSweep {
     /// The verdict on file `name` of `area`, given the rows by id and the tombstoned ids.
     static func verdict(_ name: String, in area: Area, rows: [String: Row], tombstoned: Set<String>) -> Verdict {
         if area == .data {
+            if name.hasSuffix(FileStore.copySuffix) { return isOurs(name) ? .deleteIfOld : .keep }
             return parse(name, area).map { tombstoned.contains($0.id) } == true ? .delete : .keep
         }
         if name.hasSuffix(FileStore.trashSuffix) { return isOurs(name) ? .deleteIfOld : .keep }

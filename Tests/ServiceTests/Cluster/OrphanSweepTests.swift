@@ -31,6 +31,8 @@ import Testing
         ("00000000000000c3.2-f.bin", .data, .delete),
         ("00000000000000ff.1-f.bin", .data, .keep),
         ("\(id).1-f.bin", .data, .keep),
+        ("\(id).2-f.bin.tmp-copy", .data, .deleteIfOld),  // A move's copy a crash cut short.
+        ("notes.tmp-copy", .data, .keep),
         // Names that are not ours are never touched.
         ("notes.txt", .cache, .keep),
         ("notes.txt.trash", .cache, .keep),
