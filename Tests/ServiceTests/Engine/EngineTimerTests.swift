@@ -117,8 +117,9 @@ import Testing
     }
 
     /// An engine on a manual clock whose one download's transfer never reports back, shutting
-    /// down: its 10 s bound is armed. Real-time bounds are generous: a loaded 2-core run can keep
-    /// the shutdown task from running for seconds.
+    /// down: its 10 s bound is armed. Real-time bounds are generous: a loaded 2-core run of the
+    /// whole suite kept the shutdown task from running for tens of seconds (its cooperative pool
+    /// has two threads, and tests block them).
     static func shuttingDownOverAHangingTransfer() async throws
         -> (DownloadEngine, HangingDriver, ManualScheduler, id: String, ended: OneShot<Bool>) {
         let hanging = HangingDriver()
@@ -126,23 +127,23 @@ import Testing
         let engine = try DownloadEngine(configuration: EngineFixture.configuration(EngineFixture.root()), driver: hanging,
                                         scheduler: clock, diskPressure: .disabled)
         let id = try engine.request(DownloadRequest(url: "http://o.test/a")).snapshot.id
-        _ = try await withTimeout(30) { try await hanging.started.value() }
+        _ = try await withTimeout(60) { try await hanging.started.value() }
         let ended = OneShot<Bool>()
         Task {
             await engine.shutdown()
             ended.set(true)
         }
-        try await withTimeout(30) { await clock.waitForTimer(dueIn: 10) }
+        try await withTimeout(60) { await clock.waitForTimer(dueIn: 10) }
         return (engine, hanging, clock, id, ended)
     }
 
     @Test func shutdownStopsWaitingForADriverThatNeverAnswersAfterTenSeconds() async throws {
         let (_, hanging, clock, _, ended) = try await Self.shuttingDownOverAHangingTransfer()
-        _ = try await withTimeout(30) { try await hanging.cancelled.value() }
+        _ = try await withTimeout(60) { try await hanging.cancelled.value() }
         clock.advance(9.9)
         #expect(ended.current == nil, "still waiting for the transfer to report back")
         clock.advance(0.1)
-        _ = try await withTimeout(30) { try await ended.value() }
+        _ = try await withTimeout(60) { try await ended.value() }
     }
 }
 
@@ -154,7 +155,7 @@ extension EngineTimerTests {
         let (engine, _, _, id, ended) = try await Self.shuttingDownOverAHangingTransfer()
         #expect(ended.current == nil, "waiting for the transfer to report back")
         #expect(engine.remove(id: id) != nil)
-        _ = try await withTimeout(30) { try await ended.value() }
+        _ = try await withTimeout(60) { try await ended.value() }
     }
 }
 
