@@ -194,6 +194,30 @@ import Testing
         }
     }
 
+    /// On a filesystem without hard links (vfat, many FUSE volumes: `link` is EPERM) the key is
+    /// made in place, and read back the same by later starts, also by several at once.
+    @Test func theKeyIsMadeWhereTheFilesystemHasNoHardLinks() throws {
+        let noLinks: @Sendable (String, String) -> Int32 = { _, _ in errno = EPERM; return -1 }
+        let directory = EngineFixture.root().path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let keys = Mutex<[[UInt8]]>([])
+        let failures = Mutex<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: 6) { _ in
+            do {
+                let key = try CredentialKey.loadOrCreate(directory: directory, random: SystemRandom(), link: noLinks)
+                keys.withLock { $0.append(key.hash([1])) }
+            } catch {
+                failures.withLock { $0.append("\(error)") }
+            }
+        }
+        #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
+        let stored = try CredentialKey.loadOrCreate(directory: directory, random: SystemRandom(), link: noLinks).hash([1])
+        #expect(keys.withLock { $0 }.allSatisfy { $0 == stored } && keys.withLock { $0.count } == 6)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory) == [CredentialKey.fileName])
+        let mode = try #require(FileManager.default.attributesOfItem(atPath: directory + "/" + CredentialKey.fileName)[.posixPermissions] as? Int)
+        #expect(mode == 0o600)
+    }
+
     @Test func hmacMatchesRFC4231() {
         // RFC 4231 test case 2.
         let key = CredentialKey(bytes: Array("Jefe".utf8))
