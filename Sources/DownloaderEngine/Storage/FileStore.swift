@@ -101,7 +101,7 @@ struct FileStore: Sendable {
         unlink(to)
         if linkCall(from, to) != 0 {
             let code = errno
-            guard code == EXDEV || code == EPERM || code == EMLINK || code == ENOTSUP else {
+            guard code == EXDEV || code == EPERM || code == EMLINK || code == ENOTSUP || code == ENOSYS else {  // ENOSYS: a FUSE volume's
                 throw SystemError(errno: code, function: "link")
             }
             try Self.copyInto(from: from, to: to, rename: { Glibc.rename($0, $1) })

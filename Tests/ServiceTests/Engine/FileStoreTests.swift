@@ -80,6 +80,12 @@ import Testing
         try store.place(from: source, to: copied, link: { _, _ in errno = EXDEV; return -1 })
         #expect(try Data(contentsOf: URL(fileURLWithPath: copied)) == Data([9, 8, 7]))
         #expect(FileStore.fileSize(source) == 3)
+        // Where links are refused (vfat's EPERM, a FUSE volume's ENOSYS): a copy too.
+        for code in [EPERM, ENOSYS] {
+            let refused = store.finalPath(id: "cccccccccccccccc", fileName: "h\(code)", storage: .persistent)
+            try store.place(from: source, to: refused, link: { _, _ in errno = code; return -1 })
+            #expect(try Data(contentsOf: URL(fileURLWithPath: refused)) == Data([9, 8, 7]), "errno \(code)")
+        }
         #expect(throws: SystemError(errno: ENOENT, function: "link")) {
             try store.place(from: source + ".missing", to: copied + "2")
         }
