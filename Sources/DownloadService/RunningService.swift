@@ -10,11 +10,11 @@ final class RunningService: Sendable {
     let server: HTTPServer
     let logger: Logger
     private let memoryTrimmer: MemoryTrimmer?
-    /// Single process: the state area is this service's alone while it runs.
-    private let stateLock: StateDirectoryLock?
+    /// Single process: the storage areas are this service's alone while it runs.
+    private let stateLock: [StateDirectoryLock]
 
     private init(engine: DownloadEngine, server: HTTPServer, logger: Logger, memoryTrimmer: MemoryTrimmer?,
-                 stateLock: StateDirectoryLock?) {
+                 stateLock: [StateDirectoryLock]) {
         self.engine = engine
         self.server = server
         self.logger = logger
@@ -66,7 +66,11 @@ final class RunningService: Sendable {
         } else {
             try SharedAreaMarker.refuseMarked(areas.map { (option: $0.0, directory: $0.1) })
         }
-        let stateLock = cluster == nil ? try StateDirectoryLock.acquire(engineConfiguration.stateDirectory) : nil
+        let stateLock = cluster == nil
+            ? try [StateDirectoryLock.acquire(engineConfiguration.stateDirectory)]
+                + StateDirectoryLock.acquireAreas([("--cache-dir", engineConfiguration.cacheDirectory),
+                                                   ("--data-dir", engineConfiguration.dataDirectory)])
+            : []
         let engine = try DownloadEngine(configuration: engineConfiguration)
         for path in engine.stateSetAside {
             let damage = path.contains("/state.db.damaged") ? engine.stateDamage : nil

@@ -2,13 +2,18 @@ import Basics
 import Foundation
 import Glibc
 
-/// One service per state area (single process): an exclusive `flock` on `<state-dir>/lock`, held
-/// while the service runs and dropped by the kernel when the process ends, however it ends (a
-/// SIGKILL leaves no stale lock). A second service started on the same directory would keep row
-/// numbers of its own, overwrite the first one's records and later sweep the files they named: it
-/// is refused at start instead. Cluster replicas share their areas by design and take no lock.
+/// One service per storage area (single process): an exclusive `flock` on `<state-dir>/lock` (and
+/// on `.download-service.lock` in the cache and data directories), held while the service runs and
+/// dropped by the kernel when the process ends, however it ends (a SIGKILL leaves no stale lock).
+/// A second service started on the same state directory would keep row numbers of its own,
+/// overwrite the first one's records and later sweep the files they named; one with a state
+/// directory of its own but the same cache or data directory would sweep the first one's files at
+/// its start (none of its rows names them). Either is refused at start instead. Cluster replicas
+/// share their areas by design and take no lock.
 final class StateDirectoryLock: Sendable {
     static let fileName = "lock"
+    /// The lock file of a cache or data directory (hidden: the data area is the operator's to browse).
+    static let areaFileName = ".download-service.lock"
     private let descriptor: Int32
 
     private init(descriptor: Int32) {
@@ -22,6 +27,21 @@ final class StateDirectoryLock: Sendable {
     /// Takes the lock of `directory` (created 0700 when missing), or throws when another process
     /// holds it or the lock file cannot be opened.
     static func acquire(_ directory: URL) throws -> StateDirectoryLock {
+        try acquire(directory, fileName: fileName, area: "state directory", option: "--state-dir")
+    }
+
+    /// Locks of the cache and data directories (each once, also when they are one), besides the
+    /// state directory's.
+    static func acquireAreas(_ directories: [(option: String, directory: URL)]) throws -> [StateDirectoryLock] {
+        var seen: Set<String> = []
+        var locks: [StateDirectoryLock] = []
+        for (option, directory) in directories where seen.insert(directory.standardizedFileURL.resolvingSymlinksInPath().path).inserted {
+            locks.append(try acquire(directory, fileName: areaFileName, area: "directory of \(option)", option: option))
+        }
+        return locks
+    }
+
+    private static func acquire(_ directory: URL, fileName: String, area: String, option: String) throws -> StateDirectoryLock {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o700])
         let path = directory.appendingPathComponent(fileName).path
@@ -35,8 +55,8 @@ final class StateDirectoryLock: Sendable {
         }
         guard taken else {
             close(fd)
-            throw ServiceStartError(message: "another download-service runs on the state directory \(directory.path) "
-                                    + "(it holds \(path)); give each process its own --state-dir, or use cluster mode")
+            throw ServiceStartError(message: "another download-service runs on the \(area) \(directory.path) "
+                                    + "(it holds \(path)); give each process its own \(option), or use cluster mode")
         }
         return StateDirectoryLock(descriptor: fd)
     }
