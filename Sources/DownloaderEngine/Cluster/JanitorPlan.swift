@@ -36,6 +36,9 @@ struct JanitorSurvey: Sendable, Equatable {
     var failedCount = 0
     /// Completed cache files not requested since the `--cache-ttl` cutoff, least recently used first.
     var expiredCache: [JanitorRow] = []
+    /// The database's clock when the survey was read: every age is measured on it, so that no
+    /// replica's own clock (stepped a day ahead, say) decides what the whole cluster purges.
+    var now = Date(timeIntervalSince1970: 0)
 }
 
 /// One purge the janitor carries out on a download nobody holds.

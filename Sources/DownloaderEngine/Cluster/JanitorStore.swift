@@ -13,10 +13,15 @@ struct JanitorStore: Sendable {
     static let columns = "d.id, d.lease_key, d.url, d.state, d.storage, d.verified_offset, d.size, d.final_path, d.updated_at, "
         + "d.last_access, d.held, (SELECT count(*) FROM tokens AS t WHERE t.download = d.id)"
 
-    /// What the purges of `plan` need at `now`. `budgets`: the idle partials and cache files with
-    /// their totals (only a cache budget, memory pressure or a low disk needs them).
-    func survey(_ plan: JanitorPlan, now: Date, budgets: Bool) throws(StateStoreError) -> JanitorSurvey {
+    /// What the purges of `plan` need now, by the database's clock (`JanitorSurvey.now`).
+    /// `budgets`: the idle partials and cache files with their totals (only a cache budget, memory
+    /// pressure or a low disk needs them).
+    func survey(_ plan: JanitorPlan, budgets: Bool) throws(StateStoreError) -> JanitorSurvey {
         try pool.withConnection { db throws(StateStoreError) -> JanitorSurvey in
+            guard let seconds = try db.execute("SELECT extract(epoch FROM clock_timestamp())").scalar.flatMap(Double.init) else {
+                throw StateStoreError(kind: .other, message: "postgres: the database's clock could not be read")
+            }
+            let now = Date(timeIntervalSince1970: seconds)
             func rows(_ condition: String, _ order: String, _ parameters: [String?] = []) throws(StateStoreError) -> [JanitorRow] {
                 try db.execute("SELECT \(Self.columns) FROM downloads AS d WHERE \(condition) ORDER BY \(order), d.id LIMIT \(Self.batch)",
                                parameters).rows.compactMap(Self.row)
@@ -28,6 +33,7 @@ struct JanitorStore: Sendable {
             let empty = "d.state = 'paused' AND d.verified_offset = 0 AND d.segments IS NULL AND NOT d.held AND NOT EXISTS "
                 + "(SELECT 1 FROM tokens AS t WHERE t.download = d.id)"
             var s = JanitorSurvey()
+            s.now = now
             if budgets {
                 s.idle = try rows(idle, "d.updated_at")
                 s.idleBytes = try number("SELECT coalesce(sum(d.verified_offset), 0) FROM downloads AS d WHERE \(idle)")

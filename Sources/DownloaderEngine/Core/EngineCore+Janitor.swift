@@ -56,12 +56,11 @@ extension EngineCore {
         let spaces = [store.cacheDirectory, store.partialDirectory].compactMap { pressure.space(of: $0) }
         let disk = spaces.min { $0.free < $1.free }
         let low = disk.map { diskPressure.isLow(free: $0.free, total: $0.total) } ?? false
-        let now = clock.now()
-        guard let survey = try? cluster.janitor.store.survey(plan, now: now, budgets: low || configuration.cacheMaxBytes != nil) else {
+        guard let survey = try? cluster.janitor.store.survey(plan, budgets: low || configuration.cacheMaxBytes != nil) else {
             return 0
         }
         var done = 0
-        for action in plan.actions(survey, now: now, memory: false, disk: disk) {
+        for action in plan.actions(survey, now: survey.now, memory: false, disk: disk) {
             guard cluster.janitor.isJanitor, !locked({ shuttingDown }) else { break }
             if carryOut(action, cluster) { done += 1 }
         }

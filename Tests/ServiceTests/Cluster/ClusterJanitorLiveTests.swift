@@ -171,4 +171,45 @@ struct ClusterJanitorLiveTests {
             try c.expect(store.loadTombstones().isEmpty, "purges forget; only removals leave tombstones")
         }
     }
+
+    /// The real clock, a day ahead (an NTP step, a VM resumed): what the janitor replica reads as now.
+    struct DayAheadScheduler: Scheduler {
+        let base = SystemScheduler()
+        func monotonic() -> Double { base.monotonic() }
+        func now() -> Date { base.now().addingTimeInterval(86_400) }
+        @discardableResult
+        func schedule(after seconds: Double, _ work: @escaping @Sendable () -> Void) -> ScheduledTimer { base.schedule(after: seconds, work) }
+    }
+
+    /// Ages are measured on the database's clock: a janitor whose own clock runs a day ahead purges
+    /// neither a cache file asked for a minute ago nor a download paused a minute ago (every cache
+    /// file and paused partial of the cluster went, for good, at its first sweep).
+    @Test func aJanitorWhoseClockRunsADayAheadPurgesNothingYoung() async throws {
+        try await blocking { c in
+            let database = try PostgresServer.shared.createDatabase()
+            let shared = Live.sharedDirectory()
+            defer { try? FileManager.default.removeItem(at: shared) }
+            var config = EngineConfiguration(root: shared)
+            config.cacheTTL = 3600
+            config.pausedTTL = 3600
+            config.pressureInterval = 0.25
+            config.minFreeDiskBytes = 0
+            config.clusterDatabase = try ClusterDatabase.connect(url: database, poolSize: 4, within: 5)
+            config.clusterReplica = ClusterReplica(owner: "a", advertiseURL: "http://a.invalid", leaseTTL: Self.ttl)
+            let engine = try DownloadEngine(configuration: config, driver: FakeTransferDriver(), scheduler: DayAheadScheduler(),
+                                            diskPressure: .disabled)
+            defer { Live.shutdown([engine]) }
+            c.expect(Live.wait(5) { Self.janitors([engine]) == [0] }, "the janitor")
+            let store = try PostgresStateStore(pool: PostgresPool(url: database, capacity: 2))
+            let minuteAgo = Date().timeIntervalSince1970 - 60
+            let paused = ClusterReadsTests.row("pau", .paused, created: minuteAgo, offset: 4)
+            let cached = try ClusterReadsTests.completed(ClusterReadsTests.row("cac", .paused, created: minuteAgo),
+                                                         at: engine.configuration.cacheDirectory.path + "/cac.1-cac.bin")
+            try Data("abcd".utf8).write(to: URL(fileURLWithPath: engine.core.store.partialDirectory + "/pau.1.part"))
+            for row in [paused, cached] { try Self.seed(row, key: "http://o.test/\(row.id)", store) }
+            for _ in 0..<3 { engine.core.sweepCluster() }
+            try c.expect(store.load(id: "pau") != nil && store.load(id: "cac") != nil, "nothing young was purged")
+            c.expect(Self.purges(engine) == 0, "\(engine.statistics.purges)")
+        }
+    }
 }
