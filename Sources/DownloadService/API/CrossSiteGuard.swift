@@ -15,7 +15,7 @@ import MiniHTTPServer
 enum CrossSiteGuard {
     static func refusal(method: String, path: String, headers: HTTPHeaders) -> APIError? {
         let reading = method == "GET" || method == "HEAD" || method == "OPTIONS"
-        if reading && !(path == "/fetch" && method != "OPTIONS") { return nil }
+        if reading && !(method != "OPTIONS" && Endpoint(path: path) == .fetch) { return nil }
         if let site = headers["sec-fetch-site"] {
             let lowered = site.lowercased()
             if lowered == "same-origin" || lowered == "none" { return nil }

@@ -24,7 +24,7 @@ final class ServiceMetrics: Sendable {
     /// Whether a response's body is file bytes (`bytes_served_total`): a download's file, or what
     /// `/fetch` streams or serves, when the status is 2xx.
     static func servesFile(path: String, status: Int) -> Bool {
-        (200..<300).contains(status) && (path.hasSuffix("/file") || path == "/fetch")
+        (200..<300).contains(status) && (path.hasSuffix("/file") || Endpoint(path: path) == .fetch)
     }
 
     /// Prometheus text exposition format (version 0.0.4). `eventWatchers`: `GET /events` streams open. Pure.

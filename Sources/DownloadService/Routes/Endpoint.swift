@@ -14,7 +14,8 @@ enum Endpoint: Equatable {
     case progress(String)
     /// `/downloads/{id}/file`
     case file(String)
-    /// `/fetch?url=…`: pull-through.
+    /// `/fetch?url=…`: pull-through; also `/fetch/<name>?url=…`, the name ignored (for tools that
+    /// take what a URL holds, or the name to save it under, from its path: pip, `curl -O`, wget).
     case fetch
     /// `/events`: every download's events (SSE).
     case events
@@ -66,6 +67,7 @@ enum Endpoint: Equatable {
         case 1 where segment(0, is: "downloads"): return .downloads
         case 1 where segment(0, is: "fetch"): return .fetch
         case 1 where segment(0, is: "events"): return .events
+        case 2 where segment(0, is: "fetch") && !range(1).isEmpty: return .fetch
         case 2 where segment(0, is: "downloads"):
             return identifier(1).map { .download($0) }
         case 3 where segment(0, is: "downloads"):

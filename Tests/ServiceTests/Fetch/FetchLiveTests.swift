@@ -54,6 +54,9 @@ struct FetchLiveTests {
         let id = try #require(responses.first?.header("X-Download-Id"))
         let file = try await service.client.request("GET", "/downloads/\(id)/file")
         #expect(file.status == 200 && file.body == expected)
+        // `/fetch/<name>` is the same endpoint (the name for tools that take it from the path: pip, curl -O).
+        let named = try await service.client.request("GET", Self.path(origin.url).replacingOccurrences(of: "/fetch?", with: "/fetch/pkg-1.0-py3-none-any.whl?"))
+        #expect(named.status == 200 && named.body == expected && named.header("X-Download-Id") == id)
         // Its file route takes the origin's ETag of that version in If-Range, If-None-Match and If-Match.
         let originETag = try #require(origin.etag())
         let ranged = try await service.client.request("GET", "/downloads/\(id)/file",

@@ -51,7 +51,9 @@ import Testing
         ("OPTIONS", [("Sec-Fetch-Site", "cross-site")], false),
     ] as [(String, [(String, String)], Bool)])
     func fetchRefusals(method: String, fields: [(String, String)], refused: Bool) {
-        #expect((CrossSiteGuard.refusal(method: method, path: "/fetch", headers: Self.headers(fields)) != nil) == refused)
+        for path in ["/fetch", "/fetch/pkg-1.0-py3-none-any.whl", "/fetch/"] {
+            #expect((CrossSiteGuard.refusal(method: method, path: path, headers: Self.headers(fields)) != nil) == refused, "\(path)")
+        }
         #expect(CrossSiteGuard.refusal(method: method, path: "/downloads/x/file", headers: Self.headers(fields)) == nil)
     }
 }

@@ -166,6 +166,7 @@ import Testing
         ("/downloads/ab12", .download("ab12")), ("/downloads/ab12/progress", .progress("ab12")),
         ("/downloads/ab12/file", .file("ab12")), ("/downloads/ab12/file/", .file("ab12")),
         ("/", .page), ("/events", .events), ("/events/", .events), ("/readyz", .ready), ("/fetch", .fetch),
+        ("/fetch/pkg-1.0-py3-none-any.whl", .fetch), ("/fetch/Release/", .fetch), ("/fetch/a%20b.iso", .fetch),
         ("/downloads/ab12/progress/", .progress("ab12")), ("/downloads/AZaz09-_", .download("AZaz09-_")),
         ("/downloads/" + String(repeating: "a", count: 128), .download(String(repeating: "a", count: 128))),
     ])
@@ -176,7 +177,7 @@ import Testing
     @Test(arguments: ["", "/healthz/x", "/events/x", "/events//", "/downloads/a.b", "/downloads/%2e%2e", "/downloads/x/other", "/downloads//file", "downloads",
                        "//", "/healthz//", "/downloads/x/file/y", "/downloads/x/file/y/", "/downloads/x/file//", "/downloads/x/progress/file/x",
                        "/healthzz", "/health", "/Healthz", "/downloads/ab12/fil", "/downloads/ab12/files", "/a/b/c/d/e",
-                       "/downloads/\u{e9}", "/downloads/" + String(repeating: "a", count: 129), "/fetch/x", "healthz/"])
+                       "/downloads/\u{e9}", "/downloads/" + String(repeating: "a", count: 129), "/fetch/x/y", "/fetch//", "healthz/"])
     func rejects(path: String) {
         #expect(Endpoint(path: path) == nil)
     }
