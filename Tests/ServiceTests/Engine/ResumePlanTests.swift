@@ -41,6 +41,12 @@ import Testing
         (["Last-Modified": "Sun, 06 Nov 1994 08:49:37 GMT"], nil),
         (["Last-Modified": "garbage", "Date": "Sun, 06 Nov 1994 08:49:37 GMT"], nil),
         (["ETag": "abc"], nil),
+        // Not entity tags (a quote or a space inside): no validator, never echoed to clients.
+        (["ETag": "\"a\"b\""], nil),
+        (["ETag": "\"a b\""], nil),
+        (["ETag": "\""], nil),
+        (["ETag": "\"\""], Validator(etag: "\"\"")),
+        (["ETag": "\"\u{e9}t\u{e9}\""], Validator(etag: "\"\u{e9}t\u{e9}\"")),
         ([:], nil),
     ] as [([String: String], Validator?)])
     func validatorStrength(_ fields: [String: String], _ expected: Validator?) {
