@@ -196,6 +196,9 @@ public final class DownloadEngine: Sendable {
 
     /// Stops every transfer, keeping partials and storing running downloads so they carry on
     /// after a restart; ends every subscription. Later requests fail with `shuttingDown`.
+    /// Whether `shutdown` began: nothing starts or resumes any more.
+    public var isShuttingDown: Bool { core.locked { core.shuttingDown } }
+
     /// Returns why the final state commit failed (nil: everything decided is stored): what
     /// changed since the last good commit is not there at the next start.
     @discardableResult

@@ -45,6 +45,11 @@ extension DownloadAPI {
                     reader.close()
                     return APIError(status: 503, .queued, "the client went away").response
                 }
+                // Nothing resumes any more: answered now, not cut when the server's grace ends.
+                if engine.isShuttingDown {
+                    reader.close()
+                    return naming(reader.id, APIError(engineError: .shuttingDown("the service is shutting down; try again shortly")).response)
+                }
                 let stand = Self.stand(of: engine.snapshot(id: reader.id))
                 if let answer = givingUp(patience.judge(stand), id: reader.id) {
                     reader.close()

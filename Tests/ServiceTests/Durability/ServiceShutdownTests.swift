@@ -102,4 +102,26 @@ struct ServiceShutdownTests {
         #expect(status == 128 + SIGINT, "exit \(String(describing: status))")
         #expect(service.logLines.contains { $0.contains("another shutdown signal: exiting at once") })
     }
+
+    /// A `/fetch` still waiting for the origin's head when the service stops is answered at once
+    /// (`503 shutting_down`), not left without an answer until the server's 10 s grace ran out.
+    @Test func aFetchWaitingForTheOriginIsAnsweredShuttingDown() async throws {
+        let origin = try TestOrigin(bodySize: 1024)
+        defer { origin.stop() }
+        origin.update { $0.headByteDelay = 1 }  // a head of minutes
+        let service = try await ServiceProcess.start(arguments: Durability.allowLoopback)
+        let reader = try await FetchLiveTests.open(service, origin.url)
+        defer { reader.close() }
+        let deadline = Date().addingTimeInterval(10)
+        while origin.requests().isEmpty && Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(!origin.requests().isEmpty, "the origin was asked")
+        let asked = Date()
+        kill(service.process.processIdentifier, SIGTERM)
+        let head = try await reader.readResponseHead()
+        #expect(head.status == 503, "\(head.status)")
+        let body = try await reader.readToEnd()
+        #expect(String(decoding: body, as: UTF8.self).contains("shutting_down"))
+        #expect(try await service.stop(signal: 0) == 0)
+        #expect(Date().timeIntervalSince(asked) < 8, "answered and stopped without waiting for the server's grace")
+    }
 }
