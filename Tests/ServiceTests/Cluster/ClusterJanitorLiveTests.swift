@@ -14,7 +14,7 @@ struct ClusterJanitorLiveTests {
     /// janitor's lease lapse (a third epoch where the test expects two).
     static let ttl: Double = 2
 
-    static func replica(_ owner: String, database: String, shared: URL, cacheTTL: Double? = nil,
+    static func replica(_ owner: String, database: String, shared: URL, cacheTTL: Double? = nil, scheduler: Scheduler = SystemScheduler(),
                         configure: (inout EngineConfiguration) -> Void = { _ in }) throws -> DownloadEngine {
         var c = EngineConfiguration(root: shared)
         c.cacheTTL = cacheTTL
@@ -23,7 +23,7 @@ struct ClusterJanitorLiveTests {
         c.clusterDatabase = try ClusterDatabase.connect(url: database, poolSize: 4, within: 5)
         c.clusterReplica = ClusterReplica(owner: owner, advertiseURL: "http://\(owner).invalid", leaseTTL: Self.ttl)
         configure(&c)
-        return try DownloadEngine(configuration: c, driver: FakeTransferDriver(), scheduler: SystemScheduler(), diskPressure: .disabled)
+        return try DownloadEngine(configuration: c, driver: FakeTransferDriver(), scheduler: scheduler, diskPressure: .disabled)
     }
 
     /// Writes `download` as a replica that held its lease `key` and let it go (the way every row is written).
@@ -189,15 +189,9 @@ struct ClusterJanitorLiveTests {
             let database = try PostgresServer.shared.createDatabase()
             let shared = Live.sharedDirectory()
             defer { try? FileManager.default.removeItem(at: shared) }
-            var config = EngineConfiguration(root: shared)
-            config.cacheTTL = 3600
-            config.pausedTTL = 3600
-            config.pressureInterval = 0.25
-            config.minFreeDiskBytes = 0
-            config.clusterDatabase = try ClusterDatabase.connect(url: database, poolSize: 4, within: 5)
-            config.clusterReplica = ClusterReplica(owner: "a", advertiseURL: "http://a.invalid", leaseTTL: Self.ttl)
-            let engine = try DownloadEngine(configuration: config, driver: FakeTransferDriver(), scheduler: DayAheadScheduler(),
-                                            diskPressure: .disabled)
+            let engine = try Self.replica("a", database: database, shared: shared, cacheTTL: 3600, scheduler: DayAheadScheduler()) {
+                $0.pausedTTL = 3600
+            }
             defer { Live.shutdown([engine]) }
             c.expect(Live.wait(5) { Self.janitors([engine]) == [0] }, "the janitor")
             let store = try PostgresStateStore(pool: PostgresPool(url: database, capacity: 2))
