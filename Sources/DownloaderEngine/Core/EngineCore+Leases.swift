@@ -68,10 +68,12 @@ extension EngineCore {
         janitorShutdown()
         cluster.keeper.stop()
         cluster.handOvers.stop()
+        var stopped: [(key: String, epoch: Int64)] = []
         for hold in cluster.keeper.all {
             cluster.keeper.remove(hold)
-            if hold.stop() { _ = try? cluster.leases.handOver(key: hold.key, epoch: hold.epoch) }
+            if hold.stop() { stopped.append((hold.key, hold.epoch)) }
         }
+        _ = try? cluster.leases.handOver(stopped)  // All in one round trip (bounded when the database is gone).
     }
 
     /// Test seam: the replica loses every lease at once (the janitor's too) without releasing or

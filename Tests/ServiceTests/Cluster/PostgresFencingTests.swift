@@ -49,9 +49,14 @@ struct PostgresFencingTests {
             let next = try c.require(leases.acquire(key: "k", owner: "C", ownerURL: "http://c", ttl: 5))
             c.expect(next == LeaseStore.Grant(epoch: 3, partFile: "x.2.part", durableOffset: 8192), "the checkpoint went with the row")
             // A replica shutting down hands its lease over: lapsed at once, for the next search to take.
-            try c.expect(leases.handOver(key: "k", epoch: 3))
+            try c.expect(leases.handOver([("k", 3)]) == ["k"])
             try c.expect(leases.lapsed(limit: 10).map(\.key) == ["k"])
-            try c.expect(!leases.handOver(key: "k", epoch: 2), "an older epoch hands nothing over")
+            try c.expect(leases.handOver([("k", 2)]).isEmpty, "an older epoch hands nothing over")
+            // Several at once, in one statement: the fenced one is left out.
+            let second = try c.require(leases.acquire(key: "k2,\"quoted\"", owner: "C", ownerURL: "http://c", ttl: 5))
+            let third = try c.require(leases.acquire(key: "k3", owner: "C", ownerURL: "http://c", ttl: 5))
+            try c.expect(leases.handOver([("k2,\"quoted\"", second.epoch), ("k3", third.epoch), ("k3", third.epoch - 1)]) == ["k2,\"quoted\"", "k3"])
+            try c.expect(Set(leases.lapsed(limit: 10).map(\.key)) == ["k", "k2,\"quoted\"", "k3"])
         }
     }
 
