@@ -11,15 +11,15 @@ final class RunningService: Sendable {
     let logger: Logger
     private let memoryTrimmer: MemoryTrimmer?
     /// Single process: the storage areas are this service's alone while it runs.
-    private let stateLock: [StateDirectoryLock]
+    private let areaLocks: [StateDirectoryLock]
 
     private init(engine: DownloadEngine, server: HTTPServer, logger: Logger, memoryTrimmer: MemoryTrimmer?,
-                 stateLock: [StateDirectoryLock]) {
+                 areaLocks: [StateDirectoryLock]) {
         self.engine = engine
         self.server = server
         self.logger = logger
         self.memoryTrimmer = memoryTrimmer
-        self.stateLock = stateLock
+        self.areaLocks = areaLocks
     }
 
     /// Opens the storage areas, starts the engine and binds the server. The first log line says
@@ -66,7 +66,7 @@ final class RunningService: Sendable {
         } else {
             try SharedAreaMarker.refuseMarked(areas.map { (option: $0.0, directory: $0.1) })
         }
-        let stateLock = cluster == nil
+        let areaLocks = cluster == nil
             ? try [StateDirectoryLock.acquire(engineConfiguration.stateDirectory)]
                 + StateDirectoryLock.acquireAreas([("--cache-dir", engineConfiguration.cacheDirectory),
                                                    ("--data-dir", engineConfiguration.dataDirectory)])
@@ -148,7 +148,7 @@ final class RunningService: Sendable {
             ])
         }
         return RunningService(engine: engine, server: server, logger: logger,
-                              memoryTrimmer: MemoryTrimmer(interval: configuration.memoryTrimInterval), stateLock: stateLock)
+                              memoryTrimmer: MemoryTrimmer(interval: configuration.memoryTrimInterval), areaLocks: areaLocks)
     }
 
     /// Stops accepting, finishes in-flight requests, pauses transfers (stored, so they carry on
