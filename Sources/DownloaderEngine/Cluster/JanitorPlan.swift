@@ -36,8 +36,9 @@ struct JanitorSurvey: Sendable, Equatable {
     var failedCount = 0
     /// Completed cache files not requested since the `--cache-ttl` cutoff, least recently used first.
     var expiredCache: [JanitorRow] = []
-    /// The database's clock when the survey was read: every age is measured on it, so that no
-    /// replica's own clock (stepped a day ahead, say) decides what the whole cluster purges.
+    /// The earlier of the database's clock and the janitor replica's when the survey was read:
+    /// every age is measured on it, so that no one clock running ahead (stepped a day ahead, say)
+    /// decides what the whole cluster purges.
     var now = Date(timeIntervalSince1970: 0)
 }
 

@@ -13,15 +13,16 @@ struct JanitorStore: Sendable {
     static let columns = "d.id, d.lease_key, d.url, d.state, d.storage, d.verified_offset, d.size, d.final_path, d.updated_at, "
         + "d.last_access, d.held, (SELECT count(*) FROM tokens AS t WHERE t.download = d.id)"
 
-    /// What the purges of `plan` need now, by the database's clock (`JanitorSurvey.now`).
-    /// `budgets`: the idle partials and cache files with their totals (only a cache budget, memory
-    /// pressure or a low disk needs them).
-    func survey(_ plan: JanitorPlan, budgets: Bool) throws(StateStoreError) -> JanitorSurvey {
+    /// What the purges of `plan` need now (`JanitorSurvey.now`): the earlier of the database's
+    /// clock and `localNow` (the janitor replica's), so that neither clock running ahead alone
+    /// makes anything old. `budgets`: the idle partials and cache files with their totals (only a
+    /// cache budget, memory pressure or a low disk needs them).
+    func survey(_ plan: JanitorPlan, localNow: Date, budgets: Bool) throws(StateStoreError) -> JanitorSurvey {
         try pool.withConnection { db throws(StateStoreError) -> JanitorSurvey in
             guard let seconds = try db.execute("SELECT extract(epoch FROM clock_timestamp())").scalar.flatMap(Double.init) else {
                 throw StateStoreError(kind: .other, message: "postgres: the database's clock could not be read")
             }
-            let now = Date(timeIntervalSince1970: seconds)
+            let now = min(Date(timeIntervalSince1970: seconds), localNow)
             func rows(_ condition: String, _ order: String, _ parameters: [String?] = []) throws(StateStoreError) -> [JanitorRow] {
                 try db.execute("SELECT \(Self.columns) FROM downloads AS d WHERE \(condition) ORDER BY \(order), d.id LIMIT \(Self.batch)",
                                parameters).rows.compactMap(Self.row)
@@ -57,7 +58,8 @@ struct JanitorStore: Sendable {
 
     /// What the orphan sweep needs (`OrphanSweep`): every download's completed file in the cache
     /// area (by name) and its lease's epoch and partial, by id; and the tombstoned ids.
-    func fileOwners(cacheDirectory: String) throws(StateStoreError) -> (rows: [String: OrphanSweep.Row], tombstoned: Set<String>) {
+    func fileOwners(cacheDirectory: String, dataDirectory: String) throws(StateStoreError)
+        -> (rows: [String: OrphanSweep.Row], tombstoned: Set<String>) {
         try pool.withConnection { db throws(StateStoreError) in
             try db.transaction { () throws(StateStoreError) in
                 try db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
@@ -65,12 +67,15 @@ struct JanitorStore: Sendable {
                 for r in try db.execute("SELECT d.id, d.final_path, l.epoch, l.part_file FROM downloads AS d "
                                         + "LEFT JOIN leases AS l ON l.key = d.lease_key").rows {
                     guard let id = r[0] else { continue }
-                    let file = r[1].flatMap { path -> String? in
-                        guard path.hasPrefix(cacheDirectory + "/") else { return nil }
-                        let name = path.dropFirst(cacheDirectory.count + 1)
-                        return name.contains("/") ? nil : String(name)
+                    func name(in directory: String) -> String? {
+                        r[1].flatMap { path -> String? in
+                            guard path.hasPrefix(directory + "/") else { return nil }
+                            let name = path.dropFirst(directory.count + 1)
+                            return name.contains("/") ? nil : String(name)
+                        }
                     }
-                    rows[id] = OrphanSweep.Row(cacheFile: file, leaseEpoch: r[2].flatMap { Int64($0) }, partFile: r[3])
+                    rows[id] = OrphanSweep.Row(cacheFile: name(in: cacheDirectory), leaseEpoch: r[2].flatMap { Int64($0) }, partFile: r[3],
+                                               dataFile: name(in: dataDirectory))
                 }
                 let tombstoned = Set(try db.execute("SELECT id FROM tombstones").rows.compactMap { $0[0] })
                 return (rows, tombstoned)

@@ -22,16 +22,18 @@ enum OrphanSweep {
     }
 
     /// What the database says of one download: the file name its row names as completed (in the
-    /// cache area; nil when none, or in another area), and its lease's epoch and partial.
+    /// cache area, or in the data area; nil when none there), and its lease's epoch and partial.
     struct Row: Sendable, Equatable {
         var cacheFile: String?
         var leaseEpoch: Int64?
         var partFile: String?
+        var dataFile: String?
 
-        init(cacheFile: String? = nil, leaseEpoch: Int64? = nil, partFile: String? = nil) {
+        init(cacheFile: String? = nil, leaseEpoch: Int64? = nil, partFile: String? = nil, dataFile: String? = nil) {
             self.cacheFile = cacheFile
             self.leaseEpoch = leaseEpoch
             self.partFile = partFile
+            self.dataFile = dataFile
         }
     }
 
@@ -45,6 +47,11 @@ enum OrphanSweep {
 
     /// The verdict on file `name` of `area`, given the rows by id and the tombstoned ids.
     static func verdict(_ name: String, in area: Area, rows: [String: Row], tombstoned: Set<String>) -> Verdict {
+        // The file a row names stays whatever its name ends with (an origin's `x.tmp-copy` or `y.trash`).
+        if let id = parse(name, area)?.id, !tombstoned.contains(id), let row = rows[id],
+           name == (area == .data ? row.dataFile : area == .cache ? row.cacheFile : nil) {
+            return .keep
+        }
         if area == .data {
             if name.hasSuffix(FileStore.copySuffix) { return isOurs(name) ? .deleteIfOld : .keep }
             return parse(name, area).map { tombstoned.contains($0.id) } == true ? .delete : .keep

@@ -16,7 +16,8 @@ extension EngineCore {
         let areas: [(OrphanSweep.Area, String)] = [(.partial, store.partialDirectory), (.cache, store.cacheDirectory),
                                                    (.data, store.dataDirectory)]
         let listed = areas.map { ($0.0, $0.1, (try? FileManager.default.contentsOfDirectory(atPath: $0.1)) ?? []) }
-        guard let (rows, tombstoned) = try? cluster.janitor.store.fileOwners(cacheDirectory: store.cacheDirectory) else { return 0 }
+        guard let (rows, tombstoned) = try? cluster.janitor.store.fileOwners(cacheDirectory: store.cacheDirectory,
+                                                                                  dataDirectory: store.dataDirectory) else { return 0 }
         let now = clock.now().timeIntervalSince1970
         var deleted = 0
         for (area, directory, names) in listed {

@@ -6,6 +6,8 @@ import Testing
     static let id = "00000000000000a1"
     static let rows: [String: OrphanSweep.Row] = [
         id: OrphanSweep.Row(cacheFile: "\(id).2-f.bin", leaseEpoch: 3, partFile: "\(id).2.part"),
+        "00000000000000d4": OrphanSweep.Row(cacheFile: "00000000000000d4.1-y.trash"),
+        "00000000000000e5": OrphanSweep.Row(dataFile: "00000000000000e5.1-backup.tmp-copy"),
         "00000000000000b2": OrphanSweep.Row(leaseEpoch: nil),
     ]
     static let tombstoned: Set<String> = ["00000000000000c3"]
@@ -33,6 +35,10 @@ import Testing
         ("\(id).1-f.bin", .data, .keep),
         ("\(id).2-f.bin.tmp-copy", .data, .deleteIfOld),  // A move's copy a crash cut short.
         ("notes.tmp-copy", .data, .keep),
+        // A file its row names stays, whatever its name ends with (an origin's names).
+        ("00000000000000e5.1-backup.tmp-copy", .data, .keep),
+        ("00000000000000e5.1-backup.tmp-copy.tmp-copy", .data, .deleteIfOld),
+        ("00000000000000d4.1-y.trash", .cache, .keep),
         // Names that are not ours are never touched.
         ("notes.txt", .cache, .keep),
         ("notes.txt.trash", .cache, .keep),
