@@ -66,11 +66,16 @@ final class RunningService: Sendable {
         } else {
             try SharedAreaMarker.refuseMarked(areas.map { (option: $0.0, directory: $0.1) })
         }
-        let areaLocks = cluster == nil
-            ? try [StateDirectoryLock.acquire(engineConfiguration.stateDirectory)]
-                + StateDirectoryLock.acquireAreas([("--cache-dir", engineConfiguration.cacheDirectory),
-                                                   ("--data-dir", engineConfiguration.dataDirectory)])
-            : []
+        var areaLocks: [StateDirectoryLock] = []
+        if cluster == nil {
+            areaLocks = [try StateDirectoryLock.acquire(engineConfiguration.stateDirectory)]
+            let (locks, unlockable) = try StateDirectoryLock.acquireAreas([("--cache-dir", engineConfiguration.cacheDirectory),
+                                                                          ("--data-dir", engineConfiguration.dataDirectory)])
+            areaLocks += locks
+            for directory in unlockable {
+                logger.warning("this directory's filesystem takes no locks: another service sharing it would not be refused", ["directory": directory])
+            }
+        }
         let engine = try DownloadEngine(configuration: engineConfiguration)
         for path in engine.stateSetAside {
             let damage = path.contains("/state.db.damaged") ? engine.stateDamage : nil

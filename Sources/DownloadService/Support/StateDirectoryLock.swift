@@ -31,24 +31,33 @@ final class StateDirectoryLock: Sendable {
     }
 
     /// Locks of the cache and data directories (each once, also when they are one), besides the
-    /// state directory's.
-    static func acquireAreas(_ directories: [(option: String, directory: URL)]) throws -> [StateDirectoryLock] {
+    /// state directory's. A directory whose filesystem takes no locks (NFSv3 without lockd:
+    /// ENOLCK) is not refused: it is named in `unlockable` (the caller warns) and left unlocked.
+    static func acquireAreas(_ directories: [(option: String, directory: URL)],
+                             flockCall: (Int32, Int32) -> Int32 = { flock($0, $1) }) throws
+        -> (locks: [StateDirectoryLock], unlockable: [String]) {
         var seen: Set<String> = []
         var locks: [StateDirectoryLock] = []
+        var unlockable: [String] = []
         for (option, directory) in directories where seen.insert(directory.standardizedFileURL.resolvingSymlinksInPath().path).inserted {
-            locks.append(try acquire(directory, fileName: areaFileName, area: "directory of \(option)", option: option))
+            do {
+                locks.append(try acquire(directory, fileName: areaFileName, area: "directory of \(option)", option: option, flockCall: flockCall))
+            } catch let error as SystemError where [ENOLCK, EOPNOTSUPP, ENOSYS, EINVAL].contains(error.errno) {
+                unlockable.append(directory.path)
+            }
         }
-        return locks
+        return (locks, unlockable)
     }
 
-    private static func acquire(_ directory: URL, fileName: String, area: String, option: String) throws -> StateDirectoryLock {
+    private static func acquire(_ directory: URL, fileName: String, area: String, option: String,
+                                flockCall: (Int32, Int32) -> Int32 = { flock($0, $1) }) throws -> StateDirectoryLock {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o700])
         let path = directory.appendingPathComponent(fileName).path
         let fd = try syscall("open \(path)") { open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600) }
         let taken: Bool
         do throws(SystemError) {
-            if case .processed = try nonBlockingSyscall("flock", { flock(fd, LOCK_EX | LOCK_NB) }) { taken = true } else { taken = false }
+            if case .processed = try nonBlockingSyscall("flock", { flockCall(fd, LOCK_EX | LOCK_NB) }) { taken = true } else { taken = false }
         } catch {
             close(fd)
             throw error

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import DownloadService
 
 /// One service per state directory: a second process on the same directory is refused at start
 /// (it would overwrite the first one's records and sweep their files); the lock goes with the
@@ -53,5 +54,21 @@ struct StateDirectoryLockLiveTests {
         let single = try await ServiceProcess.start(root: other, arguments: ["--state-dir", other.appendingPathComponent("s").path,
                                                                              "--cache-dir", one, "--data-dir", one])
         #expect(try await single.stop() == 0)
+    }
+
+    /// A cache or data directory whose filesystem takes no locks (NFSv3 without lockd: ENOLCK) is
+    /// left unlocked and named, never a reason not to start; another process's lock still refuses.
+    @Test func anAreaWithoutLocksIsNamedNotRefused() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("ds-lock-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let cache = root.appendingPathComponent("cache"), data = root.appendingPathComponent("data")
+        let noLocks: (Int32, Int32) -> Int32 = { _, _ in errno = ENOLCK; return -1 }
+        let (locks, unlockable) = try StateDirectoryLock.acquireAreas([("--cache-dir", cache), ("--data-dir", data)], flockCall: noLocks)
+        #expect(locks.isEmpty && unlockable == [cache.path, data.path])
+        let (held, none) = try StateDirectoryLock.acquireAreas([("--cache-dir", cache), ("--data-dir", cache)])
+        #expect(held.count == 1 && none.isEmpty, "one directory given twice is locked once")
+        let busy: (Int32, Int32) -> Int32 = { _, _ in errno = EWOULDBLOCK; return -1 }
+        #expect(throws: ServiceStartError.self) { try StateDirectoryLock.acquireAreas([("--data-dir", data)], flockCall: busy) }
+        withExtendedLifetime(held) {}
     }
 }
