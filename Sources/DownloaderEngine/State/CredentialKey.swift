@@ -68,10 +68,15 @@ struct CredentialKey: Sendable {
             return false
         }
         defer { Glibc.close(out) }
-        try syscall("fchmod") { fchmod(out, 0o600) }
-        let written = try syscall("write") { bytes.withUnsafeBytes { write(out, $0.baseAddress, $0.count) } }
-        guard written == bytes.count else { throw SystemError(errno: EIO, function: "write \(path) (short)") }
-        try syscall("fsync") { fsync(out) }
+        do throws(SystemError) {
+            try syscall("fchmod") { fchmod(out, 0o600) }
+            let written = try syscall("write") { bytes.withUnsafeBytes { write(out, $0.baseAddress, $0.count) } }
+            guard written == bytes.count else { throw SystemError(errno: EIO, function: "write \(path) (short)") }
+            try syscall("fsync") { fsync(out) }
+        } catch {
+            unlink(path)  // Never used by anyone: a short key left here would refuse every later start.
+            throw error
+        }
         FileStore.syncDirectory(of: path)
         return true
     }
