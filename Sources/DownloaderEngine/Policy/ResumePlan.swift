@@ -44,11 +44,13 @@ enum ResumePlan {
     /// The validator a response offers: a strong ETag; or, only when there is no ETag at all, a
     /// Last-Modified at least one second older than the response's Date. Weak ETag → nil, and so
     /// is one that is not an entity tag (RFC 9110 §8.8.3: a space or a `"` inside): it would be
-    /// echoed to clients as the service's own strong `ETag`, a header they cannot parse.
+    /// echoed to clients as the service's own strong `ETag`, a header they cannot parse. So is
+    /// one holding a comma: valid, but the lists of `If-Match`/`If-None-Match` (`ETagList`) would
+    /// split it, and no client's condition would ever match it.
     static func validator(of head: ResponseHead) -> Validator? {
         if let etag = head.value("etag")?.trimmingCharacters(in: .whitespaces) {
             guard !etag.hasPrefix("W/"), etag.utf8.count >= 2, etag.hasPrefix("\""), etag.hasSuffix("\""),
-                  etag.utf8.dropFirst().dropLast().allSatisfy({ $0 == 0x21 || (0x23...0x7E).contains($0) || $0 >= 0x80 })
+                  etag.utf8.dropFirst().dropLast().allSatisfy({ $0 == 0x21 || ((0x23...0x7E).contains($0) && $0 != 0x2C) || $0 >= 0x80 })
             else { return nil }
             return Validator(etag: etag, lastModified: nil)
         }

@@ -44,6 +44,7 @@ import Testing
         // Not entity tags (a quote or a space inside): no validator, never echoed to clients.
         (["ETag": "\"a\"b\""], nil),
         (["ETag": "\"a b\""], nil),
+        (["ETag": "\"a,b\""], nil),  // Valid, but split by the lists of If-Match / If-None-Match.
         (["ETag": "\""], nil),
         (["ETag": "\"\""], Validator(etag: "\"\"")),
         (["ETag": "\"\u{e9}t\u{e9}\""], Validator(etag: "\"\u{e9}t\u{e9}\"")),
