@@ -97,6 +97,8 @@ struct ServiceShutdownTests {
         let service = try await ServiceProcess.start(arguments: Durability.allowLoopback)
         let pid = service.process.processIdentifier
         kill(pid, SIGTERM)
+        // The second once the first was taken (two pending signals are delivered lowest first).
+        #expect(try await service.waitForLogLine(timeout: 20) { $0.contains("shutting down") } != nil)
         kill(pid, SIGINT)
         let status = try await service.stop(signal: 0, timeout: 20)
         #expect(status == 128 + SIGINT, "exit \(String(describing: status))")
