@@ -1,3 +1,4 @@
+import Basics
 import CPQ
 import Foundation
 
@@ -36,9 +37,11 @@ public final class ClusterDatabase: Sendable {
 
     /// Connects (trying again every half second for at most `within` seconds), migrates the schema,
     /// and opens the pool, whose statements have `statementTimeout` seconds each. The error says
-    /// `cluster database <host:port/db> unreachable: <libpq message>`.
+    /// `cluster database <host:port/db> unreachable: <libpq message>`. `clock` measures the time
+    /// spent (monotonic by default: a step of the wall clock changes no wait).
     public static func connect(url: String, poolSize: Int, within: Double = 10, statementTimeout: Double = 5,
-                               clock: @Sendable () -> Date = Date.init) throws(ClusterDatabaseError) -> ClusterDatabase {
+                               clock: @Sendable () -> Date = { Date(timeIntervalSinceReferenceDate: MonotonicCondition.now()) })
+        throws(ClusterDatabaseError) -> ClusterDatabase {
         let parsed = ConnectionAddress(url)
         guard parsed.parses else {
             // libpq's own message quotes the string, password and all: not shown.
