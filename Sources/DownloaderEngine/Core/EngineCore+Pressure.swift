@@ -51,13 +51,20 @@ extension EngineCore {
     }
 
     /// Under `lock`. Keeps cache usage (paused partials + completed cache files) within
-    /// `cacheMaxBytes`: paused partials go first (oldest first), then least-recently-used cache files.
+    /// `cacheMaxBytes`: what alone is larger than the whole budget goes first (it can never fit:
+    /// making room for it emptied the cache and then purged it anyway), then paused partials
+    /// (oldest first), then least-recently-used cache files.
     func purgeCache() {
         guard let limit = configuration.cacheMaxBytes else { return }
         let idle = idlePartials()
         var usage = idle.reduce(0) { $0 + $1.partialBytes } + cacheFiles().reduce(0) { $0 + ($1.size ?? 0) }
         guard usage > limit else { return }
-        for record in idle where usage > limit {
+        for record in idle where record.partialBytes > limit {
+            usage -= record.partialBytes
+            purgePartial(record, reason: .cacheLimit)
+        }
+        purgeCacheFiles(reason: .cacheLimit, only: { ($0.size ?? 0) > limit }) { _ in usage > limit } freed: { usage -= $0 }
+        for record in idle where usage > limit && record.partialBytes > 0 {
             usage -= record.partialBytes
             purgePartial(record, reason: .cacheLimit)
         }
@@ -114,11 +121,12 @@ extension EngineCore {
     /// paused partials and cache files).
     /// `countingPartials`: paused partials count in the usage `more` weighs (not when they are
     /// on a disk while the cache files are in memory).
-    private func purgeCacheFiles(reason: PurgeReason, countingPartials: Bool = true, while more: (Int64) -> Bool,
-                                 freed: (Int64) -> Void = { _ in }) {
+    /// `only`: the files it may purge (all by default).
+    private func purgeCacheFiles(reason: PurgeReason, countingPartials: Bool = true, only eligible: (DownloadRecord) -> Bool = { _ in true },
+                                 while more: (Int64) -> Bool, freed: (Int64) -> Void = { _ in }) {
         let files = cacheFiles()
         var usage = (countingPartials ? idlePartials().reduce(0) { $0 + $1.partialBytes } : 0) + files.reduce(0) { $0 + ($1.size ?? 0) }
-        for record in files {
+        for record in files where eligible(record) {
             guard more(usage) else { break }
             let bytes = record.size ?? 0
             usage -= bytes

@@ -5,7 +5,8 @@ import Testing
 /// Purge order and reasons with an injected pressure monitor: paused partials first (oldest first),
 /// then least-recently-used cache files; running downloads and the persistent area never.
 @Suite struct EnginePressureTests {
-    /// An engine whose driver serves `/c*` and `/p*` at once (10 000 bytes) and leaves the rest to the test.
+    /// An engine whose driver serves `/c*` and `/p*` at once (10 000 bytes), `/b*` (30 000 bytes),
+    /// and leaves the rest to the test.
     struct Setup {
         let root = EngineFixture.root()
         let clock = ManualScheduler()
@@ -15,9 +16,10 @@ import Testing
         let engine: DownloadEngine
 
         init(minFree: Int64 = 50_000, configure: (inout EngineConfiguration) -> Void = { _ in }) throws {
-            let body = EngineFixture.body(10_000)
+            let body = EngineFixture.body(10_000), big = EngineFixture.body(30_000)
             driver = FakeTransferDriver { request, _ in
                 let name = request.url.split(separator: "/").last.map(String.init) ?? ""
+                if name.hasPrefix("b") { return .init(status: 200, headers: ["Content-Length": "30000", "ETag": "\"\(name)\""], body: big) }
                 return name.hasPrefix("c") || name.hasPrefix("p")
                     ? .init(status: 200, headers: ["Content-Length": "10000", "ETag": "\"\(name)\""], body: body) : nil
             }
@@ -212,6 +214,20 @@ import Testing
         let events = try await s.log.wait(for: 2)
         #expect(s.summary(events) == ["paused_partial:cache_limit:\(paused)", "cache_file:cache_limit:\(c1)"])
         #expect(s.engine.statistics.purges[PurgeCounterKey(kind: .cacheFile, reason: .cacheLimit)] == 1)
+        await s.engine.shutdown()
+    }
+
+    /// A file larger than the whole budget can never fit: it goes alone, first, and nothing else
+    /// is purged to make room for it (everything was, and then it too).
+    @Test func aFileLargerThanTheWholeBudgetGoesAloneAndFirst() async throws {
+        let s = try Setup { $0.cacheMaxBytes = 25_000 }
+        let c1 = try await s.completed("c1")
+        let paused = try await s.partial("x", kept: 8000)
+        let big = try await s.completed("big")
+        let events = try await s.log.wait(for: 1)
+        #expect(s.summary(events) == ["cache_file:cache_limit:\(big)"])
+        #expect(s.engine.completedFile(id: c1) != nil && s.kept(paused) == 8000)
+        #expect(s.engine.completedFile(id: big) == nil)
         await s.engine.shutdown()
     }
 
