@@ -101,15 +101,15 @@ struct JanitorPlan: Sendable {
             actions.append(action)
         }
         func low() -> Bool { disk.map { diskPressure.isLow(free: free, total: $0.total) } ?? false }
-        func purgeIdle(_ reason: PurgeReason, while more: () -> Bool) {
-            for row in survey.idle where !done.contains(row.id) && more() {
+        func purgeIdle(_ reason: PurgeReason, only eligible: (JanitorRow) -> Bool = { _ in true }, while more: () -> Bool) {
+            for row in survey.idle where !done.contains(row.id) && eligible(row) && more() {
                 take(.purgePartial(row, reason, forget: false))
                 idleBytes -= row.keptBytes
                 if disk != nil { free = Self.adding(row.keptBytes, to: free) }
             }
         }
-        func purgeCache(_ reason: PurgeReason, while more: () -> Bool) {
-            for row in survey.cacheFiles where !done.contains(row.id) && more() {
+        func purgeCache(_ reason: PurgeReason, only eligible: (JanitorRow) -> Bool = { _ in true }, while more: () -> Bool) {
+            for row in survey.cacheFiles where !done.contains(row.id) && eligible(row) && more() {
                 take(.purgeCacheFile(row, reason))
                 cacheBytes -= row.size ?? 0
                 if disk != nil { free = Self.adding(row.size ?? 0, to: free) }
@@ -132,8 +132,10 @@ struct JanitorPlan: Sendable {
                 take(.forget(row))
             }
         }
-        // The cache budget.
+        // The cache budget: what alone is larger than all of it goes first, and alone (it never fits).
         if let limit = cacheMaxBytes {
+            purgeIdle(.cacheLimit, only: { $0.keptBytes > limit }) { idleBytes + cacheBytes > limit }
+            purgeCache(.cacheLimit, only: { ($0.size ?? 0) > limit }) { idleBytes + cacheBytes > limit }
             purgeIdle(.cacheLimit) { idleBytes + cacheBytes > limit }
             purgeCache(.cacheLimit) { idleBytes + cacheBytes > limit }
         }

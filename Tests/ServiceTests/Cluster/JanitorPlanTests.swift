@@ -46,6 +46,17 @@ import Testing
                 "900 is within 900")
     }
 
+    /// What alone is larger than the whole budget goes first, and alone (as in the single process).
+    @Test func aFileLargerThanTheWholeBudgetGoesAloneAndFirst() {
+        let plan = Self.plan { $0.cacheMaxBytes = 500 }
+        var survey = JanitorSurvey()
+        survey.idle = [Self.row("p-old", .paused, kept: 200, age: 50)]
+        survey.idleBytes = 200
+        survey.cacheFiles = [Self.row("c-lru", .completed, size: 200, age: 40), Self.row("c-big", .completed, size: 900, age: 1)]
+        survey.cacheBytes = 1100
+        #expect(Self.shown(plan.actions(survey, now: Self.now, memory: false, disk: nil)) == ["file c-big cache_limit"])
+    }
+
     @Test func aLowDiskPurgesUntilTheSpaceIsBack() {
         let plan = Self.plan()
         var survey = JanitorSurvey()
