@@ -12,7 +12,10 @@ extension EngineCore {
         let cacheSpace = pressure.space(of: store.cacheDirectory)
         decide {
             relievePressure(memory: memory, stateSpace: stateSpace, cacheSpace: cacheSpace)
-            if checkMemory { expireIdle() }
+            if checkMemory {
+                expireIdle()
+                purgeCache()  // Also while nothing completes (partials kept by callers who left pile up).
+            }
         }
     }
 
@@ -56,9 +59,12 @@ extension EngineCore {
     /// (oldest first), then least-recently-used cache files.
     func purgeCache() {
         guard let limit = configuration.cacheMaxBytes else { return }
-        let idle = idlePartials()
-        var usage = idle.reduce(0) { $0 + $1.partialBytes } + cacheFiles().reduce(0) { $0 + ($1.size ?? 0) }
+        // Summed before anything is sorted: this runs at every completion and tick.
+        var usage: Int64 = byID.values.reduce(0) { sum, record in
+            sum + (Self.isIdlePartial(record) ? record.partialBytes : 0) + (Self.isCacheFile(record) ? record.size ?? 0 : 0)
+        }
         guard usage > limit else { return }
+        let idle = idlePartials()
         for record in idle where record.partialBytes > limit {
             usage -= record.partialBytes
             purgePartial(record, reason: .cacheLimit)
@@ -98,14 +104,22 @@ extension EngineCore {
     private func idlePartials(among records: some Sequence<DownloadRecord>,
                               where also: (DownloadRecord) -> Bool) -> [DownloadRecord] {
         records
-            .filter { $0.attempt == nil && $0.readers == 0 && ($0.state == .paused || $0.state == .failed) && $0.partialBytes > 0 && also($0) }
+            .filter { Self.isIdlePartial($0) && also($0) }
             .sorted { $0.updatedAt != $1.updatedAt ? $0.updatedAt < $1.updatedAt : $0.id < $1.id }
+    }
+
+    private static func isIdlePartial(_ record: DownloadRecord) -> Bool {
+        record.attempt == nil && record.readers == 0 && (record.state == .paused || record.state == .failed) && record.partialBytes > 0
+    }
+
+    private static func isCacheFile(_ record: DownloadRecord) -> Bool {
+        record.state == .completed && record.storage == .cache && record.finalPath != nil && !record.lifecycle.moving
     }
 
     /// Completed downloads in the cache area, least recently used first.
     private func cacheFiles() -> [DownloadRecord] {
         byID.values
-            .filter { $0.state == .completed && $0.storage == .cache && $0.finalPath != nil && !$0.lifecycle.moving }
+            .filter(Self.isCacheFile)
             .sorted { $0.lastAccess != $1.lastAccess ? $0.lastAccess < $1.lastAccess : $0.id < $1.id }
     }
 

@@ -87,6 +87,7 @@ extension EngineCore {
         // These forget failed and paused downloads only: `misplaced` and `queued` stay current.
         forgetOldFailures()
         expireIdle(restored: paused)
+        purgeCache()  // A budget lowered since the last run holds from the start.
         // Not while a journal's downloads could not be imported, nor while a damaged database is
         // kept (it may be salvaged): the files of what they hold would look like orphans.
         if !report.journal.leftSomethingOut && stateDamage.kept.isEmpty {

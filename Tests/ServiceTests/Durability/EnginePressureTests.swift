@@ -223,11 +223,26 @@ import Testing
         let s = try Setup { $0.cacheMaxBytes = 25_000 }
         let c1 = try await s.completed("c1")
         let paused = try await s.partial("x", kept: 8000)
-        let big = try await s.completed("big")
+        // Purged as it completes: waited for by its purge (a wait for `completed` may find it gone).
+        let big = try s.engine.request(DownloadRequest(url: "http://o.test/big")).snapshot.id
         let events = try await s.log.wait(for: 1)
         #expect(s.summary(events) == ["cache_file:cache_limit:\(big)"])
         #expect(s.engine.completedFile(id: c1) != nil && s.kept(paused) == 8000)
         #expect(s.engine.completedFile(id: big) == nil)
+        await s.engine.shutdown()
+    }
+
+    /// The budget holds also while nothing completes: partials that callers left pile up, and the
+    /// next tick purges them (oldest first) down to the budget.
+    @Test func theCacheBudgetHoldsAtEveryTickNotOnlyAtACompletion() async throws {
+        let s = try Setup { $0.cacheMaxBytes = 10_000 }
+        let older = try await s.partial("x", kept: 8000)
+        let newer = try await s.partial("y", kept: 6000)
+        #expect(s.log.all.isEmpty, "nothing completed: nothing purged yet")
+        s.monitor.fire()
+        let events = try await s.log.wait(for: 1)
+        #expect(s.summary(events) == ["paused_partial:cache_limit:\(older)"])
+        #expect(s.kept(older) == 0 && s.kept(newer) == 6000)
         await s.engine.shutdown()
     }
 
