@@ -129,6 +129,7 @@ extension EngineCore {
         record.updatedAt = clock.now()
         save(record)
         notePurge(PurgeEvent(kind: .pausedPartial, reason: reason, id: record.id, url: record.shownURL, bytes: bytes))
+        publish(.progress(record.snapshot()), of: record)  // Watchers see the kept bytes gone (`/events`, progress streams).
     }
 
     /// Purges cache files, least recently used first, while `more(usage)` holds (usage: bytes of

@@ -239,10 +239,14 @@ import Testing
         let older = try await s.partial("x", kept: 8000)
         let newer = try await s.partial("y", kept: 6000)
         #expect(s.log.all.isEmpty, "nothing completed: nothing purged yet")
+        let subscription = try #require(s.engine.subscribe(id: older))
         s.monitor.fire()
         let events = try await s.log.wait(for: 1)
         #expect(s.summary(events) == ["paused_partial:cache_limit:\(older)"])
         #expect(s.kept(older) == 0 && s.kept(newer) == 6000)
+        // Its watchers are told the kept bytes went.
+        let told = try await withTimeout(20) { await EngineFixture.events(subscription) { $0.snapshot.bytesWritten == 0 } }
+        #expect(told.last?.snapshot.bytesWritten == 0 && told.last?.snapshot.state == .paused)
         await s.engine.shutdown()
     }
 
