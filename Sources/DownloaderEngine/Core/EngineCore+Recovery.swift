@@ -88,6 +88,7 @@ extension EngineCore {
         forgetOldFailures()
         expireIdle(restored: paused)
         purgeCache()  // A budget lowered since the last run holds from the start.
+        removeSetAsidePartials()
         // Not while a journal's downloads could not be imported, nor while a damaged database is
         // kept (it may be salvaged): the files of what they hold would look like orphans.
         if !report.journal.leftSomethingOut && stateDamage.kept.isEmpty {
@@ -234,11 +235,17 @@ extension EngineCore {
         return keep
     }
 
-    private func removeOrphanPartials() {
+    /// Partials set aside for deletion before a crash (`….trash`): decided, so swept at every start,
+    /// also while a damaged database is kept (nothing it could salvage is in them).
+    private func removeSetAsidePartials() {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: store.partialDirectory) else { return }
         for name in names where name.hasSuffix(FileStore.trashSuffix) {
-            FileStore.remove(store.partialDirectory + "/" + name)  // Set aside for deletion before a crash.
+            FileStore.remove(store.partialDirectory + "/" + name)
         }
+    }
+
+    private func removeOrphanPartials() {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: store.partialDirectory) else { return }
         for name in names where name.hasSuffix(".part") {
             let id = String(name.dropLast(5))
             if byID[id] == nil || byID[id]?.state == .completed { FileStore.remove(store.partialDirectory + "/" + name) }

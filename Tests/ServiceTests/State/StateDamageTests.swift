@@ -61,6 +61,9 @@ import Testing
         try FileManager.default.createDirectory(at: partials, withIntermediateDirectories: true)
         let partial = partials.appendingPathComponent("0000000000000007.part").path
         try Data(repeating: 1, count: 100).write(to: URL(fileURLWithPath: partial))
+        // A partial set aside for deletion before a crash: decided, so swept all the same.
+        let trashed = partials.appendingPathComponent("0000000000000008.part.3.trash").path
+        try Data(repeating: 2, count: 100).write(to: URL(fileURLWithPath: trashed))
 
         let aside = path + ".damaged"
         do {
@@ -70,6 +73,7 @@ import Testing
             #expect(FileManager.default.contents(atPath: aside) == damaged, "kept as it was")
             #expect(engine.stateDamage?.contains("integrity") == true, "\(engine.stateDamage ?? "no reason")")
             #expect(FileManager.default.fileExists(atPath: partial), "nothing swept while the damaged database is kept")
+            #expect(!FileManager.default.fileExists(atPath: trashed), "but what was set aside for deletion")
             // The fresh database works.
             let r = try engine.request(DownloadRequest(url: "http://o.test/after"))
             #expect(try StateFixture.stored(engine).map(\.id) == [r.snapshot.id])
