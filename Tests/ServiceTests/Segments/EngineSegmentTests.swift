@@ -153,16 +153,18 @@ import Testing
     /// fetch that takes over a stalled prefix; one cut otherwise may reuse a kept-alive one.
     @Test func aCutSegmentAsksAgainFromWhereItStood() async throws {
         let origin = RangedFakeOrigin(body: body, etag: "\"v1\"")
-        let driver = FakeTransferDriver { request, index in
+        // By the range asked (the pieces' connections start in any order on a loaded machine).
+        let driver = FakeTransferDriver { request, _ in
             var script = origin.script(request)
-            if index == 2 { script.cutAfter = 3000 }  // Segment 2 (20000-29999) is cut after 3000 bytes.
-            if index == 3 {  // Segment 3 (30000-39999) stalls after 2000.
+            switch request.headers.first(where: { $0.name.lowercased() == "range" })?.value {
+            case "bytes=20000-29999"?: script.cutAfter = 3000  // Segment 2 is cut after 3000 bytes.
+            case "bytes=30000-39999"?:  // Segment 3 stalls after 2000.
                 script.cutAfter = 2000
                 script.failure = .stalled
-            }
-            if index == 0 {  // The prefix stalls too: a fetch takes it over.
+            case nil:  // The prefix stalls too: a fetch takes it over.
                 script.cutAfter = 4000
                 script.failure = .stalled
+            default: break
             }
             return script
         }
