@@ -200,7 +200,7 @@ struct ClusterReadsTests {
         }
         let subscription = try #require(try await onThread { engine.subscribe(id: "d2") })
         #expect(engine.statistics.subscribers == 1)
-        let first = try await Self.next(subscription, within: 5) { _ in true }
+        let first = try await Self.next(subscription, within: 20) { _ in true }
         #expect(first == .progress(ClusterRow(stored: download).snapshot(ignoring: [])))
 
         // Measured on a thread of its own, the subscription polled (`poll(waker:)`): what is timed is
@@ -209,7 +209,7 @@ struct ClusterReadsTests {
             for bytes: Int64 in [300, 600] {
                 _ = try HeartbeatStore(pool: pool).write([Heartbeat(id: "d2", leaseKey: "key-d2", epoch: 1, bytesWritten: bytes, callers: 2)])
                 let written = Date()
-                let seen = Self.take(subscription, within: 5) { $0.snapshot.bytesWritten == bytes }
+                let seen = Self.take(subscription, within: 20) { $0.snapshot.bytesWritten == bytes }
                 let after = Date().timeIntervalSince(written)
                 guard case .progress(let snapshot)? = seen else { return c.expect(false, "\(String(describing: seen))") }
                 c.expect(snapshot.callers == 2 && snapshot.state == .downloading)
@@ -221,10 +221,10 @@ struct ClusterReadsTests {
         try await onThread {
             try store.commit(StateBatch(upserts: [try Self.completed(download, at: engine.configuration.cacheDirectory.path + "/d2-d2.bin")]))
         }
-        let last = try await Self.next(subscription, within: 5) { $0.isTerminal }
+        let last = try await Self.next(subscription, within: 20) { $0.isTerminal }
         guard case .completed(let done)? = last else { Issue.record("\(String(describing: last))"); return }
         #expect(done.state == .completed && done.bytesWritten == 5 && done.sha256 != nil)
-        #expect(try await Self.next(subscription, within: 5) { _ in true } == nil, "the stream ended")
+        #expect(try await Self.next(subscription, within: 20) { _ in true } == nil, "the stream ended")
         #expect(engine.statistics.subscribers == 0)
     }
 
@@ -239,8 +239,8 @@ struct ClusterReadsTests {
         try await onThread { try store.commit(StateBatch(upserts: [failed])) }
 
         let ended = try #require(try await onThread { engine.subscribe(id: "f1") })
-        #expect(try await Self.next(ended, within: 5) { _ in true } == .failed(ClusterRow(stored: failed).snapshot(ignoring: [])))
-        #expect(try await Self.next(ended, within: 5) { _ in true } == nil)
+        #expect(try await Self.next(ended, within: 20) { _ in true } == .failed(ClusterRow(stored: failed).snapshot(ignoring: [])))
+        #expect(try await Self.next(ended, within: 20) { _ in true } == nil)
 
         // The relayed `removed` says who removed the download, as its tombstone does (none: the service's own bounds).
         let removals: [(String, RemovalCause?)] = [("r1", .operator), ("r2", .retention), ("r3", nil)]
@@ -248,12 +248,12 @@ struct ClusterReadsTests {
             let row = Self.row(id, .paused, created: 5, offset: 40)
             try await onThread { try store.commit(StateBatch(upserts: [row])) }
             let subscription = try #require(try await onThread { engine.subscribe(id: id) })
-            #expect(try await Self.next(subscription, within: 5) { _ in true }?.snapshot.state == .paused)
+            #expect(try await Self.next(subscription, within: 20) { _ in true }?.snapshot.state == .paused)
             let tombstones = by.map { [Tombstone(id: id, url: row.url, removedAt: Date(), by: $0, paths: [])] } ?? []
             try await onThread { try store.commit(StateBatch(deletions: [id], tombstones: tombstones)) }
-            let last = try await Self.next(subscription, within: 5) { _ in true }
+            let last = try await Self.next(subscription, within: 20) { _ in true }
             #expect(last == .removed(by: by ?? .retention, ClusterRow(stored: row).snapshot(ignoring: [])))
-            #expect(try await Self.next(subscription, within: 5) { _ in true } == nil)
+            #expect(try await Self.next(subscription, within: 20) { _ in true } == nil)
             #expect(try await onThread { engine.subscribe(id: id) } == nil)
         }
         try await withTimeout(5) {

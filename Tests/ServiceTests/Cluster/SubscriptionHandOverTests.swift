@@ -21,7 +21,7 @@ import Testing
         let own = DownloadSubscription(queue: registry.makeQueue(for: "a", after: 3))
         let paused = Self.row("a", .paused, bytes: 40)
         registry.publish(.paused(paused.snapshot(ignoring: [])), to: "a", sequence: 4)
-        #expect(try await ClusterReadsTests.next(own, within: 5) { _ in true }?.snapshot.state == .paused)
+        #expect(try await ClusterReadsTests.next(own, within: 20) { _ in true }?.snapshot.state == .paused)
 
         relay.handOver(id: "a", view: RelayDiff.View(paused, ignoring: []))
         #expect(relay.count == 1, "followed from now on")
@@ -33,7 +33,7 @@ import Testing
         rows.state.withLock { $0.rows["a"] = Self.row("a", .downloading, bytes: 40) }
         clock.advance(SubscriptionRelay.interval)
         try await SubscriptionRelayTests.waitForQueries(rows, 2)
-        let resumed = try await ClusterReadsTests.next(own, within: 5) { _ in true }
+        let resumed = try await ClusterReadsTests.next(own, within: 20) { _ in true }
         guard case .resumed(let offset, let restarted, let snapshot)? = resumed else {
             Issue.record("the engine's later event never reached it, the unchanged row told nothing: \(String(describing: resumed))")
             return
@@ -44,9 +44,9 @@ import Testing
         (done.finalPath, done.size, done.sha256) = ("/x/a.bin", 5, String(repeating: "0", count: 64))
         rows.state.withLock { $0.rows["a"] = ClusterRow(stored: done) }
         clock.advance(SubscriptionRelay.interval)
-        let last = try await ClusterReadsTests.next(own, within: 5) { $0.isTerminal }
+        let last = try await ClusterReadsTests.next(own, within: 20) { $0.isTerminal }
         #expect(last?.snapshot.state == .completed)
-        #expect(try await ClusterReadsTests.next(own, within: 5) { _ in true } == nil, "the stream ended")
+        #expect(try await ClusterReadsTests.next(own, within: 20) { _ in true } == nil, "the stream ended")
         #expect(registry.count == 0)
     }
 
@@ -58,13 +58,13 @@ import Testing
         let running = Self.row("b", .downloading, bytes: 10)
         rows.state.withLock { $0.rows["b"] = running }
         let relayed = DownloadSubscription(queue: relay.subscribe(running))
-        #expect(try await ClusterReadsTests.next(relayed, within: 5) { _ in true }?.snapshot.bytesWritten == 10)
+        #expect(try await ClusterReadsTests.next(relayed, within: 20) { _ in true }?.snapshot.bytesWritten == 10)
         let own = DownloadSubscription(queue: registry.makeQueue(for: "b", after: 0))
 
         let paused = Self.row("b", .paused, bytes: 30)
         rows.state.withLock { $0.rows["b"] = paused }
         relay.handOver(id: "b", view: RelayDiff.View(paused, ignoring: []))
-        let caught = try await ClusterReadsTests.next(relayed, within: 5) { _ in true }
+        let caught = try await ClusterReadsTests.next(relayed, within: 20) { _ in true }
         #expect(caught?.snapshot.state == .paused && caught?.snapshot.bytesWritten == 30, "\(String(describing: caught))")
         clock.advance(SubscriptionRelay.interval)
         try await SubscriptionRelayTests.waitForQueries(rows, 1)
