@@ -26,7 +26,7 @@ struct WebhookSchedule: Sendable, Equatable {
     /// The longest wait `delay` ever asks for: a stored delivery's next try is never further off
     /// than this (a time stored while the wall clock ran ahead would otherwise be waited for).
     var longestDelay: Double {
-        max(maxRetryAfter, base * pow(2, Double(min(max(maxTries - 2, 0), 40))) * 1.5)
+        max(maxRetryAfter, delay(afterTry: maxTries - 1, retryAfter: nil, unit: 1) ?? 0)
     }
 
     /// `Retry-After` as seconds from `now`: delay-seconds or an HTTP-date; nil when absent or unreadable.
