@@ -46,6 +46,15 @@ import Testing
             }
         }
 
+        /// A dispatcher with one registration whose first try `receiver` failed: its retry is armed, due in 1 s.
+        func firstTryFailed(to receiver: WebhookReceiver) async throws {
+            let first = try dispatcher()
+            try first.register(CallbackRequest(url: receiver.url()), token: "caller-1", snapshot: Self.snapshot(.completed))
+            scheduler.advance(0)
+            _ = try await receiver.waitFor(1)
+            try await waitForTimer(dueIn: 1)
+        }
+
         func waitForTimer(dueIn seconds: Double, on scheduler: ManualScheduler? = nil) async throws {
             let scheduler = scheduler ?? self.scheduler
             try await withTimeout(20) { await scheduler.waitForTimer(dueIn: seconds) }
@@ -194,11 +203,7 @@ import Testing
         let receiver = try WebhookReceiver(answers: [.init(status: 500)])
         defer { receiver.stop() }
         let h = Harness()
-        let first = try h.dispatcher()
-        try first.register(CallbackRequest(url: receiver.url()), token: "caller-1", snapshot: Harness.snapshot(.completed))
-        h.scheduler.advance(0)
-        _ = try await receiver.waitFor(1)
-        try await h.waitForTimer(dueIn: 1)
+        try await h.firstTryFailed(to: receiver)
         // A new process: the same state database, its own timers; the first one's never fire.
         let later = ManualScheduler()
         let second = try h.dispatcher(scheduler: later)
@@ -216,11 +221,7 @@ import Testing
         let receiver = try WebhookReceiver(answers: [.init(status: 500)])
         defer { receiver.stop() }
         let h = Harness()
-        let first = try h.dispatcher()
-        try first.register(CallbackRequest(url: receiver.url()), token: "caller-1", snapshot: Harness.snapshot(.completed))
-        h.scheduler.advance(0)
-        _ = try await receiver.waitFor(1)
-        try await h.waitForTimer(dueIn: 1)
+        try await h.firstTryFailed(to: receiver)
         let journal = try WebhookJournal(path: h.journalPath)
         var stored = try #require(try journal.load().deliveries.first)
         let later = ManualScheduler()
