@@ -100,7 +100,7 @@ extension DownloadEngine {
     /// back since) counts as within.
     public func changed(id: String, within seconds: Double) -> Bool {
         guard let changedAt = core.locked({ core.byID[id]?.changedAt }) else { return false }
-        return core.clock.now().timeIntervalSince(changedAt) < seconds
+        return core.ageing.now(core.clock).timeIntervalSince(changedAt) < seconds
     }
 }
 

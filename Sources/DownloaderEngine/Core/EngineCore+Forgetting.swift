@@ -6,7 +6,7 @@ extension EngineCore {
     /// `failedRetention` ago go, then the oldest beyond `maxFailedDownloads`, with their partials.
     func forgetOldFailures() {
         let failed = failedRecords.values.filter { $0.attempt == nil }
-        let cutoff = clock.now().addingTimeInterval(-max(0, configuration.failedRetention))
+        let cutoff = ageing.now(clock).addingTimeInterval(-max(0, configuration.failedRetention))
         let limit = max(1, configuration.maxFailedDownloads)
         guard failed.count > limit || failed.contains(where: { $0.updatedAt < cutoff }) else { return }
         var kept = failed.count

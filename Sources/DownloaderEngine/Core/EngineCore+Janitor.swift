@@ -56,7 +56,7 @@ extension EngineCore {
         let spaces = [store.cacheDirectory, store.partialDirectory].compactMap { pressure.space(of: $0) }
         let disk = spaces.min { $0.free < $1.free }
         let low = disk.map { diskPressure.isLow(free: $0.free, total: $0.total) } ?? false
-        guard let survey = try? cluster.janitor.store.survey(plan, localNow: clock.now(), budgets: low || configuration.cacheMaxBytes != nil) else {
+        guard let survey = try? cluster.janitor.store.survey(plan, localNow: ageing.now(clock), budgets: low || configuration.cacheMaxBytes != nil) else {
             return 0
         }
         var done = 0

@@ -116,7 +116,7 @@ extension EngineCore {
     /// (`removed` by retention), counted and logged as purges (`cache_file`, `ttl`).
     func expireCacheFiles() {
         guard let ttl = configuration.cacheTTL, ttl > 0 else { return }
-        let cutoff = clock.now().addingTimeInterval(-ttl)
+        let cutoff = ageing.now(clock).addingTimeInterval(-ttl)
         let expired = byID.values.filter {
             $0.state == .completed && $0.storage == .cache && !$0.lifecycle.moving && $0.lastAccess <= cutoff
         }

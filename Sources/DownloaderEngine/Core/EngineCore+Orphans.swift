@@ -18,7 +18,7 @@ extension EngineCore {
         let listed = areas.map { ($0.0, $0.1, (try? FileManager.default.contentsOfDirectory(atPath: $0.1)) ?? []) }
         guard let (rows, tombstoned) = try? cluster.janitor.store.fileOwners(cacheDirectory: store.cacheDirectory,
                                                                                   dataDirectory: store.dataDirectory) else { return 0 }
-        let now = clock.now().timeIntervalSince1970
+        let now = ageing.now(clock).timeIntervalSince1970
         var deleted = 0
         for (area, directory, names) in listed {
             for name in names {

@@ -82,7 +82,7 @@ extension EngineCore {
     /// `restored`: at start-up, the paused downloads just restored, the only ones it can concern
     /// then (no pass over every download).
     func expireIdle(restored: [DownloadRecord]? = nil) {
-        let cutoff = clock.now().addingTimeInterval(-max(0, configuration.pausedTTL))
+        let cutoff = ageing.now(clock).addingTimeInterval(-max(0, configuration.pausedTTL))
         // Only the expired ones are sorted (start-up: 10 000 paused, usually none expired).
         let expired: (DownloadRecord) -> Bool = { $0.state == .paused && $0.updatedAt < cutoff && !$0.lifecycle.held }
         let idle = restored.map { idlePartials(among: $0, where: expired) } ?? idlePartials(where: expired)

@@ -13,6 +13,8 @@ final class EngineCore: @unchecked Sendable {
     /// Time and every timer (retries, trailing progress, the shutdown bound, state commit batching).
     let scheduler: Scheduler
     var clock: EngineClock { scheduler }
+    /// What ages are measured against before a purge (`AgeingClock`): anchored at the engine's start.
+    let ageing: AgeingClock
     let random: RandomSource
     let store: FileStore
     let retryPolicy: RetryPolicy
@@ -77,6 +79,7 @@ final class EngineCore: @unchecked Sendable {
         self.configuration = configuration
         self.driver = driver
         self.scheduler = scheduler
+        ageing = AgeingClock(scheduler)
         subscribers = SubscriberRegistry(scheduler: scheduler)
         self.random = random
         self.diskPressure = diskPressure

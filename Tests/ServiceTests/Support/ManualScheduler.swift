@@ -26,7 +26,15 @@ final class ManualScheduler: Scheduler, @unchecked Sendable {
 
     func monotonic() -> Double { lock.withLock { Double(time) / 1e9 } }
 
-    func now() -> Date { Date(timeIntervalSince1970: 1_800_000_000 + monotonic()) }
+    /// Seconds the wall clock was stepped by (`stepWall`): `now()` moves, `monotonic()` does not.
+    private var wallStep: Double = 0
+
+    func now() -> Date { lock.withLock { Date(timeIntervalSince1970: 1_800_000_000 + wallStep + Double(time) / 1e9) } }
+
+    /// Steps the wall clock alone (NTP or `date -s`), as a host's clock can be: no timer falls due.
+    func stepWall(_ seconds: Double) {
+        lock.withLock { wallStep += seconds }
+    }
 
     @discardableResult
     func schedule(after seconds: Double, _ work: @escaping @Sendable () -> Void) -> ScheduledTimer {
