@@ -105,14 +105,14 @@ struct JanitorPlan: Sendable {
             for row in survey.idle where !done.contains(row.id) && eligible(row) && more() {
                 take(.purgePartial(row, reason, forget: false))
                 idleBytes -= row.keptBytes
-                if disk != nil { free = Self.adding(row.keptBytes, to: free) }
+                if disk != nil { free = DiskSpace.adding(row.keptBytes, to: free) }
             }
         }
         func purgeCache(_ reason: PurgeReason, only eligible: (JanitorRow) -> Bool = { _ in true }, while more: () -> Bool) {
             for row in survey.cacheFiles where !done.contains(row.id) && eligible(row) && more() {
                 take(.purgeCacheFile(row, reason))
                 cacheBytes -= row.size ?? 0
-                if disk != nil { free = Self.adding(row.size ?? 0, to: free) }
+                if disk != nil { free = DiskSpace.adding(row.size ?? 0, to: free) }
             }
         }
         // Pressure.
@@ -159,11 +159,5 @@ struct JanitorPlan: Sendable {
             }
         }
         return actions
-    }
-
-    /// `free` grown by `bytes`, at most Int64.max (a shared volume may report ~8 EiB free).
-    private static func adding(_ bytes: Int64, to free: Int64) -> Int64 {
-        let (sum, overflow) = free.addingReportingOverflow(max(0, bytes))
-        return overflow ? .max : sum
     }
 }

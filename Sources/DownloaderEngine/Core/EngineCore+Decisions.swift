@@ -133,12 +133,16 @@ extension EngineCore {
         let path = partialPath(of: record)
         let aside = asideName(for: path)
         let before = hooks.beforeRemove
+        let freed = (bytes: record.partialBytes, area: FreeingBytes.Area.partials)
+        freeing.add(freed.bytes, in: freed.area)
         effects.append { [self] in
             if rename(path, aside) == 0 {
-                deleteInBackground(aside, before: before)
+                deleteInBackground(aside, before: before, freeing: freed)
+                return
             } else if errno != ENOENT {
                 FileStore.remove(path)
             }
+            freeing.done(freed.bytes, in: freed.area)
         }
         if record.keptBytes > 0 || record.durableOffset > 0 || record.segments != nil { record.droppedBytesUncommitted = true }
         record.keptBytes = 0
@@ -154,17 +158,21 @@ extension EngineCore {
     }
 
     /// Under `lock`: deletes `path` on the work queue once the lock is released (the name must not be
-    /// reused before then).
-    func removeLater(_ path: String) {
+    /// reused before then). `freeing`: the bytes it frees, counted as free until it is deleted.
+    func removeLater(_ path: String, freeing freed: (bytes: Int64, area: FreeingBytes.Area)? = nil) {
         let before = hooks.beforeRemove
-        effects.append { [self] in deleteInBackground(path, before: before) }
+        if let freed { freeing.add(freed.bytes, in: freed.area) }
+        effects.append { [self] in deleteInBackground(path, before: before, freeing: freed) }
     }
 
-    /// Deletes `path` on the work queue (`before`: the test hook `beforeRemove`).
-    func deleteInBackground(_ path: String, before: (@Sendable () -> Void)?) {
-        workQueue.async {
+    /// Deletes `path` on the work queue (`before`: the test hook `beforeRemove`); `freeing`: bytes
+    /// counted in `freeing` when it was decided, uncounted once it is done.
+    func deleteInBackground(_ path: String, before: (@Sendable () -> Void)?,
+                            freeing freed: (bytes: Int64, area: FreeingBytes.Area)? = nil) {
+        workQueue.async { [freeing] in
             before?()
             FileStore.remove(path)
+            if let freed { freeing.done(freed.bytes, in: freed.area) }
         }
     }
 }

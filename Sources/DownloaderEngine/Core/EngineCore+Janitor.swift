@@ -53,7 +53,17 @@ extension EngineCore {
     func sweepCluster() -> Int {
         guard let cluster else { return 0 }
         let plan = JanitorPlan(configuration, diskPressure: diskPressure)
-        let spaces = [store.cacheDirectory, store.partialDirectory].compactMap { pressure.space(of: $0) }
+        // Bytes the last sweep's deletions are still freeing count as free on their file system
+        // (read before the samples: counted twice rather than missed).
+        let freeing = [self.freeing.pending(.cache), self.freeing.pending(.partials)]
+        let sampled = [store.cacheDirectory, store.partialDirectory].map { pressure.space(of: $0) }
+        let spaces = sampled.compactMap { space -> DiskSpace? in
+            guard var space else { return nil }
+            for (other, bytes) in zip(sampled, freeing) where other?.fileSystem == space.fileSystem {
+                space.free = DiskSpace.adding(bytes, to: space.free)
+            }
+            return space
+        }
         let disk = spaces.min { $0.free < $1.free }
         let low = disk.map { diskPressure.isLow(free: $0.free, total: $0.total) } ?? false
         guard let survey = try? cluster.janitor.store.survey(plan, localNow: ageing.now(clock), budgets: low || configuration.cacheMaxBytes != nil) else {
@@ -97,6 +107,10 @@ extension EngineCore {
         let written: Bool?
         let files: [String]
         var event: PurgeEvent?
+        // What each file frees, counted as free until it is deleted.
+        func freed(_ path: String) -> (bytes: Int64, area: FreeingBytes.Area) {
+            path == file ? (row.size ?? 0, .cache) : (row.verifiedOffset, .partials)
+        }
         switch action {
         case .purgePartial(_, let reason, let forget):
             files = [partial].compactMap { $0 }
@@ -123,7 +137,10 @@ extension EngineCore {
         }
         guard written == true else { return false }
         let before = hooks.beforeRemove
-        for path in files { deleteInBackground(path, before: before) }
+        for path in files {
+            freeing.add(freed(path).bytes, in: freed(path).area)
+            deleteInBackground(path, before: before, freeing: freed(path))
+        }
         decide {
             // The purge is told first, then the removal (as the single process tells it, and README reads).
             if let event { notePurge(event) }

@@ -8,10 +8,13 @@ extension EngineCore {
     /// skips the memory sample (before an attempt only the disk matters).
     func checkPressure(memory checkMemory: Bool = true) {
         let memory = checkMemory && pressure.memoryUnderPressure()
+        // Read before the samples: a deletion done between the two is counted twice (this check
+        // purges too little, the next one sees), never missed (purging again for freed space).
+        let freeing = (partials: freeing.pending(.partials), cache: freeing.pending(.cache))
         let stateSpace = pressure.space(of: store.stateDirectory)
         let cacheSpace = pressure.space(of: store.cacheDirectory)
         decide {
-            relievePressure(memory: memory, stateSpace: stateSpace, cacheSpace: cacheSpace)
+            relievePressure(memory: memory, stateSpace: stateSpace, cacheSpace: cacheSpace, freeing: freeing)
             if checkMemory {
                 expireIdle()
                 purgeCache()  // Also while nothing completes (partials kept by callers who left pile up).
@@ -24,13 +27,17 @@ extension EngineCore {
     /// stay (deleting them frees no memory, and the page cache of the service's own writes is enough
     /// to raise a cgroup's `memory.high` events). Low disk: paused partials (when the state area is
     /// low, or shares the low cache area's file system), then least-recently-used cache files (when
-    /// the cache area is low), until the free space counted back reaches the minimum.
-    func relievePressure(memory pressed: Bool, stateSpace: DiskSpace?, cacheSpace: DiskSpace?) {
+    /// the cache area is low), until the free space counted back reaches the minimum. `freeing`:
+    /// bytes of each area's files being deleted (`FreeingBytes`), counted as free.
+    func relievePressure(memory pressed: Bool, stateSpace: DiskSpace?, cacheSpace: DiskSpace?,
+                         freeing: (partials: Int64, cache: Int64) = (0, 0)) {
         let memory = pressed && stateSpace?.inMemory == true
         let cacheMemory = pressed && cacheSpace?.inMemory == true
-        var stateFree = stateSpace?.free ?? .max
-        var cacheFree = cacheSpace?.free ?? .max
         let shared = stateSpace != nil && stateSpace?.fileSystem == cacheSpace?.fileSystem
+        let stateFreeing = DiskSpace.adding(shared ? freeing.cache : 0, to: freeing.partials)
+        let cacheFreeing = DiskSpace.adding(shared ? freeing.partials : 0, to: freeing.cache)
+        var stateFree = stateSpace.map { DiskSpace.adding(stateFreeing, to: $0.free) } ?? .max
+        var cacheFree = cacheSpace.map { DiskSpace.adding(cacheFreeing, to: $0.free) } ?? .max
         func stateLow() -> Bool { stateSpace.map { diskPressure.isLow(free: stateFree, total: $0.total) } ?? false }
         func cacheLow() -> Bool { cacheSpace.map { diskPressure.isLow(free: cacheFree, total: $0.total) } ?? false }
         guard memory || cacheMemory || stateLow() || cacheLow() else { return }
@@ -39,16 +46,16 @@ extension EngineCore {
             guard memory || diskWants else { break }
             let freed = record.partialBytes
             purgePartial(record, reason: memory ? .memory : .disk)
-            stateFree += freed
-            if shared { cacheFree += freed }
+            stateFree = DiskSpace.adding(freed, to: stateFree)
+            if shared { cacheFree = DiskSpace.adding(freed, to: cacheFree) }
         }
         if cacheMemory, let limit = configuration.cacheMaxBytes {
             purgeCacheFiles(reason: .memory, countingPartials: memory) { usage in usage > limit }
         }
         if cacheLow() {
             purgeCacheFiles(reason: .disk) { _ in cacheLow() } freed: { bytes in
-                cacheFree += bytes
-                if shared { stateFree += bytes }
+                cacheFree = DiskSpace.adding(bytes, to: cacheFree)
+                if shared { stateFree = DiskSpace.adding(bytes, to: stateFree) }
             }
         }
     }
@@ -145,7 +152,7 @@ extension EngineCore {
             guard more(usage) else { break }
             let bytes = record.size ?? 0
             usage -= bytes
-            if let path = record.finalPath { removeLater(path) }  // Its id (so its name) is never reused.
+            if let path = record.finalPath { removeLater(path, freeing: (bytes, .cache)) }  // Its id (so its name) is never reused.
             retire(record)
             freed(bytes)
             notePurge(PurgeEvent(kind: .cacheFile, reason: reason, id: record.id, url: record.shownURL, bytes: bytes))

@@ -22,6 +22,8 @@ final class EngineCore: @unchecked Sendable {
     let maxSpaceWaits: Int
     let diskPressure: DiskPressure
     let pressure: PressureMonitor
+    /// Bytes of decided deletions not done yet: a pressure check counts them as free.
+    let freeing = FreeingBytes()
     let stateWriter: StateWriter
     /// Where opening the state store found a damaged database and kept it aside, and why; and every
     /// damaged database kept in the state area (no file is swept while one is: it may be salvaged).

@@ -38,6 +38,13 @@ struct DiskSpace: Sendable, Equatable {
         return overflow || product > UInt64(Int64.max) ? .max : Int64(product)
     }
 
+    /// `free` grown by `bytes` (none when negative), at most Int64.max: a volume reporting ~8 EiB
+    /// free never traps when purged bytes are counted back.
+    static func adding(_ bytes: Int64, to free: Int64) -> Int64 {
+        let (sum, overflow) = free.addingReportingOverflow(max(0, bytes))
+        return overflow ? .max : sum
+    }
+
     /// `f_type` of ext2, ext3 and ext4 (linux/magic.h): the file systems that reserve blocks for root.
     static let ext4Magic: Int64 = 0xEF53
 

@@ -155,6 +155,35 @@ import Testing
         await s.engine.shutdown()
     }
 
+    /// A check that runs before the last one's deletions are done (a tick, the check before an
+    /// attempt) counts their bytes as free: it purges nothing more for the same shortfall (its
+    /// sample cannot see them yet). Once done, they are uncounted.
+    @Test func bytesBeingDeletedCountAsFreeUntilTheyAre() async throws {
+        let s = try Setup(minFree: 50_000)
+        let c1 = try await s.completed("c1")
+        let c2 = try await s.completed("c2")
+        let c3 = try await s.completed("c3")
+        let paused = try await s.partial("x", kept: 8000)
+        let gate = DispatchSemaphore(value: 0)
+        s.engine.core.locked { s.engine.core.hooks.beforeRemove = { _ = gate.wait(timeout: .now() + 20) } }
+        // 33 000 free: the partial (8 000) and one cache file (10 000) bring it back over 50 000.
+        s.monitor.setSpace(s.root.path, free: 33_000)
+        s.monitor.fire()
+        #expect(s.summary(try await s.log.wait(for: 2)) == ["paused_partial:disk:\(paused)", "cache_file:disk:\(c1)"])
+        #expect(s.engine.core.freeing.pending(.partials) == 8000 && s.engine.core.freeing.pending(.cache) == 10_000)
+        s.monitor.fire()  // The sample still says 33 000: the deletions wait.
+        #expect(s.engine.snapshot(id: c2) != nil && s.engine.snapshot(id: c3) != nil, "nothing more purged")
+        #expect(s.engine.statistics.purges.values.reduce(0, +) == 2)
+        gate.signal()
+        gate.signal()
+        try await withTimeout(20) {
+            while s.engine.core.freeing.pending(.partials) + s.engine.core.freeing.pending(.cache) > 0 {
+                try await Task.sleep(nanoseconds: 5_000_000)
+            }
+        }
+        await s.engine.shutdown()
+    }
+
     @Test func lowDiskBeforeAnAttemptPurgesPausedPartialsFirst() async throws {
         let s = try Setup(minFree: 50_000)
         let paused = try await s.partial("x", kept: 8000)
