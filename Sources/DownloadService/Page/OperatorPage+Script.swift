@@ -37,12 +37,16 @@ extension OperatorPage {
     if (s < 360000) return Math.floor(s / 3600) + ' h ' + String(Math.floor(s % 3600 / 60)).padStart(2, '0') + ' m';
     return '> 99 h';
   }
+  // The service's sanitised name once stored; before, the URL's last segment decoded, without the
+  // controls and format characters the service drops too (a right-to-left override would show
+  // `invoice\u202Efdp.exe` as `invoiceexe.pdf`; a line break would add lines to a dialog).
   function nameOf(s) {
     if (s.fileName) return s.fileName;
     try {
       const u = new URL(s.url);
       const last = u.pathname.split('/').filter(Boolean).pop();
-      return last ? decodeURIComponent(last) : u.host;
+      const name = last ? decodeURIComponent(last).replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu, '') : '';
+      return name || u.host;
     } catch (e) { return s.url; }
   }
   async function problem(response) {
