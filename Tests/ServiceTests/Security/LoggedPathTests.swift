@@ -14,6 +14,13 @@ import Testing
         ("DELETE", "http://127.0.0.1:8080/downloads/38b0305b63f27440e8c22f7e63325cfc", "/downloads/{token}"),
         ("DELETE", "http://127.0.0.1:8080/admin/downloads/0123456789abcdef", "http://127.0.0.1:8080/admin/downloads/0123456789abcdef"),
         ("GET", "/downloads/0123456789abcdef", "/downloads/0123456789abcdef"),
+        ("GET", "/downloads/0123456789abcdef/progress", "/downloads/0123456789abcdef/progress"),
+        ("GET", "/downloads/", "/downloads/"),
+        // A client following the `cancel` link with another method, or the method misspelt.
+        ("GET", "/downloads/38b0305b63f27440e8c22f7e63325cfc", "/downloads/{token}"),
+        ("HEAD", "/downloads/38b0305b63f27440e8c22f7e63325cfc", "/downloads/{token}"),
+        ("delete", "/downloads/38b0305b63f27440e8c22f7e63325cfc", "/downloads/{token}"),
+        ("GET", "http://127.0.0.1:8080/downloads/38b0305b63f27440e8c22f7e63325cfc", "/downloads/{token}"),
         ("DELETE", "/admin/downloads/0123456789abcdef", "/admin/downloads/0123456789abcdef"),
         ("GET", "/downloads/x/file", "/downloads/x/file"),
         ("GET", "http://u:AbsFormPW@127.0.0.1:18780/healthz", "http://***@127.0.0.1:18780/healthz"),
