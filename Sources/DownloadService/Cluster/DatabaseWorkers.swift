@@ -37,7 +37,7 @@ final class DatabaseWorkers: TaskExecutor, @unchecked Sendable {
     static func mayWait(_ endpoint: Endpoint?) -> Bool {
         switch endpoint {
         case .health, .ready, .page, nil: false
-        case .downloads, .download, .progress, .file, .fetch, .metrics, .events: true
+        case .downloads, .download, .progress, .file, .fileLink, .fetch, .metrics, .events: true
         }
     }
 

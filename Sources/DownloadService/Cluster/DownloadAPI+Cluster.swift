@@ -17,7 +17,7 @@ extension DownloadAPI {
     func clusterRefusal(_ endpoint: Endpoint, _ request: Request) -> Response? {
         guard let cluster, !cluster.isReachable else { return nil }
         switch endpoint {
-        case .downloads, .download, .progress: return Self.databaseUnavailable(cluster).response
+        case .downloads, .download, .progress, .fileLink: return Self.databaseUnavailable(cluster).response
         case .fetch:
             if case .success(let query) = FetchQuery.parse(request.query) {
                 if engine.peek(query.request)?.state.phase == .completed { return nil }

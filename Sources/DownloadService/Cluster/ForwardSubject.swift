@@ -23,7 +23,7 @@ enum ForwardSubject {
         case .fetch:
             guard case .success(let query) = FetchQuery.parse(request.query) else { return nil }
             return .request(query.request)
-        case .health, .ready, .metrics, .downloads, .progress, .file, .events, .page:
+        case .health, .ready, .metrics, .downloads, .progress, .file, .fileLink, .events, .page:
             return nil
         }
     }

@@ -83,6 +83,7 @@ extension OperatorPage {
     r.remove = document.createElement('button'); r.remove.type = 'button'; r.remove.textContent = 'Remove';
     r.open = document.createElement('a'); r.open.className = 'open gone'; r.open.textContent = 'Open'; r.open.tabIndex = -1;
     r.open.rel = 'noopener noreferrer'; r.open.target = '_blank';
+    r.open.addEventListener('click', (event) => openFile(r, event));
     acts.append(r.toggle, r.remove, r.open);
     r.toggle.addEventListener('click', () => {
       const resume = r.snap && r.snap.state === 'paused';
@@ -127,7 +128,7 @@ extension OperatorPage {
     r.open.classList.toggle('gone', !done);
     r.open.tabIndex = done ? 0 : -1;
     if (done) {
-      const href = withToken('/downloads/' + encodeURIComponent(s.id) + '/file');
+      const href = '/downloads/' + encodeURIComponent(s.id) + '/file';
       if (r.open.getAttribute('href') !== href) r.open.setAttribute('href', href);
     } else if (r.open.hasAttribute('href')) {
       r.open.removeAttribute('href');
@@ -143,6 +144,31 @@ extension OperatorPage {
     showEmpty();
   }
   function showEmpty() { $('empty').classList.toggle('hidden', rows.size > 0); }
+
+  // Open: with a token, the file by a link that names this one file and lapses in minutes
+  // (`/file-link`), never by one holding the token: a browser keeps the URL of every file it saves,
+  // in its download history and in the file's metadata.
+  async function openFile(r, event) {
+    if (!token) return;  // No token needed: the plain link.
+    event.preventDefault();
+    setText(notice, '');
+    try {
+      const response = await call('/downloads/' + encodeURIComponent(r.id) + '/file-link');
+      if (!response.ok) {
+        needToken(response.status);
+        setText(notice, nameOf(r.snap) + ': ' + await problem(response));
+        return;
+      }
+      const link = await response.json();
+      const a = document.createElement('a');
+      a.href = link.url; a.download = ''; a.rel = 'noopener noreferrer';
+      document.body.appendChild(a);
+      a.click();
+      a.remove();
+    } catch (e) {
+      setText(notice, 'The service did not answer: ' + e.message);
+    }
+  }
 
   async function act(method, path, r) {
     setText(notice, '');

@@ -7,7 +7,7 @@ extension DownloadAPI {
     static func readDownloadID(_ endpoint: Endpoint, method: String) -> String? {
         switch endpoint {
         case .download(let id): method == "DELETE" ? nil : id
-        case .progress(let id), .file(let id): id
+        case .progress(let id), .file(let id), .fileLink(let id): id
         default: nil
         }
     }

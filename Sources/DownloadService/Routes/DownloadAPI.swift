@@ -30,6 +30,8 @@ struct DownloadAPI: Sendable {
     let snapshotBodies = LatestEncodingCache<DownloadSnapshot, [UInt8]>()
     /// The answer of `GET /healthz`.
     static let healthBody = Array(#"{"status":"ok"}"#.utf8)
+    /// Signs and checks links to one file that need no token (`GET /downloads/{id}/file-link`).
+    var fileLinks = FileLink(tokens: [])
     /// Cluster mode: the database (`/healthz`, `/readyz`, 503 `database_unavailable` while it is lost).
     var cluster: ClusterDatabase? = nil
     /// Cluster mode: requests for downloads another replica holds go to it (`DownloadAPI+Forwarding`).
@@ -66,14 +68,16 @@ struct DownloadAPI: Sendable {
         guard endpoint.allows(request.method) else {
             return APIError.methodNotAllowed(request.method, allow: endpoint.allowedMethods).response
         }
-        if endpoint != .health, endpoint != .page, endpoint != .ready {
+        // A live link to one file (`FileLink`) stands for the token and for the right to read it.
+        let linked = isLiveFileLink(endpoint, request)
+        if endpoint != .health, endpoint != .page, endpoint != .ready, !linked {
             switch access.callerAccess(authorization: QueryToken.authorization(for: endpoint, request)) {
             case .allowed: break
             case .missing: return APIError.unauthorized.response
             case .wrong: return APIError(status: 403, .forbidden, "wrong token (neither the service's token nor the admin token)").response
             }
         }
-        if let id = Self.readDownloadID(endpoint, method: request.method), let refusal = readRefusal(id: id, request, endpoint: endpoint) {
+        if !linked, let id = Self.readDownloadID(endpoint, method: request.method), let refusal = readRefusal(id: id, request, endpoint: endpoint) {
             return refusal
         }
         if let refusal = clusterRefusal(endpoint, request) { return refusal }
@@ -107,6 +111,8 @@ struct DownloadAPI: Sendable {
         case (.file(let id), _):
             if let stored = engine.completedFile(id: id) { return served(stored) }
             return await fileFromHolder(id: id, request) ?? notComplete(id: id)
+        case (.fileLink(let id), _):
+            return fileLink(id: id)
         case (.fetch, _):
             return await fetch(request)
         case (.events, _):

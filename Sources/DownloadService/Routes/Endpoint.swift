@@ -14,6 +14,8 @@ enum Endpoint: Equatable {
     case progress(String)
     /// `/downloads/{id}/file`
     case file(String)
+    /// `/downloads/{id}/file-link`: a signed link to the file that needs no token (`FileLink`).
+    case fileLink(String)
     /// `/fetch?url=…`: pull-through; also `/fetch/<name>?url=…`, the name ignored (for tools that
     /// take what a URL holds, or the name to save it under, from its path: pip, `curl -O`, wget).
     case fetch
@@ -74,6 +76,7 @@ enum Endpoint: Equatable {
             guard let id = identifier(1) else { return nil }
             if segment(2, is: "progress") { return .progress(id) }
             if segment(2, is: "file") { return .file(id) }
+            if segment(2, is: "file-link") { return .fileLink(id) }
             return nil
         default: return nil
         }
@@ -85,7 +88,7 @@ enum Endpoint: Equatable {
         case .health, .ready, .metrics, .progress: return ["GET", "HEAD"]
         case .downloads: return ["GET", "HEAD", "POST"]
         case .download: return ["GET", "HEAD", "DELETE"]
-        case .file, .fetch, .events, .page: return ["GET", "HEAD"]
+        case .file, .fileLink, .fetch, .events, .page: return ["GET", "HEAD"]
         }
     }
 

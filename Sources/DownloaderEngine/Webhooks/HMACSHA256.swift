@@ -1,7 +1,7 @@
 import CCrypto
 
 /// HMAC-SHA256 (RFC 2104) over libcrypto's SHA-256, for `X-Signature-256`. Pure.
-enum HMACSHA256 {
+public enum HMACSHA256 {
     static func digest(key: [UInt8], message: [UInt8]) -> [UInt8] {
         let block = 64
         var k = key.count > block ? sha256(key) : key
@@ -10,7 +10,7 @@ enum HMACSHA256 {
         return sha256(k.map { $0 ^ 0x5c } + inner)
     }
 
-    static func hex(key: [UInt8], message: [UInt8]) -> String {
+    public static func hex(key: [UInt8], message: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
         return String(decoding: digest(key: key, message: message).flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0x0f)]] },
                       as: UTF8.self)

@@ -126,6 +126,42 @@ struct CredentialsServiceLiveTests {
         #expect(try await service.stop() == 0)
     }
 
+    /// What the page opens instead of a link holding the token: `GET /downloads/{id}/file-link`
+    /// gives one who may read the file a link that opens it without a token (`FileLink`), and
+    /// only it; one who may not read the download gets none.
+    @Test func aFileLinkOpensThePrivateFileWithoutAToken() async throws {
+        let origin = try TestOrigin(bodySize: 64 << 10)
+        defer { origin.stop() }
+        let (callerToken, adminToken) = ("caller-\(UUID().uuidString)", "admin-\(UUID().uuidString)")
+        let service = try await ServiceProcess.start(arguments: ["--allow-private-networks", "--auth-token", callerToken,
+                                                                 "--admin-token", adminToken])
+        let client = service.client
+        let (asCaller, asAdmin) = (["Authorization": "Bearer \(callerToken)"], ["Authorization": "Bearer \(adminToken)"])
+        let created = try await client.post("/downloads", json: Self.body(url: origin.url, headers: ["X-Api-Key": Self.apiKey]),
+                                            headers: asCaller)
+        let id = try #require(created.string("id"))
+        try await withTimeout(20) {
+            while try await client.request("GET", "/downloads/\(id)", headers: asAdmin).string("state") != "completed" {
+                try await Task.sleep(nanoseconds: 20_000_000)
+            }
+        }
+        #expect(try await client.request("GET", "/downloads/\(id)/file-link").status == 401)
+        #expect(try await client.request("GET", "/downloads/\(id)/file-link", headers: asCaller).status == 404, "private")
+        let minted = try await client.request("GET", "/downloads/\(id)/file-link", headers: asAdmin)
+        #expect(minted.status == 200 && minted.header("Cache-Control") == "no-store")
+        let link = try #require(minted.string("url"))
+        #expect(link.hasPrefix("/downloads/\(id)/file?expires=") && !link.contains(adminToken) && minted.string("expiresAt") != nil)
+        let opened = try await client.request("GET", link)
+        #expect(opened.status == 200 && opened.body.count == 64 << 10)
+        #expect(try await client.request("HEAD", link).status == 200)
+        // Another file, or the signature changed: no link, so a token is wanted.
+        #expect(try await client.request("GET", link.replacingOccurrences(of: "/\(id)/", with: "/0123456789abcdef/")).status == 401)
+        #expect(try await client.request("GET", String(link.dropLast()) + (link.hasSuffix("0") ? "1" : "0")).status == 401)
+        // A wrong link beside a good token is the token's request.
+        #expect(try await client.request("GET", "/downloads/\(id)/file?expires=1&signature=x", headers: asAdmin).status == 200)
+        #expect(try await service.stop() == 0)
+    }
+
     @Test func noHeaderCrossesARedirectToAnotherOrigin() async throws {
         let origin = try TestOrigin(bodySize: 10_000)
         let elsewhere = try TestOrigin(bodySize: 10_000, path: "/moved")
