@@ -29,7 +29,7 @@ struct ClusterReader: Sendable {
                 guard let row = try db.execute(Self.select + " WHERE d.id = $1", [id]).rows.first else { return nil }
                 var found = try Self.row(row)
                 for token in try db.execute("SELECT encode(hash, 'hex') FROM tokens WHERE download = $1", [id]).rows {
-                    if let hash = token[0].flatMap(PostgresArray.bytes(hex:)).flatMap { TokenHash(digest: $0) } {
+                    if let hash = token[0].flatMap(PostgresArray.bytes(hex:)).flatMap({ TokenHash(digest: $0) }) {
                         found.stored.tokens.insert(hash)
                     }
                 }

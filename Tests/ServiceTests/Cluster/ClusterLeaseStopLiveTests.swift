@@ -81,7 +81,7 @@ struct ClusterLeaseStopLiveTests {
             c.expect(second.snapshot.id == id)
             c.expect(b.statistics.cluster?.fencedWrites == 0, "the lease held through the seeding")
             c.expect(ClusterLeaseLiveTests.wait(20) { b.snapshot(id: id)?.state == .completed }, "completes on b")
-            c.expect(a.placement(ofToken: second.token) != nil, "b's caller is in the database")
+            c.expect((try? a.core.cluster?.store.downloadID(ofToken: TokenHash(token: second.token))) == id, "b's caller is in the database")
             let range = origin.requests(path: "/file").filter { $0.method == "GET" }.last?.header("Range") ?? "none"
             c.expect(range.hasPrefix("bytes=") && range != "bytes=0-", "resumed: \(range)")
             c.expect(b.completedFile(id: id).map { (try? Data(contentsOf: URL(fileURLWithPath: $0.path))).map(Array.init) == origin.expectedBody() }

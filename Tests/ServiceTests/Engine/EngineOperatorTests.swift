@@ -123,7 +123,7 @@ import Synchronization
         let hookEnded = DispatchSemaphore(value: 0)
         engine.core.locked {
             engine.core.hooks.beforePrepare = {
-                removed.withLock { $0 = (try? engine.remove(id: id)) != nil }
+                removed.withLock { $0 = engine.remove(id: id) != nil }
                 let deadline = Date().addingTimeInterval(30)  // The removal deletes the file on the work queue.
                 while FileManager.default.fileExists(atPath: partial) && Date() < deadline { usleep(2_000) }
                 if FileManager.default.fileExists(atPath: partial) { removed.withLock { $0 = false } }
