@@ -108,7 +108,7 @@ final class RunningService: Sendable {
             journalFailed: { logger.error($0, [:]) }))
         var api = DownloadAPI(engine: engine, metrics: metrics, auth: configuration.authToken.map(BearerAuth.init(token:)))
         api.adminAuth = configuration.adminToken.map(BearerAuth.init(token:))
-        api.fileLinks = FileLink(tokens: [configuration.authToken, configuration.adminToken])
+        api.fileLinks = FileLink(secret: engine.derivedSecret(label: "file link"), tokens: [configuration.authToken, configuration.adminToken])
         api.onlyLocalHostNames = configuration.callersNeedNoToken && ServiceConfiguration.isLoopback(configuration.host)
         api.subscriberQuota = SubscriberQuota(limit: configuration.maxSubscribersPerDownload)
         api.eventSubscriberQuota = SubscriberQuota(limit: configuration.maxEventSubscribers)

@@ -35,3 +35,11 @@ extension DownloadEngine {
         return try clusterReads?.isPrivate(id: id) ?? false
     }
 }
+
+extension DownloadEngine {
+    /// A secret for `label` that no caller knows: the HMAC of `label` under the state area's
+    /// `coalescing.key` (one per installation; the replicas of a cluster share it).
+    public func derivedSecret(label: String) -> [UInt8] {
+        core.credentialKey.hash(Array("download-service \(label)".utf8))
+    }
+}

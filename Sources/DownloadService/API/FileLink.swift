@@ -8,17 +8,19 @@ import Foundation
 /// and all, into `user.xdg.origin.url`, Windows' `Zone.Identifier`, macOS' "where from"). A link
 /// names one file and lapses: found later in a history or a file's metadata, it opens nothing.
 /// `GET /downloads/{id}/file-link` gives one to a caller who may read that file (its minting
-/// stands for the token and for the right to read a private download). The key is derived from
-/// the service's tokens, so every replica of a cluster checks the others' links and changing a
-/// token voids them. Pure but for the key.
+/// stands for the token and for the right to read a private download). The key is a secret no
+/// caller holds (derived from the state area's `coalescing.key`, which the replicas of a cluster
+/// share, so each checks the others' links) mixed with the service's tokens (changing one voids
+/// every link): a caller who shares `--auth-token` with others cannot sign a link to their private
+/// downloads. Pure but for the key.
 struct FileLink: Sendable {
     /// Seconds a link opens the file.
     static let lifetime: Int64 = 300
     private let key: [UInt8]
 
-    /// `tokens`: `--auth-token` and `--admin-token` (nil when not set).
-    init(tokens: [String?]) {
-        key = Array(("download-service file link\n" + tokens.map { $0 ?? "" }.joined(separator: "\n")).utf8)
+    /// `secret`: bytes no caller knows; `tokens`: `--auth-token` and `--admin-token` (nil when not set).
+    init(secret: [UInt8], tokens: [String?] = []) {
+        key = secret + Array(("\n" + tokens.map { $0 ?? "" }.joined(separator: "\n")).utf8)
     }
 
     /// A link to `id`'s file, valid from `now` (seconds since 1970) for `lifetime` seconds.

@@ -31,7 +31,7 @@ struct DownloadAPI: Sendable {
     /// The answer of `GET /healthz`.
     static let healthBody = Array(#"{"status":"ok"}"#.utf8)
     /// Signs and checks links to one file that need no token (`GET /downloads/{id}/file-link`).
-    var fileLinks = FileLink(tokens: [])
+    var fileLinks = FileLink(secret: (0..<32).map { _ in UInt8.random(in: .min ... .max) })
     /// Cluster mode: the database (`/healthz`, `/readyz`, 503 `database_unavailable` while it is lost).
     var cluster: ClusterDatabase? = nil
     /// Cluster mode: requests for downloads another replica holds go to it (`DownloadAPI+Forwarding`).

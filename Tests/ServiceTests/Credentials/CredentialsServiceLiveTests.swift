@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+@testable import DownloadService
 
 /// Caller headers through the real `download-service` against loopback `TestOrigin`s (issue 15):
 /// the origin sees them, a redirect to another origin does not, the download is private to its
@@ -94,7 +95,7 @@ struct CredentialsServiceLiveTests {
     }
 
     /// The operator (the admin token) sees a private download, in the list, its snapshot and on
-    /// `/events`; the caller token shared by every caller does not.
+    /// `/events`, and may hand out a link to its file; the caller token shared by every caller does not.
     @Test func theOperatorSeesPrivateDownloads() async throws {
         let origin = try TestOrigin(bodySize: 64 << 10)
         defer { origin.stop() }
@@ -115,7 +116,7 @@ struct CredentialsServiceLiveTests {
         let first = try #require(try await stream.next { _ in true })
         stream.close()
         #expect(first.event == "snapshot" && first.json["id"] as? String == id)
-        // The page's link to the file carries the admin token in the query: served to the operator only.
+        // The file with the admin token as `?access_token=`: served to the operator only.
         try await withTimeout(20) {
             while try await client.request("GET", "/downloads/\(id)", headers: asAdmin).string("state") != "completed" {
                 try await Task.sleep(nanoseconds: 20_000_000)
@@ -123,28 +124,8 @@ struct CredentialsServiceLiveTests {
         }
         #expect(try await client.request("GET", "/downloads/\(id)/file?access_token=\(adminToken)").status == 200)
         #expect(try await client.request("GET", "/downloads/\(id)/file?access_token=\(callerToken)").status == 404)
-        #expect(try await service.stop() == 0)
-    }
-
-    /// What the page opens instead of a link holding the token: `GET /downloads/{id}/file-link`
-    /// gives one who may read the file a link that opens it without a token (`FileLink`), and
-    /// only it; one who may not read the download gets none.
-    @Test func aFileLinkOpensThePrivateFileWithoutAToken() async throws {
-        let origin = try TestOrigin(bodySize: 64 << 10)
-        defer { origin.stop() }
-        let (callerToken, adminToken) = ("caller-\(UUID().uuidString)", "admin-\(UUID().uuidString)")
-        let service = try await ServiceProcess.start(arguments: ["--allow-private-networks", "--auth-token", callerToken,
-                                                                 "--admin-token", adminToken])
-        let client = service.client
-        let (asCaller, asAdmin) = (["Authorization": "Bearer \(callerToken)"], ["Authorization": "Bearer \(adminToken)"])
-        let created = try await client.post("/downloads", json: Self.body(url: origin.url, headers: ["X-Api-Key": Self.apiKey]),
-                                            headers: asCaller)
-        let id = try #require(created.string("id"))
-        try await withTimeout(20) {
-            while try await client.request("GET", "/downloads/\(id)", headers: asAdmin).string("state") != "completed" {
-                try await Task.sleep(nanoseconds: 20_000_000)
-            }
-        }
+        // What the page opens instead: `GET /downloads/{id}/file-link` gives one who may read the
+        // file a link that opens it without a token (`FileLink`), and only it.
         #expect(try await client.request("GET", "/downloads/\(id)/file-link").status == 401)
         #expect(try await client.request("GET", "/downloads/\(id)/file-link", headers: asCaller).status == 404, "private")
         let minted = try await client.request("GET", "/downloads/\(id)/file-link", headers: asAdmin)
@@ -157,6 +138,10 @@ struct CredentialsServiceLiveTests {
         // Another file, or the signature changed: no link, so a token is wanted.
         #expect(try await client.request("GET", link.replacingOccurrences(of: "/\(id)/", with: "/0123456789abcdef/")).status == 401)
         #expect(try await client.request("GET", String(link.dropLast()) + (link.hasSuffix("0") ? "1" : "0")).status == 401)
+        // Signed with all a caller knows (the tokens): no link.
+        let forged = FileLink(secret: [], tokens: [callerToken, adminToken]).path(id: id, now: Date().timeIntervalSince1970)
+        #expect(try await client.request("GET", forged.path).status == 401)
+        #expect(try await client.request("GET", forged.path, headers: asCaller).status == 404, "private")
         // A wrong link beside a good token is the token's request.
         #expect(try await client.request("GET", "/downloads/\(id)/file?expires=1&signature=x", headers: asAdmin).status == 200)
         #expect(try await service.stop() == 0)

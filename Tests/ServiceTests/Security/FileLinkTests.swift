@@ -11,7 +11,8 @@ import Testing
     }
 
     @Test func aLinkOpensOneFileForFiveMinutes() {
-        let links = FileLink(tokens: ["caller", nil])
+        let secret = Array("a secret no caller knows".utf8)
+        let links = FileLink(secret: secret, tokens: ["caller", nil])
         let now = 1_800_000_000.5
         let link = links.path(id: "0123456789abcdef", now: now)
         #expect(link.expires == 1_800_000_300 && link.path.hasPrefix("/downloads/0123456789abcdef/file?expires=1800000300&signature="))
@@ -23,8 +24,11 @@ import Testing
         #expect(admits() && admits(at: now + 299))
         #expect(!admits(at: now + 300), "lapsed")
         #expect(!admits("0123456789abcdee"), "another file")
-        #expect(!admits(by: FileLink(tokens: ["other", nil])), "signed under other tokens")
-        #expect(!admits(by: FileLink(tokens: [nil, "caller"])), "the same token in another role")
+        #expect(!admits(by: FileLink(secret: secret, tokens: ["other", nil])), "signed under other tokens")
+        #expect(!admits(by: FileLink(secret: secret, tokens: [nil, "caller"])), "the same token in another role")
+        // A caller knows the tokens, not the secret: it cannot sign a link itself.
+        #expect(!admits(by: FileLink(secret: [], tokens: ["caller", nil])), "the tokens alone")
+        #expect(!admits(by: FileLink(secret: Array("another installation".utf8), tokens: ["caller", nil])))
         #expect(!admits(s: signature.map { String($0.dropLast()) + ($0.hasSuffix("0") ? "1" : "0") }), "another signature")
         #expect(!admits(e: expires.map { String(Int64($0)! + 1) }), "another time")
         #expect(!admits(e: nil) && !admits(s: nil) && !admits(e: "x") && !admits(s: ""))
