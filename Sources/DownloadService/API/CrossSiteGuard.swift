@@ -6,9 +6,10 @@ import MiniHTTPServer
 /// Without a token (the default on loopback) that is every page the user visits. So a request that
 /// changes something is refused when the browser marks it as coming from another origin: every
 /// method but GET, HEAD and OPTIONS, and `GET`/`HEAD /fetch` (it starts a download) unless it is
-/// the user following a link: a navigation the user activated (`Sec-Fetch-Mode: navigate` with
-/// `Sec-Fetch-User: ?1`), not into a frame (a hidden `<iframe>`, or a page's own `location`
-/// change or `window.open` from a timer, navigate without the user). From another origin means
+/// the user following a link: a navigation (`Sec-Fetch-Mode: navigate`) of a window, not of a
+/// frame (a hidden `<iframe>` would fetch unseen). Safari sends no `Sec-Fetch-User`, so a page's
+/// own navigation of its window (`location`, `window.open`) cannot be told from a click: it shows
+/// (the browser's download starts in front of the user). From another origin means
 /// `Sec-Fetch-Site` other than `same-origin` or `none` (typed by the user), or, from browsers that
 /// do not send that (plain-HTTP pages), an `Origin` whose host and port are neither the request's
 /// `Host` nor its `X-Forwarded-Host` (a reverse proxy's; a browser cannot add that field without
@@ -33,11 +34,10 @@ enum CrossSiteGuard {
         return matches ? nil : refused("Origin: \(origin)")
     }
 
-    /// A navigation the user activated (a click on a link), into a window rather than a frame.
+    /// A navigation of a window (following a link), not of a frame.
     static func isUserNavigation(_ headers: HTTPHeaders) -> Bool {
         let nested: Set<String> = ["iframe", "frame", "embed", "object", "fencedframe"]
-        return headers["sec-fetch-mode"]?.lowercased() == "navigate" && headers["sec-fetch-user"]?.lowercased() == "?1"
-            && !nested.contains(headers["sec-fetch-dest"]?.lowercased() ?? "")
+        return headers["sec-fetch-mode"]?.lowercased() == "navigate" && !nested.contains(headers["sec-fetch-dest"]?.lowercased() ?? "")
     }
 
     private static func refused(_ what: String) -> APIError {

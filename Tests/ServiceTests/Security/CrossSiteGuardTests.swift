@@ -40,20 +40,21 @@ import Testing
     }
 
     /// `/fetch` starts a download on a GET: another site's page may not make a browser do that
-    /// (an `<img>`, a script's fetch, a hidden frame, a navigation of its own), but a user may
-    /// follow a link to it.
+    /// unseen (an `<img>`, a script's fetch, a hidden frame), but a user may follow a link to it
+    /// (Safari sends no `Sec-Fetch-User`).
     @Test(arguments: [
         ("GET", [("Sec-Fetch-Site", "cross-site"), ("Sec-Fetch-Mode", "no-cors")], true),
         ("HEAD", [("Sec-Fetch-Site", "same-site"), ("Sec-Fetch-Mode", "cors")], true),
         ("GET", [("Sec-Fetch-Site", "cross-site"), ("Sec-Fetch-Mode", "navigate"), ("Sec-Fetch-User", "?1"),
                  ("Sec-Fetch-Dest", "document")], false),
         ("GET", [("Sec-Fetch-Site", "cross-site"), ("Sec-Fetch-Mode", "navigate"), ("Sec-Fetch-User", "?1")], false),
-        // The page navigates by itself (a timer's `location.assign`, `window.open`): no user.
-        ("GET", [("Sec-Fetch-Site", "cross-site"), ("Sec-Fetch-Mode", "navigate"), ("Sec-Fetch-Dest", "document")], true),
-        ("GET", [("Sec-Fetch-Site", "cross-site"), ("Sec-Fetch-Mode", "navigate")], true),
+        // Safari's click on a link: no Sec-Fetch-User.
+        ("GET", [("Sec-Fetch-Site", "cross-site"), ("Sec-Fetch-Mode", "navigate"), ("Sec-Fetch-Dest", "document")], false),
+        ("GET", [("Sec-Fetch-Site", "cross-site"), ("Sec-Fetch-Mode", "navigate")], false),
         // A hidden frame, even after a click on the page.
         ("GET", [("Sec-Fetch-Site", "cross-site"), ("Sec-Fetch-Mode", "navigate"), ("Sec-Fetch-User", "?1"),
                  ("Sec-Fetch-Dest", "iframe")], true),
+        ("GET", [("Sec-Fetch-Site", "cross-site"), ("Sec-Fetch-Mode", "navigate"), ("Sec-Fetch-Dest", "embed")], true),
         ("GET", [("Sec-Fetch-Site", "same-origin"), ("Sec-Fetch-Mode", "cors")], false),
         ("GET", [("Host", "h:8080"), ("Origin", "http://evil.example")], true),
         ("GET", [("Host", "h:8080")], false),
