@@ -7,6 +7,13 @@ protocol EngineClock: Sendable {
     func monotonic() -> Double
     /// Wall-clock time for timestamps and HTTP dates.
     func now() -> Date
+    /// Monotonic seconds that also count time the machine was suspended (`AgeingClock`).
+    func sinceBoot() -> Double
+}
+
+extension EngineClock {
+    /// A clock that knows no suspend: its monotonic seconds.
+    func sinceBoot() -> Double { monotonic() }
 }
 
 /// The real clock: `CLOCK_MONOTONIC` and `Date()`.
@@ -18,4 +25,10 @@ struct SystemClock: EngineClock {
     }
 
     func now() -> Date { Date() }
+
+    func sinceBoot() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_BOOTTIME, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
 }

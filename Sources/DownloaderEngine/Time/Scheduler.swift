@@ -39,6 +39,8 @@ struct SystemScheduler: Scheduler {
 
     func now() -> Date { clock.now() }
 
+    func sinceBoot() -> Double { clock.sinceBoot() }
+
     @discardableResult
     func schedule(after seconds: Double, _ work: @escaping @Sendable () -> Void) -> ScheduledTimer {
         let timer = ScheduledTimer()

@@ -19,8 +19,25 @@ import Testing
         #expect(ageing.now(clock) == start.addingTimeInterval(15))
         clock.stepWall(-86_400 - 3600)
         #expect(ageing.now(clock) == start.addingTimeInterval(15 - 3600), "a step back: the wall clock (ages only shrink)")
-        // Pure: a monotonic reading before the anchor never moves it back.
-        #expect(ageing.now(wall: start.addingTimeInterval(50), monotonic: ageing.startMonotonic - 5) == start)
+        // Pure: a reading before the anchor never moves it back.
+        #expect(ageing.now(wall: start.addingTimeInterval(50), sinceBoot: ageing.startSinceBoot - 5) == start)
+    }
+
+    /// A machine suspended for a night: the wall clock and the time since boot moved on, the
+    /// monotonic clock did not. That night counts in ages (it is no step).
+    @Test func aSuspendedNightCountsInAges() {
+        struct Suspending: EngineClock {
+            var wall: Double, monotonicSeconds: Double, boot: Double
+            func monotonic() -> Double { monotonicSeconds }
+            func now() -> Date { Date(timeIntervalSince1970: wall) }
+            func sinceBoot() -> Double { boot }
+        }
+        var clock = Suspending(wall: 1_800_000_000, monotonicSeconds: 100, boot: 100)
+        let ageing = AgeingClock(clock)
+        (clock.wall, clock.boot) = (clock.wall + 36_000, clock.boot + 36_000)
+        #expect(ageing.now(clock) == clock.now())
+        let monotonic = SystemClock().monotonic()
+        #expect(SystemClock().sinceBoot() >= monotonic, "CLOCK_BOOTTIME counts what CLOCK_MONOTONIC does, and suspends")
     }
 
     @Test func aCacheFileAndTheChangedWindowOutliveAForwardStep() async throws {
