@@ -83,7 +83,9 @@ extension OperatorPage {
     r.remove = document.createElement('button'); r.remove.type = 'button'; r.remove.textContent = 'Remove';
     r.open = document.createElement('a'); r.open.className = 'open gone'; r.open.textContent = 'Open'; r.open.tabIndex = -1;
     r.open.rel = 'noopener noreferrer'; r.open.target = '_blank';
+    for (const kind of ['pointerenter', 'focus']) r.open.addEventListener(kind, () => { primeLink(r); });
     r.open.addEventListener('click', (event) => openFile(r, event));
+    r.open.addEventListener('auxclick', (event) => { if (event.button === 1) openFile(r, event); });
     acts.append(r.toggle, r.remove, r.open);
     r.toggle.addEventListener('click', () => {
       const resume = r.snap && r.snap.state === 'paused';
@@ -128,7 +130,7 @@ extension OperatorPage {
     r.open.classList.toggle('gone', !done);
     r.open.tabIndex = done ? 0 : -1;
     if (done) {
-      const href = '/downloads/' + encodeURIComponent(s.id) + '/file';
+      const href = fresh(r) ? r.link.url : '/downloads/' + encodeURIComponent(s.id) + '/file';
       if (r.open.getAttribute('href') !== href) r.open.setAttribute('href', href);
     } else if (r.open.hasAttribute('href')) {
       r.open.removeAttribute('href');
@@ -147,21 +149,36 @@ extension OperatorPage {
 
   // Open: with a token, the file by a link that names this one file and lapses in minutes
   // (`/file-link`), never by one holding the token: a browser keeps the URL of every file it saves,
-  // in its download history and in the file's metadata.
+  // in its download history and in the file's metadata. A link is put behind "Open" as the pointer
+  // or the focus reaches it (so "open in new tab", "save link as" and "copy link" get one too); a
+  // click or middle click before it came fetches one and saves the file by it.
+  const fresh = (r) => r.link && r.link.until - Date.now() > 60000;
+  async function fetchLink(r) {
+    const response = await call('/downloads/' + encodeURIComponent(r.id) + '/file-link');
+    if (!response.ok) {
+      needToken(response.status);
+      setText(notice, nameOf(r.snap) + ': ' + await problem(response));
+      return null;
+    }
+    const link = await response.json();
+    r.link = { url: link.url, until: Date.parse(link.expiresAt) || Date.now() + 240000 };
+    if (r.snap && r.snap.state === 'completed') r.open.setAttribute('href', r.link.url);
+    return r.link.url;
+  }
+  async function primeLink(r) {
+    if (!token || fresh(r) || r.priming || !(r.snap && r.snap.state === 'completed')) return;
+    r.priming = true;
+    try { await fetchLink(r); } catch (e) { /* the click asks again */ } finally { r.priming = false; }
+  }
   async function openFile(r, event) {
-    if (!token) return;  // No token needed: the plain link.
+    if (!token || fresh(r)) return;  // The plain link needs no token, or a fresh link is behind it.
     event.preventDefault();
     setText(notice, '');
     try {
-      const response = await call('/downloads/' + encodeURIComponent(r.id) + '/file-link');
-      if (!response.ok) {
-        needToken(response.status);
-        setText(notice, nameOf(r.snap) + ': ' + await problem(response));
-        return;
-      }
-      const link = await response.json();
+      const url = await fetchLink(r);
+      if (!url) return;
       const a = document.createElement('a');
-      a.href = link.url; a.download = ''; a.rel = 'noopener noreferrer';
+      a.href = url; a.download = ''; a.rel = 'noopener noreferrer';
       document.body.appendChild(a);
       a.click();
       a.remove();
