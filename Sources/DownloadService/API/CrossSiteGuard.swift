@@ -7,9 +7,9 @@ import MiniHTTPServer
 /// changes something is refused when the browser marks it as coming from another origin: every
 /// method but GET, HEAD and OPTIONS, and `GET`/`HEAD /fetch` (it starts a download) unless it is
 /// the user following a link: a navigation (`Sec-Fetch-Mode: navigate`) of a window, not of a
-/// frame (a hidden `<iframe>` would fetch unseen). Safari sends no `Sec-Fetch-User`, so a page's
-/// own navigation of its window (`location`, `window.open`) cannot be told from a click: it shows
-/// (the browser's download starts in front of the user). From another origin means
+/// frame (a hidden `<iframe>` would fetch unseen). A page's own navigation of its window
+/// (`location`, `window.open`) passes as a click would: Safari sends no `Sec-Fetch-User` to tell
+/// them apart, and it shows (the browser's download starts in front of the user). From another origin means
 /// `Sec-Fetch-Site` other than `same-origin` or `none` (typed by the user), or, from browsers that
 /// do not send that (plain-HTTP pages), an `Origin` whose host and port are neither the request's
 /// `Host` nor its `X-Forwarded-Host` (a reverse proxy's; a browser cannot add that field without
