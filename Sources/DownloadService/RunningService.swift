@@ -147,6 +147,10 @@ final class RunningService: Sendable {
                            + " (set --auth-token and --admin-token, or DOWNLOAD_SERVICE_AUTH_TOKEN and DOWNLOAD_SERVICE_ADMIN_TOKEN)",
                            ["host": configuration.host])
         }
+        if !configuration.unknownVariables.isEmpty {
+            logger.warning("environment variables that name no option were ignored (misspelt?)",
+                           ["variables": configuration.unknownVariables])
+        }
         if let openFiles, openFiles.soft < UInt64(configuration.maxConnections) + 256 {
             // Accepting pauses briefly on EMFILE instead of answering 503: worth knowing at start.
             logger.warning("open-file limit below --max-connections", [

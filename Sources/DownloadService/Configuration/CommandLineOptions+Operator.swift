@@ -5,6 +5,10 @@ extension CommandLineOptions {
             guard !v.isEmpty else { throw ParseError(message: "--admin-token must not be empty") }
             c.adminToken = v
         },
+        Option(flag: "--admin-token-file", metavar: "PATH", help: "read --admin-token from this file (one trailing newline dropped; wins over the flag and variable)") { c, v throws(ParseError) in
+            guard !v.isEmpty else { throw ParseError(message: "--admin-token-file needs a path") }
+            c.adminTokenFile = v
+        },
         Option(flag: "--cache-ttl", metavar: "DURATION", help: "remove cache files not asked for this long: 90, 30s, 15m, 12h, 7d (0 = off, default)") { c, v throws(ParseError) in
             c.cacheTTL = try duration(v, "--cache-ttl")
         },

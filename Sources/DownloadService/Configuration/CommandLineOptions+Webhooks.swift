@@ -18,16 +18,7 @@ extension ServiceConfiguration {
     /// The webhook signing key: `--webhook-secret`, or the contents of `--webhook-secret-file`
     /// (read at start; the file wins when both are set). nil: callbacks are not signed. Never logged.
     func webhookSecretBytes() throws(CommandLineOptions.ParseError) -> [UInt8]? {
-        if let path = webhookSecretFile {
-            guard let data = FileManager.default.contents(atPath: path) else {
-                throw CommandLineOptions.ParseError(message: "--webhook-secret-file: cannot read \(path)")
-            }
-            var bytes = [UInt8](data)
-            if bytes.last == 10 { bytes.removeLast() }
-            if bytes.last == 13 { bytes.removeLast() }
-            guard !bytes.isEmpty else { throw CommandLineOptions.ParseError(message: "--webhook-secret-file: \(path) is empty") }
-            return bytes
-        }
+        if let path = webhookSecretFile { return try CommandLineOptions.secretBytes(path, "--webhook-secret-file") }
         return webhookSecret.map { Array($0.utf8) }
     }
 }

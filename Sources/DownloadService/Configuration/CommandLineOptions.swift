@@ -62,6 +62,10 @@ enum CommandLineOptions {
             guard !v.isEmpty else { throw ParseError(message: "--auth-token must not be empty") }
             c.authToken = v
         },
+        Option(flag: "--auth-token-file", metavar: "PATH", help: "read --auth-token from this file (a mounted secret; one trailing newline dropped; wins over the flag and variable)") { c, v throws(ParseError) in
+            guard !v.isEmpty else { throw ParseError(message: "--auth-token-file needs a path") }
+            c.authTokenFile = v
+        },
         Option(flag: "--allow-private-networks", metavar: nil, help: "allow origins on loopback/private addresses (default off)") { c, v throws(ParseError) in
             guard let b = bool(v) else { throw ParseError(message: "--allow-private-networks takes true or false, got '\(v)'") }
             c.allowPrivateNetworks = b
@@ -173,11 +177,31 @@ enum CommandLineOptions {
                 }
             }
             if let bad = badVariables.first(where: { !given.contains($0.flag) }) { throw ParseError(message: bad.message) }
+            if let path = config.authTokenFile { config.authToken = try secretText(path, "--auth-token-file") }
+            if let path = config.adminTokenFile { config.adminToken = try secretText(path, "--admin-token-file") }
         } catch {
             return .invalid(error.message)
         }
         if let problem = config.cluster.problem(host: config.host, givenFlags: given) { return .invalid(problem) }
+        let known = Set(options.map(\.environmentName) + ["DOWNLOAD_SERVICE_TEST_CRASH_POINT"])
+        config.unknownVariables = environment.keys.filter { $0.hasPrefix("DOWNLOAD_SERVICE_") && !known.contains($0) }.sorted()
         return .run(config)
+    }
+
+    /// A secret read from the file at `path` (a mounted Docker or Kubernetes secret): its bytes
+    /// without one trailing newline; never empty. Its value is never part of an error.
+    static func secretBytes(_ path: String, _ flag: String) throws(ParseError) -> [UInt8] {
+        guard let data = FileManager.default.contents(atPath: path) else { throw ParseError(message: "\(flag): cannot read \(path)") }
+        var bytes = [UInt8](data)
+        if bytes.last == 10 { bytes.removeLast() }
+        if bytes.last == 13 { bytes.removeLast() }
+        guard !bytes.isEmpty else { throw ParseError(message: "\(flag): \(path) is empty") }
+        return bytes
+    }
+
+    /// `secretBytes` as text (a token is compared as UTF-8).
+    private static func secretText(_ path: String, _ flag: String) throws(ParseError) -> String {
+        String(decoding: try secretBytes(path, flag), as: UTF8.self)
     }
 
     static var usage: String {

@@ -31,8 +31,15 @@ struct ServiceConfiguration: Sendable, Equatable {
     var cacheMaxBytes: Int64?
     /// When set, every endpoint but `/healthz` needs `Authorization: Bearer <token>`.
     var authToken: String?
+    /// `--auth-token-file`: where `authToken` is read from at start (wins over `authToken`).
+    var authTokenFile: String?
     /// `--admin-token`: guards `/admin/*` (without it `/admin/*` follows `authToken`).
     var adminToken: String?
+    /// `--admin-token-file`: where `adminToken` is read from at start (wins over `adminToken`).
+    var adminTokenFile: String?
+    /// `DOWNLOAD_SERVICE_*` variables that name no option (a misspelt one, or a `_FILE` form the
+    /// service does not have): logged at start as a warning, by name.
+    var unknownVariables: [String] = []
     /// `--cache-ttl`: seconds a completed cache file is kept after it was last asked for; nil = off.
     var cacheTTL: Double?
     /// Key of the callbacks' `X-Signature-256` (`--webhook-secret`), or the file holding it.

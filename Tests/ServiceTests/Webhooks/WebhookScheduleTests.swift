@@ -119,3 +119,32 @@ import Testing
         #expect(CommandLineOptions.usage.contains("--webhook-secret-file") && CommandLineOptions.usage.contains("DOWNLOAD_SERVICE_WEBHOOK_SECRET"))
     }
 }
+
+/// Tokens from mounted secrets (`--auth-token-file`, `--admin-token-file`, and their variables),
+/// and the variables that name no option (a misspelt one would otherwise leave the service open
+/// without a word).
+@Suite struct TokenFileOptionTests {
+    @Test func tokensComeFromFilesAndUnknownVariablesAreNamed() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("token-files-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (caller, admin, empty) = (dir.appendingPathComponent("caller"), dir.appendingPathComponent("admin"), dir.appendingPathComponent("empty"))
+        try Data("caller-secret\n".utf8).write(to: caller)
+        try Data("admin-secret".utf8).write(to: admin)
+        try Data("\n".utf8).write(to: empty)
+        let environment = ["HOME": "/h", "DOWNLOAD_SERVICE_AUTH_TOKEN": "from-env", "DOWNLOAD_SERVICE_ADMIN_TOKEN_FILE": admin.path,
+                           "DOWNLOAD_SERVICE_AUTHTOKEN": "misspelt", "DOWNLOAD_SERVICE_TEST_CRASH_POINT": "x"]
+        guard case .run(let c) = CommandLineOptions.parse(arguments: ["--auth-token-file", caller.path], environment: environment) else {
+            Issue.record("not parsed"); return
+        }
+        #expect(c.authToken == "caller-secret" && c.adminToken == "admin-secret", "the files win, one newline dropped")
+        #expect(c.unknownVariables == ["DOWNLOAD_SERVICE_AUTHTOKEN"])
+        for bad in [["--auth-token-file", empty.path], ["--admin-token-file", dir.appendingPathComponent("missing").path]] {
+            guard case .invalid(let message) = CommandLineOptions.parse(arguments: bad, environment: ["HOME": "/h"]) else {
+                Issue.record("\(bad) was accepted"); continue
+            }
+            #expect(message.hasPrefix(bad[0]) && !message.contains("secret"), "\(message)")
+        }
+        #expect(CommandLineOptions.usage.contains("DOWNLOAD_SERVICE_AUTH_TOKEN_FILE"))
+    }
+}
