@@ -8,7 +8,8 @@ public struct ServerConfiguration: Sendable {
     public var port: Int = 8080
     /// listen(2) backlog (default 1024).
     public var backlog: Int = 1024
-    /// Event-loop threads (default: half the online CPUs, at least 1). One loop accepts and hands
+    /// Event-loop threads (default: half the CPUs the process may use, at least 1: `CPUCount`, which
+    /// heeds the affinity mask and a container's CPU quota). One loop accepts and hands
     /// each new connection round-robin to a loop, which then owns it (reads, writes, timers,
     /// handler tasks) until it closes. Values below 1 mean 1. Half, because the process has other
     /// work (transfers, hashing) and clients often share the machine: on 2 cores, two loops next to
@@ -90,11 +91,11 @@ public struct ServerConfiguration: Sendable {
 
     public init() {}
 
-    /// The number of online CPUs (at least 1).
-    public static var onlineCPUCount: Int { max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN))) }
+    /// The CPUs the process may use (at least 1): online, within its affinity mask and its cgroup's quota.
+    public static var usableCPUCount: Int { CPUCount.usable() }
 
-    /// The default `eventLoopCount`: half the online CPUs, at least 1.
-    public static var defaultEventLoopCount: Int { max(1, onlineCPUCount / 2) }
+    /// The default `eventLoopCount`: half the usable CPUs, at least 1.
+    public static var defaultEventLoopCount: Int { max(1, usableCPUCount / 2) }
 }
 
 /// One finished request, as given to `ServerConfiguration.accessLog`.
