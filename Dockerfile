@@ -22,7 +22,9 @@ RUN apt-get update \
  && groupadd --system --gid 10001 app \
  && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/download-service --shell /usr/sbin/nologin app \
  && mkdir -p /var/cache/download-service /var/lib/download-service/data /var/lib/download-service/state /shared \
- && chown -R app:app /var/cache/download-service /var/lib/download-service /shared
+ && chown -R app:app /var/cache/download-service /var/lib/download-service /shared \
+ && chgrp -R 0 /var/cache/download-service /var/lib/download-service /shared \
+ && chmod -R g=u /var/cache/download-service /var/lib/download-service /shared
 COPY --from=build /out/bin/download-service /usr/local/bin/download-service
 ENV DOWNLOAD_SERVICE_HOST=0.0.0.0 \
     DOWNLOAD_SERVICE_PORT=8080 \
@@ -34,6 +36,7 @@ VOLUME ["/var/cache/download-service", "/var/lib/download-service"]
 # DOWNLOAD_SERVICE_CA_FILE=/etc/download-service/ca.pem; it is added to the system's roots.
 # An upstream proxy: DOWNLOAD_SERVICE_UPSTREAM_PROXY=http://[user:password@]proxy:3128 and
 # DOWNLOAD_SERVICE_NO_PROXY=hosts,*.suffix,CIDRs; HTTP(S)_PROXY variables are never used.
+# Group 0 may write the areas too: an arbitrary UID in group root (OpenShift) runs as well.
 USER 10001:10001
 EXPOSE 8080
 # Through a shell so the probe follows DOWNLOAD_SERVICE_PORT when it is overridden at run time.
