@@ -12,14 +12,17 @@ final class RunningService: Sendable {
     private let memoryTrimmer: MemoryTrimmer?
     /// Single process: the storage areas are this service's alone while it runs.
     private let areaLocks: [StateDirectoryLock]
+    /// `--shutdown-delay` and what `/readyz` reads of it.
+    private let drain: (state: ShutdownDrain, delay: Double)
 
     private init(engine: DownloadEngine, server: HTTPServer, logger: Logger, memoryTrimmer: MemoryTrimmer?,
-                 areaLocks: [StateDirectoryLock]) {
+                 areaLocks: [StateDirectoryLock], drain: (state: ShutdownDrain, delay: Double)) {
         self.engine = engine
         self.server = server
         self.logger = logger
         self.memoryTrimmer = memoryTrimmer
         self.areaLocks = areaLocks
+        self.drain = drain
     }
 
     /// Opens the storage areas, starts the engine and binds the server. The first log line says
@@ -158,16 +161,21 @@ final class RunningService: Sendable {
             ])
         }
         return RunningService(engine: engine, server: server, logger: logger,
-                              memoryTrimmer: MemoryTrimmer(interval: configuration.memoryTrimInterval), areaLocks: areaLocks)
+                              memoryTrimmer: MemoryTrimmer(interval: configuration.memoryTrimInterval), areaLocks: areaLocks,
+                              drain: (api.drain, configuration.shutdownDelay))
     }
 
     /// Stops accepting, finishes in-flight requests, pauses transfers (stored, so they carry on
     /// at the next start), then exits 0; 1 when the final state commit failed (what changed since
     /// the last good commit is not there at the next start). Called once, for the first shutdown
-    /// signal.
+    /// signal. A SIGTERM first waits `--shutdown-delay` seconds serving as usual, `/readyz`
+    /// answering 503 (an operator's Ctrl-C, SIGINT, does not wait).
     func shutDownAndExit(signal: Int32) {
-        logger.info("shutting down", ["signal": Int(signal)])
+        let delay = signal == SIGTERM ? drain.delay : 0
+        logger.info("shutting down", ["signal": Int(signal), "delaySeconds": delay])
+        drain.state.begin()
         Task {
+            if delay > 0 { try? await Task.sleep(for: .milliseconds(Int64(delay * 1000))) }
             async let serverStopped: Void = server.shutdown()
             async let engineStopped = engine.shutdown()
             let (_, uncommitted) = await (serverStopped, engineStopped)

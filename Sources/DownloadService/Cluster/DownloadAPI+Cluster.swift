@@ -41,9 +41,13 @@ extension DownloadAPI {
         return .json(body.bytes)
     }
 
-    /// 503 while the cluster database is lost, and while the state store's commits fail (a full
-    /// or failing disk: what the service decides would not survive a crash).
+    /// 503 once a shutdown began (`shutting_down`; `--shutdown-delay` keeps the rest serving), while
+    /// the cluster database is lost, and while the state store's commits fail (a full or failing
+    /// disk: what the service decides would not survive a crash).
     func readyResponse() -> Response {
+        if drain.isDraining || engine.isShuttingDown {
+            return APIError(engineError: .shuttingDown("the service is shutting down")).response
+        }
         if let cluster, !cluster.isReachable { return Self.databaseUnavailable(cluster).response }
         if let failure = engine.statistics.stateFailure {
             return APIError(status: 503, EngineError.Code.stateUnavailable, "the state database cannot record changes (\(failure)); retried every second",

@@ -109,6 +109,9 @@ enum CommandLineOptions {
             guard let n = Int(v), (1...100).contains(n) else { throw ParseError(message: "--max-attempts must be 1-100, got '\(v)'") }
             c.maxAttempts = n
         },
+        Option(flag: "--shutdown-delay", metavar: "SECONDS", help: "after SIGTERM, keep serving this long with /readyz answering 503 before stopping (a load balancer's or Kubernetes' time to stop sending; default 0)") { c, v throws(ParseError) in
+            c.shutdownDelay = try seconds(v, "--shutdown-delay", within: 0...600)
+        },
         Option(flag: "--memory-trim-interval", metavar: "SECONDS", help: "return freed heap memory to the OS this often; 0 = off (default 5)") { c, v throws(ParseError) in
             c.memoryTrimInterval = try seconds(v, "--memory-trim-interval", within: 0...3600)
         },

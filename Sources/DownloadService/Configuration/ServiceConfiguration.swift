@@ -163,6 +163,9 @@ struct ServiceConfiguration: Sendable, Equatable {
     var maxAttempts = 6
     /// Seconds between returns of freed heap memory to the kernel (`malloc_trim`); 0 = off (default 5).
     var memoryTrimInterval: Double = 5
+    /// `--shutdown-delay`: seconds between a SIGTERM and the stop, `/readyz` answering 503 and
+    /// everything else as usual (default 0: stop at once).
+    var shutdownDelay: Double = 0
     /// `--serving-nice`: nice value of the serving loops (`ServerConfiguration.bulkLoopNice`), the
     /// HTTP threads long bodies move to (SSE streams, file and `/fetch` bodies) once the API loop
     /// answered (default 10). The transfers, hashing and writing every caller shares, and the API

@@ -30,6 +30,8 @@ struct DownloadAPI: Sendable {
     let snapshotBodies = LatestEncodingCache<DownloadSnapshot, [UInt8]>()
     /// The answer of `GET /healthz`.
     static let healthBody = Array(#"{"status":"ok"}"#.utf8)
+    /// Set when a SIGTERM began the stop: `/readyz` answers 503 (`--shutdown-delay`).
+    var drain = ShutdownDrain()
     /// Signs and checks links to one file that need no token (`GET /downloads/{id}/file-link`).
     var fileLinks = FileLink(secret: (0..<32).map { _ in UInt8.random(in: .min ... .max) })
     /// Cluster mode: the database (`/healthz`, `/readyz`, 503 `database_unavailable` while it is lost).

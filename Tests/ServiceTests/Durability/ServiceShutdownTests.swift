@@ -105,6 +105,32 @@ struct ServiceShutdownTests {
         #expect(service.logLines.contains { $0.contains("another shutdown signal: exiting at once") })
     }
 
+    /// `--shutdown-delay`: after SIGTERM, `/readyz` answers `503 shutting_down` at once while the
+    /// rest keeps serving (a load balancer's time to stop sending), then the stop goes as usual.
+    /// SIGINT (an operator's Ctrl-C) does not wait.
+    @Test func aShutdownDelayKeepsServingWhileReadinessSaysNo() async throws {
+        let service = try await ServiceProcess.start(arguments: Durability.allowLoopback + ["--shutdown-delay", "3"])
+        #expect(try await service.client.request("GET", "/readyz").status == 200)
+        let asked = Date()
+        kill(service.process.processIdentifier, SIGTERM)
+        let ready = try await withTimeout(20) { () async throws -> RawHTTPResponse in
+            while true {
+                let answer = try await service.client.request("GET", "/readyz")
+                if answer.status != 200 { return answer }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        #expect(ready.status == 503 && ready.bodyText.contains("shutting_down") && ready.header("Retry-After") != nil)
+        #expect(try await service.client.request("GET", "/healthz").status == 200, "still serving")
+        #expect(try await service.waitForExit(timeout: 20) == 0)
+        #expect(Date().timeIntervalSince(asked) >= 3, "stopped after the delay")
+
+        let interrupted = try await ServiceProcess.start(arguments: Durability.allowLoopback + ["--shutdown-delay", "30"])
+        let interruptedAt = Date()
+        #expect(try await interrupted.stop(signal: SIGINT) == 0)
+        #expect(Date().timeIntervalSince(interruptedAt) < 15, "Ctrl-C does not wait out the delay")
+    }
+
     /// A `/fetch` still waiting for the origin's head when the service stops is answered at once
     /// (`503 shutting_down`), not left without an answer until the server's 10 s grace ran out.
     @Test func aFetchWaitingForTheOriginIsAnsweredShuttingDown() async throws {
