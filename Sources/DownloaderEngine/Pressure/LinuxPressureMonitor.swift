@@ -4,9 +4,11 @@ import Glibc
 import Synchronization
 
 /// Memory and disk pressure on Linux, sampled every `interval` seconds:
-/// - PSI `/proc/pressure/memory`: `some avg10` at or above `memoryThreshold` percent. (Polled rather
-///   than a PSI trigger: unprivileged triggers need a window that is a multiple of 2 s, and a poll
-///   at that period gives the same answer without a blocked thread.)
+/// - PSI: `some avg10` at or above `memoryThreshold` percent, of this process's cgroup (v2
+///   `memory.pressure`: in a container, the pressure its own limit makes, not another pod's) or,
+///   without one, of the machine (`/proc/pressure/memory`). (Polled rather than a PSI trigger:
+///   unprivileged triggers need a window that is a multiple of 2 s, and a poll at that period
+///   gives the same answer without a blocked thread.)
 /// - cgroup v2 `memory.events`: the `high` or `max` counter grew since the previous sample.
 /// - cgroup v1 `memory.pressure_level`: a `medium` notification (eventfd registered through
 ///   `cgroup.event_control`) arrived since the previous sample.
@@ -25,14 +27,17 @@ final class LinuxPressureMonitor: PressureMonitor, @unchecked Sendable {
 
     init(memoryThreshold: Double, procRoot: String = "/proc", cgroupRoot: String = "/sys/fs/cgroup") {
         self.memoryThreshold = memoryThreshold
-        psiPath = procRoot + "/pressure/memory"
         let groups = (try? String(contentsOfFile: procRoot + "/self/cgroup", encoding: .utf8))
             .map(PressureParsers.cgroups) ?? (v2: nil, v1Memory: nil)
         var eventsPath: String?
+        var groupPSI: String?
         if let v2 = groups.v2 {
-            let candidates = [cgroupRoot + v2 + "/memory.events", cgroupRoot + "/memory.events"]
-            eventsPath = candidates.first { FileManager.default.isReadableFile(atPath: $0) }
+            // The group's own directory, or (inside a container, where it is usually mounted as the root) the root.
+            let directories = [cgroupRoot + (v2 == "/" ? "" : v2), cgroupRoot]
+            eventsPath = directories.map { $0 + "/memory.events" }.first { FileManager.default.isReadableFile(atPath: $0) }
+            groupPSI = directories.map { $0 + "/memory.pressure" }.first { FileManager.default.isReadableFile(atPath: $0) }
         }
+        psiPath = groupPSI ?? procRoot + "/pressure/memory"
         memoryEventsPath = eventsPath
         var efd: Int32 = -1
         if eventsPath == nil, let v1 = groups.v1Memory {

@@ -39,6 +39,28 @@ import Testing
         #expect(try #require(DiskSpace.of(root)).inMemory == DiskSpace.memoryFileSystems.contains(Int64(kind.f_type)))
     }
 
+    /// In a container the pressure that counts is its own cgroup's (`memory.pressure`), not the
+    /// machine's: another pod's squeeze purged this one's paused partials.
+    @Test func theCgroupsOwnPressureWinsOverTheMachines() throws {
+        let root = EngineFixture.root()
+        let (proc, cgroup) = (root.appendingPathComponent("proc"), root.appendingPathComponent("cgroup"))
+        let group = cgroup.appendingPathComponent("kubepods/pod1/c")
+        for dir in [proc.appendingPathComponent("self"), proc.appendingPathComponent("pressure"), group] {
+            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        }
+        func psi(_ avg10: Double) -> Data { Data("some avg10=\(avg10) avg60=0.00 avg300=0.00 total=1\n".utf8) }
+        try Data("0::/kubepods/pod1/c\n".utf8).write(to: proc.appendingPathComponent("self/cgroup"))
+        try psi(50).write(to: proc.appendingPathComponent("pressure/memory"))
+        try psi(0).write(to: group.appendingPathComponent("memory.pressure"))
+        let monitor = LinuxPressureMonitor(memoryThreshold: 10, procRoot: proc.path, cgroupRoot: cgroup.path)
+        #expect(!monitor.memoryUnderPressure(), "the machine is squeezed, this group is not")
+        try psi(20).write(to: group.appendingPathComponent("memory.pressure"))
+        #expect(monitor.memoryUnderPressure())
+        // No cgroup file to read: the machine's.
+        try FileManager.default.removeItem(at: group.appendingPathComponent("memory.pressure"))
+        #expect(LinuxPressureMonitor(memoryThreshold: 10, procRoot: proc.path, cgroupRoot: cgroup.path).memoryUnderPressure())
+    }
+
     @Test func linuxMonitorReadsThisMachine() throws {
         let monitor = LinuxPressureMonitor(memoryThreshold: .infinity)
         #expect(!monitor.memoryUnderPressure())  // An infinite threshold: only cgroup events could say yes.
