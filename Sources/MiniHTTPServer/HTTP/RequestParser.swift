@@ -152,6 +152,15 @@ struct RequestParser {
                          major, minor))
     }
 
+    /// A `Host` value: `uri-host [ ":" port ]` (RFC 9112 §3.2: anything else is `400`), its bytes
+    /// those of a reg-name, an IPv4 address or an IP literal and a port; empty is allowed.
+    static func isValidHost(_ host: String) -> Bool {
+        host.utf8.allSatisfy { c in
+            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A)
+                || "-._~%!$&'()*+,;=:[]".utf8.contains(c)
+        }
+    }
+
     /// Header semantics: Host, framing, keep-alive, Expect, from what `HeaderSemantics` noted.
     static func interpret(method: String, target: String, major: Int, minor: Int, headers: HTTPHeaders,
                           semantics h: HeaderSemantics, head b: UnsafeBufferPointer<UInt8>, consumed: Int,
@@ -161,6 +170,7 @@ struct RequestParser {
         }
         if minor >= 1 && h.hostCount == 0 { return bad("missing Host header") }
         if h.hostCount > 1 { return bad("repeated Host header") }
+        if let host = headers["Host"], !isValidHost(host) { return bad("invalid Host header") }
         if h.lengthCount > 0 && h.encodingCount > 0 { return bad("both Content-Length and Transfer-Encoding") }
         var framing = BodyFraming.none
         if h.lengthCount > 1 { return bad("repeated Content-Length") }

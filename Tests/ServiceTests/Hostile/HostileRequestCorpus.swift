@@ -67,6 +67,9 @@ enum HostileRequestCorpus {
     /// Line endings, control bytes and field syntax.
     static let fieldSyntax: [Case] = [
         Case("bare LF everywhere", "GET / HTTP/1.1\nHost: test\n\n"),
+        Case("Host with a space", "GET / HTTP/1.1\r\nHost: a b\r\n\r\n"),
+        Case("Host with a slash", "GET / HTTP/1.1\r\nHost: a/b\r\n\r\n"),
+        Case("Host with userinfo", "GET / HTTP/1.1\r\nHost: u@a\r\n\r\n"),
         Case("bare LF after a field", "GET / HTTP/1.1\r\nHost: test\nX-A: b\r\n\r\n"),
         Case("bare LF ending the head", "GET / HTTP/1.1\r\nHost: test\r\n\n", 408),
         Case("bare CR in the request line", "GET / HTTP/1.1\rHost: test\r\n\r\n"),
