@@ -47,6 +47,8 @@ final class RunningService: Sendable {
         serverConfiguration.port = configuration.port
         serverConfiguration.maxConnections = configuration.maxConnections
         serverConfiguration.maxConnectionsPerIP = configuration.maxConnectionsPerIP
+        // A liveness probe refused at the connection limit would have the process killed.
+        serverConfiguration.answeredBeyondLimit = ["/healthz", "/readyz"]
         serverConfiguration.maxBodyBytes = ServiceConfiguration.maxRequestBodyBytes
         serverConfiguration.bulkLoopNice = configuration.servingNice
         serverConfiguration.bulkLoopCount = configuration.servingLoops

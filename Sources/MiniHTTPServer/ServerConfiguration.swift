@@ -88,6 +88,13 @@ public struct ServerConfiguration: Sendable {
     /// Client connections open at once per client IP; nil means no per-IP limit (default nil).
     /// Above it the same `503` answers, naming the address as the reason.
     public var maxConnectionsPerIP: Int? = nil
+    /// Paths answered even beyond `maxConnections` and `maxConnectionsPerIP` (health and readiness
+    /// probes: a liveness probe refused at the limit would have the process killed): up to
+    /// `probeConnectionsBeyondLimit` connections more are accepted, each for one request, and
+    /// any other path on them gets the limit's `503` (default none).
+    public var answeredBeyondLimit: Set<String> = []
+    /// Connections beyond the limits kept for `answeredBeyondLimit` at once (default 16).
+    public var probeConnectionsBeyondLimit: Int = 16
 
     public init() {}
 

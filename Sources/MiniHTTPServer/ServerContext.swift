@@ -127,7 +127,12 @@ final class ServerContext: Selectable, @unchecked Sendable {
             guard let (fd, remote) = accepted else { return }
             warnedOutOfDescriptors = false
             if let refusal = limiter.admit(remote: remote) {
-                limiter.refuse(fd: fd, refusal, scratch: loop.buffers.read)
+                // A place beyond the limits, for a health probe only (this loop owns it).
+                if limiter.admitBeyondLimit() {
+                    adopt(fd: fd, remoteAddress: remote, beyondLimit: refusal)
+                } else {
+                    limiter.refuse(fd: fd, refusal, scratch: loop.buffers.read)
+                }
                 continue
             }
             if acceptTargets.isEmpty {
@@ -145,18 +150,23 @@ final class ServerContext: Selectable, @unchecked Sendable {
     }
 
     /// Takes ownership of an accepted (and admitted) socket: registers it with this loop (loop thread).
-    func adopt(fd: Int32, remoteAddress: String) {
+    /// `beyondLimit`: admitted beyond the limits (that refusal), for a probe path only.
+    func adopt(fd: Int32, remoteAddress: String, beyondLimit: ConnectionCounts.Refusal? = nil) {
+        func release() {
+            if beyondLimit == nil { limiter.release(remote: remoteAddress) } else { limiter.releaseBeyondLimit() }
+        }
         guard !draining else {
             close(fd)
-            limiter.release(remote: remoteAddress)
+            release()
             return
         }
         let connection = Connection(fd: fd, remoteAddress: remoteAddress, loop: loop, server: self)
+        connection.beyondLimit = beyondLimit
         do {
             connection.registrationID = try loop.register(fd: fd, events: Self.connectionEvents, handler: connection)
         } catch {
             close(fd)
-            limiter.release(remote: remoteAddress)
+            release()
             return
         }
         track(connection)
@@ -180,7 +190,7 @@ final class ServerContext: Selectable, @unchecked Sendable {
 
     func connectionClosed(_ connection: Connection) {
         if connections.removeValue(forKey: ObjectIdentifier(connection)) != nil {
-            limiter.release(remote: connection.remoteAddress)
+            if connection.beyondLimit == nil { limiter.release(remote: connection.remoteAddress) } else { limiter.releaseBeyondLimit() }
         }
         if draining && connections.isEmpty, let done = onDrained {
             onDrained = nil

@@ -10,6 +10,9 @@ final class Connection: Selectable, @unchecked Sendable {
     /// Strong on purpose: a handler worker may outlive the server's bookkeeping of this connection.
     let server: ServerContext
     let remoteAddress: String
+    /// Admitted beyond the connection limits (that refusal): it may ask for one of
+    /// `answeredBeyondLimit`'s paths, once; anything else gets the refusal (loop thread).
+    var beyondLimit: ConnectionCounts.Refusal?
     /// Set once registered with the loop; timers are keyed by it.
     var registrationID: UInt32 = 0
 
@@ -224,7 +227,13 @@ final class Connection: Selectable, @unchecked Sendable {
                     emptyLinesSkipped = 0
                     parser.reset()
                     requestSequence &+= 1
-                    let framing = head.framing, keepAlive = head.keepAlive, expectsContinue = head.expectsContinue
+                    let framing = head.framing, expectsContinue = head.expectsContinue
+                    let keepAlive = head.keepAlive && beyondLimit == nil
+                    if let refusal = beyondLimit, !server.configuration.answeredBeyondLimit.contains(pathOf(head.target)) {
+                        current = consume head
+                        refuseBeyondLimit(refusal)
+                        return input.count
+                    }
                     current = consume head
                     body = []
                     chunkedDecoder = framing == .chunked ? ChunkedDecoder(maxBodyBytes: server.limits.maxBodyBytes,
@@ -282,6 +291,21 @@ final class Connection: Selectable, @unchecked Sendable {
     }
 
     /// Answers a protocol error (rendered by the application) with `Connection: close`.
+    /// A request beyond the connection limits for a path that is no probe: the limit's `503`, then close.
+    func refuseBeyondLimit(_ refusal: ConnectionCounts.Refusal) {
+        guard case .sendErrorAndClose(let status) = machine.parseFailed(status: 503) else {
+            close()
+            return
+        }
+        inbound = []
+        mayRead = false
+        abandonedInput = true
+        var response = server.errorResponse(ServerError(status: status, kind: .tooManyConnections, reason: ConnectionLimiter.reason(refusal)))
+        if response.headers["Retry-After"] == nil { response.headers["Retry-After"] = "1" }
+        beginResponse(response, method: current?.method ?? "-", path: current.map { pathOf($0.target) } ?? "-", minor: 1,
+                      requestHeaders: HTTPHeaders(), sequence: requestSequence, startedAt: headStartedAt)
+    }
+
     func fail(_ failure: ParseFailure) {
         guard case .sendErrorAndClose(let status) = machine.parseFailed(status: failure.status) else {
             close()

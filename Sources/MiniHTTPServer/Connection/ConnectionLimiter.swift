@@ -9,15 +9,25 @@ import Synchronization
 /// dropped) and are closed at once: never a crash, never a blocked loop.
 final class ConnectionLimiter: Sendable {
     private let counts: Mutex<ConnectionCounts>
+    /// Connections admitted beyond the limits, for probe paths only (`answeredBeyondLimit`).
+    private let beyond = Mutex(0)
+    private let beyondMaximum: Int
     private let serverFullBytes: [UInt8]
     private let addressFullBytes: [UInt8]
 
-    init(maxConnections: Int, maxConnectionsPerIP: Int?, renderError: (ServerError) -> Response) {
+    init(maxConnections: Int, maxConnectionsPerIP: Int?, beyondLimit: Int = 0, renderError: (ServerError) -> Response) {
         counts = Mutex(ConnectionCounts(maxConnections: maxConnections, maxConnectionsPerIP: maxConnectionsPerIP))
-        serverFullBytes = Self.encode(renderError(ServerError(
-            status: 503, kind: .tooManyConnections, reason: "the server has too many open connections; retry shortly")))
-        addressFullBytes = Self.encode(renderError(ServerError(
-            status: 503, kind: .tooManyConnections, reason: "too many open connections from your address; close some and retry")))
+        beyondMaximum = max(0, beyondLimit)
+        serverFullBytes = Self.encode(renderError(ServerError(status: 503, kind: .tooManyConnections, reason: Self.reason(.serverFull))))
+        addressFullBytes = Self.encode(renderError(ServerError(status: 503, kind: .tooManyConnections, reason: Self.reason(.addressFull))))
+    }
+
+    /// What a refusal tells the client.
+    static func reason(_ refusal: ConnectionCounts.Refusal) -> String {
+        switch refusal {
+        case .serverFull: "the server has too many open connections; retry shortly"
+        case .addressFull: "too many open connections from your address; close some and retry"
+        }
     }
 
     /// Counted per client network (`ClientNetwork`: an IPv6 peer by its /64).
@@ -29,6 +39,20 @@ final class ConnectionLimiter: Sendable {
     func release(remote: String) {
         let network = ClientNetwork.of(ConnectionCounts.ip(ofRemote: remote))
         counts.withLock { $0.release(network) }
+    }
+
+    /// A place beyond the limits for a connection that may ask only for a probe path; false when
+    /// every such place is taken.
+    func admitBeyondLimit() -> Bool {
+        beyond.withLock { taken in
+            guard taken < beyondMaximum else { return false }
+            taken += 1
+            return true
+        }
+    }
+
+    func releaseBeyondLimit() {
+        beyond.withLock { $0 = max(0, $0 - 1) }
     }
 
     /// The whole refusal, head and body, encoded once.

@@ -148,6 +148,34 @@ struct ConnectionLimitLiveTests {
         }
     }
 
+    /// Beyond the limit a health probe is still answered (a liveness probe refused there would have
+    /// the process killed): a few connections more, one request each, probe paths only.
+    @Test func aProbeIsAnsweredBeyondTheLimit() async throws {
+        try await withServer(configure: {
+            $0.maxConnections = 1; $0.eventLoopCount = 1
+            $0.answeredBeyondLimit = ["/healthz"]; $0.probeConnectionsBeyondLimit = 2
+        }, handler: Self.handler) { port in
+            let holder = try await LoopbackExchange.connect(port: port)
+            #expect(try await holder.get("/").hasPrefix("HTTP/1.1 200"))
+            let probe = try await LoopbackExchange.connect(port: port)
+            try await probe.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            let answered = String(decoding: try await probe.read(), as: UTF8.self)  // until the server closes
+            #expect(answered.hasPrefix("HTTP/1.1 200") && answered.contains("Connection: close"), "\(answered)")
+            let other = try await LoopbackExchange.connect(port: port)
+            try await other.send("GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            let refused = String(decoding: try await other.read(), as: UTF8.self)
+            #expect(refused.hasPrefix("HTTP/1.1 503 ") && refused.contains("too many open connections"), "\(refused)")
+            // Two places beyond the limit, both taken by silent connections: the next is refused at once.
+            let silent = [try await LoopbackExchange.connect(port: port), try await LoopbackExchange.connect(port: port)]
+            try await Task.sleep(for: .milliseconds(100))
+            let third = try await LoopbackExchange.connect(port: port)
+            try await third.send("GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            #expect(String(decoding: try await third.read(), as: UTF8.self).hasPrefix("HTTP/1.1 503 "))
+            #expect(try await holder.get("/").hasPrefix("HTTP/1.1 200"))
+            withExtendedLifetime(silent) {}
+        }
+    }
+
     @Test func manyRefusalsNeverStopTheServer() async throws {
         try await withServer(configure: { $0.maxConnections = 1 }, handler: Self.handler) { port in
             let holder = try await LoopbackExchange.connect(port: port)
