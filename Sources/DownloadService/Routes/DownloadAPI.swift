@@ -145,7 +145,7 @@ struct DownloadAPI: Sendable {
         do {
             let enqueued = try engine.request(parsed)
             callerQuota?.commit(client, token: enqueued.token)
-            if let callback, let error = register(callback, for: enqueued) { return error.response }
+            if let callback, let error = await register(callback, for: enqueued) { return error.response }
             var headers = HTTPHeaders()
             headers["Location"] = "/downloads/\(enqueued.snapshot.id)"
             let status = enqueued.snapshot.state == .completed ? 200 : 202

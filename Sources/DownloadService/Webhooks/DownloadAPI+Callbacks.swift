@@ -1,4 +1,5 @@
 import DownloaderEngine
+import Foundation
 import MiniHTTPServer
 
 // `POST /downloads` with a `callback`: checked before anything is created, stored once the
@@ -23,12 +24,24 @@ extension DownloadAPI {
     }
 
     /// Stores `callback` for the caller that `enqueued` answered; when that fails the caller's
-    /// token is given back and the error is the answer.
-    func register(_ callback: CallbackRequest, for enqueued: Enqueued) -> APIError? {
-        do throws(WebhookJournalError) {
-            try engine.webhooks.register(callback, token: enqueued.token, snapshot: enqueued.snapshot)
+    /// token is given back and the error is the answer. The store is durable (an fsync) and runs
+    /// on a queue of its own, awaited: the event loop that answers every caller does not wait on it.
+    func register(_ callback: CallbackRequest, for enqueued: Enqueued) async -> APIError? {
+        let webhooks = engine.webhooks
+        let stored: Result<Void, WebhookJournalError> = await withCheckedContinuation { continuation in
+            Self.registrationQueue.async {
+                do throws(WebhookJournalError) {
+                    try webhooks.register(callback, token: enqueued.token, snapshot: enqueued.snapshot)
+                    continuation.resume(returning: .success(()))
+                } catch {
+                    continuation.resume(returning: .failure(error))
+                }
+            }
+        }
+        switch stored {
+        case .success:
             return nil
-        } catch {
+        case .failure(let error):
             _ = engine.cancel(token: enqueued.token)
             callerQuota?.remove(enqueued.token)
             return APIError(status: 503, .callbackNotRecorded,
@@ -36,4 +49,7 @@ extension DownloadAPI {
                             headers: ["Retry-After": "5"])
         }
     }
+
+    /// Where callbacks are stored, one at a time (the state database takes one writer at once).
+    static let registrationQueue = DispatchQueue(label: "download-service.callback-registrations")
 }

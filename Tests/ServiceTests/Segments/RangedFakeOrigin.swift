@@ -14,7 +14,7 @@ struct RangedFakeOrigin: Sendable {
     func script(_ request: TransferRequest) -> FakeTransferDriver.Script {
         let header = { (name: String) in request.headers.first { $0.name.lowercased() == name.lowercased() }?.value }
         if let range = header("Range"), header("If-Range") == nil || header("If-Range") == etag,
-           var (first, last) = Self.bounds(range, count: body.count) {
+           case (let first, var last)? = Self.bounds(range, count: body.count) {
             if let cap = maxRangeLength { last = min(last, first + cap - 1) }
             return FakeTransferDriver.Script(
                 status: 206,
