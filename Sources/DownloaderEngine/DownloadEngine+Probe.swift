@@ -95,9 +95,10 @@ extension DownloadEngine {
     }
 
     /// Whether the download's file changed at the origin (its body started again from 0 with other
-    /// content) within the last `seconds` by the engine's clock (the change is kept in the state
-    /// store: a restart does not forget it). A change stamped ahead of now (the clock stepped
-    /// back since) counts as within.
+    /// content) within the last `seconds` by the engine's ageing clock (`AgeingClock`: a wall clock
+    /// stepped forward does not close the window early; the change is kept in the state store, so
+    /// a restart does not forget it). A change stamped ahead of now (the clock stepped back since)
+    /// counts as within.
     public func changed(id: String, within seconds: Double) -> Bool {
         guard let changedAt = core.locked({ core.byID[id]?.changedAt }) else { return false }
         return core.ageing.now(core.clock).timeIntervalSince(changedAt) < seconds

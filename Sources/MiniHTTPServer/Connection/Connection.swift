@@ -290,7 +290,6 @@ final class Connection: Selectable, @unchecked Sendable {
         return used
     }
 
-    /// Answers a protocol error (rendered by the application) with `Connection: close`.
     /// A request beyond the connection limits for a path that is no probe: the limit's `503`, then close.
     func refuseBeyondLimit(_ refusal: ConnectionCounts.Refusal) {
         guard case .sendErrorAndClose(let status) = machine.parseFailed(status: 503) else {
@@ -306,6 +305,7 @@ final class Connection: Selectable, @unchecked Sendable {
                       requestHeaders: HTTPHeaders(), sequence: requestSequence, startedAt: headStartedAt)
     }
 
+    /// Answers a protocol error (rendered by the application) with `Connection: close`.
     func fail(_ failure: ParseFailure) {
         guard case .sendErrorAndClose(let status) = machine.parseFailed(status: failure.status) else {
             close()
