@@ -27,7 +27,7 @@ final class RunningService: Sendable {
 
     /// Opens the storage areas, starts the engine and binds the server. The first log line says
     /// where the service listens and where it keeps files.
-    static func start(_ configuration: ServiceConfiguration, logger: Logger,
+    static func start(_ configuration: ServiceConfiguration, logger: Logger, drain: ShutdownDrain = ShutdownDrain(),
                       environment: [String: String] = ProcessInfo.processInfo.environment) throws -> RunningService {
         let openFiles = OpenFileLimit.raiseToHardLimit()
         let webhookSecret: [UInt8]?
@@ -112,6 +112,7 @@ final class RunningService: Sendable {
             userAgent: "download-service/\(ServiceVersion.current)", report: { logger.webhook($0) },
             journalFailed: { logger.error($0, [:]) }))
         var api = DownloadAPI(engine: engine, metrics: metrics, auth: configuration.authToken.map(BearerAuth.init(token:)))
+        api.drain = drain
         api.adminAuth = configuration.adminToken.map(BearerAuth.init(token:))
         api.fileLinks = FileLink(secret: engine.derivedSecret(label: "file link"), tokens: [configuration.authToken, configuration.adminToken])
         api.onlyLocalHostNames = configuration.callersNeedNoToken && ServiceConfiguration.isLoopback(configuration.host)
@@ -164,20 +165,19 @@ final class RunningService: Sendable {
         }
         return RunningService(engine: engine, server: server, logger: logger,
                               memoryTrimmer: MemoryTrimmer(interval: configuration.memoryTrimInterval), areaLocks: areaLocks,
-                              drain: (api.drain, configuration.shutdownDelay))
+                              drain: (drain, configuration.shutdownDelay))
     }
 
     /// Stops accepting, finishes in-flight requests, pauses transfers (stored, so they carry on
     /// at the next start), then exits 0; 1 when the final state commit failed (what changed since
     /// the last good commit is not there at the next start). Called once, for the first shutdown
     /// signal. A SIGTERM first waits `--shutdown-delay` seconds serving as usual, `/readyz`
-    /// answering 503 (an operator's Ctrl-C, SIGINT, does not wait).
+    /// answering 503 (an operator's Ctrl-C, SIGINT, does not wait; nor does a second signal).
     func shutDownAndExit(signal: Int32) {
         let delay = signal == SIGTERM ? drain.delay : 0
         logger.info("shutting down", ["signal": Int(signal), "delaySeconds": delay])
-        drain.state.begin()
         Task {
-            if delay > 0 { try? await Task.sleep(for: .milliseconds(Int64(delay * 1000))) }
+            await drain.state.begin(delay: delay)
             async let serverStopped: Void = server.shutdown()
             async let engineStopped = engine.shutdown()
             let (_, uncommitted) = await (serverStopped, engineStopped)
@@ -192,9 +192,18 @@ final class RunningService: Sendable {
         }
     }
 
-    /// A shutdown signal after the first: exits at once (status 128 + the signal), without
-    /// waiting for the graceful stop; what was committed last is what the next start finds.
-    static func exitAtOnce(signal: Int32, logger: Logger) {
+    /// A shutdown signal after the first: during `--shutdown-delay` it ends the delay (the graceful
+    /// stop starts now); during the stop it exits at once (status 128 + the signal), without
+    /// waiting for it; what was committed last is what the next start finds.
+    static func signalledAgain(signal: Int32, drain: ShutdownDrain, logger: Logger) {
+        if drain.cutDelay() {
+            logger.info("another shutdown signal: stopping now, without the rest of the delay", ["signal": Int(signal)])
+        } else {
+            exitAtOnce(signal: signal, logger: logger)
+        }
+    }
+
+    private static func exitAtOnce(signal: Int32, logger: Logger) {
         logger.warning("another shutdown signal: exiting at once", ["signal": Int(signal)])
         logger.flush()
         _exit(128 + signal)

@@ -28,14 +28,16 @@ let logger = Logger(writer: LogWriter(fileDescriptor: 2), minimumLevel: configur
 // cleanly instead of dying without storing where its transfers stood), unless it came in ignored
 // (`nohup`): the operator shielded the service from it.
 let hangUp: [Int32] = clinux_signal_ignored(SIGHUP) == 1 ? [] : [SIGHUP]
-guard let shutdownSignals = ShutdownSignals([SIGTERM, SIGINT] + hangUp, repeated: { RunningService.exitAtOnce(signal: $0, logger: logger) }) else {
+let drain = ShutdownDrain()
+guard let shutdownSignals = ShutdownSignals([SIGTERM, SIGINT] + hangUp,
+                                            repeated: { RunningService.signalledAgain(signal: $0, drain: drain, logger: logger) }) else {
     logger.error("could not install the SIGTERM/SIGINT/SIGHUP handlers", [:])
     logger.flush()
     exit(1)
 }
 let service: RunningService
 do {
-    service = try RunningService.start(configuration, logger: logger)
+    service = try RunningService.start(configuration, logger: logger, drain: drain)
 } catch let error as ClusterDatabaseError {
     // `cluster database <host:port/db> unreachable: <libpq message>` (never the password).
     logger.error(error.description, [:])

@@ -202,9 +202,15 @@ enum CommandLineOptions {
         return bytes
     }
 
-    /// `secretBytes` as text (a token is compared as UTF-8).
+    /// A token from the file at `path`: its text without a UTF-8 byte-order mark and without the
+    /// blanks around it (a request's `Authorization` value loses those too, so a token keeping them
+    /// could never match); never empty.
     private static func secretText(_ path: String, _ flag: String) throws(ParseError) -> String {
-        String(decoding: try secretBytes(path, flag), as: UTF8.self)
+        var bytes = try secretBytes(path, flag)
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }
+        let text = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !text.isEmpty else { throw ParseError(message: "\(flag): \(path) holds no token") }
+        return text
     }
 
     static var usage: String {

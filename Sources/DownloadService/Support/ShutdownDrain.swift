@@ -1,13 +1,42 @@
+import Foundation
 import Synchronization
 
-/// Set once a SIGTERM began the stop: `/readyz` answers `503 shutting_down` from then on, while
-/// every other route keeps working for `--shutdown-delay` seconds, so a load balancer or Kubernetes
-/// (which sends SIGTERM as it starts taking the pod out of its endpoints) stops sending new
-/// requests before the listener closes.
+/// Set once a shutdown signal began the stop: `/readyz` answers `503 shutting_down` from then on.
+/// A SIGTERM first waits `--shutdown-delay` seconds with every other route working, so a load
+/// balancer or Kubernetes (which sends SIGTERM as it starts taking the pod out of its endpoints)
+/// stops sending new requests before the listener closes. Another signal during that wait ends
+/// the wait (the graceful stop starts at once); one during the stop itself exits at once.
 final class ShutdownDrain: Sendable {
-    private let draining = Atomic<Bool>(false)
+    private enum Phase {
+        case serving, delaying, stopping
+    }
 
-    var isDraining: Bool { draining.load(ordering: .acquiring) }
+    private let phase = Mutex(Phase.serving)
 
-    func begin() { draining.store(true, ordering: .releasing) }
+    var isDraining: Bool { phase.withLock { $0 != .serving } }
+
+    /// The first signal: waits `delay` seconds (unless cut short), then returns (the stop follows).
+    func begin(delay: Double) async {
+        let delaying = phase.withLock { phase -> Bool in
+            guard phase == .serving else { return false }
+            phase = delay > 0 ? .delaying : .stopping
+            return delay > 0
+        }
+        guard delaying else { return }
+        let end = Date().addingTimeInterval(delay)
+        while Date() < end, phase.withLock({ $0 == .delaying }) {
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        phase.withLock { $0 = .stopping }
+    }
+
+    /// A signal after the first: true when it ended the delay (the graceful stop goes on); false
+    /// when the stop was under way already (the caller exits at once).
+    func cutDelay() -> Bool {
+        phase.withLock { phase in
+            guard phase == .delaying else { return false }
+            phase = .stopping
+            return true
+        }
+    }
 }

@@ -26,17 +26,19 @@ extension DownloadAPI {
     /// Stores `callback` for the caller that `enqueued` answered; when that fails the caller's
     /// token is given back and the error is the answer. The store is durable (an fsync) and runs
     /// on a queue of its own, awaited: the event loop that answers every caller does not wait on it.
+    /// (Cluster mode: this already runs on a database worker, and the database takes many at once.)
     func register(_ callback: CallbackRequest, for enqueued: Enqueued) async -> APIError? {
         let webhooks = engine.webhooks
-        let stored: Result<Void, WebhookJournalError> = await withCheckedContinuation { continuation in
-            Self.registrationQueue.async {
-                do throws(WebhookJournalError) {
-                    try webhooks.register(callback, token: enqueued.token, snapshot: enqueued.snapshot)
-                    continuation.resume(returning: .success(()))
-                } catch {
-                    continuation.resume(returning: .failure(error))
-                }
+        let store: @Sendable () -> Result<Void, WebhookJournalError> = {
+            do throws(WebhookJournalError) {
+                try webhooks.register(callback, token: enqueued.token, snapshot: enqueued.snapshot)
+                return .success(())
+            } catch {
+                return .failure(error)
             }
+        }
+        let stored = cluster != nil ? store() : await withCheckedContinuation { continuation in
+            Self.registrationQueue.async { continuation.resume(returning: store()) }
         }
         switch stored {
         case .success:
@@ -50,6 +52,6 @@ extension DownloadAPI {
         }
     }
 
-    /// Where callbacks are stored, one at a time (the state database takes one writer at once).
+    /// Where callbacks are stored in a single process, one at a time (SQLite takes one writer at once).
     static let registrationQueue = DispatchQueue(label: "download-service.callback-registrations")
 }

@@ -12,7 +12,9 @@ extension Connection {
         switch machine.deadline(writesPending: !writes.isEmpty) {
         case nil: next = nil
         case .idle?: next = loop.now + server.idleTimeout
-        case .header?: next = headStartedAt + server.headerTimeout
+        // Beyond the connection limits a probe's request comes at once: a silent socket does not
+        // keep one of the few places long.
+        case .header?: next = headStartedAt + (beyondLimit == nil ? server.headerTimeout : min(server.headerTimeout, Self.beyondLimitHeaderTimeout))
         case .body?: next = min(lastProgressAt + server.headerTimeout, bodyStartedAt + server.bodyTimeout)
         case .write?: next = lastProgressAt + server.writeTimeout
         }

@@ -224,9 +224,10 @@ extension Connection {
         return isClosed ? nil : stream
     }
 
-    /// Whether this response leaves for a bulk loop (`BulkPolicy`); never from a bulk loop itself.
+    /// Whether this response leaves for a bulk loop (`BulkPolicy`); never from a bulk loop itself,
+    /// nor beyond the connection limits (its place is this loop's to give back).
     private func movesToBulk(_ shape: BulkPolicy.Shape, status: Int, isHead: Bool) -> Bool {
-        guard home == nil, !server.bulkTargets.isEmpty, server.handovers.isOpen else { return false }
+        guard home == nil, beyondLimit == nil, !server.bulkTargets.isEmpty, server.handovers.isOpen else { return false }
         var shape = shape
         if HTTPStatus.forbidsBody(status) || shape == .push(length: 0) { shape = .inMemory }
         return BulkPolicy.moves(shape, isHead: isHead, minimumBytes: server.bulkMinimumBodyBytes,

@@ -13,6 +13,8 @@ final class Connection: Selectable, @unchecked Sendable {
     /// Admitted beyond the connection limits (that refusal): it may ask for one of
     /// `answeredBeyondLimit`'s paths, once; anything else gets the refusal (loop thread).
     var beyondLimit: ConnectionCounts.Refusal?
+    /// How long a connection beyond the limits may take to send its request (1 s).
+    static let beyondLimitHeaderTimeout: UInt64 = 1_000_000_000
     /// Set once registered with the loop; timers are keyed by it.
     var registrationID: UInt32 = 0
 

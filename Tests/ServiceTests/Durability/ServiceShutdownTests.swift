@@ -129,6 +129,16 @@ struct ServiceShutdownTests {
         let interruptedAt = Date()
         #expect(try await interrupted.stop(signal: SIGINT) == 0)
         #expect(Date().timeIntervalSince(interruptedAt) < 15, "Ctrl-C does not wait out the delay")
+
+        // A second signal during the delay ends it: the graceful stop follows (exit 0, "stopped").
+        let impatient = try await ServiceProcess.start(arguments: Durability.allowLoopback + ["--shutdown-delay", "30"])
+        let impatientAt = Date()
+        kill(impatient.process.processIdentifier, SIGTERM)
+        _ = try await impatient.waitForLogLine { $0.contains("shutting down") }
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(try await impatient.stop(signal: SIGINT) == 0)
+        #expect(Date().timeIntervalSince(impatientAt) < 15)
+        #expect(impatient.logLines.contains { $0.contains(#""msg":"stopped""#) }, "the graceful stop's last line")
     }
 
     /// A `/fetch` still waiting for the origin's head when the service stops is answered at once

@@ -130,21 +130,28 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         let (caller, admin, empty) = (dir.appendingPathComponent("caller"), dir.appendingPathComponent("admin"), dir.appendingPathComponent("empty"))
         try Data("caller-secret\n".utf8).write(to: caller)
-        try Data("admin-secret".utf8).write(to: admin)
+        try Data([0xEF, 0xBB, 0xBF] + Array(" admin-secret \r\n\n".utf8)).write(to: admin)  // a BOM, blanks, two line ends
         try Data("\n".utf8).write(to: empty)
         let environment = ["HOME": "/h", "DOWNLOAD_SERVICE_AUTH_TOKEN": "from-env", "DOWNLOAD_SERVICE_ADMIN_TOKEN_FILE": admin.path,
                            "DOWNLOAD_SERVICE_AUTHTOKEN": "misspelt", "DOWNLOAD_SERVICE_TEST_CRASH_POINT": "x"]
         guard case .run(let c) = CommandLineOptions.parse(arguments: ["--auth-token-file", caller.path], environment: environment) else {
             Issue.record("not parsed"); return
         }
-        #expect(c.authToken == "caller-secret" && c.adminToken == "admin-secret", "the files win, one newline dropped")
+        #expect(c.authToken == "caller-secret" && c.adminToken == "admin-secret", "the files win, without what a header could not carry")
         #expect(c.unknownVariables == ["DOWNLOAD_SERVICE_AUTHTOKEN"])
         for bad in [["--auth-token-file", empty.path], ["--admin-token-file", dir.appendingPathComponent("missing").path]] {
             guard case .invalid(let message) = CommandLineOptions.parse(arguments: bad, environment: ["HOME": "/h"]) else {
                 Issue.record("\(bad) was accepted"); continue
             }
-            #expect(message.hasPrefix(bad[0]) && !message.contains("secret"), "\(message)")
+            #expect(message.hasPrefix(bad[0]), "\(message)")
         }
         #expect(CommandLineOptions.usage.contains("DOWNLOAD_SERVICE_AUTH_TOKEN_FILE"))
+        // An error names the file, never what it holds.
+        let blank = dir.appendingPathComponent("blank")
+        try Data("  \t \n".utf8).write(to: blank)
+        guard case .invalid(let message) = CommandLineOptions.parse(arguments: ["--auth-token-file", blank.path], environment: ["HOME": "/h"]) else {
+            Issue.record("a blank token was accepted"); return
+        }
+        #expect(message.contains("holds no token") && !message.contains("\t"))
     }
 }
