@@ -111,9 +111,14 @@ struct SecurityServiceLiveTests {
         let service = try await ServiceProcess.start(arguments: ["--max-connections", "1"])
         let holder = try await LoopbackExchange.connect(port: service.port)
         #expect(try await holder.get("/healthz").hasPrefix("HTTP/1.1 200"))
+        // Beyond the limit only the probes are answered (`/healthz`, `/readyz`): anything else is the 503.
         let refused = try await LoopbackExchange.connect(port: service.port)
+        try await refused.send("GET /downloads HTTP/1.1\r\nHost: localhost\r\n\r\n")
         let answer = String(decoding: try await refused.read(), as: UTF8.self)
         #expect(answer.hasPrefix("HTTP/1.1 503 ") && answer.contains("too_many_connections"), "\(answer)")
+        let probe = try await LoopbackExchange.connect(port: service.port)
+        try await probe.send("GET /readyz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        #expect(String(decoding: try await probe.read(), as: UTF8.self).hasPrefix("HTTP/1.1 200"))
         #expect(service.logLines.first { $0.contains(#""msg":"listening""#) }?.contains(#""maxConnections":1"#) == true)
         #expect(try await service.stop() == 0)
     }
