@@ -5,7 +5,7 @@ extension CommandLineOptions {
             guard !v.isEmpty else { throw ParseError(message: "--admin-token must not be empty") }
             c.adminToken = v
         },
-        Option(flag: "--admin-token-file", metavar: "PATH", help: "read --admin-token from this file (one trailing newline dropped; wins over the flag and variable)") { c, v throws(ParseError) in
+        Option(flag: "--admin-token-file", metavar: "PATH", help: "read --admin-token from this file (surrounding blanks dropped; wins over the flag and variable)") { c, v throws(ParseError) in
             guard !v.isEmpty else { throw ParseError(message: "--admin-token-file needs a path") }
             c.adminTokenFile = v
         },

@@ -62,7 +62,7 @@ enum CommandLineOptions {
             guard !v.isEmpty else { throw ParseError(message: "--auth-token must not be empty") }
             c.authToken = v
         },
-        Option(flag: "--auth-token-file", metavar: "PATH", help: "read --auth-token from this file (a mounted secret; one trailing newline dropped; wins over the flag and variable)") { c, v throws(ParseError) in
+        Option(flag: "--auth-token-file", metavar: "PATH", help: "read --auth-token from this file (a mounted secret; surrounding blanks dropped; wins over the flag and variable)") { c, v throws(ParseError) in
             guard !v.isEmpty else { throw ParseError(message: "--auth-token-file needs a path") }
             c.authTokenFile = v
         },
