@@ -294,31 +294,31 @@ final class Connection: Selectable, @unchecked Sendable {
 
     /// A request beyond the connection limits for a path that is no probe: the limit's `503`, then close.
     func refuseBeyondLimit(_ refusal: ConnectionCounts.Refusal) {
-        guard case .sendErrorAndClose(let status) = machine.parseFailed(status: 503) else {
-            close()
-            return
+        answerAndClose(status: 503) { status in
+            var response = server.errorResponse(ServerError(status: status, kind: .tooManyConnections, reason: ConnectionLimiter.reason(refusal)))
+            if response.headers["Retry-After"] == nil { response.headers["Retry-After"] = "1" }
+            return response
         }
-        inbound = []
-        mayRead = false
-        abandonedInput = true
-        var response = server.errorResponse(ServerError(status: status, kind: .tooManyConnections, reason: ConnectionLimiter.reason(refusal)))
-        if response.headers["Retry-After"] == nil { response.headers["Retry-After"] = "1" }
-        beginResponse(response, method: current?.method ?? "-", path: current.map { pathOf($0.target) } ?? "-", minor: 1,
-                      requestHeaders: HTTPHeaders(), sequence: requestSequence, startedAt: headStartedAt)
     }
 
     /// Answers a protocol error (rendered by the application) with `Connection: close`.
     func fail(_ failure: ParseFailure) {
-        guard case .sendErrorAndClose(let status) = machine.parseFailed(status: failure.status) else {
+        answerAndClose(status: failure.status) { status in
+            server.errorResponse(ServerError(status: status, kind: .invalidRequest, reason: failure.reason))
+        }
+    }
+
+    /// The server's own answer to the request being read (what it sent since is dropped), then
+    /// close; `response` renders it for the status the state machine settles on.
+    private func answerAndClose(status: Int, _ response: (Int) -> Response) {
+        guard case .sendErrorAndClose(let status) = machine.parseFailed(status: status) else {
             close()
             return
         }
         inbound = []
         mayRead = false
         abandonedInput = true
-        let method = current?.method ?? "-"
-        let response = server.errorResponse(ServerError(status: status, kind: .invalidRequest, reason: failure.reason))
-        beginResponse(response, method: method, path: current.map { pathOf($0.target) } ?? "-", minor: 1,
+        beginResponse(response(status), method: current?.method ?? "-", path: current.map { pathOf($0.target) } ?? "-", minor: 1,
                       requestHeaders: HTTPHeaders(), sequence: requestSequence, startedAt: headStartedAt)
     }
 
