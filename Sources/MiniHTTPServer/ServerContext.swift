@@ -152,12 +152,9 @@ final class ServerContext: Selectable, @unchecked Sendable {
     /// Takes ownership of an accepted (and admitted) socket: registers it with this loop (loop thread).
     /// `beyondLimit`: admitted beyond the limits (that refusal), for a probe path only.
     func adopt(fd: Int32, remoteAddress: String, beyondLimit: ConnectionCounts.Refusal? = nil) {
-        func release() {
-            if beyondLimit == nil { limiter.release(remote: remoteAddress) } else { limiter.releaseBeyondLimit() }
-        }
         guard !draining else {
             close(fd)
-            release()
+            limiter.release(remote: remoteAddress, beyondLimit: beyondLimit != nil)
             return
         }
         let connection = Connection(fd: fd, remoteAddress: remoteAddress, loop: loop, server: self)
@@ -166,7 +163,7 @@ final class ServerContext: Selectable, @unchecked Sendable {
             connection.registrationID = try loop.register(fd: fd, events: Self.connectionEvents, handler: connection)
         } catch {
             close(fd)
-            release()
+            limiter.release(remote: remoteAddress, beyondLimit: beyondLimit != nil)
             return
         }
         track(connection)
@@ -190,7 +187,7 @@ final class ServerContext: Selectable, @unchecked Sendable {
 
     func connectionClosed(_ connection: Connection) {
         if connections.removeValue(forKey: ObjectIdentifier(connection)) != nil {
-            if connection.beyondLimit == nil { limiter.release(remote: connection.remoteAddress) } else { limiter.releaseBeyondLimit() }
+            limiter.release(remote: connection.remoteAddress, beyondLimit: connection.beyondLimit != nil)
         }
         if draining && connections.isEmpty, let done = onDrained {
             onDrained = nil

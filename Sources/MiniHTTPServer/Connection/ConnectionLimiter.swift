@@ -36,7 +36,13 @@ final class ConnectionLimiter: Sendable {
         return counts.withLock { $0.admit(network) }
     }
 
-    func release(remote: String) {
+    /// Gives back what admitted a connection from `remote`: its counted place, or one beyond the
+    /// limits (`admitBeyondLimit`).
+    func release(remote: String, beyondLimit: Bool = false) {
+        if beyondLimit {
+            beyond.withLock { $0 = max(0, $0 - 1) }
+            return
+        }
         let network = ClientNetwork.of(ConnectionCounts.ip(ofRemote: remote))
         counts.withLock { $0.release(network) }
     }
@@ -49,10 +55,6 @@ final class ConnectionLimiter: Sendable {
             taken += 1
             return true
         }
-    }
-
-    func releaseBeyondLimit() {
-        beyond.withLock { $0 = max(0, $0 - 1) }
     }
 
     /// The whole refusal, head and body, encoded once.
