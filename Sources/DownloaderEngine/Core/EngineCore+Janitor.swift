@@ -138,8 +138,9 @@ extension EngineCore {
         guard written == true else { return false }
         let before = hooks.beforeRemove
         for path in files {
-            freeing.add(freed(path).bytes, in: freed(path).area)
-            deleteInBackground(path, before: before, freeing: freed(path))
+            let frees = freed(path)
+            freeing.add(frees.bytes, in: frees.area)
+            deleteInBackground(path, before: before, freeing: frees)
         }
         decide {
             // The purge is told first, then the removal (as the single process tells it, and README reads).
