@@ -12,11 +12,11 @@ final class RunningService: Sendable {
     private let memoryTrimmer: MemoryTrimmer?
     /// Single process: the storage areas are this service's alone while it runs.
     private let areaLocks: [StateDirectoryLock]
-    /// `--shutdown-delay` and what `/readyz` reads of it.
-    private let drain: (state: ShutdownDrain, delay: Double)
+    /// `--shutdown-delay`, and what `/readyz` reads of the stop.
+    private let drain: ShutdownDrain
 
     private init(engine: DownloadEngine, server: HTTPServer, logger: Logger, memoryTrimmer: MemoryTrimmer?,
-                 areaLocks: [StateDirectoryLock], drain: (state: ShutdownDrain, delay: Double)) {
+                 areaLocks: [StateDirectoryLock], drain: ShutdownDrain) {
         self.engine = engine
         self.server = server
         self.logger = logger
@@ -27,7 +27,7 @@ final class RunningService: Sendable {
 
     /// Opens the storage areas, starts the engine and binds the server. The first log line says
     /// where the service listens and where it keeps files.
-    static func start(_ configuration: ServiceConfiguration, logger: Logger, drain: ShutdownDrain = ShutdownDrain(),
+    static func start(_ configuration: ServiceConfiguration, logger: Logger, drain: ShutdownDrain,
                       environment: [String: String] = ProcessInfo.processInfo.environment) throws -> RunningService {
         let openFiles = OpenFileLimit.raiseToHardLimit()
         let webhookSecret: [UInt8]?
@@ -165,7 +165,7 @@ final class RunningService: Sendable {
         }
         return RunningService(engine: engine, server: server, logger: logger,
                               memoryTrimmer: MemoryTrimmer(interval: configuration.memoryTrimInterval), areaLocks: areaLocks,
-                              drain: (drain, configuration.shutdownDelay))
+                              drain: drain)
     }
 
     /// Stops accepting, finishes in-flight requests, pauses transfers (stored, so they carry on
@@ -174,10 +174,10 @@ final class RunningService: Sendable {
     /// signal. A SIGTERM first waits `--shutdown-delay` seconds serving as usual, `/readyz`
     /// answering 503 (an operator's Ctrl-C, SIGINT, does not wait; nor does a second signal).
     func shutDownAndExit(signal: Int32) {
-        let delay = signal == SIGTERM ? drain.delay : 0
+        let delay = drain.delay(after: signal)
         logger.info("shutting down", ["signal": Int(signal), "delaySeconds": delay])
         Task {
-            await drain.state.begin(delay: delay)
+            await drain.begin(delay: delay)
             async let serverStopped: Void = server.shutdown()
             async let engineStopped = engine.shutdown()
             let (_, uncommitted) = await (serverStopped, engineStopped)

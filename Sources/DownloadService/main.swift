@@ -28,7 +28,7 @@ let logger = Logger(writer: LogWriter(fileDescriptor: 2), minimumLevel: configur
 // cleanly instead of dying without storing where its transfers stood), unless it came in ignored
 // (`nohup`): the operator shielded the service from it.
 let hangUp: [Int32] = clinux_signal_ignored(SIGHUP) == 1 ? [] : [SIGHUP]
-let drain = ShutdownDrain()
+let drain = ShutdownDrain(delay: configuration.shutdownDelay)
 guard let shutdownSignals = ShutdownSignals([SIGTERM, SIGINT] + hangUp,
                                             repeated: { RunningService.signalledAgain(signal: $0, drain: drain, logger: logger) }) else {
     logger.error("could not install the SIGTERM/SIGINT/SIGHUP handlers", [:])

@@ -12,6 +12,16 @@ final class ShutdownDrain: Sendable {
     }
 
     private let phase = Mutex(Phase.serving)
+    /// `--shutdown-delay`.
+    let delay: Double
+
+    init(delay: Double = 0) {
+        self.delay = delay
+    }
+
+    /// What the first `signal` waits: the delay after a SIGTERM, nothing after another (an
+    /// operator's Ctrl-C).
+    func delay(after signal: Int32) -> Double { signal == SIGTERM ? delay : 0 }
 
     var isDraining: Bool { phase.withLock { $0 != .serving } }
 
