@@ -88,7 +88,7 @@ import Testing
         try await withTimeout(20) { await driver.waitForStarts(1) }
         #expect(driver.transfer(0).respond(200, ["ETag": "\"v1\"", "Accept-Ranges": "bytes", "Content-Length": "40000"]))
         _ = try? driver.transfer(0).send(Array(body[0..<1_000]))  // Refused once the pieces abandoned the attempt.
-        let events = try await withTimeout(10) { await EngineFixture.events(sub) { $0.isTerminal } }
+        let events = try await withTimeout(20) { await EngineFixture.events(sub) { $0.isTerminal } }
         guard case .completed(let done) = events.last else { Issue.record("not completed: \(events)"); return }
         #expect(done.sha256 == SHA256Hasher.hex(body))
         #expect(try Self.completedBytes(engine, r.snapshot.id) == Data(body), "no byte of the overlong answers in the file")
