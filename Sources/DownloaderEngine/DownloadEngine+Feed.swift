@@ -7,8 +7,13 @@ extension DownloadEngine {
     /// strictly increasing, also across restarts (reserved in the state store ahead of use).
     /// Cluster mode: every download of the cluster, ids derived from the cluster database's change
     /// versions, so that they mean the same on every replica (`ClusterFeed`).
-    public func watchAll(after lastEventID: UInt64? = nil) -> FeedSubscription {
-        clusterFeed?.watch(after: lastEventID) ?? core.watchAll(after: lastEventID)
+    ///
+    /// Nil when it would need a snapshot and the snapshots other watchers hold, not yet handed out,
+    /// leave no room for one under `EventFeed.snapshotBudget` items (a watcher that does not read
+    /// holds its whole snapshot): retry later. `exempt` (the operator's) is never refused.
+    public func watchAll(after lastEventID: UInt64? = nil, exempt: Bool = false) -> FeedSubscription? {
+        if let clusterFeed { return clusterFeed.watch(after: lastEventID, exempt: exempt) }
+        return core.watchAll(after: lastEventID, exempt: exempt)
     }
 
     /// Watchers of `watchAll` open now.

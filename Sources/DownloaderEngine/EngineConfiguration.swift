@@ -151,6 +151,9 @@ public struct EngineConfiguration: Sendable {
     public var maxEmptyPausedDownloads: Int = 1_000
     /// Seconds between pressure samples (memory PSI, cgroup memory events, free space; default 2).
     public var pressureInterval: Double = 2
+    /// Snapshot items fresh `watchAll` watchers may hold, not yet read, all together (the
+    /// operator's aside): a fresh one beyond it is refused until they read (`EventFeed`).
+    public var eventSnapshotBudget: Int = EventFeed.snapshotBudget
     /// PSI `some avg10` (percent of time stalled on memory) at or above which memory counts as
     /// under pressure (default 10).
     public var memoryPressureThreshold: Double = 10

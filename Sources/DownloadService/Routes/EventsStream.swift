@@ -10,7 +10,9 @@ import MiniHTTPServer
 /// per-download streams share. The `data` of each is the download's snapshot. Ids are decimal and
 /// strictly increasing, also across restarts; a `Last-Event-ID` inside the history (the last 10 000
 /// lifecycle events of this run) continues right after it, with no snapshot. At most
-/// `--max-event-subscribers` streams at once (then 503). `EventSource` cannot send headers: the
+/// `--max-event-subscribers` streams at once (then 503), and a fresh one only while the snapshots
+/// earlier streams have not sent yet (a client that does not read keeps all of its own) leave room
+/// for its own under `EventFeed.snapshotBudget` items (then 503; never the operator's). `EventSource` cannot send headers: the
 /// token may come as `?access_token=` (never logged: the access log shows the path alone).
 /// Private downloads (made with `headers`) are shown to the operator only, like in `GET /downloads`.
 extension DownloadAPI {
@@ -31,7 +33,12 @@ extension DownloadAPI {
         }
         guard let lease = eventSubscriberQuota.acquire(place) else { return full.response }
         let lastID = request.headers["Last-Event-ID"].flatMap { UInt64($0.trimmingCharacters(in: .whitespaces)) }
-        let source = FeedStreamSource(subscription: engine.watchAll(after: lastID), eventData: eventData, lease: lease,
+        guard let subscription = engine.watchAll(after: lastID, exempt: showsPrivate) else {
+            return APIError(status: 503, .tooManySubscribers,
+                            "the event streams open hold as many snapshots not yet read as this service keeps; retry later",
+                            headers: ["Retry-After": "5"]).response
+        }
+        let source = FeedStreamSource(subscription: subscription, eventData: eventData, lease: lease,
                                       keepAlive: (Array(ServerSentEvent.comment("keep-alive").utf8), keepAliveInterval),
                                       showsPrivate: showsPrivate)
         return Response(headers: headers, body: .push(PushBody(source: source)))

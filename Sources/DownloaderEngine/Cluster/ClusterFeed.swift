@@ -72,7 +72,7 @@ final class ClusterFeed: @unchecked Sendable {
     static let earlyReadWindow: UInt64 = 100_000
 
     /// A watcher of every download in the cluster (`DownloadEngine.watchAll`).
-    func watch(after lastEventID: UInt64?) -> FeedSubscription {
+    func watch(after lastEventID: UInt64?, exempt: Bool) -> FeedSubscription? {
         if let lastEventID {
             let known = feed.clusterVersion ?? 0
             let seen = ClusterEventIDs.version(of: lastEventID)
@@ -86,9 +86,13 @@ final class ClusterFeed: @unchecked Sendable {
             }
             if let id = feed.replaying(after: lastEventID) { return FeedSubscription(feed: feed, id: id) }
         }
-        let id = feed.makeWatcher()
-        lock.withLock { feed.start(id, snapshots: state?.snapshots() ?? []) }
-        return FeedSubscription(feed: feed, id: id)
+        return lock.withLock { () -> FeedSubscription? in
+            guard let id = feed.makeWatcher(expecting: min(state?.count ?? 0, ClusterEventIDs.snapshotLimit), exempt: exempt) else {
+                return nil
+            }
+            feed.start(id, snapshots: state?.snapshots() ?? [])
+            return FeedSubscription(feed: feed, id: id)
+        }
     }
 
     private func due() {

@@ -53,6 +53,9 @@ struct ClusterFeedState {
         }
     }
 
+    /// Downloads it knows.
+    var count: Int { views.count }
+
     /// Every download's snapshot, oldest first (a fresh watcher's), at most `limit` (the newest).
     func snapshots(limit: Int = ClusterEventIDs.snapshotLimit) -> [DownloadSnapshot] {
         let all = views.values.map(\.snapshot)

@@ -3,7 +3,7 @@ import Foundation
 // The feed of every download's events (`EventFeed`): what it is fed, and its watchers' snapshots.
 extension EngineCore {
     /// The feed, its ids continuing above what the state store reserved in an earlier run.
-    static func makeFeed(pacer: ProgressPacer, stateWriter: StateWriter, background: DispatchQueue) -> EventFeed {
+    static func makeFeed(pacer: ProgressPacer, stateWriter: StateWriter, snapshotBudget: Int, background: DispatchQueue) -> EventFeed {
         let found: Int64? = try? stateWriter.perform { store throws(StateStoreError) -> Int64? in
             try (store as? CounterStore)?.counter(EventFeed.idCounter)
         }
@@ -14,16 +14,17 @@ extension EngineCore {
                 return true
             }) ?? false
         }
-        return EventFeed(pacer: pacer, stored: found.map { UInt64(max(0, $0)) }, reserve: reserve, background: background)
+        return EventFeed(pacer: pacer, stored: found.map { UInt64(max(0, $0)) }, reserve: reserve, snapshotBudget: snapshotBudget,
+                         background: background)
     }
 
-    func watchAll(after lastEventID: UInt64?) -> FeedSubscription {
+    func watchAll(after lastEventID: UInt64?, exempt: Bool) -> FeedSubscription? {
         if let lastEventID, let id = feed.replaying(after: lastEventID) {
             return FeedSubscription(feed: feed, id: id)
         }
         let feed = self.feed
-        let id = feed.makeWatcher()
-        decide {
+        return decide { () -> FeedSubscription? in
+            guard let id = feed.makeWatcher(expecting: byID.count, exempt: exempt) else { return nil }
             // Oldest first; handed over as an effect, so after every event this snapshot reflects
             // and before every event decided later. The records are sorted, not the snapshots (large
             // values: sorting 1 000 of them cost as much as making them, under the engine's lock).
@@ -31,8 +32,8 @@ extension EngineCore {
                 .sorted { $0.createdAt != $1.createdAt ? $0.createdAt < $1.createdAt : $0.id < $1.id }
                 .map(freshSnapshot)
             effects.append { feed.start(id, snapshots: snapshots) }
+            return FeedSubscription(feed: feed, id: id)
         }
-        return FeedSubscription(feed: feed, id: id)
     }
 
     /// Under `lock`: a new download, told to the feed in decision order.

@@ -110,7 +110,8 @@ final class EngineCore: @unchecked Sendable {
             EngineCluster(database: $0, replica: configuration.clusterReplica, monotonic: { scheduler.monotonic() })
         }
         stateWriter = StateWriter(store: stateStore, minInterval: Self.stateMinInterval, scheduler: scheduler)
-        feed = Self.makeFeed(pacer: subscribers.pacer, stateWriter: stateWriter, background: workQueue)
+        feed = Self.makeFeed(pacer: subscribers.pacer, stateWriter: stateWriter, snapshotBudget: configuration.eventSnapshotBudget,
+                             background: workQueue)
         stateWriter.source = { [weak self] retry in
             guard let self else { return StateBatch() }
             return self.locked { self.takeUnsaved(adding: retry) }

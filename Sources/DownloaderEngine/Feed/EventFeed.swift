@@ -12,6 +12,8 @@ import Foundation
 /// are ignored (the database shows them too, and the ids must be the same on every replica).
 final class EventFeed: @unchecked Sendable {
     static let historyCapacity = 10_000
+    /// Snapshot items fresh watchers may hold, not yet handed out, all together (~1 KiB each).
+    static let snapshotBudget = 131_072
 
     /// Stores a reservation of event ids (true when it is durable).
     typealias Reserve = @Sendable (UInt64) -> Bool
@@ -30,6 +32,10 @@ final class EventFeed: @unchecked Sendable {
     private var slots = ProgressSlots()
     private var watchers: [UInt64: FeedWatcherState] = [:]
     private var nextWatcher: UInt64 = 0
+    /// Every watcher's `heldItems`, summed: at most `snapshotBudget` but for exempt watchers and the
+    /// first one (so a watcher always gets in when no other holds a snapshot).
+    private var heldSnapshotItems = 0
+    private let snapshotBudget: Int
     private var wakeOnEvent: [UInt64: @Sendable () -> Void] = [:]
     private var wakeOnTick: [UInt64: @Sendable () -> Void] = [:]
     private var ticking = false
@@ -38,8 +44,9 @@ final class EventFeed: @unchecked Sendable {
     /// `stored`: the id reservation a previous run stored (nil: none); `reserve` stores the next
     /// (nil: ids are not kept across restarts — tests).
     init(pacer: ProgressPacer, stored: UInt64?, reserve: Reserve?, historyCapacity: Int = historyCapacity,
-         idBlock: UInt64 = 1 << 20, background: DispatchQueue = .global()) {
+         snapshotBudget: Int = snapshotBudget, idBlock: UInt64 = 1 << 20, background: DispatchQueue = .global()) {
         self.pacer = pacer
+        self.snapshotBudget = snapshotBudget
         self.reserve = reserve
         self.background = background
         ids = EventIDSequence(stored: stored, block: idBlock)
@@ -100,22 +107,31 @@ final class EventFeed: @unchecked Sendable {
 
     // MARK: Watchers
 
-    /// A watcher that gets its snapshot from `start` (to be called in the engine's effect order,
-    /// right after the events the snapshot reflects).
-    func makeWatcher() -> UInt64 {
+    /// A watcher that gets its snapshot of about `expecting` downloads from `start` (to be called in
+    /// the engine's effect order, right after the events the snapshot reflects). Nil when the
+    /// snapshots other watchers hold, not yet handed out, leave no room for it under the budget
+    /// (a client that does not read keeps its whole snapshot): unless `exempt` (the operator's).
+    func makeWatcher(expecting: Int, exempt: Bool = false) -> UInt64? {
         locked {
+            guard exempt || heldSnapshotItems == 0 || heldSnapshotItems + expecting <= snapshotBudget else { return nil }
             nextWatcher += 1
-            watchers[nextWatcher] = FeedWatcherState()
-            if finished { watchers[nextWatcher]?.phase = .ended }
+            var state = FeedWatcherState()
+            state.reserved = expecting
+            if finished { state.phase = .ended }
+            watchers[nextWatcher] = state
+            heldSnapshotItems += state.heldItems
             updateUnits()
             return nextWatcher
         }
     }
 
+    /// Snapshot items watchers hold, not yet handed out (tests).
+    var heldSnapshots: Int { locked { heldSnapshotItems } }
+
     /// Hands watcher `id` its snapshot: what follows is every event ingested from now on.
     func start(_ id: UInt64, snapshots: [DownloadSnapshot]) {
         let waker = locked { () -> (@Sendable () -> Void)? in
-            guard watchers[id]?.phase == .pending else { return nil }
+            guard let reserved = watchers[id]?.reserved, watchers[id]?.phase == .pending else { return nil }
             let firstID: UInt64  // the snapshot's ids are consecutive
             if let cluster {
                 firstID = cluster.snapshotFirst(count: snapshots.count)
@@ -125,6 +141,7 @@ final class EventFeed: @unchecked Sendable {
                 snapshotSpans.record(first: firstID, count: snapshots.count, outsideHistory: history.droppedUpTo)
             }
             watchers[id]?.start(snapshots: snapshots, firstID: firstID, nextIndex: history.appended, now: pacer.now())
+            heldSnapshotItems += snapshots.count - reserved
             return wakeOnEvent.removeValue(forKey: id)
         }
         waker?()
@@ -158,9 +175,11 @@ final class EventFeed: @unchecked Sendable {
             let spacing = pace.pacing.meanSpacing(subscribers: pace.subscribers)
             let rate: Double? = spacing == 0 ? nil : Double(slots.count) * 1e9 / Double(spacing)
             // In place: the watcher's state is not copied (its `sent` map is as large as the downloads).
+            let held = watchers[id]?.heldItems ?? 0
             guard let step = watchers[id]?.step(history: history, slots: slots, rate: rate, now: pace.now, newID: { takeID() }) else {
                 return (.end, false)
             }
+            heldSnapshotItems += (watchers[id]?.heldItems ?? 0) - held
             switch step {
             case .item(let item): return (.item(item), false)
             case .end: return (.end, false)
@@ -179,7 +198,7 @@ final class EventFeed: @unchecked Sendable {
 
     func cancel(_ id: UInt64) {
         locked {
-            watchers[id] = nil
+            heldSnapshotItems -= watchers.removeValue(forKey: id)?.heldItems ?? 0
             wakeOnEvent[id] = nil
             wakeOnTick[id] = nil
             updateUnits()

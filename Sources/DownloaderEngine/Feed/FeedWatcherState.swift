@@ -24,6 +24,8 @@ struct FeedWatcherState {
     }
 
     var phase = Phase.pending
+    /// Snapshot items set aside for it while pending (what `EventFeed` counted it for).
+    var reserved = 0
     private var snapshot: [DownloadSnapshot] = []
     private var snapshotAt = 0
     private var snapshotFirstID: UInt64 = 0
@@ -37,9 +39,13 @@ struct FeedWatcherState {
     private var credit: Double = 1
     private var creditAt: UInt64 = 0
 
+    /// Snapshot items it holds and has not handed out yet (set aside for it while pending).
+    var heldItems: Int { reserved + snapshot.count - snapshotAt }
+
     /// A fresh watcher: `snapshots` get ids `firstID...`; the history continues at `nextIndex`.
     mutating func start(snapshots: [DownloadSnapshot], firstID: UInt64, nextIndex: Int, now: UInt64) {
         phase = .active
+        reserved = 0
         snapshot = snapshots
         snapshotFirstID = firstID
         self.nextIndex = nextIndex

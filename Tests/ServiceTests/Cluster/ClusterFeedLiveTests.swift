@@ -77,7 +77,7 @@ struct ClusterFeedLiveTests {
 
     @Test func aWatcherOnAnotherReplicaSeesTheDownloadFromCreatedToCompleted() async throws {
         try await Self.withThree { c, origin, a, b, _ in
-            let watcher = Reader(b.watchAll())
+            let watcher = Reader(b.watchAll()!)
             let id = try a.request(DownloadRequest(url: origin.url)).snapshot.id
             c.expect(a.placement(ofID: id) == .here)
             let ended = watcher.read(until: 30) { item in
@@ -107,8 +107,8 @@ struct ClusterFeedLiveTests {
 
     @Test func reconnectingToAThirdReplicaWithLastEventIDGetsNoGapAndNoDuplicate() async throws {
         try await Self.withThree { c, origin, a, b, cc in
-            let steady = Reader(b.watchAll())  // never disconnects: what a watcher should get
-            let leaving = Reader(b.watchAll())
+            let steady = Reader(b.watchAll()!)  // never disconnects: what a watcher should get
+            let leaving = Reader(b.watchAll()!)
             let id = try a.request(DownloadRequest(url: origin.url)).snapshot.id
             c.expect(leaving.read(until: 20) { $0.kind.snapshot.id == id && Self.name($0) == "progress" }, "progress on b")
             let last = try c.require(leaving.items.last?.item.id)
@@ -117,7 +117,7 @@ struct ClusterFeedLiveTests {
             guard case .done = try a.operatorPausing(id: id) else { return c.expect(false, "paused") }
             usleep(600_000)
             guard case .done = try a.operatorResuming(id: id) else { return c.expect(false, "resumed") }
-            let back = Reader(cc.watchAll(after: last))
+            let back = Reader(cc.watchAll(after: last)!)
             c.expect(back.read(until: 30) { $0.kind.snapshot.id == id && Self.name($0) == "completed" }, "c tells the rest")
             c.expect(steady.read(until: 30) { $0.kind.snapshot.id == id && Self.name($0) == "completed" }, "b too")
             let replayed = back.items.map(\.item)

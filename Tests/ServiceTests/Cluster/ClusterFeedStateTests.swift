@@ -68,7 +68,7 @@ import Testing
         let snapshot = EventFeedTests.snapshot("a")
         // The engine's own events are not the cluster feed's.
         b.ingestCreated(EventFeedTests.snapshot("local"))
-        let watcher = b.makeWatcher()
+        let watcher = b.makeWatcher(expecting: 0)!
         b.start(watcher, snapshots: [snapshot])
         for f in [b, c] {
             f.ingest(.created(snapshot), version: 12)
@@ -111,10 +111,10 @@ import Testing
         cluster.start()
         defer { cluster.stop() }
         let before = source.reads.withLock { $0 }
-        _ = cluster.watch(after: ClusterEventIDs.id(version: 12))
+        _ = cluster.watch(after: ClusterEventIDs.id(version: 12), exempt: false)
         #expect(source.reads.withLock { $0 } == before + 1)
         for far in [ClusterEventIDs.id(version: 10 + ClusterFeed.earlyReadWindow + 1), UInt64.max] {
-            _ = cluster.watch(after: far)
+            _ = cluster.watch(after: far, exempt: false)
         }
         #expect(source.reads.withLock { $0 } == before + 1)
     }

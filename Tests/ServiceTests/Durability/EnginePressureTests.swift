@@ -294,7 +294,7 @@ import Testing
             ids.append(r.snapshot.id)
         }
         // Settled as paused with no bytes; the next pause or tick bounds them.
-        let watcher = s.engine.watchAll()
+        let watcher = s.engine.watchAll()!
         s.monitor.fire()
         #expect(s.engine.snapshot(id: ids[0]) == nil)
         // /events tells it removed (by retention), as cluster mode does, instead of keeping it. (The

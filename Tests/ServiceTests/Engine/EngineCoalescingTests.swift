@@ -126,7 +126,7 @@ import Testing
         let (first, done) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://o.test/cut"), until: [.completed])
         let path = try #require(done.path)
         #expect(truncate(path, 1000) == 0)
-        let watcher = engine.watchAll()
+        let watcher = engine.watchAll()!
         defer { watcher.cancel() }
         let redo = try engine.request(DownloadRequest(url: "http://o.test/cut"))
         #expect(!redo.coalesced && redo.snapshot.id == first.snapshot.id && redo.snapshot.state != .completed)

@@ -16,9 +16,11 @@ import Testing
 
     static func feed(pacing: ProgressPacing = ProgressPacing(), scheduler: ManualScheduler = ManualScheduler(),
                      history: Int = EventFeed.historyCapacity, stored: UInt64? = nil,
-                     reserve: EventFeed.Reserve? = nil, block: UInt64 = 1 << 20) -> EventFeed {
+                     reserve: EventFeed.Reserve? = nil, block: UInt64 = 1 << 20,
+                     snapshotBudget: Int = EventFeed.snapshotBudget) -> EventFeed {
         EventFeed(pacer: ProgressPacer(pacing: pacing, tick: 0.05, scheduler: scheduler), stored: stored, reserve: reserve,
-                  historyCapacity: history, idBlock: block, background: DispatchQueue(label: "feed-test"))
+                  historyCapacity: history, snapshotBudget: snapshotBudget, idBlock: block,
+                  background: DispatchQueue(label: "feed-test"))
     }
 
     /// Everything the watcher has now (until it would wait).
@@ -41,7 +43,7 @@ import Testing
         let feed = Self.feed()
         feed.ingestCreated(Self.snapshot("a"))
         feed.ingest(.progress(Self.snapshot("a", bytes: 10)))
-        let watcher = feed.makeWatcher()
+        let watcher = feed.makeWatcher(expecting: 0)!
         #expect(Self.drain(feed, watcher).isEmpty)  // waits for its snapshot
         feed.start(watcher, snapshots: [Self.snapshot("a", bytes: 10), Self.snapshot("b", .paused)])
         feed.ingest(.progress(Self.snapshot("a", bytes: 20)))
@@ -53,9 +55,46 @@ import Testing
         #expect(ids == ids.sorted() && Set(ids).count == ids.count)
     }
 
+    /// A watcher that does not read keeps its whole snapshot: fresh watchers get in only while the
+    /// snapshots not yet handed out leave room for theirs (the operator's always; and one when none
+    /// is held, however large); what is handed out, or given up, makes room.
+    @Test func snapshotsNotYetHandedOutBoundFreshWatchers() {
+        let feed = Self.feed(snapshotBudget: 5)
+        let three = ["a", "b", "c"].map { Self.snapshot($0) }
+        let idle = feed.makeWatcher(expecting: 3)!
+        #expect(feed.makeWatcher(expecting: 3) == nil)  // 3 reserved + 3 > 5
+        feed.start(idle, snapshots: three)
+        #expect(feed.heldSnapshots == 3)
+        #expect(feed.makeWatcher(expecting: 3) == nil)
+        let small = feed.makeWatcher(expecting: 2)!  // 3 + 2 fit
+        feed.start(small, snapshots: Array(three.prefix(2)))
+        let operatorWatcher = feed.makeWatcher(expecting: 3, exempt: true)!
+        feed.start(operatorWatcher, snapshots: three)
+        #expect(feed.heldSnapshots == 8)
+        #expect(Self.drain(feed, operatorWatcher).count == 3)
+        #expect(Self.drain(feed, small).count == 2)
+        #expect(feed.heldSnapshots == 3)  // the idle one's
+        #expect(feed.makeWatcher(expecting: 3) == nil)
+        // The idle watcher reads one item; its snapshot shrinks: room for two more.
+        guard case .item = feed.poll(idle, waker: {}) else { Issue.record("no snapshot item"); return }
+        #expect(feed.heldSnapshots == 2)
+        let next = feed.makeWatcher(expecting: 3)!
+        feed.cancel(next)  // gone before its snapshot: its reservation goes with it
+        feed.cancel(idle)
+        #expect(feed.heldSnapshots == 0)
+        // Nothing held: one watcher gets in whatever its snapshot's size.
+        let large = feed.makeWatcher(expecting: 100)!
+        #expect(feed.makeWatcher(expecting: 1) == nil)
+        feed.start(large, snapshots: three)  // fewer than expected by the time it starts
+        #expect(feed.heldSnapshots == 3)
+        feed.finish()
+        feed.cancel(large)
+        #expect(feed.heldSnapshots == 0)
+    }
+
     @Test func replayAfterLastEventIDGetsExactlyTheLaterEvents() {
         let feed = Self.feed()
-        let watcher = feed.makeWatcher()
+        let watcher = feed.makeWatcher(expecting: 0)!
         feed.start(watcher, snapshots: [])
         feed.ingestCreated(Self.snapshot("a"))
         feed.ingestCreated(Self.snapshot("b"))
@@ -82,7 +121,7 @@ import Testing
     /// earlier was handed to it, gets that progress on its replay (its id says nothing about it).
     @Test func progressNotYetHandedOutIsOwedAfterAReplay() {
         let feed = Self.feed()
-        let watcher = feed.makeWatcher()
+        let watcher = feed.makeWatcher(expecting: 0)!
         feed.start(watcher, snapshots: [])
         feed.ingest(.progress(Self.snapshot("c", bytes: 3)))
         feed.ingest(.paused(Self.snapshot("a", .paused)))
@@ -97,7 +136,7 @@ import Testing
     /// the snapshot's last item, a replay.
     @Test func anIDInsideAnUnfinishedSnapshotGetsAFreshSnapshot() {
         let feed = Self.feed()
-        let watcher = feed.makeWatcher()
+        let watcher = feed.makeWatcher(expecting: 0)!
         feed.start(watcher, snapshots: [Self.snapshot("a", .completed), Self.snapshot("b", .paused), Self.snapshot("c", .completed)])
         let items = Self.drain(feed, watcher)
         #expect(items.map(Self.describe) == ["snapshot a", "snapshot b", "snapshot c"])
@@ -162,7 +201,7 @@ import Testing
         }
         let feed = Self.feed(stored: 7_000, reserve: reserve, block: 16)
         #expect(stored.withLock { $0 } == [7_017])  // reserved at start, before any id
-        let watcher = feed.makeWatcher()
+        let watcher = feed.makeWatcher(expecting: 0)!
         feed.start(watcher, snapshots: [])
         var ids: [UInt64] = []
         for n in 0..<100 {
@@ -175,7 +214,7 @@ import Testing
         #expect(ids.first! == 7_001 && ids == ids.sorted() && Set(ids).count == 100)
         // The next run starts above the last stored limit: above every id of this one.
         let next = Self.feed(stored: stored.withLock { $0.max()! }, reserve: reserve, block: 16)
-        let nextWatcher = next.makeWatcher()
+        let nextWatcher = next.makeWatcher(expecting: 0)!
         next.start(nextWatcher, snapshots: [])
         next.ingestCreated(Self.snapshot("x"))
         #expect(Self.drain(next, nextWatcher).first!.id > ids.last!)
@@ -188,7 +227,7 @@ import Testing
         let scheduler = ManualScheduler()
         let pacing = ProgressPacing(deliveriesPerSecond: 5_000, minimumSpacing: 0.1)
         let feed = Self.feed(pacing: pacing, scheduler: scheduler)
-        let watchers = (0..<100).map { _ in feed.makeWatcher() }
+        let watchers = (0..<100).map { _ in feed.makeWatcher(expecting: 0)! }
         for w in watchers { feed.start(w, snapshots: []) }
         var progressItems = 0
         var seen = Array(repeating: Set<String>(), count: watchers.count)
