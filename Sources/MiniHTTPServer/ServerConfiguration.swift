@@ -91,7 +91,8 @@ public struct ServerConfiguration: Sendable {
     /// Paths answered even beyond `maxConnections` and `maxConnectionsPerIP` (health and readiness
     /// probes: a liveness probe refused at the limit would have the process killed): up to
     /// `probeConnectionsBeyondLimit` connections more are accepted, each for one request, and
-    /// any other path on them gets the limit's `503` (default none).
+    /// any other path on them gets the limit's `503` (default none). When all are taken, a newcomer
+    /// takes the place of the oldest one waiting on its client alone (for its request, or to close).
     public var answeredBeyondLimit: Set<String> = []
     /// Connections beyond the limits kept for `answeredBeyondLimit` at once (default 16).
     public var probeConnectionsBeyondLimit: Int = 16

@@ -46,6 +46,9 @@ final class ServerContext: Selectable, @unchecked Sendable {
     private var listenerClosed = false
     @exclusivity(unchecked)
     private var connections: [ObjectIdentifier: Connection] = [:]
+    /// The connections admitted beyond the limits on this loop, oldest first (a probe's place each).
+    @exclusivity(unchecked)
+    private var beyondLimitConnections: [Connection] = []
     @exclusivity(unchecked)
     private var onDrained: (() -> Void)?
 
@@ -127,8 +130,11 @@ final class ServerContext: Selectable, @unchecked Sendable {
             guard let (fd, remote) = accepted else { return }
             warnedOutOfDescriptors = false
             if let refusal = limiter.admit(remote: remote) {
-                // A place beyond the limits, for a health probe only (this loop owns it).
-                if limiter.admitBeyondLimit() {
+                // A place beyond the limits, for a health probe only (this loop owns it). When all
+                // are taken, the oldest that waits on its client alone gives its place up: a probe
+                // sends its request at once and reads its answer, so sockets that stay silent (or
+                // never close) cannot hold every place.
+                if limiter.admitBeyondLimit() || (evictWaitingBeyondLimit() && limiter.admitBeyondLimit()) {
                     adopt(fd: fd, remoteAddress: remote, beyondLimit: refusal)
                 } else {
                     limiter.refuse(fd: fd, refusal, scratch: loop.buffers.read)
@@ -167,7 +173,16 @@ final class ServerContext: Selectable, @unchecked Sendable {
             return
         }
         track(connection)
+        if beyondLimit != nil { beyondLimitConnections.append(connection) }
         connection.updateDeadline()
+    }
+
+    /// Closes the oldest connection beyond the limits that waits on its client alone (for its
+    /// request, or for it to close after its answer); false when there is none on this loop.
+    private func evictWaitingBeyondLimit() -> Bool {
+        guard let victim = beyondLimitConnections.first(where: \.waitsOnClient) else { return false }
+        victim.close()
+        return true
     }
 
     /// Counts `connection` as this context's (it releases its limiter slot when it closes here).
@@ -186,6 +201,7 @@ final class ServerContext: Selectable, @unchecked Sendable {
     }
 
     func connectionClosed(_ connection: Connection) {
+        if connection.beyondLimit != nil { beyondLimitConnections.removeAll { $0 === connection } }
         if connections.removeValue(forKey: ObjectIdentifier(connection)) != nil {
             limiter.release(remote: connection.remoteAddress, beyondLimit: connection.beyondLimit != nil)
         }

@@ -21,6 +21,13 @@ final class Connection: Selectable, @unchecked Sendable {
     // @exclusivity(unchecked) on every var below: loop-thread only, no overlapping access, so each access skips the runtime exclusivity check (swift_beginAccess/endAccess).
     @exclusivity(unchecked)
     var machine = ConnectionStateMachine()
+    /// Waiting on the client alone: for (the rest of) a request head, or, answered, for it to close.
+    var waitsOnClient: Bool {
+        if isClosed { return false }
+        if lingering { return true }
+        if case .awaitingHead = machine.state { return true }
+        return false
+    }
     @exclusivity(unchecked)
     var parser: RequestParser
     /// Unparsed input (an incomplete head or chunk line, or pipelined requests); empty when idle.
