@@ -12,8 +12,9 @@ import MiniHTTPServer
 /// lifecycle events of this run) continues right after it, with no snapshot. At most
 /// `--max-event-subscribers` streams at once (then 503), and a fresh one only while the snapshots
 /// earlier streams have not sent yet (a client that does not read keeps all of its own) leave room
-/// for its own under `EventFeed.snapshotBudget` items (then 503; never the operator's). `EventSource` cannot send headers: the
-/// token may come as `?access_token=` (never logged: the access log shows the path alone).
+/// for its own under `EventFeed.snapshotBudget` items (then 503; never the operator's).
+/// `EventSource` cannot send headers: the token may come as `?access_token=` (never logged: the
+/// access log shows the path alone).
 /// Private downloads (made with `headers`) are shown to the operator only, like in `GET /downloads`.
 extension DownloadAPI {
     func events(_ request: Request) -> Response {
