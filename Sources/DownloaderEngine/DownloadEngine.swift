@@ -161,8 +161,12 @@ public final class DownloadEngine: Sendable {
     /// `list(state:)` for a page of at most `limit` after `position` (nil: from the newest): every
     /// download held here, and from the database (cluster mode) the `limit` newest after `position`
     /// of the others; the private ones (made with caller headers) only when `includingPrivate`. The
-    /// caller cuts the page (the list's order is `ListPosition`'s).
+    /// caller cuts the page (the list's order is `ListPosition`'s). A single process hands out the
+    /// page itself, in order, at most `limit`.
     public func list(state: DownloadState?, after position: ListPosition?, limit: Int, includingPrivate: Bool = true) -> [DownloadSnapshot] {
+        if clusterReads == nil {
+            return core.page(state: state, after: position, limit: limit, includingPrivate: includingPrivate)
+        }
         let all = includingPrivate ? core.list() : core.list().filter { !$0.isPrivate }
         guard let state else { return clusterList(merging: all, after: position, limit: limit, includingPrivate: includingPrivate) }
         return clusterList(merging: all.filter { $0.state == state }, state: state, held: Set(all.map(\.id)), after: position,

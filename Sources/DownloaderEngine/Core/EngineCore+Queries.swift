@@ -15,6 +15,23 @@ extension EngineCore {
             .sorted { $0.createdAt != $1.createdAt ? $0.createdAt > $1.createdAt : $0.id > $1.id }
     }
 
+    /// A page of `list()`: at most `limit` downloads after `position` (nil: from the newest), those
+    /// in `state` when given, the private ones only when `includingPrivate`. One pass under the lock
+    /// that compares positions and makes snapshots of the page alone (`list()` makes one of every
+    /// download: with 100 000 downloads a page of 10 took 0.27-0.30 s, and a `GET /downloads/{id}`
+    /// beside two callers paging 0.4-0.5 s; now 0.02 s and 0.02-0.04 s).
+    func page(state: DownloadState?, after position: ListPosition?, limit: Int, includingPrivate: Bool) -> [DownloadSnapshot] {
+        locked {
+            var top = ListTop<DownloadRecord>(limit: limit)
+            for record in byID.values where (state == nil || record.state == state) && (includingPrivate || !record.isCredentialed) {
+                let at = ListPosition(micros: ListPosition.micros(record.createdAt), id: record.id)
+                if let position, !position.precedes(at) { continue }
+                top.offer(at, record)
+            }
+            return top.items.map(freshSnapshot)
+        }
+    }
+
     /// Downloads that ran out of disk space and wait for it (one pass: for `/metrics` only).
     var waitingForSpace: Int {
         locked { byID.values.count { $0.lifecycle.waitsForSpace } }

@@ -64,6 +64,22 @@ import Testing
         #expect(DownloadListPage(state: .paused).nextPath(.init(micros: 7, id: "e")) == "/downloads?state=paused&after=7.e")
     }
 
+    /// The engine's page (`ListTop`): the first `limit` in list order whatever order they come in,
+    /// ties of creation time ordered by id, the same as sorting everything and cutting.
+    @Test(arguments: [0, 1, 3, 10, 64, 500])
+    func theTopOfAListIsItsSortedPrefix(limit: Int) {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<20 {
+            let positions = (0..<Int.random(in: 0...300, using: &generator)).map { n in
+                ListPosition(micros: Int64.random(in: 0...40, using: &generator), id: "d\(n)")  // many ties
+            }
+            var top = ListTop<String>(limit: limit)
+            for position in positions.shuffled(using: &generator) { top.offer(position, position.id) }
+            let expected = positions.sorted { $0.precedes($1) }.prefix(limit).map(\.id)
+            #expect(top.items == Array(expected))
+        }
+    }
+
     @Test func aCreationTimeOutOfRangeNeverTraps() {
         #expect(DownloadListPage.Cursor.micros(Date(timeIntervalSince1970: 1e300)) == Int64.max)
         #expect(DownloadListPage.Cursor.micros(Date(timeIntervalSince1970: -1e300)) == Int64.min)
