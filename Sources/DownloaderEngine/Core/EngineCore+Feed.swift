@@ -23,8 +23,10 @@ extension EngineCore {
             return FeedSubscription(feed: feed, id: id)
         }
         let feed = self.feed
-        return decide { () -> FeedSubscription? in
-            guard let id = feed.makeWatcher(expecting: byID.count, exempt: exempt) else { return nil }
+        // Never under the engine's lock: the feed's lock is held while it stores an id reservation
+        // (`StateWriter.perform`), which may wait for the writer, which may wait for the engine's lock.
+        guard let id = feed.makeWatcher(expecting: locked { byID.count }, exempt: exempt) else { return nil }
+        decide {
             // Oldest first; handed over as an effect, so after every event this snapshot reflects
             // and before every event decided later. The records are sorted, not the snapshots (large
             // values: sorting 1 000 of them cost as much as making them, under the engine's lock).
@@ -32,8 +34,8 @@ extension EngineCore {
                 .sorted { $0.createdAt != $1.createdAt ? $0.createdAt < $1.createdAt : $0.id < $1.id }
                 .map(freshSnapshot)
             effects.append { feed.start(id, snapshots: snapshots) }
-            return FeedSubscription(feed: feed, id: id)
         }
+        return FeedSubscription(feed: feed, id: id)
     }
 
     /// Under `lock`: a new download, told to the feed in decision order.
