@@ -84,7 +84,6 @@ public final class HTTPServer: Sendable {
             }
             let limiter = ConnectionLimiter(maxConnections: configuration.maxConnections,
                                             maxConnectionsPerIP: configuration.maxConnectionsPerIP,
-                                            beyondLimit: configuration.answeredBeyondLimit.isEmpty ? 0 : configuration.probeConnectionsBeyondLimit,
                                             renderError: configuration.errorRenderer)
             let contexts = loops.enumerated().map { index, loop in
                 ServerContext(configuration: configuration, handler: handler, loop: loop,

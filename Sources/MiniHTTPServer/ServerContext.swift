@@ -46,7 +46,8 @@ final class ServerContext: Selectable, @unchecked Sendable {
     private var listenerClosed = false
     @exclusivity(unchecked)
     private var connections: [ObjectIdentifier: Connection] = [:]
-    /// The connections admitted beyond the limits on this loop, oldest first (a probe's place each).
+    /// The connections admitted beyond the limits (by the accepting loop, which keeps them), oldest
+    /// first: at most `probeConnectionsBeyondLimit`, counted here and not by the limiter.
     @exclusivity(unchecked)
     private var beyondLimitConnections: [Connection] = []
     @exclusivity(unchecked)
@@ -134,7 +135,7 @@ final class ServerContext: Selectable, @unchecked Sendable {
                 // are taken, the oldest that waits on its client alone gives its place up: a probe
                 // sends its request at once and reads its answer, so sockets that stay silent (or
                 // never close) cannot hold every place.
-                if limiter.admitBeyondLimit() || (evictWaitingBeyondLimit() && limiter.admitBeyondLimit()) {
+                if hasPlaceBeyondLimit() {
                     adopt(fd: fd, remoteAddress: remote, beyondLimit: refusal)
                 } else {
                     limiter.refuse(fd: fd, refusal, scratch: loop.buffers.read)
@@ -160,7 +161,7 @@ final class ServerContext: Selectable, @unchecked Sendable {
     func adopt(fd: Int32, remoteAddress: String, beyondLimit: ConnectionCounts.Refusal? = nil) {
         guard !draining else {
             close(fd)
-            limiter.release(remote: remoteAddress, beyondLimit: beyondLimit != nil)
+            if beyondLimit == nil { limiter.release(remote: remoteAddress) }
             return
         }
         let connection = Connection(fd: fd, remoteAddress: remoteAddress, loop: loop, server: self)
@@ -169,7 +170,7 @@ final class ServerContext: Selectable, @unchecked Sendable {
             connection.registrationID = try loop.register(fd: fd, events: Self.connectionEvents, handler: connection)
         } catch {
             close(fd)
-            limiter.release(remote: remoteAddress, beyondLimit: beyondLimit != nil)
+            if beyondLimit == nil { limiter.release(remote: remoteAddress) }
             return
         }
         track(connection)
@@ -177,11 +178,14 @@ final class ServerContext: Selectable, @unchecked Sendable {
         connection.updateDeadline()
     }
 
-    /// Closes the oldest connection beyond the limits that waits on its client alone (for its
-    /// request, or for it to close after its answer); false when there is none on this loop.
-    private func evictWaitingBeyondLimit() -> Bool {
+    /// Whether one more connection may be kept beyond the limits: a place is free, or the oldest
+    /// there that waits on its client alone (for its request, or for it to close after its answer)
+    /// is closed to free one.
+    private func hasPlaceBeyondLimit() -> Bool {
+        let places = configuration.answeredBeyondLimit.isEmpty ? 0 : configuration.probeConnectionsBeyondLimit
+        if beyondLimitConnections.count < places { return true }
         guard let victim = beyondLimitConnections.first(where: \.waitsOnClient) else { return false }
-        victim.close()
+        victim.close()  // `connectionClosed` takes it off the list
         return true
     }
 
@@ -201,9 +205,12 @@ final class ServerContext: Selectable, @unchecked Sendable {
     }
 
     func connectionClosed(_ connection: Connection) {
-        if connection.beyondLimit != nil { beyondLimitConnections.removeAll { $0 === connection } }
         if connections.removeValue(forKey: ObjectIdentifier(connection)) != nil {
-            limiter.release(remote: connection.remoteAddress, beyondLimit: connection.beyondLimit != nil)
+            if connection.beyondLimit != nil {
+                beyondLimitConnections.removeAll { $0 === connection }
+            } else {
+                limiter.release(remote: connection.remoteAddress)
+            }
         }
         if draining && connections.isEmpty, let done = onDrained {
             onDrained = nil

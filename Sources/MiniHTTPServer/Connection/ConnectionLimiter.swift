@@ -9,15 +9,11 @@ import Synchronization
 /// dropped) and are closed at once: never a crash, never a blocked loop.
 final class ConnectionLimiter: Sendable {
     private let counts: Mutex<ConnectionCounts>
-    /// Connections admitted beyond the limits, for probe paths only (`answeredBeyondLimit`).
-    private let beyond = Mutex(0)
-    private let beyondMaximum: Int
     private let serverFullBytes: [UInt8]
     private let addressFullBytes: [UInt8]
 
-    init(maxConnections: Int, maxConnectionsPerIP: Int?, beyondLimit: Int = 0, renderError: (ServerError) -> Response) {
+    init(maxConnections: Int, maxConnectionsPerIP: Int?, renderError: (ServerError) -> Response) {
         counts = Mutex(ConnectionCounts(maxConnections: maxConnections, maxConnectionsPerIP: maxConnectionsPerIP))
-        beyondMaximum = max(0, beyondLimit)
         serverFullBytes = Self.encode(renderError(ServerError(status: 503, kind: .tooManyConnections, reason: Self.reason(.serverFull))))
         addressFullBytes = Self.encode(renderError(ServerError(status: 503, kind: .tooManyConnections, reason: Self.reason(.addressFull))))
     }
@@ -36,25 +32,9 @@ final class ConnectionLimiter: Sendable {
         return counts.withLock { $0.admit(network) }
     }
 
-    /// Gives back what admitted a connection from `remote`: its counted place, or one beyond the
-    /// limits (`admitBeyondLimit`).
-    func release(remote: String, beyondLimit: Bool = false) {
-        if beyondLimit {
-            beyond.withLock { $0 = max(0, $0 - 1) }
-            return
-        }
+    func release(remote: String) {
         let network = ClientNetwork.of(ConnectionCounts.ip(ofRemote: remote))
         counts.withLock { $0.release(network) }
-    }
-
-    /// A place beyond the limits for a connection that may ask only for a probe path; false when
-    /// every such place is taken.
-    func admitBeyondLimit() -> Bool {
-        beyond.withLock { taken in
-            guard taken < beyondMaximum else { return false }
-            taken += 1
-            return true
-        }
     }
 
     /// The whole refusal, head and body, encoded once.
