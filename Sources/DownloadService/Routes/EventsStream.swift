@@ -26,18 +26,18 @@ extension DownloadAPI {
         // The operator's streams count apart: callers holding every place never lock the operator out.
         let showsPrivate = isOperator(request, endpoint: .events)
         let place = showsPrivate ? "operator" : ""
-        let full = APIError(status: 503, .tooManySubscribers, "\(eventSubscriberQuota.limit) event streams are open already; retry later",
-                            headers: ["Retry-After": "5"])
+        let refused = { (why: String) in
+            APIError(status: 503, .tooManySubscribers, "\(why); retry later", headers: ["Retry-After": "5"]).response
+        }
+        let full = "\(eventSubscriberQuota.limit) event streams are open already"
         if request.method == "HEAD" {  // The head a GET gets (a HEAD takes no place).
-            guard eventSubscriberQuota.hasRoom(place) else { return full.response }
+            guard eventSubscriberQuota.hasRoom(place) else { return refused(full) }
             return Response(headers: headers, body: .push(PushBody(length: nil, source: HeadOnly())))
         }
-        guard let lease = eventSubscriberQuota.acquire(place) else { return full.response }
+        guard let lease = eventSubscriberQuota.acquire(place) else { return refused(full) }
         let lastID = request.headers["Last-Event-ID"].flatMap { UInt64($0.trimmingCharacters(in: .whitespaces)) }
         guard let subscription = engine.watchAll(after: lastID, exempt: showsPrivate) else {
-            return APIError(status: 503, .tooManySubscribers,
-                            "the event streams open hold as many snapshots not yet read as this service keeps; retry later",
-                            headers: ["Retry-After": "5"]).response
+            return refused("the event streams open hold as many snapshots not yet read as this service keeps")
         }
         let source = FeedStreamSource(subscription: subscription, eventData: eventData, lease: lease,
                                       keepAlive: (Array(ServerSentEvent.comment("keep-alive").utf8), keepAliveInterval),
