@@ -33,8 +33,8 @@ final class ShutdownDrain: Sendable {
             return delay > 0
         }
         guard delaying else { return }
-        let end = Date().addingTimeInterval(delay)
-        while Date() < end, phase.withLock({ $0 == .delaying }) {
+        let end = ContinuousClock.now.advanced(by: .seconds(delay))
+        while ContinuousClock.now < end, phase.withLock({ $0 == .delaying }) {
             try? await Task.sleep(for: .milliseconds(50))
         }
         phase.withLock { $0 = .stopping }
