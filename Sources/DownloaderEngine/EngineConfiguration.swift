@@ -154,6 +154,10 @@ public struct EngineConfiguration: Sendable {
     /// Snapshot items fresh `watchAll` watchers may hold, not yet read, all together (the
     /// operator's aside): a fresh one beyond it is refused until they read (`EventFeed`).
     public var eventSnapshotBudget: Int = EventFeed.snapshotBudget
+    /// Told (on a hash lane, at most every 20 ms: do little) while the fetches' hashing waits for a
+    /// CPU for at least a tenth of the time (`CPUWaitMeter`): the service asks its serving loops to
+    /// give way. Default nil: the hashing is not timed.
+    public var onCPUWait: (@Sendable () -> Void)? = nil
     /// PSI `some avg10` (percent of time stalled on memory) at or above which memory counts as
     /// under pressure (default 10).
     public var memoryPressureThreshold: Double = 10

@@ -101,7 +101,8 @@ public final class HTTPServer: Sendable {
                     loop.start(name: count == 1 ? "MiniHTTPServer" : "MiniHTTPServer-\(index)",
                                nice: configuration.loopThreadNice)
                 } else {
-                    loop.start(name: "MiniHTTPServer-bulk-\(index - count)", nice: bulkNice)
+                    loop.start(name: "MiniHTTPServer-bulk-\(index - count)", nice: bulkNice,
+                               yield: configuration.bulkLoopYield)
                 }
             }
             // Start the other contexts first, so the first accepted connection finds its loop ready.

@@ -59,6 +59,9 @@ public struct ServerConfiguration: Sendable {
     /// Nice value of the bulk loops (default 10), clamped to 0...19 like `loopThreadNice` (and never
     /// below it).
     public var bulkLoopNice: Int = 10
+    /// The requests to give way the bulk loops follow (default nil: they never give way): while
+    /// the application says its own work waits for a CPU, each keeps at most `share` of a core.
+    public var bulkLoopYield: BulkLoopYield?
     /// Smallest file or length-framed push body that moves to a bulk loop (default 1 MiB).
     public var bulkMinimumBodyBytes: Int64 = 1 << 20
     /// Called with the server's own warnings: out of file descriptors (accepting pauses; said once

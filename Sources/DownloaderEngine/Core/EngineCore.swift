@@ -75,6 +75,8 @@ final class EngineCore: @unchecked Sendable {
     static let stateMinInterval: Double = 0.2
     /// Unsynced bytes that trigger a checkpoint (from the configuration; tests lower it).
     var checkpointBytes: Int64
+    /// Times the fetches' hashing, when `EngineConfiguration.onCPUWait` listens.
+    let cpuWaitMeter: CPUWaitMeter?
 
     init(configuration: EngineConfiguration, driver: TransferStarting, scheduler: Scheduler, random: RandomSource,
          diskPressure: DiskPressure, pressure: PressureMonitor) throws {
@@ -87,6 +89,7 @@ final class EngineCore: @unchecked Sendable {
         self.diskPressure = diskPressure
         self.pressure = pressure
         checkpointBytes = configuration.checkpointBytes
+        cpuWaitMeter = configuration.onCPUWait.map { CPUWaitMeter(onWaiting: $0) }
         slots = TransferSlots(capacity: configuration.maxConcurrentTransfers)
         store = try FileStore(configuration: configuration)
         credentialKey = try CredentialKey.loadOrCreate(directory: store.stateDirectory, random: random)

@@ -185,6 +185,11 @@ final class PartialFile {
         pipeline.whenAdvanced(then)
     }
 
+    /// The hashing of appended bytes is timed by `meter` (`CPUWaitMeter`).
+    func measureHashing(_ meter: CPUWaitMeter?) {
+        pipeline.measureHashing(meter)
+    }
+
     /// Segmented fetch: bytes `[length, end)` were written in place by other connections. Writes
     /// what is buffered, then reads them back once (1 MiB at a time) into the hash and counts them,
     /// so that the partial ends at `end` as if they had been appended.

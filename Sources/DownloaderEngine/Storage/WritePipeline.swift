@@ -59,6 +59,8 @@ final class WritePipeline: @unchecked Sendable {
     /// A descriptor to close once both lanes are idle (the owner went away meanwhile).
     private var closeWhenIdle: Int32?
     private var advanced: Advanced?
+    /// Times the hash lane's work (whether it waits for a CPU), when set.
+    private var meter: CPUWaitMeter?
 
     /// `written`: the bytes already in the file (the kept ones).
     init(hasher: SHA256Hasher, written: Int64, bufferSize: Int, depth: Int, write: @escaping PartialFile.WriteCall) {
@@ -195,14 +197,24 @@ final class WritePipeline: @unchecked Sendable {
         condition.withLock { advanced = then }
     }
 
+    /// The hash lane's chunks are timed by `meter` (nil: not timed).
+    func measureHashing(_ meter: CPUWaitMeter?) {
+        condition.withLock { self.meter = meter }
+    }
+
     // MARK: Lanes
 
     private func runHashLane() {
         condition.lock()
         while hashedCount < chunks.count {
             let chunk = chunks[hashedCount]
+            let meter = self.meter
             condition.unlock()
-            hasher.update(chunk.bytes)
+            if let meter {
+                meter.timed { hasher.update(chunk.bytes) }
+            } else {
+                hasher.update(chunk.bytes)
+            }
             condition.lock()
             hashedCount += 1
             retireDone()

@@ -63,8 +63,13 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
 
     // MARK: Thread
 
-    /// Starts the loop thread named `name`, lowered to `nice` (`ThreadNice`) before it runs anything.
-    func start(name: String, nice: Int = 0) {
+    /// Starts the loop thread named `name`, lowered to `nice` (`ThreadNice`) before it runs anything;
+    /// `yield`: the requests to give way this loop follows (a bulk loop's).
+    func start(name: String, nice: Int = 0, yield: BulkLoopYield? = nil) {
+        if let yield {
+            yielding = yield
+            dutyCycle = yield.makeDutyCycle()
+        }
         let t = Thread { [self] in
             thread = pthread_self()
             kernelThreadID = ThreadNice.currentThreadID
@@ -78,6 +83,21 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
         t.stackSize = 1 << 20
         t.start()
         started.wait()
+    }
+
+    /// The requests to give way this loop follows (`BulkLoopYield`), and where it is in its cycle.
+    private var yielding: BulkLoopYield?
+    @exclusivity(unchecked)
+    private var dutyCycle = DutyCycle(share: 1)
+
+    /// After each piece of work (an event, a handed-over closure, a timer): while
+    /// the application asks the loop to give way, it sleeps once it used its share of the CPU.
+    private func giveWayIfAsked() {
+        guard let yielding else { return }
+        let asked = yielding.isRequested(at: monotonicNanoseconds())
+        guard let rest = dutyCycle.step(asked: asked, cpu: yielding.threadCPU) else { return }
+        yielding.sleep(rest)
+        dutyCycle.rested(cpu: yielding.threadCPU())
     }
 
     /// The loop thread's kernel thread id (0 before `start`); for tests.
@@ -118,6 +138,7 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
             do {
                 try selector.wait(timeoutMilliseconds: timeout, woke: { sampleClocks() }) { events, data in
                     dispatch(events, data: data)
+                    giveWayIfAsked()
                 }
             } catch {
                 diagnostics("event loop: \(error)")
@@ -153,6 +174,7 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
                 registrations.handler(fd: Int(fd), id: id)?.timerFired(deadline: entry.deadline)
             case .closure(let body): body()
             }
+            giveWayIfAsked()
         }
     }
 
@@ -165,7 +187,10 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
             box.jobs = []
             return copy
         }
-        for closure in box.closures { closure() }
+        for closure in box.closures {
+            closure()
+            giveWayIfAsked()
+        }
         localJobs.append(contentsOf: box.jobs)
     }
 

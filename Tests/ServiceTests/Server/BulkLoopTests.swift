@@ -92,7 +92,7 @@ struct BulkLoopTests {
     /// A server with one API loop and one bulk loop at nice `base + 3`; `/push` answers the given
     /// source, `/file` the given path, anything else the kernel thread id that answered it.
     static func withBulkServer(source: ThreadRecordingSource?, file: String? = nil, bulkLoops: Int = 1,
-                               log: (@Sendable (AccessLogEntry) -> Void)? = nil,
+                               log: (@Sendable (AccessLogEntry) -> Void)? = nil, yield: BulkLoopYield? = nil,
                                _ body: @escaping @Sendable (Int, _ api: [Int32], _ bulk: [Int32], _ nice: Int) async throws -> Void) async throws {
         let nice = min(ThreadNice.current + 3, ThreadNice.maximum)
         var configuration = ServerConfiguration()
@@ -102,6 +102,7 @@ struct BulkLoopTests {
         configuration.bulkLoopNice = nice
         configuration.shutdownGracePeriod = 2
         configuration.accessLog = log
+        configuration.bulkLoopYield = yield
         let server = HTTPServer(configuration: configuration) { request in
             if request.path == "/push", let source { return Response(body: .push(PushBody(source: source))) }
             if request.path == "/file", let file { return Response(body: .file(FileResponse(path: file))) }

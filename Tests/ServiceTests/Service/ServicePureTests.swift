@@ -310,6 +310,23 @@ import Testing
         #expect(message.contains("--serving-loops must be 0-16"))
     }
 
+    @Test(arguments: [("1", 1), ("20", 20), ("100", 100), (" 35", 35)])
+    func servingCPUShareAcceptsOneToAHundred(value: String, expected: Int) {
+        guard case .run(let c) = CommandLineOptions.parse(arguments: ["--serving-cpu-share", value], environment: ["HOME": "/h"]),
+              case .run(let d) = CommandLineOptions.parse(arguments: [], environment: ["HOME": "/h"]) else {
+            Issue.record("expected run"); return
+        }
+        #expect(c.servingCPUShare == expected && d.servingCPUShare == 20)
+    }
+
+    @Test(arguments: ["0", "101", "-5", "half", "", "0.5"])
+    func servingCPUShareRejectsAnythingElse(value: String) {
+        guard case .invalid(let message) = CommandLineOptions.parse(arguments: ["--serving-cpu-share=\(value)"], environment: ["HOME": "/h"]) else {
+            Issue.record("expected invalid for '\(value)'"); return
+        }
+        #expect(message.contains("--serving-cpu-share must be 1-100"))
+    }
+
     /// A progress stream's ids go on from a reconnecting client's `Last-Event-ID`; an id it could
     /// not have sent starts again at 1 (never wrapping to 0).
     @Test(arguments: [(String?.none, UInt64(1)), ("41", 42), (" 7 ", 8), ("abc", 1), ("-1", 1), ("18446744073709551615", 1),
