@@ -154,9 +154,10 @@ public struct EngineConfiguration: Sendable {
     /// Snapshot items fresh `watchAll` watchers may hold, not yet read, all together (the
     /// operator's aside): a fresh one beyond it is refused until they read (`EventFeed`).
     public var eventSnapshotBudget: Int = EventFeed.snapshotBudget
-    /// Told (on a hash lane, at most every 20 ms: do little) while the fetches' hashing waits for a
-    /// CPU for at least a tenth of the time (`CPUWaitMeter`): the service asks its serving loops to
-    /// give way. Default nil: the hashing is not timed.
+    /// Told (on a hash lane or a transfer thread, at most every 20 ms: do little) while the fetches
+    /// are held back by a CPU: in 20 ms, their hashing waited 1 ms or more for a core and their
+    /// transfers 1 ms or more for a free buffer (`CPUWaitMeter`). The service asks its serving
+    /// loops to give way. Default nil: nothing is timed.
     public var onCPUWait: (@Sendable () -> Void)? = nil
     /// PSI `some avg10` (percent of time stalled on memory) at or above which memory counts as
     /// under pressure (default 10).

@@ -10,7 +10,7 @@ extension CommandLineOptions {
             c.servingNice = try servingNice(v)
         },
         Option(flag: "--serving-cpu-share", metavar: "PERCENT",
-               help: "while the fetches' hashing waits for a CPU, each serving loop keeps at most this share of a core, sleeping after each millisecond it ran, so copies of the bytes never hold back the fetch that makes them (1-100, default 20; 100: never gives way)") { c, v throws(ParseError) in
+               help: "while a CPU holds the fetches back (their hashing waits for a core and their transfers for a free buffer), each serving loop keeps at most this share of a core, sleeping after each millisecond it ran, so copies of the bytes do not slow the fetch that makes them (1-100, default 20; 100: never gives way)") { c, v throws(ParseError) in
             c.servingCPUShare = try servingCPUShare(v)
         },
         Option(flag: "--serving-loops", metavar: "N",

@@ -173,8 +173,8 @@ struct ServiceConfiguration: Sendable, Equatable {
     /// cores, watchers and readers lag a little instead of slowing the fetch for everyone, while
     /// short answers keep their latency (BENCHMARKS.md).
     var servingNice = 10
-    /// `--serving-cpu-share`: percent of a core each serving loop keeps while the fetches' hashing
-    /// waits for a CPU (`BulkLoopYield`, told by `EngineConfiguration.onCPUWait`; default 20;
+    /// `--serving-cpu-share`: percent of a core each serving loop keeps while a CPU holds the
+    /// fetches back (`BulkLoopYield`, told by `EngineConfiguration.onCPUWait`; default 20;
     /// 100: the loops never give way). A nice value leaves the fetch queued behind a loop in the
     /// middle of a `sendfile`; a loop that sleeps gives the core back (BENCHMARKS.md).
     var servingCPUShare = 20

@@ -90,7 +90,7 @@ extension EngineCore {
             partial.whenAdvanced { [weak self, weak attempt] length in
                 if let self, let attempt { self.attemptFlushed(attempt, length: length) }
             }
-            partial.measureHashing(cpuWaitMeter)
+            partial.measureWaits(cpuWaitMeter)
             var plan = ResumePlan.request(kept: partial.length, validator: validator)
             if plan.discardsKeptBytes || partial.length == 0 {
                 if partial.length > 0 { try startOver(partial) }

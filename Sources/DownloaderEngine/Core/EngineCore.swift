@@ -75,7 +75,7 @@ final class EngineCore: @unchecked Sendable {
     static let stateMinInterval: Double = 0.2
     /// Unsynced bytes that trigger a checkpoint (from the configuration; tests lower it).
     var checkpointBytes: Int64
-    /// Times the fetches' hashing, when `EngineConfiguration.onCPUWait` listens.
+    /// Times the fetches' hashing and their waits for a buffer, when `EngineConfiguration.onCPUWait` listens.
     let cpuWaitMeter: CPUWaitMeter?
 
     init(configuration: EngineConfiguration, driver: TransferStarting, scheduler: Scheduler, random: RandomSource,

@@ -185,9 +185,9 @@ final class PartialFile {
         pipeline.whenAdvanced(then)
     }
 
-    /// The hashing of appended bytes is timed by `meter` (`CPUWaitMeter`).
-    func measureHashing(_ meter: CPUWaitMeter?) {
-        pipeline.measureHashing(meter)
+    /// The hashing of appended bytes, and the waits for a free buffer, are timed by `meter` (`CPUWaitMeter`).
+    func measureWaits(_ meter: CPUWaitMeter?) {
+        pipeline.measureWaits(meter)
     }
 
     /// Segmented fetch: bytes `[length, end)` were written in place by other connections. Writes

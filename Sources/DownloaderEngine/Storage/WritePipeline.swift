@@ -59,7 +59,8 @@ final class WritePipeline: @unchecked Sendable {
     /// A descriptor to close once both lanes are idle (the owner went away meanwhile).
     private var closeWhenIdle: Int32?
     private var advanced: Advanced?
-    /// Times the hash lane's work (whether it waits for a CPU), when set.
+    /// Times the hash lane's work (whether it waits for a CPU) and the owner's waits for a buffer,
+    /// when set.
     private var meter: CPUWaitMeter?
 
     /// `written`: the bytes already in the file (the kept ones).
@@ -86,6 +87,9 @@ final class WritePipeline: @unchecked Sendable {
     /// failure, the unwritten chunks are written first; that failing again is thrown.
     func takeBuffer() throws(SystemError) -> UnsafeMutableRawBufferPointer {
         condition.lock()
+        // The meter and when the wait for a buffer began, if it had to wait; told after the lock.
+        var waited: (meter: CPUWaitMeter, since: UInt64)?
+        defer { if let waited { waited.meter.heldBack(since: waited.since) } }
         while true {
             if let buffer = spare.popLast() {
                 condition.unlock()
@@ -102,6 +106,7 @@ final class WritePipeline: @unchecked Sendable {
                 condition.lock()
                 continue
             }
+            if waited == nil, let meter { waited = (meter, meter.monotonic()) }
             condition.wait()
         }
     }
@@ -197,8 +202,8 @@ final class WritePipeline: @unchecked Sendable {
         condition.withLock { advanced = then }
     }
 
-    /// The hash lane's chunks are timed by `meter` (nil: not timed).
-    func measureHashing(_ meter: CPUWaitMeter?) {
+    /// The hash lane's chunks and the owner's waits for a buffer are timed by `meter` (nil: not timed).
+    func measureWaits(_ meter: CPUWaitMeter?) {
         condition.withLock { self.meter = meter }
     }
 

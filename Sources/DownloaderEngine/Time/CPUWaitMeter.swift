@@ -1,20 +1,22 @@
 import Glibc
 import Synchronization
 
-/// Whether the engine's own CPU work waits for a CPU. The hash lanes time each chunk they hash by
-/// the monotonic clock and by their thread's CPU clock: hashing is pure CPU work, so the difference
-/// is time the lane was ready to run and did not (another thread had the core). When the lanes of
-/// all downloads together waited for at least `threshold` of a `window` of wall time, `onWaiting`
-/// is told, once per window, on the lane (do little: the service asks its serving loops to give
-/// way, `EngineConfiguration.onCPUWait`).
+/// Whether the fetches are held back by a CPU: the hash lanes time each chunk they hash by the
+/// monotonic clock and by their thread's CPU clock (hashing is pure CPU work, so the difference is
+/// time the lane was ready to run and did not: another thread had the core), and the transfers time
+/// how long they wait for a free buffer (the lanes are behind: the bytes arrive faster than they
+/// are hashed and written). When, within one `window` of wall time, both reach their threshold,
+/// `onWaiting` is told (once per window, on the lane or the transfer thread: do little; the service
+/// asks its serving loops to give way, `EngineConfiguration.onCPUWait`).
 ///
-/// A fetch that is paced by its origin hashes for a few milliseconds per second, so even a lane
-/// that waits at every turn stays far below the threshold: only a fetch the CPU holds back counts.
+/// Both are needed: a fetch paced by its origin never waits for a buffer, however long its lane
+/// waits for a core at each chunk (it would not arrive sooner), and a fetch held back by its disk
+/// waits for buffers while its hashing does not wait for a core.
 final class CPUWaitMeter: Sendable {
     private let window: Mutex<CPUWaitWindow>
     private let onWaiting: @Sendable () -> Void
     /// Stand-ins for the clocks (tests): monotonic and the calling thread's CPU time, nanoseconds.
-    private let monotonic: @Sendable () -> UInt64
+    let monotonic: @Sendable () -> UInt64
     private let threadCPU: @Sendable () -> UInt64
 
     init(window: CPUWaitWindow = CPUWaitWindow(), onWaiting: @escaping @Sendable () -> Void,
@@ -26,16 +28,25 @@ final class CPUWaitMeter: Sendable {
         self.threadCPU = threadCPU
     }
 
-    /// Runs `body` (pure CPU work) and counts how long it waited for a CPU.
+    /// Runs `body` (pure CPU work: hashing) and counts how long it waited for a CPU.
     func timed<T>(_ body: () throws -> T) rethrows -> T {
         let (start, cpuStart) = (monotonic(), threadCPU())
         defer {
             let (end, cpuEnd) = (monotonic(), threadCPU())
             let elapsed = end &- start, ran = cpuEnd &- cpuStart
-            let tell = window.withLock { $0.add(at: end, waited: elapsed > ran ? elapsed - ran : 0) }
-            if tell { onWaiting() }
+            add(at: end, cpuWait: elapsed > ran ? elapsed - ran : 0, heldBack: 0)
         }
         return try body()
+    }
+
+    /// A transfer waited for a free buffer from `start` (a `monotonic` reading) until now.
+    func heldBack(since start: UInt64) {
+        let end = monotonic()
+        add(at: end, cpuWait: 0, heldBack: end &- start)
+    }
+
+    private func add(at end: UInt64, cpuWait: UInt64, heldBack: UInt64) {
+        if window.withLock({ $0.add(at: end, cpuWait: cpuWait, heldBack: heldBack) }) { onWaiting() }
     }
 
     static let monotonicNanoseconds: @Sendable () -> UInt64 = {
@@ -55,10 +66,12 @@ final class CPUWaitMeter: Sendable {
 struct CPUWaitWindow: Equatable {
     /// Nanoseconds of wall time per window (default 20 ms).
     let length: UInt64
-    /// Nanoseconds of waiting within one window that count as held back (default 1 ms: 5 %).
+    /// Nanoseconds of waiting for a CPU, and for a buffer, within one window that count as held
+    /// back (default 1 ms each: 5 %).
     let threshold: UInt64
     private(set) var start: UInt64 = 0
-    private(set) var waited: UInt64 = 0
+    private(set) var cpuWait: UInt64 = 0
+    private(set) var heldBack: UInt64 = 0
     private(set) var told = false
 
     init(length: UInt64 = 20_000_000, threshold: UInt64 = 1_000_000) {
@@ -66,18 +79,21 @@ struct CPUWaitWindow: Equatable {
         self.threshold = threshold
     }
 
-    /// A piece of work that ended at `end` waited `waited` nanoseconds. Returns true when this
-    /// window's waiting just reached the threshold (once per window). A piece that ends after the
-    /// window starts the next one (whose start is that end), and so does one ending before the
-    /// window's start (a wrapped difference is beyond any window).
-    mutating func add(at end: UInt64, waited: UInt64) -> Bool {
+    /// A piece of work that ended at `end` waited `cpuWait` nanoseconds for a CPU, or a transfer
+    /// waited `heldBack` for a buffer. Returns true when both just reached the threshold in this
+    /// window (once per window). A piece that ends after the window starts the next one (whose
+    /// start is that end), and so does one ending before the window's start (a wrapped difference
+    /// is beyond any window).
+    mutating func add(at end: UInt64, cpuWait: UInt64, heldBack: UInt64) -> Bool {
         if end &- start >= length {
             start = end
-            self.waited = 0
+            self.cpuWait = 0
+            self.heldBack = 0
             told = false
         }
-        self.waited &+= waited
-        guard !told, self.waited >= threshold else { return false }
+        self.cpuWait &+= cpuWait
+        self.heldBack &+= heldBack
+        guard !told, self.cpuWait >= threshold, self.heldBack >= threshold else { return false }
         told = true
         return true
     }
