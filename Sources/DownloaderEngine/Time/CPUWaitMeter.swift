@@ -1,4 +1,4 @@
-import Glibc
+import Basics
 import Synchronization
 
 /// Whether the fetches are held back by a CPU: the hash lanes time each chunk they hash by the
@@ -20,8 +20,8 @@ final class CPUWaitMeter: Sendable {
     private let threadCPU: @Sendable () -> UInt64
 
     init(window: CPUWaitWindow = CPUWaitWindow(), onWaiting: @escaping @Sendable () -> Void,
-         monotonic: @escaping @Sendable () -> UInt64 = CPUWaitMeter.monotonicNanoseconds,
-         threadCPU: @escaping @Sendable () -> UInt64 = CPUWaitMeter.threadCPUNanoseconds) {
+         monotonic: @escaping @Sendable () -> UInt64 = { monotonicNanoseconds() },
+         threadCPU: @escaping @Sendable () -> UInt64 = { threadCPUNanoseconds() }) {
         self.window = Mutex(window)
         self.onWaiting = onWaiting
         self.monotonic = monotonic
@@ -47,18 +47,6 @@ final class CPUWaitMeter: Sendable {
 
     private func add(at end: UInt64, cpuWait: UInt64, heldBack: UInt64) {
         if window.withLock({ $0.add(at: end, cpuWait: cpuWait, heldBack: heldBack) }) { onWaiting() }
-    }
-
-    static let monotonicNanoseconds: @Sendable () -> UInt64 = {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
-    }
-
-    static let threadCPUNanoseconds: @Sendable () -> UInt64 = {
-        var ts = timespec()
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
-        return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
     }
 }
 

@@ -1,3 +1,4 @@
+import Basics
 import CCurl
 
 // Starting each hop of an attempt (loop thread): routed directly or through the upstream proxy,
@@ -12,7 +13,7 @@ extension CurlMultiLoop {
             route(transfer, plan, in: multi)
             return
         }
-        transfer.deadlines?.connecting(at: Self.monotonicNanoseconds(), ownLookup: true)
+        transfer.deadlines?.connecting(at: monotonicNanoseconds(), ownLookup: true)
         settings.resolver.resolve(host, port: port) { [weak self] addresses in
             self?.lookedUp(transfer, addresses: addresses, host: host, port: port)
         }

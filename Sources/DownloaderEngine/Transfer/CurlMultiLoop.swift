@@ -1,3 +1,4 @@
+import Basics
 import CCurl
 import Dispatch
 import Foundation
@@ -115,10 +116,10 @@ final class CurlMultiLoop: @unchecked Sendable {
                 finish(transfer, .failure(TransferFailure(.cancelled, "cancelled")), in: multi)
             }
             if stopping { break }
-            let performed = Self.monotonicNanoseconds()
+            let performed = monotonicNanoseconds()
             _ = curl_multi_perform(multi, &running)
             collectCompletions(multi)
-            let now = Self.monotonicNanoseconds()
+            let now = monotonicNanoseconds()
             // A turn this long was held up in a callback (a write the disk kept waiting): no origin's doing.
             let held = now - performed > Self.heldTurn ? now - performed : 0
             let timeout = checkStalls(now: now, held: held, in: multi)
@@ -155,7 +156,7 @@ final class CurlMultiLoop: @unchecked Sendable {
         let request = transfer.request
         transfer.deadlines = AttemptDeadlines(connectTimeout: request.connectTimeout, headTimeout: request.headTimeout,
                                               stallTimeout: request.stallTimeout, minSpeed: request.minSpeed,
-                                              startedAt: Self.monotonicNanoseconds())
+                                              startedAt: monotonicNanoseconds())
         startHop(transfer, in: multi)
     }
 
@@ -233,12 +234,6 @@ final class CurlMultiLoop: @unchecked Sendable {
         transfer.context = nil
         transfer.dropSink()
         transfer.delegate.transfer(didFinishWith: result)
-    }
-
-    static func monotonicNanoseconds() -> UInt64 {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
     }
 }
 

@@ -1,3 +1,4 @@
+import Basics
 import CCurl
 
 // Redirects the transfer follows itself (with an upstream proxy), one easy handle per hop (loop thread).
@@ -21,7 +22,7 @@ extension CurlTransfer {
             return abort(TransferFailure(.unsupportedRedirect, "redirected to an unsupported scheme: \(scheme)"))
         }
         pendingRedirect = next
-        deadlines?.headEnded(at: CurlMultiLoop.monotonicNanoseconds(), final: false)
+        deadlines?.headEnded(at: monotonicNanoseconds(), final: false)
         return false
     }
 

@@ -109,7 +109,7 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
             if (300..<400).contains(status) {
                 redirectHops += 1
                 admittedAddresses = 0  // The next hop (libcurl follows it) connects anew.
-                deadlines?.headEnded(at: CurlMultiLoop.monotonicNanoseconds(), final: false)
+                deadlines?.headEnded(at: monotonicNanoseconds(), final: false)
             }
             return true
         case .invalid(let reason):
@@ -152,13 +152,13 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
             return abort(TransferFailure(.disk, "writing the body failed: \(error)", code: Self.errno(of: error)))
         }
         bodyBytes += Int64(bytes.count)
-        if bodyBytes == declaredLength { deadlines?.bodyComplete(at: CurlMultiLoop.monotonicNanoseconds()) }
+        if bodyBytes == declaredLength { deadlines?.bodyComplete(at: monotonicNanoseconds()) }
         return true
     }
 
     /// The request of the current hop is about to be sent (libcurl's pre-request callback).
     func requestGoesOut() {
-        deadlines?.requestSent(at: CurlMultiLoop.monotonicNanoseconds())
+        deadlines?.requestSent(at: monotonicNanoseconds())
     }
 
     /// The failure when a timer of `deadlines` ran out.
@@ -227,7 +227,7 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         }
         let head = ResponseHead(status: status, headers: headers, effectiveURL: effectiveURL)
         self.head = head
-        deadlines?.headEnded(at: CurlMultiLoop.monotonicNanoseconds(), final: true)
+        deadlines?.headEnded(at: monotonicNanoseconds(), final: true)
         switch delegate.transfer(didReceive: head) {
         case .success(let sink):
             self.sink = sink
@@ -242,7 +242,7 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
             if request.method == .get, head.value("transfer-encoding") == nil,
                let length = head.contentLength, length >= 0 {
                 declaredLength = length
-                if length == 0 { deadlines?.bodyComplete(at: CurlMultiLoop.monotonicNanoseconds()) }
+                if length == 0 { deadlines?.bodyComplete(at: monotonicNanoseconds()) }
             }
             return !isCancelled || abort(TransferFailure(.cancelled, "cancelled"))
         case .failure(let failure):

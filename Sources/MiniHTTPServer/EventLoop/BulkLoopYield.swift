@@ -1,3 +1,4 @@
+import Basics
 import Glibc
 import Synchronization
 
@@ -13,7 +14,8 @@ import Synchronization
 /// Between requests the loops run unhindered, so bodies go out at full speed whenever the
 /// application's work does not need the cores.
 public final class BulkLoopYield: Sendable {
-    /// The share of one core a bulk loop keeps while asked to give way, within 0.01...1.
+    /// The share of one core a bulk loop keeps while asked to give way (`DutyCycle` holds it to
+    /// 0.01...1).
     public let share: Double
     /// Monotonic nanoseconds until which the loops give way (0: never asked).
     private let until = Atomic<UInt64>(0)
@@ -23,11 +25,11 @@ public final class BulkLoopYield: Sendable {
     let threadCPU: @Sendable () -> UInt64
 
     public convenience init(share: Double) {
-        self.init(share: share, sleep: Self.nanosleep, threadCPU: Self.threadCPUNanoseconds)
+        self.init(share: share, sleep: Self.nanosleep, threadCPU: threadCPUNanoseconds)
     }
 
     init(share: Double, sleep: @escaping @Sendable (UInt64) -> Void, threadCPU: @escaping @Sendable () -> UInt64) {
-        self.share = min(max(share, 0.01), 1)
+        self.share = share
         self.sleep = sleep
         self.threadCPU = threadCPU
     }
@@ -48,21 +50,10 @@ public final class BulkLoopYield: Sendable {
         now < until.load(ordering: .relaxed)
     }
 
-    /// A duty cycle for one loop with this share.
-    func makeDutyCycle() -> DutyCycle {
-        DutyCycle(share: share)
-    }
-
     static let nanosleep: @Sendable (UInt64) -> Void = { nanoseconds in
         var request = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
         var remaining = timespec()
         while Glibc.nanosleep(&request, &remaining) != 0 && errno == EINTR { request = remaining }
-    }
-
-    static let threadCPUNanoseconds: @Sendable () -> UInt64 = {
-        var ts = timespec()
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
-        return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
     }
 }
 

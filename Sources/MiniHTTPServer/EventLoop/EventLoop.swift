@@ -68,7 +68,7 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
     func start(name: String, nice: Int = 0, yield: BulkLoopYield? = nil) {
         if let yield {
             yielding = yield
-            dutyCycle = yield.makeDutyCycle()
+            dutyCycle = DutyCycle(share: yield.share)
         }
         let t = Thread { [self] in
             thread = pthread_self()

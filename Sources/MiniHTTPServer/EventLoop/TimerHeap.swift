@@ -56,13 +56,6 @@ struct TimerHeap {
     }
 }
 
-/// Monotonic time in nanoseconds.
-@inline(__always)
-func monotonicNanoseconds() -> UInt64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
-}
 
 #if canImport(Glibc)
 import Glibc
