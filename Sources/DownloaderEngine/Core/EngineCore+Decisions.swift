@@ -78,7 +78,7 @@ extension EngineCore {
         case .journal:
             save(record)
         case .housekeeping(.boundEmptyPaused):
-            boundEmptyPaused()
+            boundEmptyPaused(pausing: record)
         case .housekeeping(.purgeCache):
             purgeCache()
         case .housekeeping(.forgetOldFailures):

@@ -19,7 +19,8 @@ extension EngineCore {
 
     /// Forgets paused downloads without kept bytes that are older than `cutoff` (callers or not, as a
     /// paused partial goes after its time-to-live), and the oldest caller-less ones beyond
-    /// `maxEmptyPausedDownloads`. `among`: only these can be (start-up's restored paused ones).
+    /// `maxEmptyPausedDownloads`. `among`: only these can be (start-up's restored paused ones, or
+    /// those a pause looks at). The empty ones kept are remembered in `emptyPausedSeen`.
     func boundEmptyPaused(olderThan cutoff: Date? = nil, among candidates: [DownloadRecord]? = nil) {
         let isEmpty: (DownloadRecord) -> Bool = {
             $0.state == .paused && $0.attempt == nil && $0.partialBytes == 0 && $0.readers == 0
@@ -27,6 +28,7 @@ extension EngineCore {
         }
         let expired: (DownloadRecord) -> Bool = { record in cutoff.map { record.updatedAt < $0 } ?? false }
         let empty = candidates?.filter(isEmpty) ?? byID.values.filter(isEmpty)
+        emptyPausedSeen = Set(empty.map(\.id))
         let limit = max(0, configuration.maxEmptyPausedDownloads)
         var spare = empty.count { $0.tokens.isEmpty }  // Beyond the bound: forgotten, oldest first.
         guard spare > limit || empty.contains(where: expired) else { return }
@@ -36,7 +38,19 @@ extension EngineCore {
             if callerless { spare -= 1 }
             discardPartial(record)  // The empty `.part` every attempt creates (or bytes a failed sync left uncounted).
             retire(record)
+            emptyPausedSeen.remove(record.id)
         }
+    }
+
+    /// After `record` paused: the bound over it and the empty paused downloads seen so far, not a
+    /// pass over every download (with 100 000 downloads, that pass held the engine's lock for
+    /// every pause). `record` stays seen while it settles (its attempt ends after the pause): the
+    /// next pause counts it. Those that emptied otherwise (a purged partial) are found by the pass
+    /// of the pressure tick (`expireIdle`, every `pressureInterval`).
+    func boundEmptyPaused(pausing record: DownloadRecord) {
+        emptyPausedSeen.insert(record.id)
+        boundEmptyPaused(among: emptyPausedSeen.compactMap { byID[$0] })
+        if byID[record.id] === record { emptyPausedSeen.insert(record.id) }
     }
 
     /// Forgets `record` by a bound, a time-to-live or a purge (not the operator's removal): its

@@ -59,6 +59,9 @@ final class EngineCore: @unchecked Sendable {
     var nextSerial: UInt64 = 0
     /// The failed downloads, by id (bounding them must not scan every download at each failure).
     var failedRecords: [String: DownloadRecord] = [:]
+    /// Paused downloads that keep no bytes, as the last bound of them saw (`boundEmptyPaused`): what
+    /// a pause's bound looks at besides the pausing download, between passes over every download.
+    var emptyPausedSeen: Set<String> = []
     /// Downloads changed (or forgotten) since the state writer last took a batch.
     var unsaved: Set<String> = []
     /// Numbers the events decided, so a subscriber made meanwhile skips those its first element reflects.

@@ -282,6 +282,25 @@ import Testing
         await s.engine.shutdown()
     }
 
+    /// A pause bounds the empty paused downloads seen before it without a pass over every download
+    /// and without waiting for the pressure tick: the fourth pause forgets the first (the third,
+    /// still settling at its own pause, is counted by the next).
+    @Test func aPauseBoundsTheEmptyPausedDownloadsItHasSeen() async throws {
+        let s = try Setup { $0.maxEmptyPausedDownloads = 2 }
+        var ids: [String] = []
+        for name in ["e1", "e2", "e3", "e4"] {
+            let before = s.driver.startCount
+            let r = try s.engine.request(DownloadRequest(url: "http://o.test/\(name)"))
+            try await withTimeout(20) { await s.driver.waitForStarts(before + 1) }
+            _ = try await EngineFixture.cancelAndSettle(s.engine, token: r.token, id: r.snapshot.id)
+            s.clock.advance(1)
+            ids.append(r.snapshot.id)
+        }
+        #expect(s.engine.snapshot(id: ids[0]) == nil)
+        #expect(ids[1...].allSatisfy { s.engine.snapshot(id: $0)?.state == .paused })
+        await s.engine.shutdown()
+    }
+
     @Test func pausedDownloadsWithoutBytesAreBoundedInCount() async throws {
         let s = try Setup { $0.maxEmptyPausedDownloads = 2 }
         var ids: [String] = []
