@@ -34,7 +34,7 @@ public final class WebhookDispatcher: @unchecked Sendable {
     let lock = NSLock()
     // Guarded by `lock`.
     var settings: WebhookSettings?
-    var registrations: [String: WebhookRegistration] = [:]
+    var registrations = WebhookRegistrations()
     var deliveries: [DeliveryKey: WebhookDelivery] = [:]
     var timers: [String: ScheduledTimer] = [:]
     var lanes = ReceiverLanes<TryTicket>(limit: WebhookDispatcher.triesPerReceiver)
@@ -53,7 +53,7 @@ public final class WebhookDispatcher: @unchecked Sendable {
         self.schedule = schedule
         self.lookup = lookup
         let loaded = try journal.load()
-        for registration in loaded.registrations { registrations[registration.id] = registration }
+        for registration in loaded.registrations { registrations.insert(registration) }
         for delivery in loaded.deliveries where registrations[delivery.registrationID] != nil {
             deliveries[delivery.key] = delivery
         }
@@ -72,7 +72,7 @@ public final class WebhookDispatcher: @unchecked Sendable {
         }
         let (pending, all) = lock.withLock {
             self.settings = settings
-            return (deliveries.values.filter { $0.outcome == nil }, Array(registrations.values))
+            return (deliveries.values.filter { $0.outcome == nil }, registrations.all)
         }
         // Each at its stored time, never further off than the schedule waits: a time stored while
         // the wall clock ran ahead (corrected before this start) would hold the delivery for as long.
@@ -115,7 +115,7 @@ public final class WebhookDispatcher: @unchecked Sendable {
         } catch {
             throw WebhookJournalError(message: error.message)
         }
-        lock.withLock { registrations[registration.id] = registration }
+        lock.withLock { registrations.insert(registration) }
         // The download may have ended between the engine's answer and now: the newest state counts.
         settle(lookup(snapshot.id) ?? snapshot, registrationIDs: [registration.id])
     }
@@ -131,7 +131,7 @@ public final class WebhookDispatcher: @unchecked Sendable {
             try? cluster.store.drop(tokenHash: hash)
             return
         }
-        let ids = lock.withLock { registrations.values.filter { $0.tokenHash == hash }.map(\.id) }
+        let ids = lock.withLock { registrations.ids(ofToken: hash) }
         remove(ids)
     }
 
@@ -151,8 +151,11 @@ public final class WebhookDispatcher: @unchecked Sendable {
         guard lock.withLock({ cluster }) == nil else { return }
         intake.async {
             let ids = self.lock.withLock { () -> [String] in
-                let delivering = Set(self.deliveries.values.filter { $0.outcome == nil }.map(\.registrationID))
-                return self.registrations.values.filter { $0.downloadID == id && !delivering.contains($0.id) }.map(\.id)
+                self.registrations.of(download: id).map(\.id).filter { registration in
+                    !WebhookEvent.allCases.contains { event in
+                        self.deliveries[DeliveryKey(registrationID: registration, event: event)].map { $0.outcome == nil } ?? false
+                    }
+                }
             }
             self.remove(ids)
         }
@@ -177,7 +180,7 @@ public final class WebhookDispatcher: @unchecked Sendable {
         var finished: [String] = []
         lock.lock()
         let candidates = registrationIDs?.compactMap { registrations[$0] }
-            ?? registrations.values.filter { $0.downloadID == snapshot.id }
+            ?? registrations.of(download: snapshot.id)
         if let settings {
             for registration in candidates where registration.downloadID == snapshot.id {
                 let key = DeliveryKey(registrationID: registration.id, event: event)
@@ -223,7 +226,7 @@ public final class WebhookDispatcher: @unchecked Sendable {
         }
         lock.withLock {
             for id in ids {
-                registrations[id] = nil
+                registrations.remove(id)
                 for event in WebhookEvent.allCases {
                     if let delivery = deliveries.removeValue(forKey: DeliveryKey(registrationID: id, event: event)) {
                         timers.removeValue(forKey: delivery.id)?.cancel()

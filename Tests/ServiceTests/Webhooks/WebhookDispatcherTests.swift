@@ -67,7 +67,7 @@ import Testing
         let h = Harness()
         let dispatcher = try h.dispatcher()
         try dispatcher.register(CallbackRequest(url: receiver.url("/hook?token=abc")), token: "caller-1", snapshot: Harness.snapshot(.completed))
-        let registration = try #require(dispatcher.lock.withLock { dispatcher.registrations.keys.first })
+        let registration = try #require(dispatcher.lock.withLock { dispatcher.registrations.all.first?.id })
         h.scheduler.advance(0)  // the first try goes out at once
         _ = try await receiver.waitFor(1)
         try await h.waitForTimer(dueIn: 1)
