@@ -282,13 +282,11 @@ import Testing
         await s.engine.shutdown()
     }
 
-    /// A pause bounds the empty paused downloads seen before it without a pass over every download
-    /// and without waiting for the pressure tick: the fourth pause forgets the first (the third,
-    /// still settling at its own pause, is counted by the next).
-    @Test func aPauseBoundsTheEmptyPausedDownloadsItHasSeen() async throws {
-        let s = try Setup { $0.maxEmptyPausedDownloads = 2 }
+    /// Starts a download of each name and cancels its only caller once it started: each settles
+    /// paused with no bytes, a second apart. Their ids, in order.
+    static func pausedWithoutBytes(_ s: Setup, _ names: [String]) async throws -> [String] {
         var ids: [String] = []
-        for name in ["e1", "e2", "e3", "e4"] {
+        for name in names {
             let before = s.driver.startCount
             let r = try s.engine.request(DownloadRequest(url: "http://o.test/\(name)"))
             try await withTimeout(20) { await s.driver.waitForStarts(before + 1) }
@@ -296,6 +294,15 @@ import Testing
             s.clock.advance(1)
             ids.append(r.snapshot.id)
         }
+        return ids
+    }
+
+    /// A pause bounds the empty paused downloads seen before it without a pass over every download
+    /// and without waiting for the pressure tick: the fourth pause forgets the first (the third,
+    /// still settling at its own pause, is counted by the next).
+    @Test func aPauseBoundsTheEmptyPausedDownloadsItHasSeen() async throws {
+        let s = try Setup { $0.maxEmptyPausedDownloads = 2 }
+        let ids = try await Self.pausedWithoutBytes(s, ["e1", "e2", "e3", "e4"])
         #expect(s.engine.snapshot(id: ids[0]) == nil)
         #expect(ids[1...].allSatisfy { s.engine.snapshot(id: $0)?.state == .paused })
         await s.engine.shutdown()
@@ -303,15 +310,7 @@ import Testing
 
     @Test func pausedDownloadsWithoutBytesAreBoundedInCount() async throws {
         let s = try Setup { $0.maxEmptyPausedDownloads = 2 }
-        var ids: [String] = []
-        for name in ["e1", "e2", "e3"] {
-            let before = s.driver.startCount
-            let r = try s.engine.request(DownloadRequest(url: "http://o.test/\(name)"))
-            try await withTimeout(20) { await s.driver.waitForStarts(before + 1) }
-            _ = try await EngineFixture.cancelAndSettle(s.engine, token: r.token, id: r.snapshot.id)
-            s.clock.advance(1)
-            ids.append(r.snapshot.id)
-        }
+        let ids = try await Self.pausedWithoutBytes(s, ["e1", "e2", "e3"])
         // Settled as paused with no bytes; the next pause or tick bounds them.
         let watcher = s.engine.watchAll()!
         s.monitor.fire()
