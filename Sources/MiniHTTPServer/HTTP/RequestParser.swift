@@ -189,6 +189,12 @@ struct RequestParser {
             }
             framing = .chunked
         }
+        var (target, headers) = (target, headers)
+        switch RequestTarget.classify(target) {
+        case .asSent: break
+        case .absolute(let path, let host): (target, headers["Host"]) = (path, host)
+        case .invalid(let reason): return bad(reason)
+        }
         let keepAlive = h.connectionClose ? false : (minor == 0 ? h.connectionKeepAlive : true)
         let request = Request(method: method, target: target, version: (major, minor), headers: headers)
         let head = RequestHead(request: consume request, keepAlive: keepAlive, framing: framing,

@@ -171,7 +171,7 @@ enum HostileRequestCorpus {
         Framed("Content-Length 0 then a request", post("Content-Length: 0\r\n", smuggled),
                ["POST /upload ", "GET /smuggled "]),
         Framed("empty lines before the request line", "\r\n\r\n" + smuggled, ["GET /smuggled "]),
-        Framed("absolute-form target", "GET http://elsewhere.example/x?y HTTP/1.1\r\nHost: test\r\n\r\n",
-               ["GET http://elsewhere.example/x "]),
+        Framed("absolute-form target: its path", "GET http://elsewhere.example/x?y HTTP/1.1\r\nHost: test\r\n\r\n",
+               ["GET /x "]),
     ]
 }

@@ -35,18 +35,28 @@ struct ServiceHostileRequestTests {
         let origin = try TestOrigin(bodySize: 1024)
         defer { origin.stop() }
         let service = try await ServiceProcess.start(arguments: ["--allow-private-networks"])
-        let targets = [
-            origin.url, origin.url("/downloads"), "http://127.0.0.1:\(service.port)/healthz", "*",
-            "127.0.0.1:\(origin.port)", "//127.0.0.1:\(origin.port)/file", "/downloads/../healthz", "/%2e%2e/healthz",
-        ]
-        for target in targets {
-            for method in ["GET", "POST", "CONNECT", "OPTIONS"] {
-                let client = try await RawHTTPClient.connect(port: service.port)
-                defer { client.close() }
-                try await client.send("\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n")
-                let response = try await client.readResponse()
-                #expect(response.status == 404, "\(method) \(target): \(response.status) \(response.text)")
-                #expect((response.json["error"] as? [String: Any])?["code"] as? String == "not_found", "\(method) \(target)")
+        func answer(_ method: String, _ target: String) async throws -> (status: Int, code: String?) {
+            let client = try await RawHTTPClient.connect(port: service.port)
+            defer { client.close() }
+            try await client.send("\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n")
+            let response = try await client.readResponse()
+            return (response.status, (response.json["error"] as? [String: Any])?["code"] as? String)
+        }
+        let methods = ["GET", "POST", "CONNECT", "OPTIONS"]
+        for target in ["*", "127.0.0.1:\(origin.port)", "//127.0.0.1:\(origin.port)/file", "/downloads/../healthz", "/%2e%2e/healthz"] {
+            for method in methods {
+                let got = try await answer(method, target)
+                #expect(got.status == 404 && got.code == "not_found", "\(method) \(target): \(got)")
+            }
+        }
+        // The absolute form (RFC 9112 §3.2.2) is answered as its path, whatever host it names: the
+        // service's own routes, never a fetch of the URL.
+        for (target, path) in [(origin.url, URL(string: origin.url)!.path), (origin.url("/downloads"), "/downloads"),
+                               ("http://127.0.0.1:\(service.port)/healthz", "/healthz")] {
+            for method in methods {
+                let (absolute, originForm) = (try await answer(method, target), try await answer(method, path))
+                #expect(absolute.status == originForm.status && absolute.code == originForm.code,
+                        "\(method) \(target): \(absolute), as \(path): \(originForm)")
             }
         }
         #expect(origin.connectionCount == 0, "the service fetched a caller's request-target")
