@@ -11,6 +11,9 @@ enum WebhookMetrics {
         out += "# HELP download_service_webhook_tries_total Webhook HTTP requests tried, whatever their result.\n"
         out += "# TYPE download_service_webhook_tries_total counter\n"
         out += "download_service_webhook_tries_total \(stats.tries)\n"
+        out += "# HELP download_service_webhook_store_errors_total Cluster mode: webhook reads and writes of the cluster database that failed (tried again).\n"
+        out += "# TYPE download_service_webhook_store_errors_total counter\n"
+        out += "download_service_webhook_store_errors_total \(stats.storeErrors)\n"
         return out
     }
 }

@@ -79,11 +79,13 @@ final class ClusterWebhooks: @unchecked Sendable {
             return (stopped ? nil : self.dispatcher, self.running, rounds % 20 == 1)
         }
         guard let dispatcher, let settings = dispatcher.lock.withLock({ dispatcher.settings }) else { return }
-        makeOwed(settings)
-        if sweep { try? store.sweep() }
+        makeOwed(settings, dispatcher)
+        if sweep { stored(dispatcher, ()) { () throws(StateStoreError) in try store.sweep() } }
         let seconds = claimSecondsForTests ?? dispatcher.schedule.tryTimeout + Self.claimMargin
         let free = Self.workers - running.values.reduce(0, +)
-        let claimed = (try? store.claim(owner: owner, seconds: seconds, limit: free, running: running)) ?? []
+        let claimed = stored(dispatcher, []) { () throws(StateStoreError) in
+            try store.claim(owner: owner, seconds: seconds, limit: free, running: running)
+        }
         if !claimed.isEmpty && !abandonsClaimsForTests.load(ordering: .acquiring) {
             lock.withLock { for (_, receiver) in claimed { self.running[receiver, default: 0] += 1 } }
             for (claim, receiver) in claimed {
@@ -104,15 +106,16 @@ final class ClusterWebhooks: @unchecked Sendable {
 
     /// The deliveries owed, rendered from the download's row as it is now (made once: another
     /// replica's, made first, stays).
-    private func makeOwed(_ settings: WebhookSettings) {
-        guard let owed = try? store.owed(), !owed.isEmpty else { return }
-        let rows = (try? reader.rows(ids: Array(Set(owed.map(\.downloadID))))) ?? [:]
+    private func makeOwed(_ settings: WebhookSettings, _ dispatcher: WebhookDispatcher) {
+        let owed = stored(dispatcher, []) { () throws(StateStoreError) in try store.owed() }
+        guard !owed.isEmpty else { return }
+        let rows = stored(dispatcher, [:]) { () throws(StateStoreError) in try reader.rows(ids: Array(Set(owed.map(\.downloadID)))) }
         for entry in owed {
             guard let snapshot = rows[entry.downloadID]?.snapshot(ignoring: ignoring) else { continue }
             let id = WebhookDelivery.id(registrationID: entry.registrationID, event: entry.event)
             let delivery = WebhookDelivery(id: id, registrationID: entry.registrationID, event: entry.event,
                                            body: settings.render(entry.event, id, snapshot), tries: 0, nextAt: Date())
-            _ = try? store.make(delivery)
+            stored(dispatcher, false) { () throws(StateStoreError) in try store.make(delivery) }
         }
     }
 
@@ -121,14 +124,28 @@ final class ClusterWebhooks: @unchecked Sendable {
         let result = dispatcher.poster.post(url: claim.url, headers: WebhookDispatcher.headers(of: claim.delivery, settings),
                                             body: claim.delivery.body, timeout: dispatcher.schedule.tryTimeout)
         let (delivery, delay) = dispatcher.judged(result, of: claim.delivery)
-        let kept = (try? store.record(delivery, delay: delay, owner: owner)) ?? false
+        let kept = stored(dispatcher, false) { () throws(StateStoreError) in try store.record(delivery, delay: delay, owner: owner) }
         dispatcher.lock.withLock {
             dispatcher.stats.tries += 1
             if kept, let outcome = delivery.outcome { dispatcher.stats.deliveries[outcome, default: 0] += 1 }
         }
         guard kept, let outcome = delivery.outcome else { return }
         // A completed download's registration has nothing left to do once its delivery ended.
-        if delivery.event == .completed { try? store.remove(registration: delivery.registrationID) }
+        if delivery.event == .completed {
+            stored(dispatcher, ()) { () throws(StateStoreError) in try store.remove(registration: delivery.registrationID) }
+        }
         settings.report(WebhookDispatcher.report(delivery, outcome: outcome, downloadID: claim.downloadID, url: claim.url))
+    }
+
+    /// One call to the cluster database; a failure (the database unreachable or too slow: the
+    /// round or the try comes again) is counted for `/metrics` and read as `fallback`.
+    @discardableResult
+    private func stored<T>(_ dispatcher: WebhookDispatcher, _ fallback: T, _ call: () throws(StateStoreError) -> T) -> T {
+        do throws(StateStoreError) {
+            return try call()
+        } catch {
+            dispatcher.lock.withLock { dispatcher.stats.storeErrors += 1 }
+            return fallback
+        }
     }
 }

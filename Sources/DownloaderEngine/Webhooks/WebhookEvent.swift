@@ -56,6 +56,8 @@ public struct WebhookStatistics: Sendable, Equatable {
     public var deliveries: [WebhookOutcome: Int64] = [:]
     /// Every try (HTTP request attempted), whatever its result.
     public var tries: Int64 = 0
+    /// Cluster mode: calls to the cluster database for webhooks that failed (each round's, each try's record).
+    public var storeErrors: Int64 = 0
 
     public init() {}
 }

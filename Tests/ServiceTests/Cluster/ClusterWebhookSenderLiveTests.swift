@@ -25,8 +25,8 @@ struct ClusterWebhookSenderLiveTests {
         #expect(answer.status == 202 || answer.status == 200, "\(answer.status) \(answer.text)")
         let id = try #require(answer.string("id"))
         let first = try await receiver.waitFor(1, timeout: 30)
-        // The claim was taken before this try went out: it lapses at most `claimSeconds` from now.
-        let firstSeen = Date()
+        // The claim was taken before this try went out: it lapses at most `claimSeconds` after it.
+        let firstSeen = try #require(first.first).at
         let sent = first.first?.json
         #expect((sent?["download"] as? [String: Any])?["id"] as? String == id && sent?["event"] as? String == "completed",
                 "\(sent ?? [:])")
@@ -42,12 +42,19 @@ struct ClusterWebhookSenderLiveTests {
         // The survivors can send only once they run: their start-up (seconds on a busy machine) is not the claim's.
         let survivorsUp = Date().timeIntervalSince(firstSeen)
 
-        let got = try await receiver.waitFor(2, timeout: 40)
-        let took = Date().timeIntervalSince(firstSeen)
-        let sinceAsked = Date().timeIntervalSince(asked)
+        let got = try await receiver.waitFor(2, timeout: 2 * Self.claimSeconds + 20)
+        let took = got[1].at.timeIntervalSince(firstSeen)
+        let sinceAsked = got[1].at.timeIntervalSince(asked)
         #expect(sinceAsked >= Self.claimSeconds, "not sent again while the claim held: \(sinceAsked) s after the POST")
-        #expect(took <= max(Self.claimSeconds, survivorsUp) + 10,
-                "sent again once the claim lapsed: \(took) s after the first try, the survivors up after \(survivorsUp) s")
+        // Usually about `claimSeconds` (ClusterWebhooksLiveTests times the takeover in one process,
+        // with a short claim). A survivor's claim whose answer is lost (a statement past its
+        // deadline on a loaded machine) holds the delivery for one more claim: at least once, later.
+        var storeErrors = 0.0
+        for replica in cluster.replicas.dropFirst() {
+            storeErrors += await cluster.metric("download_service_webhook_store_errors_total", on: replica) ?? 0
+        }
+        #expect(took <= max(Self.claimSeconds, survivorsUp) + (storeErrors > 0 ? Self.claimSeconds : 0) + 10,
+                "sent again once the claim lapsed: \(took) s after the first try, the survivors up after \(survivorsUp) s, \(storeErrors) store errors")
         #expect(got[1].body == got[0].body, "the same body")
         #expect(got[1].headers["x-delivery-id"] != nil && got[1].headers["x-delivery-id"] == got[0].headers["x-delivery-id"],
                 "the same delivery: \(got.map { $0.headers["x-delivery-id"] ?? "-" })")

@@ -19,6 +19,9 @@ final class WebhookReceiver: Sendable {
         /// Header names lower-cased.
         var headers: [String: String]
         var body: [UInt8]
+        /// When the whole request was read (on the connection's thread: a test's own task may be
+        /// scheduled late on a loaded machine, the receiver's clock is not).
+        var at = Date()
 
         var json: [String: Any]? { (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] }
     }
