@@ -149,6 +149,11 @@ public struct EngineConfiguration: Sendable {
     /// Paused downloads that keep no bytes remembered at most; beyond it the oldest are forgotten
     /// (default 1 000).
     public var maxEmptyPausedDownloads: Int = 1_000
+    /// Partials one client (`DownloadRequest.clientGroup`) left that no caller's quota counts any
+    /// more (paused ones nobody holds, failed ones) kept at most; beyond it that client's oldest
+    /// are purged (`client_limit`) at the next pressure tick. 0: off (default; the service sets
+    /// `--max-downloads-per-client`).
+    public var maxIdlePartialsPerClient: Int = 0
     /// Seconds between pressure samples (memory PSI, cgroup memory events, free space; default 2).
     public var pressureInterval: Double = 2
     /// Snapshot items fresh `watchAll` watchers may hold, not yet read, all together (the

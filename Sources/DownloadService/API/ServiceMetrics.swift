@@ -49,7 +49,7 @@ final class ServiceMetrics: Sendable {
         metric("event_watchers", "gauge", "Open GET /events streams.", [("", String(eventWatchers))])
         metric("state_commit_failing", "gauge", "1 while the state store's last commit failed (retried every second), else 0.",
                [("", engine.stateFailure == nil ? "0" : "1")])
-        metric("purged_total", "counter", "Files purged, by kind (paused_partial, cache_file) and reason (memory, disk, ttl, cache_limit).",
+        metric("purged_total", "counter", "Files purged, by kind (paused_partial, cache_file) and reason (memory, disk, ttl, cache_limit, client_limit).",
                PurgeKind.allCases.flatMap { kind in
                    PurgeReason.allCases.map { reason in
                        (#"{kind=""# + kind.rawValue + #"",reason=""# + reason.rawValue + #""}"#,

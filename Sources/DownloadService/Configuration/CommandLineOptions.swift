@@ -92,7 +92,7 @@ enum CommandLineOptions {
             guard let n = Int(v), n >= 1 else { throw ParseError(message: "--max-subscribers-per-download must be a positive number, got '\(v)'") }
             c.maxSubscribersPerDownload = n
         },
-        Option(flag: "--max-downloads-per-client", metavar: "N", help: "live caller tokens of unfinished downloads per client IP (public IPv6: per /64); more get 429; 0 = no limit (default 1000)") { c, v throws(ParseError) in
+        Option(flag: "--max-downloads-per-client", metavar: "N", help: "live caller tokens of unfinished downloads per client IP (public IPv6: per /64); more get 429; also the partials a client left (cancelled or failed) kept for it, its oldest purged beyond; 0 = no limit (default 1000)") { c, v throws(ParseError) in
             guard let n = Int(v), n >= 0 else { throw ParseError(message: "--max-downloads-per-client must be 0 or more, got '\(v)'") }
             c.maxDownloadsPerClient = n == 0 ? nil : n
         },

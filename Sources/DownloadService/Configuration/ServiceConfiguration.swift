@@ -131,6 +131,7 @@ struct ServiceConfiguration: Sendable, Equatable {
         c.maxFileSize = maxFileSize
         c.cacheMaxBytes = cacheMaxBytes
         c.cacheTTL = cacheTTL
+        c.maxIdlePartialsPerClient = maxDownloadsPerClient ?? 0
         c.allowPrivateNetworks = allowPrivateNetworks
         c.allowHosts = allowHosts
         c.denyHosts = denyHosts

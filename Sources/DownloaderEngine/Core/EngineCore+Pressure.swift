@@ -97,8 +97,29 @@ extension EngineCore {
             purgePartial(record, reason: .ttl)
             retire(record)
         }
+        if restored == nil { boundIdlePartialsPerClient() }  // Restored downloads belong to no client.
         let forgotten = Set(idle.map(ObjectIdentifier.init))
         boundEmptyPaused(olderThan: cutoff, among: restored?.filter { !forgotten.contains(ObjectIdentifier($0)) })
+    }
+
+    /// Under `lock`. A client's quota counts the tokens of its unfinished downloads; cancelling
+    /// frees the place but leaves the partial on disk, paused, for `pausedTTL`. Of those partials no
+    /// quota counts (paused ones nobody holds, failed ones), a client keeps at most
+    /// `maxIdlePartialsPerClient`; beyond it its oldest are purged (their downloads stay, paused
+    /// without bytes, under the bound of those). Other clients' partials are never touched: a
+    /// client that cancels its way past its quota purges only its own.
+    func boundIdlePartialsPerClient() {
+        let limit = configuration.maxIdlePartialsPerClient
+        guard limit > 0 else { return }
+        var left: [String: [DownloadRecord]] = [:]
+        for record in byID.values where Self.isIdlePartial(record) && !record.lifecycle.held
+            && (record.tokens.isEmpty || record.state == .failed) {
+            if let client = record.clientGroup { left[client, default: []].append(record) }
+        }
+        for records in left.values where records.count > limit {
+            let oldest = records.sorted { $0.updatedAt != $1.updatedAt ? $0.updatedAt < $1.updatedAt : $0.id < $1.id }
+            for record in oldest.prefix(records.count - limit) { purgePartial(record, reason: .clientLimit) }
+        }
     }
 
     /// Downloads with kept bytes and nothing running: paused, or failed with a partial; oldest first.

@@ -16,6 +16,8 @@ public enum PurgeReason: String, Sendable, CaseIterable {
     case ttl
     /// Cache usage exceeded `cacheMaxBytes`.
     case cacheLimit = "cache_limit"
+    /// A client left more idle partials than `maxIdlePartialsPerClient`.
+    case clientLimit = "client_limit"
 }
 
 /// One file the engine purged, reported to `DownloadEngine.onPurge` and counted in

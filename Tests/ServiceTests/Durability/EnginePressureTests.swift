@@ -44,10 +44,10 @@ import Testing
         }
 
         /// A download left holding `kept` bytes: paused (`pause`) or still running.
-        func partial(_ name: String, kept: Int, pause: Bool = true) async throws -> String {
+        func partial(_ name: String, kept: Int, pause: Bool = true, client: String? = nil) async throws -> String {
             let r = try await EngineFixture.partial(engine, driver: driver, url: "http://o.test/\(name)", attempt: driver.startCount,
                                                     headers: ["Content-Length": "100000", "ETag": "\"\(name)\""],
-                                                    sending: EngineFixture.body(kept), pause: pause)
+                                                    sending: EngineFixture.body(kept), pause: pause, client: client)
             clock.advance(1)
             return r.snapshot.id
         }

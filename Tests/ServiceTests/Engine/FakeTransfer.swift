@@ -233,8 +233,9 @@ enum EngineFixture {
     /// settled (`cancelAndSettle`): a paused download keeping `bytes`. Returns the request's answer.
     @discardableResult
     static func partial(_ engine: DownloadEngine, driver: FakeTransferDriver, url: String, attempt index: Int = 0,
-                        headers: [String: String], sending bytes: [UInt8], pause: Bool = true) async throws -> Enqueued {
-        let r = try engine.request(DownloadRequest(url: url))
+                        headers: [String: String], sending bytes: [UInt8], pause: Bool = true,
+                        client: String? = nil) async throws -> Enqueued {
+        let r = try engine.request(DownloadRequest(url: url, clientGroup: client))
         try await withTimeout(20) { await driver.waitForStarts(index + 1) }
         let t = driver.transfer(index)
         #expect(t.respond(200, headers))

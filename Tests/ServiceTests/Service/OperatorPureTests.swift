@@ -64,6 +64,7 @@ import Testing
             Issue.record("not parsed"); return
         }
         #expect(c.cacheTTL == 7200 && c.adminToken == "a" && c.engineConfiguration.cacheTTL == 7200)
+        #expect(c.engineConfiguration.maxIdlePartialsPerClient == 1_000, "--max-downloads-per-client bounds the partials a client left too")
         guard case .run(let e) = CommandLineOptions.parse(arguments: [], environment: ["HOME": "/h", "DOWNLOAD_SERVICE_ADMIN_TOKEN": "b",
                                                                                       "DOWNLOAD_SERVICE_CACHE_TTL": "0"]) else {
             Issue.record("not parsed"); return
