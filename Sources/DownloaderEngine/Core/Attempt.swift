@@ -34,6 +34,9 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     var lease: LeaseHold?
     /// Offset at which the accepted body is written (nil: no head accepted).
     var acceptedOffset: Int64?
+    /// A `206`'s end: one past the last byte its Content-Range names. A body that runs past it
+    /// (chunked, so no Content-Length stops it first) fails as one longer than its Content-Length.
+    var rangeEnd: Int64?
     /// Streaming readers follow the download: appends are handed to the partial's write lane soon
     /// (no bytes wait for a full buffer where a reader cannot see them), paced by `handOverPacing`;
     /// the transfer thread never waits for the write. Readers are told what is in the file by the
@@ -152,6 +155,9 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
         if discardsBody { return }
         guard let partial, let core else { throw SystemError(errno: EBADF, function: "write (no partial file)") }
         try core.checkWrite(under: lease)
+        if let rangeEnd, partial.length + Int64(whole.count) > rangeEnd {
+            throw TransferFailure(.contentLengthMismatch, "the origin sent more than the \(rangeEnd - (acceptedOffset ?? 0)) bytes its Content-Range announced")
+        }
         var bytes = whole
         var atPrefixEnd = false
         if var end = prefixEnd {

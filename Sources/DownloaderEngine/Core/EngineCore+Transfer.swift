@@ -84,6 +84,7 @@ extension EngineCore {
     private func acceptBody(of attempt: Attempt, _ head: ResponseHead, offset: Int64, total: Int64?, file: FileIdentity,
                             _ record: DownloadRecord) {
         attempt.acceptedOffset = offset
+        if head.status == 206, let range = ContentRange.parse(head.value("content-range") ?? "") { attempt.rangeEnd = range.last + 1 }
         let offered = ResumePlan.validator(of: head)
         let newVersion = BodyVersion.isNew(offset: offset, keptAtStart: attempt.keptAtStart, generation: record.generation,
                                            current: record.validator, offered: offered)

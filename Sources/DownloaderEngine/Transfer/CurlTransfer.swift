@@ -148,6 +148,8 @@ final class CurlTransfer: TransferHandle, @unchecked Sendable {
         }
         do {
             try sink.write(bytes)
+        } catch let failure as TransferFailure {
+            return abort(failure)  // The sink judged the body itself (one longer than its Content-Range).
         } catch {
             return abort(TransferFailure(.disk, "writing the body failed: \(error)", code: Self.errno(of: error)))
         }

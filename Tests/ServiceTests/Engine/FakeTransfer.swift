@@ -151,7 +151,13 @@ final class FakeTransfer: TransferHandle, @unchecked Sendable {
         while offset < limit {
             if isCancelled { return }
             let end = min(limit, offset + script.chunk)
-            do { try send(Array(script.body[offset..<end])) } catch { fail(.disk, "\(error)"); return }
+            do {
+                try send(Array(script.body[offset..<end]))
+            } catch let failure as TransferFailure {
+                fail(failure.kind, failure.message); return  // As CurlTransfer: the sink chose its failure.
+            } catch {
+                fail(.disk, "\(error)"); return
+            }
             offset = end
         }
         if script.cutAfter != nil { fail(script.failure) } else { finish() }

@@ -87,6 +87,27 @@ struct OddOriginTests {
         await engine.shutdown()
     }
 
+    /// A chunked `206` has no Content-Length to stop it: its Content-Range does. One that runs on
+    /// past it fails as a body longer than its Content-Length does, keeping nothing.
+    @Test func aChunkedRangeAnswerLongerThanItsContentRangeFailsAndKeepsNothing() async throws {
+        let origin = try TestOrigin(bodySize: 50_000)
+        defer { origin.stop() }
+        origin.update {
+            $0.chunked = true
+            $0.maxRangeLength = 10_000
+            $0.rangeOverrun = 1_000
+        }
+        origin.inject(.cut(afterBodyBytes: 5_000))  // The first answer is cut: the next is a resume.
+        let engine = try Self.engine()
+        let done = try await Self.fetch(engine, origin.url)
+        #expect(done.state == .failed)
+        #expect(done.error?.code == .contentLengthMismatch, "\(String(describing: done.error))")
+        #expect(done.error?.message == "the origin sent more than the 10000 bytes its Content-Range announced")
+        #expect(origin.getCount() == 2 && origin.requests().last?.header("range") == "bytes=5000-")
+        #expect(engine.completedFile(id: done.id) == nil && !Self.partialExists(engine, done.id) && done.bytesWritten == 0)
+        await engine.shutdown()
+    }
+
     @Test func anRFC8187FileNameIsDecodedAndSanitised() async throws {
         let origin = try TestOrigin(bodySize: 1000)
         defer { origin.stop() }

@@ -124,6 +124,7 @@ enum OriginResponder {
                 }
                 fields.append(.init(name: "Content-Range",
                                     value: "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(resource.size)"))
+                range = range.lowerBound..<min(resource.size, range.upperBound + settings.rangeOverrun)
             }
         }
         var response = OriginResponse(status: status, headers: fields,

@@ -90,6 +90,9 @@ final class TestOrigin: Sendable {
         var wrongContentRangeStart = false
         /// Answer a range with at most this many bytes (`206 bytes N-M/total`, M short of the end).
         var maxRangeLength: Int? = nil
+        /// A `206` goes on this many bytes past the end its Content-Range names (use with `chunked`:
+        /// no Content-Length stops it first).
+        var rangeOverrun = 0
         /// Throttle bodies to about this many bytes per second; nil is unthrottled.
         var bytesPerSecond: Int? = nil
         /// Send no Content-Length and close the connection to end the body.
