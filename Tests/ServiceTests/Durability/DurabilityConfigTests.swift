@@ -42,6 +42,7 @@ import Testing
         #expect(text.contains(#"download_service_purged_total{kind="paused_partial",reason="disk"} 3"#))
         #expect(text.contains(#"download_service_purged_total{kind="cache_file",reason="cache_limit"} 2"#))
         #expect(text.contains(#"download_service_purged_total{kind="paused_partial",reason="ttl"} 0"#))
-        #expect(text.components(separatedBy: "download_service_purged_total{").count - 1 == 8)
+        #expect(text.contains(#"download_service_purged_total{kind="paused_partial",reason="client_limit"} 0"#))
+        #expect(text.components(separatedBy: "download_service_purged_total{").count - 1 == 10)  // 2 kinds × 5 reasons.
     }
 }
