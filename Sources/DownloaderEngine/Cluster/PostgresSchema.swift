@@ -223,6 +223,11 @@ enum PostgresSchema {
         """
         ALTER TABLE downloads ADD COLUMN hb_reason text;
         """,
+        // 13: the group of the client that asked first, as the SQLite store keeps it: a replica
+        // taking a download over keeps its client's place. Older replicas leave it alone.
+        """
+        ALTER TABLE downloads ADD COLUMN client_group text;
+        """,
     ]
 
     static var version: Int { migrations.count }

@@ -12,7 +12,7 @@ final class PostgresStateStore: StateStore, @unchecked Sendable {
                           "expected_sha256", "expected_size", "file_name", "final_path", "sha256", "size", "created_at",
                           "updated_at", "last_access", "error_code", "error_message", "error_http_status", "content_type",
                           "generation", "changed_at", "credential_key", "connections", "segments", "lease_key", "held",
-                          "ranges_offered", "segments_refused"]
+                          "ranges_offered", "segments_refused", "client_group"]
     static let upsertSQL: String = {
         let placeholders = (1...columns.count).map { "$\($0)" }.joined(separator: ", ")
         let updates = columns.dropFirst().map { "\($0) = EXCLUDED.\($0)" }.joined(separator: ", ")
@@ -105,7 +105,7 @@ final class PostgresStateStore: StateStore, @unchecked Sendable {
          d.error?.message, d.error?.httpStatus.map(String.init), d.contentType, String(Int64(clamping: d.generation)),
          d.changedAt.map { String($0.timeIntervalSince1970) }, d.credentialKey.map(PostgresArray.hex), String(d.connections),
          d.segments.map(SegmentJournal.text), d.fence?.key, d.held ? "true" : "false",
-         d.rangesOffered.map { $0 ? "true" : "false" }, d.segmentsRefused ? "true" : "false"]
+         d.rangesOffered.map { $0 ? "true" : "false" }, d.segmentsRefused ? "true" : "false", d.clientGroup]
     }
 
     /// The download a row of `columns` holds. Throws `.damaged` for values no build writes.
@@ -128,6 +128,6 @@ final class PostgresStateStore: StateStore, @unchecked Sendable {
             contentType: row[20], generation: UInt64(clamping: int(21) ?? 0), changedAt: date(22),
             connections: Int(clamping: int(24) ?? 1), segments: row[25].flatMap(SegmentJournal.segments),
             rangesOffered: row[28].map { $0 == "t" }, segmentsRefused: row[29] == "t",
-            credentialKey: row[23].flatMap { PostgresArray.bytes(hex: $0) }, held: row[27] == "t")
+            credentialKey: row[23].flatMap { PostgresArray.bytes(hex: $0) }, held: row[27] == "t", clientGroup: row[30])
     }
 }

@@ -21,8 +21,8 @@ final class DownloadRecord {
     var credentials: CallerHeaders?
     var storage: StorageClass
     var lifecycle: DownloadLifecycle
-    /// The group of the client that asked first (`DownloadRequest.clientGroup`); not stored: after
-    /// a restart the downloads carrying on share one group.
+    /// The group of the client that asked first (`DownloadRequest.clientGroup`), stored with the
+    /// download: a restart or a takeover keeps its place among clients.
     var clientGroup: String?
     var expectedSHA256: String?
     var expectedSize: Int64?
@@ -239,7 +239,7 @@ final class DownloadRecord {
             contentType: contentType, generation: generation, changedAt: changedAt,
             connections: connectionsRequested, segments: validator == nil ? nil : segments,
             rangesOffered: rangesOffered, segmentsRefused: segmentsRefused, tokens: tokens,
-            credentialKey: key.credential, held: lifecycle.held)
+            credentialKey: key.credential, held: lifecycle.held, clientGroup: clientGroup)
     }
 
     convenience init(stored entry: StoredDownload, tau: Double, progressInterval: Double, ignoring: Set<String> = []) {
@@ -268,6 +268,7 @@ final class DownloadRecord {
         segments = entry.segments
         rangesOffered = entry.rangesOffered
         segmentsRefused = entry.segmentsRefused
+        clientGroup = entry.clientGroup
     }
 
     /// A stored download with pieces kept was granted what they warrant: shown again after a

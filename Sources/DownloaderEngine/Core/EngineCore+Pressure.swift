@@ -97,7 +97,7 @@ extension EngineCore {
             purgePartial(record, reason: .ttl)
             retire(record)
         }
-        if restored == nil { boundIdlePartialsPerClient() }  // Restored downloads belong to no client.
+        if restored == nil { boundIdlePartialsPerClient() }  // At start-up: from the first tick on.
         let forgotten = Set(idle.map(ObjectIdentifier.init))
         boundEmptyPaused(olderThan: cutoff, among: restored?.filter { !forgotten.contains(ObjectIdentifier($0)) })
     }

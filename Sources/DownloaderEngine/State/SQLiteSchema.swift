@@ -108,6 +108,11 @@ enum SQLiteSchema {
         ALTER TABLE downloads ADD COLUMN ranges_offered INTEGER;
         ALTER TABLE downloads ADD COLUMN segments_refused INTEGER NOT NULL DEFAULT 0;
         """,
+        // 9: the group of the client that asked first (fairness among clients, the bound of the
+        // partials a client left), so that a restart keeps it.
+        """
+        ALTER TABLE downloads ADD COLUMN client_group TEXT;
+        """,
     ]
 
     static var version: Int { migrations.count }

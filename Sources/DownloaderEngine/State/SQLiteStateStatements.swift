@@ -6,7 +6,7 @@ final class SQLiteStateStatements {
     static let columns = "row, id, url, storage, state, etag, last_modified, expected_total, verified_offset, "
         + "expected_sha256, expected_size, file_name, final_path, sha256, size, created_at, updated_at, last_access, "
         + "error_code, error_message, error_http_status, content_type, generation, changed_at, credential_key, "
-        + "connections, segments, ranges_offered, segments_refused"
+        + "connections, segments, ranges_offered, segments_refused, client_group"
 
     let begin: SQLiteStatement
     let commit: SQLiteStatement
@@ -32,7 +32,7 @@ final class SQLiteStateStatements {
         selectAllTokens = try db.prepare("SELECT download, hash FROM tokens ORDER BY download")
         selectRows = try db.prepare("SELECT row, id FROM downloads")
         selectCount = try db.prepare("SELECT count(*) FROM downloads")
-        let placeholders = Array(repeating: "?", count: 29).joined(separator: ", ")
+        let placeholders = Array(repeating: "?", count: 30).joined(separator: ", ")
         replaceDownload = try db.prepare("INSERT OR REPLACE INTO downloads (\(Self.columns)) VALUES (\(placeholders))")
         deleteDownload = try db.prepare("DELETE FROM downloads WHERE row = ?")
         selectTokens = try db.prepare("SELECT hash FROM tokens WHERE download = ?")
@@ -74,6 +74,7 @@ final class SQLiteStateStatements {
         s.bind(27, download.segments.map(SegmentJournal.text))
         s.bind(28, download.rangesOffered.map { $0 ? 1 : 0 } as Int64?)
         s.bind(29, download.segmentsRefused ? 1 : 0 as Int64)
+        s.bind(30, download.clientGroup)
         try s.run()
         var stored: Set<TokenHash> = []
         if known {
@@ -135,6 +136,6 @@ final class SQLiteStateStatements {
             changedAt: select.isNull(23) ? nil : Date(timeIntervalSince1970: select.double(23)),
             connections: Int(clamping: select.int64(25) ?? 1), segments: select.text(26).flatMap(SegmentJournal.segments),
             rangesOffered: select.int64(27).map { $0 != 0 }, segmentsRefused: select.int64(28) == 1,
-            credentialKey: select.isNull(24) ? nil : Array(select.bytes(24)))
+            credentialKey: select.isNull(24) ? nil : Array(select.bytes(24)), clientGroup: select.text(29))
     }
 }

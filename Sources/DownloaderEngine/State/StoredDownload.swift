@@ -49,4 +49,8 @@ struct StoredDownload: Sendable, Equatable {
     var held = false
     /// Cluster mode: the lease whose epoch must still hold for this row to be written (nil: none).
     var fence: LeaseFence? = nil
+    /// The group of the client that asked first (`DownloadRecord.clientGroup`): its place in the
+    /// transfer queue's fairness and in the bound of partials it left, after a restart or a
+    /// takeover too. An address or network, never a credential.
+    var clientGroup: String? = nil
 }

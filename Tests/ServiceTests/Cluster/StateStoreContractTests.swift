@@ -54,6 +54,7 @@ import Testing
             entry.held = true
             entry.rangesOffered = false
             entry.segmentsRefused = true
+            entry.clientGroup = "2001:db8:1:2::/64"
             // `fence` says how a row is written (cluster mode), it is not stored data: `PostgresFencingTests`.
             for child in Mirror(reflecting: entry).children where child.label != "fence" {
                 let value = Mirror(reflecting: child.value)

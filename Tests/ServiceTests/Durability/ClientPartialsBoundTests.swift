@@ -26,6 +26,26 @@ import Testing
         await s.engine.shutdown()
     }
 
+    /// The client is stored with the download: after a restart its partials are still its own.
+    @Test func theBoundHoldsAfterARestart() async throws {
+        let s = try EnginePressureTests.Setup()
+        let first = try await s.partial("a1", kept: 1000, client: "A")
+        let other = try await s.partial("o1", kept: 1000, client: "B")
+        let second = try await s.partial("a2", kept: 2000, client: "A")
+        await s.engine.shutdown()
+        var c = EngineFixture.configuration(s.root)
+        c.maxIdlePartialsPerClient = 1
+        let next = try DownloadEngine(configuration: c, driver: FakeTransferDriver(), scheduler: s.clock,
+                                      diskPressure: DiskPressure(minFreeBytes: 0, minFreeFraction: 0), pressure: s.monitor)
+        let log = PurgeLog()
+        next.onPurge { log.append($0) }
+        s.monitor.fire()
+        let events = try await log.wait(for: 1)
+        #expect(s.summary(events) == ["paused_partial:client_limit:\(first)"])
+        #expect(next.snapshot(id: second)?.bytesWritten == 2000 && next.snapshot(id: other)?.bytesWritten == 1000)
+        await next.shutdown()
+    }
+
     @Test func offByDefault() async throws {
         let s = try EnginePressureTests.Setup()
         var ids: [String] = []

@@ -32,6 +32,7 @@ import Testing
         record.segments = [Segment(start: 0, end: 500, next: 500), Segment(start: 500, end: 1000, next: 720)]
         record.rangesOffered = true
         record.segmentsRefused = true
+        record.clientGroup = "203.0.113.7"
         let entry = record.stored()
 
         // `fence` says how a row is written in cluster mode (`PostgresFencingTests`), it is not stored data.
