@@ -47,7 +47,11 @@ enum ResumePlan {
     /// echoed to clients as the service's own strong `ETag`, a header they cannot parse. So is
     /// one holding a comma: valid, but the lists of `If-Match`/`If-None-Match` (`ETagList`) would
     /// split it, and no client's condition would ever match it.
+    /// A body in a content coding the service did not ask for (it sends no `Accept-Encoding`) has
+    /// none: its ranges count coded bytes, and a server may answer a resume in another coding under
+    /// the same tag. It is stored as sent, and fetched again whole rather than resumed.
     static func validator(of head: ResponseHead) -> Validator? {
+        if coding(of: head) != nil { return nil }
         if let etag = head.value("etag")?.trimmingCharacters(in: .whitespaces) {
             guard !etag.hasPrefix("W/"), etag.utf8.count >= 2, etag.hasPrefix("\""), etag.hasSuffix("\""),
                   etag.utf8.dropFirst().dropLast().allSatisfy({ $0 == 0x21 || ((0x23...0x7E).contains($0) && $0 != 0x2C) || $0 >= 0x80 })
@@ -95,6 +99,9 @@ enum ResumePlan {
                 // asked for next, as after any capped range.
                 return .accept(offset: 0, restarted: requested.offset > 0 || requested.discardsKeptBytes, total: range.total)
             }
+            if let coding = coding(of: head) {
+                return .restartNextAttempt(reason: "206 in a content coding (\(coding)), not the bytes kept")
+            }
             guard requested.offset > 0, range.first == requested.offset else {
                 return .restartNextAttempt(reason: "206 starting at \(range.first), expected \(requested.offset)")
             }
@@ -133,6 +140,13 @@ enum ResumePlan {
         default:
             return .fail(status: status)
         }
+    }
+
+    /// The content coding of `head`'s body (`Content-Encoding` other than `identity`), nil for none.
+    static func coding(of head: ResponseHead) -> String? {
+        let codings = (head.value("content-encoding") ?? "").split(separator: ",")
+            .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty && $0 != "identity" }
+        return codings.isEmpty ? nil : codings.joined(separator: ", ")
     }
 
     /// No validator in `head` contradicts the one sent.

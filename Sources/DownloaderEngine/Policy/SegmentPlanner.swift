@@ -130,6 +130,9 @@ enum SegmentPlanner {
         guard let range = ContentRange.parse(head.value("content-range") ?? "") else {
             return .abandon("a segment's 206 has no usable Content-Range")
         }
+        if let coding = ResumePlan.coding(of: head) {
+            return .abandon("a segment came in a content coding (\(coding)), not the file's bytes")
+        }
         // A range short of the one asked for (an origin that caps its answers' length) holds the
         // piece's next bytes: they are written, and the piece asks again from where they end.
         // `bytes a-b/*`: the size known from the first answer stays known, as on one connection.

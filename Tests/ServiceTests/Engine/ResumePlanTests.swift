@@ -49,6 +49,10 @@ import Testing
         (["ETag": "\"\""], Validator(etag: "\"\"")),
         (["ETag": "\"\u{e9}t\u{e9}\""], Validator(etag: "\"\u{e9}t\u{e9}\"")),
         ([:], nil),
+        // A body in a coding nobody asked for is not resumed: its tag may name another coding's ranges.
+        (["ETag": "\"abc\"", "Content-Encoding": "gzip"], nil),
+        (["Last-Modified": "Sun, 06 Nov 1994 08:49:37 GMT", "Date": "Sun, 06 Nov 1994 08:49:38 GMT", "Content-Encoding": "br"], nil),
+        (["ETag": "\"abc\"", "Content-Encoding": " Identity "], Validator(etag: "\"abc\"")),
     ] as [([String: String], Validator?)])
     func validatorStrength(_ fields: [String: String], _ expected: Validator?) {
         #expect(ResumePlan.validator(of: Self.head(200, fields)) == expected)
@@ -76,6 +80,8 @@ import Testing
         (206, ["Content-Range": "bytes 100-199/500", "Content-Length": "100"], .accept(offset: 100, restarted: false, total: 500)),
         (206, ["Content-Range": "bytes 100-599/600"], .restartNextAttempt(reason: "the total size changed from 500 to 600")),
         (206, ["Content-Range": "bytes 100-499/500", "ETag": "\"v2\""], .restartNextAttempt(reason: "206 for a different ETag")),
+        (206, ["Content-Range": "bytes 100-499/500", "ETag": "\"v1\"", "Content-Encoding": "gzip"],
+         .restartNextAttempt(reason: "206 in a content coding (gzip), not the bytes kept")),
         (416, [:], .restartNextAttempt(reason: "416: the kept bytes no longer fit the file")),
         (416, ["Content-Range": "bytes */100"], .restartNextAttempt(reason: "416: the kept bytes no longer fit the file")),
         (503, ["Retry-After": "7"], .retry(status: 503, retryAfter: "7")),

@@ -59,6 +59,21 @@ struct OddOriginTests {
         await engine.shutdown()
     }
 
+    /// A body in a coding nobody asked for is not resumed: after a cut it is fetched again whole,
+    /// without `Range` (a server may answer a range in another coding under the same tag).
+    @Test func aCodedBodyCutIsFetchedAgainWholeNotResumed() async throws {
+        let origin = try TestOrigin(bodySize: 70_000)
+        defer { origin.stop() }
+        origin.update { $0.contentEncoding = "gzip" }
+        origin.inject(.cut(afterBodyBytes: 20_000))
+        let engine = try Self.engine()
+        let done = try await Self.fetch(engine, origin.url)
+        #expect(done.state == .completed && done.size == 70_000)
+        let gets = origin.requests().filter { $0.method == "GET" }
+        #expect(gets.count == 2 && gets.allSatisfy { $0.header("range") == nil }, "\(gets.map { $0.header("range") ?? "-" })")
+        await engine.shutdown()
+    }
+
     @Test func aBodyShorterOnceIsResumed() async throws {
         let origin = try TestOrigin(bodySize: 50_000)
         defer { origin.stop() }

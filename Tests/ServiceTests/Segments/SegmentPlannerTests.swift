@@ -107,6 +107,8 @@ import Testing
          .abandon("a segment's Content-Length is not the length of its Content-Range 100-100")),
         (206, ["Content-Range": "bytes 100-299/1000", "ETag": "\"v1\""], .abandon("a segment asked for 100-199/1000, got 100-299/1000")),
         (206, [:], .abandon("a segment's 206 has no usable Content-Range")),
+        (206, ["Content-Range": "bytes 100-199/1000", "ETag": "\"v1\"", "Content-Encoding": "gzip"],
+         .abandon("a segment came in a content coding (gzip), not the file's bytes")),
         (416, [:], .abandon("a segment's range no longer fits the file (416)")),
         (500, [:], .retry(500)),
         (408, [:], .retry(408)),
