@@ -192,7 +192,9 @@ struct RequestParser {
         var (target, headers) = (target, headers)
         switch RequestTarget.classify(target) {
         case .asSent: break
-        case .absolute(let path, let host): (target, headers["Host"]) = (path, host)
+        case .absolute(let path, let host):
+            target = path
+            if headers["Host"] != nil { headers["Host"] = host }  // In its place: never a field more than was read.
         case .invalid(let reason): return bad(reason)
         }
         let keepAlive = h.connectionClose ? false : (minor == 0 ? h.connectionKeepAlive : true)

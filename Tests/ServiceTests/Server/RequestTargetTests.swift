@@ -34,6 +34,13 @@ struct RequestTargetTests {
         #expect(head.headers.values("Host") == ["svc.example:9"])
     }
 
+    @Test func anHTTP10AbsoluteTargetWithoutHostGetsNoField() throws {
+        guard case .head(let head, _) = RequestParserTests.parse("GET http://svc/healthz HTTP/1.0\r\n\r\n") else {
+            Issue.record("expected a head"); return
+        }
+        #expect(head.target == "/healthz" && head.headers.count == 0)
+    }
+
     @Test func anAbsoluteTargetStillNeedsHostOnHTTP11() {
         #expect(RequestParserTests.status("GET http://svc/ HTTP/1.1\r\n\r\n") == 400)
         #expect(RequestParserTests.status("GET ftp://svc/ HTTP/1.1\r\nHost: svc\r\n\r\n") == 400)
