@@ -24,6 +24,8 @@ final class DownloadRecord {
     /// The group of the client that asked first (`DownloadRequest.clientGroup`), stored with the
     /// download: a restart or a takeover keeps its place among clients.
     var clientGroup: String?
+    /// The digest under which `EngineCore.completedBySHA256` holds this download (nil: not held).
+    var indexedSHA256: String?
     var expectedSHA256: String?
     var expectedSize: Int64?
     /// Live callers' token hashes.

@@ -131,6 +131,7 @@ extension EngineCore {
             cluster.forgotten.removeValue(forKey: record.id)
             byID[record.id] = record
             byURL[record.key] = record
+            indexCompleted(record)
             for token in record.tokens { tokens[token] = record.id }
             indexFailed(record)
             cluster.held[hold.key] = record

@@ -115,6 +115,7 @@ extension EngineCore {
 
     /// A completed download whose file vanished starts over under the same id: what it had is forgotten.
     private func resetResult(_ record: DownloadRecord) {
+        unindexCompleted(record)
         record.finalPath = nil
         record.sha256 = nil
         record.size = nil

@@ -101,6 +101,7 @@ extension EngineCore {
     func evict(_ record: DownloadRecord) {
         byID[record.id] = nil
         unindex(record)
+        unindexCompleted(record)
         for token in record.tokens where tokens[token] == record.id { tokens[token] = nil }
         failedRecords[record.id] = nil
         unsaved.remove(record.id)

@@ -79,6 +79,7 @@ extension EngineCore {
         save(record)
         clusterForget(record)
         failedRecords[record.id] = nil
+        unindexCompleted(record)
         byID[record.id] = nil
         unindex(record)
         for token in record.tokens { tokens[token] = nil }

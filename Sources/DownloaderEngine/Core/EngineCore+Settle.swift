@@ -167,6 +167,7 @@ extension EngineCore {
     private func recordCompletion(_ record: DownloadRecord, _ file: PublishedFile) {
         let now = clock.now()
         record.setCompleted(path: file.path, sha256: file.sha256, size: file.size)
+        indexCompleted(record)
         record.lastAccess = now
         record.updatedAt = now
         clusterLinger(record)

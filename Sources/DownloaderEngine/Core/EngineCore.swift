@@ -59,6 +59,8 @@ final class EngineCore: @unchecked Sendable {
     var nextSerial: UInt64 = 0
     /// The failed downloads, by id (bounding them must not scan every download at each failure).
     var failedRecords: [String: DownloadRecord] = [:]
+    /// Completed downloads by their file's SHA-256 (`reusable`, `indexCompleted`).
+    var completedBySHA256: [String: Set<String>] = [:]
     /// Paused downloads that keep no bytes, as the last bound of them saw (`boundEmptyPaused`): what
     /// a pause's bound looks at besides the pausing download, between passes over every download.
     var emptyPausedSeen: Set<String> = []

@@ -29,6 +29,23 @@ import Testing
         await engine.shutdown()
     }
 
+    /// Reuse looks the digest up (`completedBySHA256`): a download restored at start-up is found,
+    /// a removed one no longer is.
+    @Test func aDigestIsFoundAfterARestartAndNotAfterARemoval() async throws {
+        let root = EngineFixture.root()
+        let driver = FakeTransferDriver { _, _ in .init(status: 200, headers: ["ETag": "\"e\""], body: Self.body) }
+        let engine = try EngineFixture.engine(root, driver: driver)
+        let (first, _) = try await EngineFixture.requestAndWait(engine, DownloadRequest(url: "http://a.test/x"), until: [.completed])
+        await engine.shutdown()
+        let again = try EngineFixture.engine(root, driver: driver)
+        let reused = try again.request(DownloadRequest(url: "http://mirror.test/y", sha256: Self.digest))
+        #expect(reused.reused && reused.snapshot.id == first.snapshot.id && driver.startCount == 1)
+        #expect(again.remove(id: first.snapshot.id) != nil)
+        let fetched = try again.request(DownloadRequest(url: "http://mirror.test/z", sha256: Self.digest))
+        #expect(!fetched.reused && fetched.snapshot.id != first.snapshot.id)
+        await again.shutdown()
+    }
+
     /// A URL whose stored file has another digest than asked: a stored file of the digest asked
     /// answers (the contract's reuse), not the conflict with the URL's own file; without one, the
     /// conflict stands.
