@@ -175,10 +175,15 @@ public final class DownloadEngine: Sendable {
 
     /// How many downloads are in each state (`/metrics`): all of them, also in cluster mode, where
     /// the database counts those this replica does not hold (while it is unreachable: only those held here).
-    public func stateCounts() -> [DownloadState: Int] {
-        guard let clusterReads else { return core.stateCounts(withIDs: false).counts }
+    /// Also those here that ran out of disk space and wait for it (`reason: disk_full`), counted
+    /// in the same pass.
+    public func stateCounts() -> (states: [DownloadState: Int], waitingForSpace: Int) {
+        guard let clusterReads else {
+            let local = core.stateCounts(withIDs: false)
+            return (local.counts, local.waitingForSpace)
+        }
         let local = core.stateCounts(withIDs: true)
-        return clusterReads.stateCounts(merging: local.counts, held: local.ids)
+        return (clusterReads.stateCounts(merging: local.counts, held: local.ids), local.waitingForSpace)
     }
 
     /// Events for download `id`, starting with its current snapshot; nil for an unknown id.
@@ -190,9 +195,6 @@ public final class DownloadEngine: Sendable {
     public func completedFile(id: String) -> CompletedFile? {
         core.completedFile(id: id) ?? clusterCompletedFile(id: id)
     }
-
-    /// Downloads that ran out of disk space and wait for it (a pass over every download: `/metrics`).
-    public var downloadsWaitingForSpace: Int { core.waitingForSpace }
 
     public var statistics: EngineStatistics {
         core.statistics

@@ -87,7 +87,7 @@ public struct EngineStatistics: Sendable, Equatable {
     public var subscribers: Int = 0
     public var activeTransfers: Int = 0
     /// Downloads that ran out of disk space and wait for it (`reason: disk_full`): filled in by
-    /// `/metrics` from `DownloadEngine.downloadsWaitingForSpace` (0 in `statistics`, which skips that pass).
+    /// `/metrics` from `DownloadEngine.stateCounts()` (0 in `statistics`, which skips that pass).
     public var waitingForSpace: Int = 0
     /// Files purged so far, by kind and reason.
     public var purges: [PurgeCounterKey: Int64] = [:]

@@ -213,8 +213,9 @@ struct DownloadAPI: Sendable {
 
     private func metricsResponse() -> Response {
         var statistics = engine.statistics
-        statistics.waitingForSpace = engine.downloadsWaitingForSpace
-        let text = ServiceMetrics.render(states: engine.stateCounts(), engine: statistics, eventWatchers: engine.feedWatchers,
+        let counts = engine.stateCounts()
+        statistics.waitingForSpace = counts.waitingForSpace
+        let text = ServiceMetrics.render(states: counts.states, engine: statistics, eventWatchers: engine.feedWatchers,
                                          http: metrics.http)
             + WebhookMetrics.render(engine.webhooks.statistics)
         return Response(headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"], body: .bytes(Array(text.utf8)))

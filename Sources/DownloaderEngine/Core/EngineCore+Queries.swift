@@ -32,18 +32,17 @@ extension EngineCore {
         }
     }
 
-    /// Downloads that ran out of disk space and wait for it (one pass: for `/metrics` only).
-    var waitingForSpace: Int {
-        locked { byID.values.count { $0.lifecycle.waitsForSpace } }
-    }
-
-    /// How many downloads are in each state (without building snapshots), and, when `withIDs`
-    /// (cluster mode), which ids were counted.
-    func stateCounts(withIDs: Bool) -> (counts: [DownloadState: Int], ids: [String]) {
+    /// How many downloads are in each state and how many wait for disk space (one pass, without
+    /// building snapshots: `/metrics`), and, when `withIDs` (cluster mode), which ids were counted.
+    func stateCounts(withIDs: Bool) -> (counts: [DownloadState: Int], waitingForSpace: Int, ids: [String]) {
         locked {
             var counts: [DownloadState: Int] = [:]
-            for record in byID.values { counts[record.state, default: 0] += 1 }
-            return (counts, withIDs ? Array(byID.keys) : [])
+            var waiting = 0
+            for record in byID.values {
+                counts[record.state, default: 0] += 1
+                if record.lifecycle.waitsForSpace { waiting += 1 }
+            }
+            return (counts, waiting, withIDs ? Array(byID.keys) : [])
         }
     }
 

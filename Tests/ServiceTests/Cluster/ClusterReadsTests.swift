@@ -87,7 +87,7 @@ struct ClusterReadsTests {
         c.expect(engine.list(state: nil, after: ListPosition(micros: 150_000_000, id: "x"), limit: 5).map(\.id)
                  .filter { $0 != local.snapshot.id } == ["p1"])
         // `/metrics`' counts: every row, the engine's own download once (whether or not its row is written yet).
-        let counts = engine.stateCounts()
+        let counts = engine.stateCounts().states
         c.expect(counts.values.reduce(0, +) == 5 && counts[.paused, default: 0] >= 2 && counts[.completed, default: 0] >= 2, "\(counts)")
 
         c.expect(engine.completedFile(id: "c1") == CompletedFile(path: cache + "/c1-c1.bin", fileName: "c1.bin", size: 5,
