@@ -27,13 +27,24 @@ extension EngineCore {
         // (`StateWriter.perform`), which may wait for the writer, which may wait for the engine's lock.
         guard let id = feed.makeWatcher(expecting: locked { byID.count }, exempt: exempt) else { return nil }
         decide {
-            // Oldest first; handed over as an effect, so after every event this snapshot reflects
-            // and before every event decided later. The records are sorted, not the snapshots (large
-            // values: sorting 1 000 of them cost as much as making them, under the engine's lock).
-            let snapshots = byID.values
-                .sorted { $0.createdAt != $1.createdAt ? $0.createdAt < $1.createdAt : $0.id < $1.id }
-                .map(freshSnapshot)
-            effects.append { feed.start(id, snapshots: snapshots) }
+            // Handed over as an effect, so after every event these snapshots reflect and before every
+            // event decided later. Made under the engine's lock (they must be of this moment), put
+            // in order (oldest first) outside it: by their keys, then each snapshot moved once
+            // (large values: sorting them whole cost as much as making them).
+            var keys: [(createdAt: Date, id: String)] = []
+            var made: [DownloadSnapshot] = []
+            keys.reserveCapacity(byID.count)
+            made.reserveCapacity(byID.count)
+            for record in byID.values {
+                keys.append((record.createdAt, record.id))
+                made.append(freshSnapshot(record))
+            }
+            effects.append { [keys, made] in
+                let order = keys.indices.sorted { a, b in
+                    keys[a].createdAt != keys[b].createdAt ? keys[a].createdAt < keys[b].createdAt : keys[a].id < keys[b].id
+                }
+                feed.start(id, snapshots: order.map { made[$0] })
+            }
         }
         return FeedSubscription(feed: feed, id: id)
     }

@@ -19,6 +19,7 @@ import Testing
         let operatorWatcher = try #require(engine.watchAll(exempt: true))
         let snapshot = try await Self.items(operatorWatcher, 3)
         #expect(snapshot.count == 3 && snapshot.allSatisfy { if case .snapshot = $0.kind { true } else { false } })
+        #expect(snapshot.map(\.kind.snapshot.url) == ["a", "b", "c"].map { "http://o.test/\($0)" }, "oldest first")
         #expect(engine.watchAll(after: try #require(snapshot.last).id) != nil)  // a replay holds no snapshot
         _ = try await Self.items(idle, 2)  // read: nothing held
         let next = try #require(engine.watchAll())
