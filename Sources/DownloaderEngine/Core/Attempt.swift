@@ -130,6 +130,9 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     /// The transfer as started (so that a crew can stop it).
     func started(_ handle: TransferHandle) {
         mainTransfer.withLock { $0 = handle }
+        // Stopped before its handle was known (its head came first, and a piece abandoned the crew
+        // at once): stopped now, not left running until its next write, or its stall timeout.
+        if mainStopped.load(ordering: .acquiring) { handle.cancel() }
     }
 
     /// Transfer thread, from the head callback: the crew takes over the segments after the prefix.

@@ -22,6 +22,8 @@ final class FakeTransferDriver: TransferStarting, @unchecked Sendable {
     private var nextWaiter = 0
     /// nil: the attempt stays pending for manual control.
     private let responder: @Sendable (TransferRequest, Int) -> Script?
+    /// Runs inside `start`, before the engine holds the handle (an answer that comes first).
+    var onStart: (@Sendable (FakeTransfer, Int) -> Void)?
 
     init(responder: @escaping @Sendable (TransferRequest, Int) -> Script? = { _, _ in nil }) {
         self.responder = responder
@@ -40,6 +42,7 @@ final class FakeTransferDriver: TransferStarting, @unchecked Sendable {
         waiters.removeAll { $0.count <= transfers.count }
         lock.unlock()
         ready.forEach { $0.continuation.resume() }
+        onStart?(transfer, index)
         if let script = responder(request, index) {
             DispatchQueue.global().async { transfer.play(script) }
         }
