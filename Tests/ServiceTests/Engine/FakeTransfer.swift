@@ -78,7 +78,7 @@ final class FakeTransferDriver: TransferStarting, @unchecked Sendable {
 
 final class FakeTransfer: TransferHandle, @unchecked Sendable {
     let request: TransferRequest
-    private let delegate: TransferDelegate
+    let delegate: TransferDelegate
     private let lock = NSLock()
     private var sink: BodySink?
     private var finished = false
