@@ -58,9 +58,5 @@ public final class MonotonicCondition: @unchecked Sendable {
     public func broadcast() { pthread_cond_broadcast(condition) }
 
     /// The monotonic clock's reading in seconds (the deadlines of `wait(until:)`).
-    public static func now() -> Double {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
-    }
+    public static func now() -> Double { monotonicSeconds() }
 }

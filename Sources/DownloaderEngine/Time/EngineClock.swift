@@ -1,3 +1,4 @@
+import Basics
 import Foundation
 
 /// Time as the engine sees it: monotonic seconds for intervals and wall-clock dates for
@@ -18,11 +19,7 @@ extension EngineClock {
 
 /// The real clock: `CLOCK_MONOTONIC` and `Date()`.
 struct SystemClock: EngineClock {
-    func monotonic() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
+    func monotonic() -> Double { monotonicSeconds() }
 
     func now() -> Date { Date() }
 

@@ -55,8 +55,3 @@ struct TimerHeap {
         return x.deadline < y.deadline || (x.deadline == y.deadline && x.sequence < y.sequence)
     }
 }
-
-
-#if canImport(Glibc)
-import Glibc
-#endif
