@@ -92,12 +92,15 @@ extension EngineCore {
         let cutoff = ageing.now(clock).addingTimeInterval(-max(0, configuration.pausedTTL))
         // Only the expired ones are sorted (start-up: 10 000 paused, usually none expired).
         let expired: (DownloadRecord) -> Bool = { $0.state == .paused && $0.updatedAt < cutoff && !$0.lifecycle.held }
-        let idle = restored.map { idlePartials(among: $0, where: expired) } ?? idlePartials(where: expired)
+        // One pass finds the idle partials, for the time-to-live and then the per-client bound.
+        let partials = restored?.filter(Self.isIdlePartial) ?? byID.values.filter(Self.isIdlePartial)
+        let idle = idlePartials(among: partials, where: expired)
         for record in idle {
             purgePartial(record, reason: .ttl)
             retire(record)
         }
-        if restored == nil { boundIdlePartialsPerClient() }  // At start-up: from the first tick on.
+        // At start-up: from the first tick on.
+        if restored == nil { boundIdlePartialsPerClient(among: partials.filter { !expired($0) }) }
         let forgotten = Set(idle.map(ObjectIdentifier.init))
         boundEmptyPaused(olderThan: cutoff, among: restored?.filter { !forgotten.contains(ObjectIdentifier($0)) })
     }
@@ -108,12 +111,12 @@ extension EngineCore {
     /// `maxIdlePartialsPerClient`; beyond it its oldest are purged (their downloads stay, paused
     /// without bytes, under the bound of those). Other clients' partials are never touched: a
     /// client that cancels its way past its quota purges only its own.
-    func boundIdlePartialsPerClient() {
+    /// `partials`: the idle partials (`isIdlePartial`) the time-to-live left.
+    func boundIdlePartialsPerClient(among partials: [DownloadRecord]) {
         let limit = configuration.maxIdlePartialsPerClient
         guard limit > 0 else { return }
         var left: [String: [DownloadRecord]] = [:]
-        for record in byID.values where Self.isIdlePartial(record) && !record.lifecycle.held
-            && (record.tokens.isEmpty || record.state == .failed) {
+        for record in partials where !record.lifecycle.held && (record.tokens.isEmpty || record.state == .failed) {
             if let client = record.clientGroup { left[client, default: []].append(record) }
         }
         for records in left.values where records.count > limit {
