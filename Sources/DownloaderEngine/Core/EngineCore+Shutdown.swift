@@ -18,8 +18,6 @@ extension EngineCore {
         for queue in subscribers.all() { queue.finish() }
         feed.finish()
         guard first else { return nil }  // The first call reports.
-        // Bounded: a driver that never reports back does not hold shutdown forever.
-        scheduler.schedule(after: 10) { [weak self] in self?.endShutdownWait() }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let drained: Bool = locked {
                 if byID.values.contains(where: { $0.attempt != nil }) {
@@ -28,7 +26,11 @@ extension EngineCore {
                 }
                 return true
             }
-            if drained { continuation.resume() }
+            if drained { continuation.resume(); return }
+            // Bounded: a driver that never reports back does not hold shutdown forever. Armed once
+            // the wait is there to end (armed before, a bound that ran out first ended nothing, and
+            // the wait after it was never ended).
+            scheduler.schedule(after: 10) { [weak self] in self?.endShutdownWait() }
         }
         decide {
             for record in byID.values where record.state == .queued || record.state == .downloading { save(record) }
