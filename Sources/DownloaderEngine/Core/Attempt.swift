@@ -61,7 +61,7 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     func restarts(at offset: Int64) -> Bool { offset == 0 && (keptAtStart > 0 || followsRestart) }
     /// The request as launched (segment fetches copy it) and its transfer.
     var launched: TransferRequest?
-    private let mainTransfer = Mutex<TransferHandle?>(nil)
+    private let mainTransfer = Mutex<(handle: TransferHandle?, ended: Bool)>((nil, false))
     /// Segmented fetch: the planned segments (under the engine's lock, from the accepted head), then
     /// the crew running them (from the transfer thread); `prefixEnd` is where this transfer stops.
     var segmentPlan: [Segment]?
@@ -115,7 +115,7 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     }
 
     func transfer(didFinishWith result: Result<TransferSummary, TransferFailure>) {
-        mainTransfer.withLock { $0 = nil }
+        mainTransfer.withLock { $0 = (nil, true) }
         if let crew {
             crew.mainEnded(result, atBoundary: reachedPrefixEnd, partial: partial)
         } else {
@@ -129,10 +129,15 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
 
     /// The transfer as started (so that a crew can stop it).
     func started(_ handle: TransferHandle) {
-        mainTransfer.withLock { $0 = handle }
+        // Ended already (it failed at once): not kept, or the handle, which holds this attempt as its
+        // delegate, and this attempt would keep each other alive.
+        let kept = mainTransfer.withLock { state -> Bool in
+            if !state.ended { state.handle = handle }
+            return !state.ended
+        }
         // Stopped before its handle was known (its head came first, and a piece abandoned the crew
         // at once): stopped now, not left running until its next write, or its stall timeout.
-        if mainStopped.load(ordering: .acquiring) { handle.cancel() }
+        if kept && mainStopped.load(ordering: .acquiring) { handle.cancel() }
     }
 
     /// Transfer thread, from the head callback: the crew takes over the segments after the prefix.
@@ -144,7 +149,7 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     /// Stops this attempt's own transfer (the crew abandons or stops).
     func stopMain() {
         mainStopped.store(true, ordering: .releasing)
-        mainTransfer.withLock { $0 }?.cancel()
+        mainTransfer.withLock { $0.handle }?.cancel()
     }
 
     /// Every connection of the crew ended.

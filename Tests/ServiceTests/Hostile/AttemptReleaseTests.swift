@@ -47,4 +47,42 @@ import Testing
         }
         #expect(driver.alive == 0, "\(driver.alive) of \(driver.count) attempts are still alive")
     }
+
+    /// A transfer that ends before its start returned (it failed at once, on another thread, before
+    /// the engine got its handle): the attempt does not keep that handle, which holds the attempt.
+    final class EndsWhileStartingDriver: TransferStarting, @unchecked Sendable {
+        final class Handle: TransferHandle, @unchecked Sendable {
+            let delegate: TransferDelegate
+            init(_ delegate: TransferDelegate) { self.delegate = delegate }
+            func cancel() {}
+        }
+        private let started = Mutex<[(delegate: Weak, handle: Weak)]>([])
+        struct Weak { weak var object: AnyObject? }
+
+        func start(_ request: TransferRequest, delegate: TransferDelegate) -> TransferHandle {
+            let handle = Handle(delegate)
+            delegate.transfer(didFinishWith: .failure(TransferFailure(.connection, "refused at once")))
+            started.withLock { $0.append((Weak(object: delegate), Weak(object: handle))) }
+            return handle
+        }
+
+        var count: Int { started.withLock { $0.count } }
+        var alive: Int { started.withLock { $0.filter { $0.delegate.object != nil || $0.handle.object != nil }.count } }
+    }
+
+    @Test func anAttemptWhoseTransferEndedBeforeItsStartReturnedIsFreed() async throws {
+        let driver = EndsWhileStartingDriver()
+        var c = EngineFixture.configuration(EngineFixture.root())
+        c.maxAttempts = 2
+        c.retryBaseDelay = 0.01
+        let engine = try DownloadEngine(configuration: c, driver: driver, scheduler: EagerScheduler(), diskPressure: .disabled)
+        let r = try engine.request(DownloadRequest(url: "http://o.test/f"))
+        let done = try await EngineLiveTests.finish(engine, r.snapshot.id)
+        #expect(done.state == .failed && driver.count == 2)
+        let deadline = Date().addingTimeInterval(30)
+        while driver.alive > 0 && Date() < deadline {
+            try await Task.sleep(nanoseconds: 10_000_000)
+        }
+        #expect(driver.alive == 0, "\(driver.alive) of \(driver.count) attempts are still alive")
+    }
 }
