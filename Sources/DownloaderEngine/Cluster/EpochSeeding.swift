@@ -89,19 +89,10 @@ enum EpochSeeding {
             case .failure(let error): return (at, error.errno)
             }
             guard got > 0 else { return (at, nil) }
-            var written = 0
-            while written < got {
-                let wrote = buffer.withUnsafeBytes { b in
-                    Result { () throws(SystemError) -> Int in
-                        try syscall("pwrite") { pwrite(target, b.baseAddress! + written, got - written, off_t(at + Int64(written))) }
-                    }
-                }
-                switch wrote {
-                case .success(let n) where n > 0: written += n
-                case .success: return (at, EIO)  // Wrote nothing: never looped on.
-                case .failure(let error): return (at, error.errno)
-                }
+            let wrote = buffer.withUnsafeBytes { b in
+                Result { () throws(SystemError) in try PageCacheWrites.write(target, b.baseAddress!, count: got, at: at) }
             }
+            if case .failure(let error) = wrote { return (at, error.errno) }
             at += Int64(got)
         }
         return (at, nil)

@@ -123,17 +123,13 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
         }
     }
 
-    /// pwrite(2) loop at `next`; then the crew counts them (and may take `buffer`: true). Refused
-    /// once the lease may no longer write (cluster mode), also for bytes gathered before its
-    /// deadline passed.
+    /// Written at `next` (`PageCacheWrites`); then the crew counts them (and may take `buffer`:
+    /// true). Refused once the lease may no longer write (cluster mode), also for bytes gathered
+    /// before its deadline passed.
     private func put(_ bytes: UnsafeRawBufferPointer, from buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Bool {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return false }
         try crew?.checkWrite()
-        var done = 0
-        while done < bytes.count {
-            let n = try syscall("pwrite") { pwrite(fd, base + done, bytes.count - done, off_t(next + Int64(done))) }
-            done += n
-        }
+        try PageCacheWrites.write(fd, base, count: bytes.count, at: next)
         next += Int64(bytes.count)
         return crew?.fetchWrote(index, count: Int64(bytes.count), next: next, from: buffer) ?? false
     }

@@ -24,7 +24,7 @@ struct WriteBatching: Equatable, Sendable {
     /// gather the first `gather` of them (as many as fit), then write the buffer when `flush`; the
     /// caller asks again for the rest. So every write but a piece's last (or a slow connection's)
     /// is exactly `capacity` bytes at a multiple of `capacity` from the piece's start: whole pages,
-    /// which the kernel takes in large folios instead of page by page, and no partial page to zero.
+    /// no partial page to zero (handed to the kernel in calls of `PageCacheWrites.maxBytes`).
     /// A `maxHold` of 0 writes every piece as it comes.
     struct Plan: Equatable, Sendable {
         var gather: Int

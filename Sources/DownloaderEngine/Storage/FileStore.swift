@@ -144,7 +144,7 @@ struct FileStore: Sendable {
             if n == 0 { break }
             var done = 0
             while done < n {
-                done += try syscall("write") { write(output, buffer + done, n - done) }
+                done += try syscall("write") { write(output, buffer + done, PageCacheWrites.slice(n - done)) }
             }
         }
         try syscall("fsync") { fsync(output) }
