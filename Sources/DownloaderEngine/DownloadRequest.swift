@@ -84,6 +84,10 @@ public struct EngineStatistics: Sendable, Equatable {
     public var resumes: Int64 = 0
     public var restarts: Int64 = 0
     public var retries: Int64 = 0
+    /// Downloads that became `completed` (verified and durable) in this process.
+    public var completions: Int64 = 0
+    /// Downloads that became `failed` in this process, by code.
+    public var failures: [DownloadFailure.Code: Int64] = [:]
     public var subscribers: Int = 0
     public var activeTransfers: Int = 0
     /// Downloads that ran out of disk space and wait for it (`reason: disk_full`): filled in by

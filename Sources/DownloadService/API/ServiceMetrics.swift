@@ -42,6 +42,10 @@ final class ServiceMetrics: Sendable {
         metric("resumes_total", "counter", "Transfers resumed from kept bytes.", [("", String(engine.resumes))])
         metric("restarts_total", "counter", "Transfers that discarded kept bytes and restarted from 0.", [("", String(engine.restarts))])
         metric("retries_total", "counter", "Automatic retries after faults.", [("", String(engine.retries))])
+        metric("downloads_completed_total", "counter", "Downloads that completed (every byte verified, the file durable).",
+               [("", String(engine.completions))])
+        metric("downloads_failed_total", "counter", "Downloads that failed, by code (the API's error.code).",
+               DownloadFailure.Code.allCases.map { (#"{code=""# + $0.rawValue + #""}"#, String(engine.failures[$0] ?? 0)) })
         metric("active_transfers", "gauge", "Transfers running now.", [("", String(engine.activeTransfers))])
         metric("downloads_waiting_for_space", "gauge", "Downloads that ran out of disk space and wait for it (reason disk_full).",
                [("", String(engine.waitingForSpace))])

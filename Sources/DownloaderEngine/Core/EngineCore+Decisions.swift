@@ -98,8 +98,12 @@ extension EngineCore {
             publish(.resumed(offset: offset, restarted: record.attempt?.restarts(at: offset) ?? false, snapshot), of: record)
         case .paused: publish(.paused(snapshot), of: record)
         case .queued: publish(.progress(snapshot), of: record)
-        case .completed: publish(.completed(snapshot), of: record)
-        case .failed: publish(.failed(snapshot), of: record)
+        case .completed:
+            stats.completions += 1
+            publish(.completed(snapshot), of: record)
+        case .failed:
+            stats.failures[record.error?.code ?? .unknown, default: 0] += 1
+            publish(.failed(snapshot), of: record)
         }
         tellNotice(notice, of: record)
     }

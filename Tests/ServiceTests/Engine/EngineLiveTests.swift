@@ -69,6 +69,7 @@ import Testing
         #expect(done.sha256 == SHA256Hasher.hex(origin.expectedBody()))
         #expect(done.fileName == "file")
         #expect(origin.getCount() == 1)
+        #expect(engine.statistics.completions == 1 && engine.statistics.failures.isEmpty)
         await engine.shutdown()
     }
 
@@ -281,6 +282,7 @@ import Testing
         let (_, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url("/nope")))
         #expect(done.state == .failed && done.error?.code == .httpError && done.error?.httpStatus == 404)
         #expect(origin.requests(path: "/nope").count == 1)
+        #expect(engine.statistics.failures == [.httpError: 1] && engine.statistics.completions == 0)
         #expect(try FileManager.default.contentsOfDirectory(atPath: engine.configuration.cacheDirectory.path).isEmpty)
         await engine.shutdown()
     }

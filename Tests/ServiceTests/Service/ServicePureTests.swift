@@ -220,6 +220,8 @@ import Testing
         stats.bytesFetched = 42
         stats.subscribers = 2
         stats.waitingForSpace = 1
+        stats.completions = 6
+        stats.failures = [.httpError: 2]
         let text = ServiceMetrics.render(states: [.paused: 3], engine: stats, eventWatchers: 4,
                                          http: .init(requestsByStatus: [404: 1, 200: 5], fileBytesServed: 9))
         #expect(text.contains("download_service_downloads{state=\"paused\"} 3\n"))
@@ -231,6 +233,9 @@ import Testing
         #expect(text.contains("# TYPE download_service_event_watchers gauge\ndownload_service_event_watchers 4\n"))
         #expect(text.contains("download_service_http_requests_total{status=\"200\"} 5\ndownload_service_http_requests_total{status=\"404\"} 1\n"))
         #expect(text.contains("# TYPE download_service_resumes_total counter\n"))
+        #expect(text.contains("# TYPE download_service_downloads_completed_total counter\ndownload_service_downloads_completed_total 6\n"))
+        #expect(text.contains("download_service_downloads_failed_total{code=\"http_error\"} 2\n"))
+        #expect(text.contains("download_service_downloads_failed_total{code=\"checksum_mismatch\"} 0\n"))
         #expect(!text.contains("cluster"), "a single process shows no cluster metrics")
         var cluster = ClusterStatistics()
         (cluster.leasesHeld, cluster.takeovers, cluster.fencedWrites) = (4, 2, 7)
