@@ -12,7 +12,10 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
     let index: Int
     let first: Int64
     let last: Int64
-    private weak var crew: SegmentCrew?
+    /// Held while the fetch runs, let go once it ended: the crew's descriptor, which the fetch
+    /// writes through, stays open until then, whatever else let the attempt go (a download removed
+    /// while its first connection was still being started, say). Transfer thread.
+    private(set) var crew: SegmentCrew?
     private let fd: Int32
     private let batching: WriteBatching
     private let monotonic: @Sendable () -> Double
@@ -40,7 +43,7 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
         end = last
     }
 
-    deinit { buffer?.deallocate() }  // The crew went first.
+    deinit { buffer?.deallocate() }  // Ended without its crew (never expected).
 
     /// The request for this range: the attempt's own, with the range and the validator.
     static func request(from template: TransferRequest, first: Int64, last: Int64, validator: Validator) -> TransferRequest {
@@ -96,6 +99,8 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
     }
 
     func transfer(didFinishWith result: Result<TransferSummary, TransferFailure>) {
+        let crew = self.crew
+        defer { self.crew = nil }
         var result = result
         do throws(SystemError) {
             try flush()
