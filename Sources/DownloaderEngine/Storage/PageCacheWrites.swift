@@ -8,12 +8,11 @@ import Glibc
 /// blocks of that size. On a virtual machine whose free memory goes back to the host (virtio-balloon
 /// free page reporting, as on this project's Firecracker VMs, reported in 2 MiB blocks), such
 /// blocks are most likely the ones the host took back, each first touch a fault in the host (the
-/// cause is inferred, the cost measured). Measured
-/// here with a pwrite(2) loop of 1 GiB at 200 MB/s after the previous GiB was freed: 1 MiB writes
-/// cost 1.9-2.3 CPU-s in the kernel, 128 KiB writes 0.31, 64 KiB 0.35 (16 KiB: 0.67); a segmented
-/// fetch on a capped origin spent half of its CPU on that copy (3.4 CPU-s per GiB, 1.6 with these
-/// writes). The bytes are still gathered in larger buffers (fewer wake-ups and locks): only the
-/// system calls are cut, eight per MiB.
+/// cause is inferred, the cost measured). A pwrite(2) loop of 1 GiB at 200 MB/s after the previous
+/// GiB was freed: 1 MiB writes cost 1.9-2.3 CPU-s in the kernel, 128 KiB writes 0.31, 64 KiB 0.35
+/// (16 KiB: 0.67); a segmented fetch on a capped origin spent half of its CPU on that copy (3.4
+/// CPU-s per GiB, 1.6 with these writes). The bytes are still gathered in larger buffers (fewer
+/// wake-ups and locks): only the system calls are cut, eight per MiB.
 ///
 /// For writes of whole aligned buffers: a segment's gathered bytes, a file copied buffer by buffer.
 /// The single connection's appends (`WritePipeline`) are buffers of whole libcurl pieces at
