@@ -38,6 +38,12 @@ final class CurlMultiLoop: @unchecked Sendable {
     /// Starts the thread. If libcurl cannot initialise, every attempt fails with `.connection`.
     init(threadName: String = "curl-transfers") {
         multi = Self.globalInit == CURLE_OK ? curl_multi_init() : nil
+        // One transfer per connection: HTTP/2 streams to one origin are not multiplexed. A
+        // segmented fetch's pieces exist to get more than one connection's share from an origin
+        // that caps each connection (or a long link that limits each); multiplexed on one HTTP/2
+        // connection they shared that share. Each transfer is alone on its connection, as over
+        // HTTP/1.1; a connection left idle is still reused by the next transfer.
+        if let multi { _ = ccurl_multi_setopt_long(multi, CURLMOPT_PIPELINING, CURLPIPE_NOTHING) }
         let thread = Thread { [self] in run() }
         thread.name = threadName
         thread.start()

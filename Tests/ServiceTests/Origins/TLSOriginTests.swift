@@ -46,6 +46,33 @@ struct TLSOriginTests {
         await engine.shutdown()
     }
 
+    /// A segmented fetch from an HTTP/2 origin: each connection's transfer on a connection of its
+    /// own. Multiplexed on one connection, the pieces shared the one connection's share that an
+    /// origin (or a long link) allows each, which is what more connections are for.
+    @Test func segmentsFromAnHTTP2OriginGoOverConnectionsOfTheirOwn() async throws {
+        let body = EngineFixture.body(2_000_000, seed: 5)
+        let certs = try Self.certificates.get()
+        // Plain GETs (the prefix) throttled, so that the pieces beside it run while it does.
+        let nginx = try NginxOrigin(files: ["f.bin": body], limitRate: 1_000_000,
+                                    tls: .init(certificate: certs.server.certificate, key: certs.server.key))
+        defer { nginx.stop() }
+        let engine = try Self.engine(caFile: certs.caFile) {
+            $0.maxConnectionsPerDownload = 4
+            $0.minimumSegmentBytes = 100_000
+            $0.segmentProbeSeconds = 0
+        }
+        let (_, done) = try await EngineLiveTests.fetch(engine, DownloadRequest(url: nginx.baseURL + "/f.bin", connections: 4))
+        #expect(done.state == .completed, "\(String(describing: done.error))")
+        #expect(try EngineLiveTests.stored(engine, done.id) == body)
+        let lines = nginx.accessLog().filter { $0.first == "/f.bin" && $0.count == 7 }
+        #expect(lines.allSatisfy { $0[4] == "HTTP/2.0" }, "\(lines)")
+        #expect(lines.filter { $0[2] != "-" }.count >= 3, "\(lines)")
+        // Four transfers began at once (the prefix and three pieces): a piece that ended before the
+        // last one connected may have left its connection to it, hence at least three.
+        #expect(Set(lines.map { $0[6] }).count >= 3, "\(lines)")
+        await engine.shutdown()
+    }
+
     /// Webhook deliveries trust the `--ca-file` CAs too (a receiver on the internal CA): the
     /// engine's poster verifies nginx's certificate and gets its answer; without the CA it fails.
     @Test func webhookDeliveriesTrustTheCAFile() async throws {

@@ -86,7 +86,7 @@ final class NginxOrigin: @unchecked Sendable {
         events { worker_connections 64; }
         http {
             default_type application/octet-stream;
-            log_format ranges '$request_uri|$status|$http_range|$http_if_range|$server_protocol|$ssl_protocol';
+            log_format ranges '$request_uri|$status|$http_range|$http_if_range|$server_protocol|$ssl_protocol|$connection';
             access_log \(prefix.path)/logs/access.log ranges;
             client_body_temp_path \(prefix.path)/tmp/body;
             proxy_temp_path \(prefix.path)/tmp/proxy;
@@ -121,7 +121,8 @@ final class NginxOrigin: @unchecked Sendable {
         }
     }
 
-    /// Access log lines: `uri|status|range|if-range|protocol|tls version` (`-` for an absent header).
+    /// Access log lines: `uri|status|range|if-range|protocol|tls version|connection serial` (`-` for
+    /// an absent header).
     func accessLog() -> [[String]] {
         let text = (try? String(contentsOfFile: prefix.path + "/logs/access.log", encoding: .utf8)) ?? ""
         return text.split(separator: "\n").map { $0.split(separator: "|", omittingEmptySubsequences: false).map(String.init) }
