@@ -75,6 +75,23 @@ final class PostgresConnection: @unchecked Sendable {
     /// Whether the connection to the server is lost or was given up (a new one is needed).
     var isBroken: Bool { abandoned || PQstatus(connection) != CONNECTION_OK }
 
+    /// Whether a connection that sat idle (no statement under way, no `LISTEN`) may be used. A
+    /// server that ended the session meanwhile (a restart or failover, `pg_terminate_backend`,
+    /// `idle_session_timeout`) sent its last message and closed, so the socket reads at once;
+    /// an idle session in order has nothing to say. So anything to read gives it up (libpq,
+    /// having read such a goodbye, still reports the connection good until a statement fails).
+    /// One poll(2). (A connection cut without a word, by a NAT's idle timeout, is only found by
+    /// its next statement's deadline.)
+    func stillOpenWhileIdle() -> Bool {
+        guard !isBroken else { return false }
+        var socket = pollfd(fd: PQsocket(connection), events: Int16(POLLIN), revents: 0)
+        let ready = poll(&socket, 1, 0)
+        guard ready != 0 else { return true }
+        if ready < 0 && errno == EINTR { return true }
+        abandoned = true
+        return false
+    }
+
     /// The backend's process id (tests: terminating a session).
     var backendPID: Int32 { PQbackendPID(connection) }
 

@@ -70,15 +70,21 @@ final class PostgresPool: @unchecked Sendable {
     private func borrow(wait: Double) throws(StateStoreError) -> PostgresConnection {
         let deadline = MonotonicCondition.now() + wait
         condition.lock()
-        while idle.isEmpty && opened >= capacity {
-            guard condition.wait(until: deadline) else {
-                condition.unlock()
-                throw StateStoreError(kind: .other, message: "postgres: all \(capacity) connections of the pool are busy")
+        while true {
+            while idle.isEmpty && opened >= capacity {
+                guard condition.wait(until: deadline) else {
+                    condition.unlock()
+                    throw StateStoreError(kind: .other, message: "postgres: all \(capacity) connections of the pool are busy")
+                }
             }
-        }
-        if let connection = idle.popLast() {
+            guard let connection = idle.popLast() else { break }
             condition.unlock()
-            return connection
+            // A session the server ended while it sat idle (a restart, a terminated backend) is
+            // dropped here, not handed out to fail its first statement: a lease renewal that failed
+            // so would stop its lease while the database answers.
+            if connection.stillOpenWhileIdle() { return connection }
+            condition.lock()
+            opened -= 1
         }
         opened += 1
         condition.unlock()

@@ -71,6 +71,34 @@ struct PostgresDeadlineTests {
         }
     }
 
+    /// Idle sessions the server ended (a restart or failover, `pg_terminate_backend`,
+    /// `idle_session_timeout`) are dropped when borrowed, not handed out to fail their first
+    /// statement: a lease renewal that failed so would stop its lease while the database answers.
+    @Test func idleConnectionsTheServerEndedAreNotHandedOut() async throws {
+        try await blocking { c in
+            let url = try PostgresServer.shared.createDatabase()
+            let pool = PostgresPool(url: url, capacity: 3, statementTimeout: 5)
+            // Three sessions at once, given back idle.
+            let pids = try pool.withConnection { a throws(StateStoreError) in
+                try pool.withConnection { b throws(StateStoreError) in
+                    try pool.withConnection { d throws(StateStoreError) in [a.backendPID, b.backendPID, d.backendPID] }
+                }
+            }
+            c.expect(pool.openConnections == 3 && Set(pids).count == 3)
+            let admin = try PostgresConnection(url: url, timeout: 5)
+            for pid in pids { try admin.execute("SELECT pg_terminate_backend($1)", [String(pid)]) }
+            let list = "{" + pids.map(String.init).joined(separator: ",") + "}"
+            let deadline = Date().addingTimeInterval(10)
+            while try admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1::int[])", [list]).scalar != "0",
+                  Date() < deadline {
+                usleep(20_000)
+            }
+            try c.expect(pool.withConnection { db throws(StateStoreError) in try db.execute("SELECT 5").scalar } == "5",
+                         "an ended session was handed out")
+            c.expect(pool.reachable && pool.openConnections == 1, "the three ended sessions dropped, one new")
+        }
+    }
+
     @Test func severalStatementsAnswerAsOneAndTheFirstFailureWins() async throws {
         try await blocking { c in
             let url = try PostgresServer.shared.createDatabase()
