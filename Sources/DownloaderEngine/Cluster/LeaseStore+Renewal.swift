@@ -13,9 +13,12 @@ extension LeaseStore {
     }
 
     /// Renews `holds` in statements of at most `batch` leases each and says, by `policy`, what
-    /// follows for each: a lease the statement did not renew was refused. A statement that failed
-    /// (a deadlock with a commit locking the same rows in another order, which PostgreSQL ends by
-    /// failing one of them) is tried lease by lease before any lease counts as failed.
+    /// follows for each: a lease the statement did not renew was refused. A statement the database
+    /// refused (a deadlock with a commit locking the same rows in another order, which PostgreSQL
+    /// ends by failing one of them) is tried lease by lease before any lease counts as failed. One
+    /// that failed because the database could not be reached counts as failed for every lease of
+    /// it at once: lease by lease, each would wait out the same connect or statement deadline, and
+    /// the keeper's thread would be held for minutes (no scans, no heartbeats meanwhile).
     func renewals(of holds: [LeaseHold], policy: LeasePolicy, monotonic: () -> Double,
                   batch: Int = 1_000) -> [(hold: LeaseHold, lease: HeldLease, decision: LeasePolicy.Decision)] {
         var out: [(hold: LeaseHold, lease: HeldLease, decision: LeasePolicy.Decision)] = []
@@ -31,6 +34,14 @@ extension LeaseStore {
                 renewed = nil
             }
             guard let renewed else {
+                guard pool.reachable else {
+                    let now = monotonic()
+                    for hold in chunk {
+                        let (lease, decision) = policy.renewed(hold.lease, startedAt: started, outcome: .failed, now: now)
+                        out.append((hold, lease, decision))
+                    }
+                    continue
+                }
                 for hold in chunk {
                     let (lease, decision) = renewal(of: hold, policy: policy, monotonic: monotonic)
                     out.append((hold, lease, decision))

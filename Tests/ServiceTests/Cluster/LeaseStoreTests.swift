@@ -37,6 +37,26 @@ struct LeaseStoreTests {
         }
     }
 
+    /// A batch renewal that cannot reach the database counts every lease of it as failed at once,
+    /// instead of trying each again through the same connect deadline (which held the keeper's
+    /// thread for minutes: no scans and no heartbeats meanwhile).
+    @Test func renewalsThatCannotReachTheDatabaseAreNotTriedLeaseByLease() async throws {
+        try await blocking { c in
+            let listener = try RawListener(.neverAnswer)  // Accepts, and never answers the start-up.
+            defer { listener.stop() }
+            let pool = PostgresPool(url: "postgresql://u@127.0.0.1:\(listener.port)/db?sslmode=disable", capacity: 2,
+                                    connectTimeout: 1, statementTimeout: 1)
+            let store = LeaseStore(pool: pool)
+            let clock = SystemClock()
+            let holds = (0..<5).map { LeaseHold(key: "k\($0)", epoch: 1, acquiredAt: clock.monotonic(), ttl: 30) }
+            let decided = store.renewals(of: holds, policy: LeasePolicy(ttl: 30), monotonic: { clock.monotonic() })
+            c.expect(decided.map(\.hold.key) == holds.map(\.key).sorted())
+            c.expect(listener.connectionCount == 1, "\(listener.connectionCount) connections for one failed statement")
+            c.expect(!pool.reachable)
+            c.expect(decided.allSatisfy { $0.decision != .renew }, "\(decided.map(\.decision))")
+        }
+    }
+
     @Test func oneHolderPerKeyAndATakeoverOnlyAfterExpiry() async throws {
         try await blocking { c in
             let store = try leases()
