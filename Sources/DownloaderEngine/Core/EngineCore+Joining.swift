@@ -8,9 +8,13 @@ extension EngineCore {
     func clusterPrepare(_ key: CoalescingKey) throws(EngineError) {
         guard let cluster else { return }
         let name = key.leaseName
+        // Already here: joined without waiting for the adoption lock, which a takeover holds while
+        // it copies a partial (minutes for a large file on a volume without server-side copy).
+        let here = { self.locked { self.byURL[key] != nil || cluster.pending[name] != nil } }
+        if here() { return }
         cluster.adoption.lock()
         defer { cluster.adoption.unlock() }
-        if locked({ byURL[key] != nil || cluster.pending[name] != nil }) { return }
+        if here() { return }
         if let hold = try takeAndAdopt(name, cluster) {
             locked { cluster.pending[name] = hold }  // A new download: created by the join.
             cluster.keeper.add(hold)
@@ -24,6 +28,7 @@ extension EngineCore {
     /// `heldElsewhere` when another replica holds it.
     func clusterAdopt(id: String, removing: Bool = false) throws(EngineError) {
         guard let cluster else { return }
+        if locked({ byID[id] != nil }) { return }  // Already here: no wait for a takeover's copy.
         cluster.adoption.lock()
         defer { cluster.adoption.unlock() }
         if locked({ byID[id] != nil }) { return }

@@ -89,6 +89,37 @@ struct ClusterLeaseStopLiveTests {
         }
     }
 
+    /// A takeover holds the adoption lock while it copies the previous epoch's partial (minutes
+    /// for a large file on a volume without server-side copy): a request for a download this
+    /// replica already has joins it meanwhile instead of waiting for the copy.
+    @Test func aJoinOfADownloadAlreadyHereDoesNotWaitForATakeoversCopy() async throws {
+        try await ClusterLeaseLiveTests.withReplicas(ttl: 2) { c, database, origin, a, b in
+            origin.addResource(path: "/other", size: 3 << 20)
+            let first = try Self.pausedOnA(c, database, origin, a)
+            let other = try b.request(DownloadRequest(url: origin.url("/other")))  // Live on b (the origin is throttled).
+            let copying = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+            b.core.locked {
+                b.core.hooks.seeding = { id in
+                    guard id == first.snapshot.id else { return }
+                    copying.signal()
+                    _ = release.wait(timeout: .now() + 20)
+                }
+            }
+            let taking = DispatchSemaphore(value: 0)
+            Thread { _ = try? b.request(DownloadRequest(url: origin.url)); taking.signal() }.start()
+            defer { release.signal(); _ = taking.wait(timeout: .now() + 30) }
+            c.expect(copying.wait(timeout: .now() + 20) == .success, "b took the paused download over and is copying")
+            let joined = DispatchSemaphore(value: 0)
+            let answer = Mutex<String?>(nil)
+            Thread {
+                answer.withLock { $0 = (try? b.request(DownloadRequest(url: origin.url("/other"))))?.snapshot.id }
+                joined.signal()
+            }.start()
+            c.expect(joined.wait(timeout: .now() + 10) == .success, "the join waited for the takeover's copy")
+            c.expect(answer.withLock { $0 } == other.snapshot.id)
+        }
+    }
+
     /// The holder dies between the rename of the verified file and the commit of its completion
     /// (its publishing intent was committed first): the replica that takes the lease over finds
     /// the file in place and adopts the download as completed, nothing fetched again. It used to
