@@ -25,6 +25,12 @@ struct TLSOriginTests {
                                                         protocols: protocols, ciphers: ciphers))
     }
 
+    /// nginx over HTTPS (HTTP/2 offered) with the server certificate, plain GETs at 1 MB/s.
+    static func throttledNginx(_ files: [String: [UInt8]]) throws -> NginxOrigin {
+        let certs = try certificates.get()
+        return try NginxOrigin(files: files, limitRate: 1_000_000, tls: .init(certificate: certs.server.certificate, key: certs.server.key))
+    }
+
     /// Fetches `url`; the end state and how long it took.
     static func fetch(_ engine: DownloadEngine, _ url: String) async throws -> (DownloadSnapshot, Double) {
         let start = Date()
@@ -51,12 +57,10 @@ struct TLSOriginTests {
     /// origin (or a long link) allows each, which is what more connections are for.
     @Test func segmentsFromAnHTTP2OriginGoOverConnectionsOfTheirOwn() async throws {
         let body = EngineFixture.body(2_000_000, seed: 5)
-        let certs = try Self.certificates.get()
         // Plain GETs (the prefix) throttled, so that the pieces beside it run while it does.
-        let nginx = try NginxOrigin(files: ["f.bin": body], limitRate: 1_000_000,
-                                    tls: .init(certificate: certs.server.certificate, key: certs.server.key))
+        let nginx = try Self.throttledNginx(["f.bin": body])
         defer { nginx.stop() }
-        let engine = try Self.engine(caFile: certs.caFile) {
+        let engine = try Self.engine(caFile: try Self.certificates.get().caFile) {
             $0.maxConnectionsPerDownload = 4
             $0.minimumSegmentBytes = 100_000
             $0.segmentProbeSeconds = 0
@@ -104,11 +108,9 @@ struct TLSOriginTests {
 
     @Test func aPausedDownloadResumesWithARangeOverHTTP2() async throws {
         let body = EngineFixture.body(6_000_000, seed: 5)
-        let certs = try Self.certificates.get()
-        let nginx = try NginxOrigin(files: ["big.bin": body], limitRate: 1_000_000,
-                                    tls: .init(certificate: certs.server.certificate, key: certs.server.key))
+        let nginx = try Self.throttledNginx(["big.bin": body])
         defer { nginx.stop() }
-        let engine = try Self.engine(caFile: certs.caFile)
+        let engine = try Self.engine(caFile: try Self.certificates.get().caFile)
         let url = nginx.baseURL + "/big.bin"
         let (id, kept) = try await EngineLiveTests.pauseMidway(engine, url: url, atLeast: 200_000)
         let (_, done) = try await EngineLiveTests.requestAgain(engine, url, id: id)
