@@ -27,21 +27,14 @@ extension LeaseStore {
             // In key order: two batches (or a batch and a commit doing the same) lock rows alike.
             let chunk = holds[start..<min(holds.count, start + max(1, batch))].sorted { $0.key < $1.key }
             let started = monotonic()
-            let renewed: Set<String>?
+            let outcome: ((LeaseHold) -> LeasePolicy.RenewalOutcome)?
             do throws(StateStoreError) {
-                renewed = try renew(chunk.map { (key: $0.key, epoch: $0.epoch) }, ttl: policy.ttl)
+                let renewed = try renew(chunk.map { (key: $0.key, epoch: $0.epoch) }, ttl: policy.ttl)
+                outcome = { renewed.contains($0.key) ? .renewed : .refused }
             } catch {
-                renewed = nil
+                outcome = pool.reachable ? nil : { _ in .failed }
             }
-            guard let renewed else {
-                guard pool.reachable else {
-                    let now = monotonic()
-                    for hold in chunk {
-                        let (lease, decision) = policy.renewed(hold.lease, startedAt: started, outcome: .failed, now: now)
-                        out.append((hold, lease, decision))
-                    }
-                    continue
-                }
+            guard let outcome else {  // Refused by the database: lease by lease.
                 for hold in chunk {
                     let (lease, decision) = renewal(of: hold, policy: policy, monotonic: monotonic)
                     out.append((hold, lease, decision))
@@ -50,8 +43,7 @@ extension LeaseStore {
             }
             let now = monotonic()
             for hold in chunk {
-                let (lease, decision) = policy.renewed(hold.lease, startedAt: started, outcome: renewed.contains(hold.key) ? .renewed : .refused,
-                                                       now: now)
+                let (lease, decision) = policy.renewed(hold.lease, startedAt: started, outcome: outcome(hold), now: now)
                 out.append((hold, lease, decision))
             }
         }

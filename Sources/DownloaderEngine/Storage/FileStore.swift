@@ -139,13 +139,12 @@ struct FileStore: Sendable {
         let size = 1 << 20
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 16)
         defer { buffer.deallocate() }
+        var copied: Int64 = 0
         while true {
             let n = try syscall("read") { read(input, buffer, size) }
             if n == 0 { break }
-            var done = 0
-            while done < n {
-                done += try syscall("write") { write(output, buffer + done, PageCacheWrites.slice(n - done)) }
-            }
+            try PageCacheWrites.write(output, buffer, count: n, at: copied)
+            copied += Int64(n)
         }
         try syscall("fsync") { fsync(output) }
     }

@@ -22,10 +22,6 @@ enum PageCacheWrites {
     /// Bytes per call at most.
     static let maxBytes = 128 << 10
 
-    /// The count of one call for `remaining` bytes.
-    @inline(__always)
-    static func slice(_ remaining: Int) -> Int { min(remaining, maxBytes) }
-
     typealias PositionedWrite = (Int32, UnsafeRawPointer, Int, off_t) -> Int
 
     /// Writes `count` bytes from `base` at `offset` of `fd`: pwrite(2) calls of at most `maxBytes`,
@@ -34,7 +30,7 @@ enum PageCacheWrites {
                       call: PositionedWrite = { Glibc.pwrite($0, $1, $2, $3) }) throws(SystemError) {
         var done = 0
         while done < count {
-            let n = try syscall("pwrite") { call(fd, base + done, slice(count - done), off_t(offset + Int64(done))) }
+            let n = try syscall("pwrite") { call(fd, base + done, min(count - done, maxBytes), off_t(offset + Int64(done))) }
             guard n > 0 else { throw SystemError(errno: EIO, function: "pwrite (wrote nothing)") }
             done += n
         }
