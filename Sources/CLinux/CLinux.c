@@ -50,3 +50,7 @@ long clinux_copy_file_range(int in, long long *in_offset, int out, long long *ou
     *out_offset = to;
     return copied;
 }
+
+int clinux_o_direct(void) {
+    return O_DIRECT;
+}

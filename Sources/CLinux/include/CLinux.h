@@ -26,4 +26,7 @@ int clinux_gettid(void);
 /// to `out` at `*out_offset` in the kernel, advancing both offsets; -1 with errno on failure.
 long clinux_copy_file_range(int in, long long *in_offset, int out, long long *out_offset, unsigned long length);
 
+/// O_DIRECT (hidden without _GNU_SOURCE; its value differs between architectures).
+int clinux_o_direct(void);
+
 #endif

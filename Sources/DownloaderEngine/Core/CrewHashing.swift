@@ -29,9 +29,10 @@ final class CrewHashing: @unchecked Sendable {
 
     typealias Outcome = Result<TransferSummary, TransferFailure>
 
-    /// A buffer whose first `count` bytes are in the file at `offset`.
+    /// A buffer whose `count` bytes from `skip` are in the file at `offset`.
     struct Landed {
         let buffer: UnsafeMutableRawBufferPointer
+        let skip: Int
         let count: Int
         let offset: Int64
         var end: Int64 { offset + Int64(count) }
@@ -84,13 +85,13 @@ final class CrewHashing: @unchecked Sendable {
         }
     }
 
-    /// The first `count` bytes of `buffer` were written in place at `offset`, where the contiguous
+    /// The `count` bytes from `skip` in `buffer` were written in place at `offset`, where the contiguous
     /// prefix ended: true when the hashing takes the buffer (hashed from it, then given back); false
     /// when it holds `maxLanded` already or stopped (the caller keeps it; the bytes are read back).
-    func landed(_ buffer: UnsafeMutableRawBufferPointer, count: Int, at offset: Int64) -> Bool {
+    func landed(_ buffer: UnsafeMutableRawBufferPointer, skip: Int = 0, count: Int, at offset: Int64) -> Bool {
         condition.withLock {
             guard !ended, !stopping, landed.count < Self.maxLanded, count > 0 else { return false }
-            landed.append(Landed(buffer: buffer, count: count, offset: offset))
+            landed.append(Landed(buffer: buffer, skip: skip, count: count, offset: offset))
             condition.signal()
             return true
         }
@@ -131,7 +132,7 @@ final class CrewHashing: @unchecked Sendable {
                 do throws(SystemError) {
                     if let direct {
                         try partial.absorb(upTo: direct.offset)  // The gap before it (none when it landed at the front).
-                        try partial.absorb(UnsafeRawBufferPointer(start: direct.buffer.baseAddress, count: direct.count))
+                        try partial.absorb(UnsafeRawBufferPointer(start: direct.buffer.baseAddress! + direct.skip, count: direct.count))
                     } else {
                         try partial.absorb(upTo: reach)
                     }

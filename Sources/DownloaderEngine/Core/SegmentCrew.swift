@@ -31,7 +31,8 @@ final class SegmentCrew: @unchecked Sendable {
     private let driver: TransferStarting
     private let template: TransferRequest
     private let head: ResponseHead
-    private let fd: Int32
+    /// The partial, opened for the fetches' in-place writes.
+    private let writes: InPlaceWrites
     /// Cluster mode: the lease the download is held under (every fetch's write checks it).
     private let lease: LeaseHold?
     private let clock: EngineClock
@@ -69,11 +70,7 @@ final class SegmentCrew: @unchecked Sendable {
         clock = core.clock
         self.batching = batching
         buffers = GatherBuffers(capacity: batching.capacity, keep: max(1, connections))
-        fd = try syscall("open") { open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW) }
-    }
-
-    deinit {
-        Glibc.close(fd)
+        writes = try InPlaceWrites(path: path)
     }
 
     /// Where the prefix's transfer stops.
@@ -172,7 +169,8 @@ final class SegmentCrew: @unchecked Sendable {
     /// A fetch wrote `count` bytes up to `next` (transfer thread), from `buffer`: progress over all
     /// pieces, and a checkpoint when due. True when the hashing took `buffer` (the bytes landed where
     /// the contiguous prefix ended: hashed from it instead of read back); the fetch takes another.
-    func fetchWrote(_ index: Int, count: Int64, next: Int64, from buffer: UnsafeMutableRawBufferPointer? = nil) -> Bool {
+    /// The bytes start at `skip` in `buffer`.
+    func fetchWrote(_ index: Int, count: Int64, next: Int64, from buffer: UnsafeMutableRawBufferPointer? = nil, skip: Int = 0) -> Bool {
         guard let attempt, let core else { return false }
         let now = core.clock.monotonic()
         let (written, due, launches, hashing, front, contiguous, verdict) = lock.withLock {
@@ -183,13 +181,13 @@ final class SegmentCrew: @unchecked Sendable {
                     roster.takeVerdict())
         }
         var taken = false
-        if front, let buffer, let hashing { taken = hashing.landed(buffer, count: Int(count), at: next - count) }
+        if front, let buffer, let hashing { taken = hashing.landed(buffer, skip: skip, count: Int(count), at: next - count) }
         hashing?.grew(to: contiguous)
         for index in launches { launch(index) }
         tell(verdict)
         if let due {
             // Every byte of `due` is in the file (pwrite returned): a sync of it makes them durable.
-            if let copy = FileStore.descriptorForSync(fd) {
+            if let copy = FileStore.descriptorForSync(writes.descriptor) {
                 core.checkpointSegments(attempt, descriptor: copy, table: due) { [weak self] in self?.checkpointEnded() }
             } else {
                 checkpointEnded()
@@ -266,7 +264,7 @@ final class SegmentCrew: @unchecked Sendable {
             return
         }
         let clock = clock
-        let fetch = SegmentFetch(index: index, first: first, last: last, crew: self, fd: fd, batching: batching,
+        let fetch = SegmentFetch(index: index, first: first, last: last, crew: self, writes: writes, batching: batching,
                                  monotonic: { clock.monotonic() })
         var request = SegmentFetch.request(from: template, first: first, last: last, validator: validator)
         if freshConnection { request.freshConnection = true }

@@ -3,9 +3,9 @@ import Foundation
 import Glibc
 
 /// One ranged request of a segmented attempt: `Range: bytes=first-last` with `If-Range`, its body
-/// written in place (pwrite at the segment's next byte) on the transfer thread, gathered first into
-/// a buffer of its own (`WriteBatching`: libcurl's 16 KiB pieces become 1 MiB writes) and counted
-/// by the crew once written. Whatever is gathered is written when the transfer ends, however it
+/// written in place (`InPlaceWrites`: whole blocks direct, at the segment's next byte) on the
+/// transfer thread, gathered first into a buffer of its own (`WriteBatching`: libcurl's 16 KiB
+/// pieces become 1 MiB writes) and counted by the crew once written. Whatever is gathered is written when the transfer ends, however it
 /// ends. Its head is judged by `SegmentPlanner.judgeSegment`; what it means for the attempt is the
 /// crew's to decide.
 final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
@@ -16,8 +16,11 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
     /// writes through, stays open until then, whatever else let the attempt go (a download removed
     /// while its first connection was still being started, say). Transfer thread.
     private(set) var crew: SegmentCrew?
-    private let fd: Int32
+    /// The crew's descriptors: held by every fetch, so they stay open until the last one ended.
+    private let writes: InPlaceWrites
     private let batching: WriteBatching
+    /// Bytes a gathering buffer holds (the crew's `GatherBuffers.capacity`).
+    private let bufferSize: Int
     private let monotonic: @Sendable () -> Double
     // Transfer thread.
     /// The next file offset to write.
@@ -28,14 +31,19 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
     private var buffer: UnsafeMutableRawBufferPointer?
     private var held = 0
     private var heldSince: Double = 0
+    /// Where the gathered bytes start in `buffer`: the first one's place in its block of the file,
+    /// so that every byte sits at the same place in a block of memory as in the file, and whole
+    /// blocks can go direct (`DirectIO`) whatever offset a fetch resumed at.
+    private var skip = 0
 
-    init(index: Int, first: Int64, last: Int64, crew: SegmentCrew, fd: Int32, batching: WriteBatching,
+    init(index: Int, first: Int64, last: Int64, crew: SegmentCrew, writes: InPlaceWrites, batching: WriteBatching,
          monotonic: @escaping @Sendable () -> Double) {
         self.index = index
         self.first = first
         self.last = last
         self.crew = crew
-        self.fd = fd
+        self.writes = writes
+        bufferSize = batching.capacity
         // Never more than the range holds.
         self.batching = WriteBatching(capacity: Int(min(Int64(batching.capacity), last - first + 1)), maxHold: batching.maxHold)
         self.monotonic = monotonic
@@ -83,14 +91,15 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
         let now = monotonic()
         var done = 0
         while done < bytes.count {
-            let plan = batching.plan(held: held, incoming: bytes.count - done, heldFor: now - heldSince)
+            if held == 0 { skip = Self.skip(at: next, bufferSize: bufferSize) }
+            let plan = batching.plan(held: held, incoming: bytes.count - done, heldFor: now - heldSince, room: bufferSize - skip)
             if plan.gather > 0 {
                 guard let gather = buffer ?? crew?.buffers.take() else {
                     throw SystemError(errno: EBADF, function: "write (the attempt is gone)")
                 }
                 buffer = gather
                 if held == 0 { heldSince = now }
-                (gather.baseAddress! + held).copyMemory(from: base + done, byteCount: plan.gather)
+                (gather.baseAddress! + skip + held).copyMemory(from: base + done, byteCount: plan.gather)
                 held += plan.gather
                 done += plan.gather
             }
@@ -123,19 +132,25 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
         guard let buffer, held > 0 else { return }
         let count = held
         held = 0  // Written or not, they are not gathered any more (a failed write ends the fetch).
-        if try put(UnsafeRawBufferPointer(start: buffer.baseAddress, count: count), from: buffer) {
+        if try put(UnsafeRawBufferPointer(start: buffer.baseAddress! + skip, count: count), from: buffer) {
             self.buffer = nil
         }
     }
 
-    /// Written at `next` (`PageCacheWrites`); then the crew counts them (and may take `buffer`:
+    /// Where bytes gathered for `offset` start in a buffer of `bufferSize`: `offset`'s place in its
+    /// block, when the buffer is large enough to leave that much unused (two blocks at least).
+    static func skip(at offset: Int64, bufferSize: Int) -> Int {
+        bufferSize >= 2 * DirectIO.alignment ? Int(offset % Int64(DirectIO.alignment)) : 0
+    }
+
+    /// Written at `next` (`InPlaceWrites`); then the crew counts them (and may take `buffer`:
     /// true). Refused once the lease may no longer write (cluster mode), also for bytes gathered
     /// before its deadline passed.
     private func put(_ bytes: UnsafeRawBufferPointer, from buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Bool {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return false }
         try crew?.checkWrite()
-        try PageCacheWrites.write(fd, base, count: bytes.count, at: next)
+        try writes.write(base, count: bytes.count, at: next)
         next += Int64(bytes.count)
-        return crew?.fetchWrote(index, count: Int64(bytes.count), next: next, from: buffer) ?? false
+        return crew?.fetchWrote(index, count: Int64(bytes.count), next: next, from: buffer, skip: skip) ?? false
     }
 }

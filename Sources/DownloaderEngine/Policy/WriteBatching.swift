@@ -25,16 +25,19 @@ struct WriteBatching: Equatable, Sendable {
     /// caller asks again for the rest. So every write but a piece's last (or a slow connection's)
     /// is exactly `capacity` bytes at a multiple of `capacity` from the piece's start: whole pages,
     /// no partial page to zero (handed to the kernel in calls of `PageCacheWrites.maxBytes`).
-    /// A `maxHold` of 0 writes every piece as it comes.
+    /// A `maxHold` of 0 writes every piece as it comes. `room`: what the buffer holds this time
+    /// when less than `capacity` (`SegmentFetch`: its first bytes left unused, so that the gathered
+    /// bytes sit at their offset's place in a block, `DirectIO`).
     struct Plan: Equatable, Sendable {
         var gather: Int
         var flush: Bool
     }
 
-    func plan(held: Int, incoming: Int, heldFor: Double) -> Plan {
-        let gather = max(0, min(incoming, capacity - held))
+    func plan(held: Int, incoming: Int, heldFor: Double, room: Int? = nil) -> Plan {
+        let room = max(1, min(capacity, room ?? capacity))
+        let gather = max(0, min(incoming, room - held))
         // The oldest byte once these are gathered: a held one, or one arriving now.
         let oldest = held > 0 ? heldFor : 0
-        return Plan(gather: gather, flush: held + gather >= capacity || oldest >= maxHold)
+        return Plan(gather: gather, flush: held + gather >= room || oldest >= maxHold)
     }
 }

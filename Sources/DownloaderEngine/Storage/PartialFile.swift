@@ -53,7 +53,8 @@ final class PartialFile {
                 hasherInUse = hash.hasher
             } else {
                 hasherInUse = SHA256Hasher()
-                try Self.hash(fd: fd, count: kept, into: hasherInUse)
+                // Through the page cache: kept bytes are most likely still there.
+                try HashReadBack.hash(fd: fd, count: kept, into: hasherInUse, direct: false)
             }
             try syscall("lseek") { lseek(fd, off_t(kept), SEEK_SET) }
             // The kept bytes count as durable from here (what a resume journals): made so first,
@@ -74,24 +75,6 @@ final class PartialFile {
         dropCurrent()
         // Never waits here (this may run on a lane, e.g. releasing a `whenWritten` closure).
         if fd >= 0 { pipeline.close(whenIdle: fd) }
-    }
-
-    /// Reads `[start, start + count)` into `hasher`; `hashed` hears how far it got after each chunk.
-    private static func hash(fd: Int32, from start: Int64 = 0, count: Int64, into hasher: SHA256Hasher,
-                             hashed: (Int64) -> Void = { _ in }) throws(SystemError) {
-        let chunk = 1 << 20
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
-        defer { buffer.deallocate() }
-        var offset = start
-        let count = start + count
-        while offset < count {
-            let want = Int(min(Int64(chunk), count - offset))
-            let n = try syscall("pread") { pread(fd, buffer.baseAddress, want, off_t(offset)) }
-            if n == 0 { throw SystemError(errno: EIO, function: "pread (file shrank)") }
-            hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
-            offset += Int64(n)
-            hashed(offset)
-        }
     }
 
     /// Bytes written to the file so far (from its start), at most `length`. `written` may be handed
@@ -199,7 +182,7 @@ final class PartialFile {
         pipeline.waitIdle()
         var reached = length
         do {
-            try Self.hash(fd: fd, from: length, count: end - length, into: pipeline.hasher) { reached = $0 }
+            try HashReadBack.hash(fd: fd, from: length, count: end - length, into: pipeline.hasher, hashed: { reached = $0 })
         } catch {
             // Counted as far as it was hashed: a later absorb goes on from there, and no byte is
             // hashed twice (the digest would be another file's).

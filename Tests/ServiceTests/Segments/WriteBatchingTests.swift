@@ -10,6 +10,7 @@ import Testing
         let held: Int
         let incoming: Int
         let heldFor: Double
+        var room: Int?
         let plan: Plan
         var testDescription: String { name }
     }
@@ -31,11 +32,21 @@ import Testing
              held: 0, incoming: 5000, heldFor: 0, plan: Plan(gather: 1000, flush: true)),
         Case(name: "a full buffer (never left so) is written first",
              held: 1000, incoming: 10, heldFor: 0, plan: Plan(gather: 0, flush: true)),
+        Case(name: "a buffer with less room this time holds that much",
+             held: 0, incoming: 5000, heldFor: 0, room: 700, plan: Plan(gather: 700, flush: true)),
+        Case(name: "less room does not start the clock",
+             held: 0, incoming: 100, heldFor: 99, room: 700, plan: Plan(gather: 100, flush: false)),
+        Case(name: "a piece that fills the room writes it",
+             held: 600, incoming: 150, heldFor: 0.1, room: 700, plan: Plan(gather: 100, flush: true)),
+        Case(name: "room beyond the capacity is the capacity",
+             held: 0, incoming: 5000, heldFor: 0, room: 9000, plan: Plan(gather: 1000, flush: true)),
+        Case(name: "no room at all (never asked) still takes a byte at a time",
+             held: 0, incoming: 10, heldFor: 0, room: 0, plan: Plan(gather: 1, flush: true)),
     ]
 
     @Test(arguments: cases)
     func plans(_ c: Case) {
-        #expect(Self.batching.plan(held: c.held, incoming: c.incoming, heldFor: c.heldFor) == c.plan)
+        #expect(Self.batching.plan(held: c.held, incoming: c.incoming, heldFor: c.heldFor, room: c.room) == c.plan)
     }
 
     /// Pieces of 16 KiB, as libcurl hands them over, into buffers of 1 MiB: every write is a whole
