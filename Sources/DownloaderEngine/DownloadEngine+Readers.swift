@@ -26,8 +26,15 @@ public final class DownloadReader: Sendable {
     public let coalesced: Bool
     private let tail: DownloadTail
     private let detach: @Sendable () -> Void
-    private let open = Atomic<Bool>(true)
-    private let watcher = Mutex<UInt64?>(nil)
+    /// Whether the reader is open, and its watcher on `tail`: one lock, so that `watch` and `close`
+    /// decide in one order (a watcher registered after `close` took the last one would stay on the
+    /// tail, and be told, until the download goes away).
+    private let hold = Mutex(Hold())
+
+    private struct Hold {
+        var open = true
+        var watcher: UInt64?
+    }
 
     init(id: String, snapshot: DownloadSnapshot, coalesced: Bool, tail: DownloadTail, detach: @escaping @Sendable () -> Void) {
         self.id = id
@@ -48,22 +55,33 @@ public final class DownloadReader: Sendable {
     /// `onChange` is called (on an engine thread: do little, e.g. wake a stream) after `state`
     /// changed, until the reader is closed: after any change but new bytes, and after new bytes
     /// when asked for (`awaitMoreBytes`). Changes close together are told once. One watcher per
-    /// reader; a second call replaces the first.
+    /// reader; a second call replaces the first; on a closed reader it does nothing.
     public func watch(_ onChange: @escaping @Sendable () -> Void) {
-        let id = tail.watch(onChange)
-        if let previous = watcher.withLock({ w in defer { w = id }; return w }) { tail.unwatch(previous) }
+        // Registered under the reader's lock (the tail's lock is taken inside it, never the other
+        // way round): a closed reader registers nothing.
+        let previous = hold.withLock { hold -> UInt64? in
+            guard hold.open else { return nil }
+            let previous = hold.watcher
+            hold.watcher = tail.watch(onChange)
+            return previous
+        }
+        if let previous { tail.unwatch(previous) }
     }
 
     /// The watcher is told when the next bytes land (once per call; for a reader that sent every
     /// byte there was). Read `state` again after asking: bytes that landed before are not told.
     public func awaitMoreBytes() {
-        if let id = watcher.withLock({ $0 }) { tail.awaitMoreBytes(id) }
+        if let id = hold.withLock({ $0.watcher }) { tail.awaitMoreBytes(id) }
     }
 
     /// Withdraws the reader's interest (once; later calls do nothing).
     public func close() {
-        guard open.exchange(false, ordering: .acquiringAndReleasing) else { return }
-        if let id = watcher.withLock({ w in defer { w = nil }; return w }) { tail.unwatch(id) }
+        let (wasOpen, watcher) = hold.withLock { hold in
+            defer { hold = Hold(open: false, watcher: nil) }
+            return (hold.open, hold.watcher)
+        }
+        guard wasOpen else { return }
+        if let watcher { tail.unwatch(watcher) }
         detach()
     }
 }
