@@ -13,6 +13,8 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
     private struct Inbox {
         var closures: [@Sendable () -> Void] = []
         var jobs: [UnownedJob] = []
+        /// The loop was asked to stop (its stop ran on the loop thread): `executeIfRunning` refuses.
+        var stopping = false
         var stopped = false
         var isEmpty: Bool { closures.isEmpty && jobs.isEmpty }
     }
@@ -116,12 +118,15 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
         return pthread_equal(thread, pthread_self()) != 0
     }
 
-    /// Asks the loop to exit after its current iteration; `completion` runs on the loop thread last.
+    /// Asks the loop to exit after its current iteration; `completion` runs on the loop thread last,
+    /// or at once on the caller's thread when the loop had exited already (nothing else would run it).
     func stop(completion: @escaping @Sendable () -> Void) {
-        execute { [self] in
+        let queued = queue(refusingOnceStopping: false) { [self] in
             stopRequested = true
+            inbox.withLock { $0.stopping = true }
             onExit.append(completion)
         }
+        if !queued { completion() }
     }
 
     private func run() {
@@ -151,7 +156,7 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
         let leftovers = inbox.withLock { box -> Inbox in
             box.stopped = true
             let copy = box
-            box = Inbox(stopped: true)
+            box = Inbox(stopping: true, stopped: true)
             return copy
         }
         for closure in leftovers.closures { closure() }
@@ -211,21 +216,35 @@ final class EventLoop: TaskExecutor, @unchecked Sendable {
 
     // MARK: Cross-thread work
 
-    /// Runs `body` on the loop thread (later, even when called on it). Thread-safe.
+    /// Runs `body` on the loop thread (later, even when called on it), or inline on the caller's
+    /// thread once the loop exited (see `executeIfRunning` for work that must not). Thread-safe.
     func execute(_ body: @escaping @Sendable () -> Void) {
+        if !queue(refusingOnceStopping: false, body) {
+            // The loop is gone and everything it owned is closed: run here so nobody waits forever.
+            body()
+        }
+    }
+
+    /// Queues `body` to run on the loop thread (later, even when called on it) and returns true; or
+    /// returns false, and `body` never runs, once the loop was asked to stop. For work that must
+    /// run on this loop's thread or not at all (a connection handed over: the caller keeps it and
+    /// acts on its own thread), where `execute` would run it inline on the wrong thread. Thread-safe.
+    func executeIfRunning(_ body: @escaping @Sendable () -> Void) -> Bool {
+        queue(refusingOnceStopping: true, body)
+    }
+
+    /// Puts `body` in the inbox and wakes the loop; false (not queued) once the loop exited, or
+    /// once it was asked to stop when `refusingOnceStopping`.
+    private func queue(refusingOnceStopping: Bool, _ body: @escaping @Sendable () -> Void) -> Bool {
         // The wake-up write happens under the lock: once the loop marked itself stopped (under the
         // same lock) and closed its eventfd, nobody writes to that descriptor number again.
-        let stopped = inbox.withLock { box -> Bool in
-            if box.stopped { return true }
+        inbox.withLock { box -> Bool in
+            if box.stopped || (refusingOnceStopping && box.stopping) { return false }
             let wasEmpty = box.isEmpty
             box.closures.append(body)
             inboxPending.store(true, ordering: .releasing)
             if wasEmpty { selector.wakeup() }
-            return false
-        }
-        if stopped {
-            // The loop is gone and everything it owned is closed: run here so nobody waits forever.
-            body()
+            return true
         }
     }
 
