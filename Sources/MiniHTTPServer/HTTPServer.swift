@@ -147,7 +147,8 @@ public final class HTTPServer: Sendable {
         loops(bulk: true).map { $0.threadID }
     }
 
-    private func loops(bulk: Bool) -> [EventLoop] {
+    /// The running loops, answering or bulk (not private: tests stop one on its own).
+    func loops(bulk: Bool) -> [EventLoop] {
         state.withLock { state in
             guard case .running(let contexts) = state else { return [] }
             let count = max(1, configuration.eventLoopCount)

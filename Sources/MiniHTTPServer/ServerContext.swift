@@ -151,7 +151,11 @@ final class ServerContext: Selectable, @unchecked Sendable {
             if target === self {
                 adopt(fd: fd, remoteAddress: remote)
             } else {
-                target.loop.execute { target.adopt(fd: fd, remoteAddress: remote) }
+                // A target asked to stop (the server is shutting down) refuses: adopted here, on
+                // this loop's thread, never inline on the accepting thread with the target's state.
+                if !target.loop.executeIfRunning({ target.adopt(fd: fd, remoteAddress: remote) }) {
+                    adopt(fd: fd, remoteAddress: remote)
+                }
             }
         }
     }

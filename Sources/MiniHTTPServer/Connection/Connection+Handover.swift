@@ -33,9 +33,11 @@ struct MovedResponse {
     var startedAt: UInt64
 }
 
-/// Shared by a server's contexts: open while the server runs; closed when it starts stopping, so
-/// that no connection moves to a loop that may already have stopped (a closure queued to a stopped
-/// loop runs on the caller's thread) and a moved one finishes where it is. Thread-safe.
+/// Shared by a server's contexts: open while the server runs; closed when it starts stopping (or
+/// when a loop refused a connection, which it does only once asked to stop), so that no connection
+/// moves to a loop that may already have stopped and a moved one finishes where it is. A move
+/// decided just before the gate closed is refused by a stopping loop (`executeIfRunning`) and kept
+/// by the loop that gave it up (`takeBack`). Thread-safe.
 final class HandoverGate: Sendable {
     private let closed = Atomic<Bool>(false)
 
@@ -51,7 +53,7 @@ extension Connection {
     func moveToBulkLoop(_ moved: MovedResponse) {
         let target = server.nextBulkTarget()
         let handover = detach(pending: moved, home: server)
-        target.loop.execute { target.adoptMoved(handover) }
+        if !target.loop.executeIfRunning({ target.adoptMoved(handover) }) { takeBack(handover) }
     }
 
     /// Loop thread, on a bulk loop after the moved response ended with the connection kept alive:
@@ -64,8 +66,21 @@ extension Connection {
             return false
         }
         let handover = detach(pending: nil, home: nil)
-        home.loop.execute { home.adoptMoved(handover) }
+        if !home.loop.executeIfRunning({ home.adoptMoved(handover) }) { takeBack(handover) }
         return true
+    }
+
+    /// The loop the connection was handed to refused it: it was asked to stop, so the server is
+    /// shutting down (the gate had not closed yet when the move was decided). Its context is about
+    /// to be run by no thread, so this loop takes the connection back on its own thread (next
+    /// turn, not inside the response being begun) and no connection moves any more: it is served
+    /// here, or closed if this context is draining already (`adoptMoved`).
+    private func takeBack(_ handover: ConnectionHandover) {
+        server.handovers.close()
+        var back = handover
+        back.home = nil
+        let context = server, kept = back
+        loop.execute { context.adoptMoved(kept) }
     }
 
     private func detach(pending: MovedResponse?, home: ServerContext?) -> ConnectionHandover {
