@@ -63,15 +63,15 @@ extension EngineCore {
     /// When the partial cannot be opened for them, the attempt goes on alone on one connection.
     func startSegments(_ attempt: Attempt, _ head: ResponseHead) -> TransferFailure? {
         guard let plan = attempt.segmentPlan, let template = attempt.launched else { return nil }
-        let facts: (validator: Validator, path: String)? = locked {
+        let facts: (validator: Validator, path: String, write: InPlaceWrites.PositionedWrite?)? = locked {
             guard let record = record(of: attempt), let validator = record.validator else { return nil }
-            return (validator, partialPath(of: record))
+            return (validator, partialPath(of: record), hooks.pieceWrite)
         }
         guard let facts, let total = plan.last?.end else { return nil }
         do throws(SystemError) {
             let crew = try SegmentCrew(attempt: attempt, core: self, driver: driver, template: template, head: head,
                                        validator: facts.validator, total: total, segments: plan,
-                                       connections: attempt.segmentConnections, path: facts.path,
+                                       connections: attempt.segmentConnections, path: facts.path, write: facts.write,
                                        checkpoint: (checkpointBytes, configuration.checkpointInterval),
                                        probeWindow: configuration.segmentProbeSeconds)
             attempt.adopt(crew)

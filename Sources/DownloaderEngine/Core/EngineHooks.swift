@@ -15,6 +15,8 @@ struct EngineHooks: Sendable {
     var beforePrepare: (@Sendable () -> Void)?
     /// Stands in for write(2) on partial files (e.g. to fail with ENOSPC).
     var partialWrite: PartialFile.WriteCall?
+    /// Stands in for pwrite(2) of a segmented attempt's pieces, direct or not (e.g. to hold one).
+    var pieceWrite: InPlaceWrites.PositionedWrite?
     /// Stands in for fdatasync(2) on partial files (e.g. to fail with EIO).
     var partialSync: PartialFile.SyncCall?
     /// Stands in for the fsync(2) of a verified partial before it is published.

@@ -21,8 +21,9 @@ import Glibc
 /// (`Attempt.crewFinished`) once its own transfer, every fetch and the hashing stopped:
 /// successfully when every piece is complete.
 ///
-/// Threads: fetch and transfer callbacks come on the transfer thread; `cancel` from any thread; the
-/// hashing runs on a queue of its own. The state is under `lock`, never held while calling out.
+/// Threads: transfer callbacks come on the transfer thread; the fetches' writes, and what follows
+/// them (`fetchWrote`, `fetchEnded`), on the writer queue; `cancel` from any thread; the hashing
+/// runs on a queue of its own. The state is under `lock`, never held while calling out.
 final class SegmentCrew: @unchecked Sendable {
     let total: Int64
     let validator: Validator
@@ -31,8 +32,9 @@ final class SegmentCrew: @unchecked Sendable {
     private let driver: TransferStarting
     private let template: TransferRequest
     private let head: ResponseHead
-    /// The partial, opened for the fetches' in-place writes.
+    /// The partial, opened for the fetches' in-place writes, and the queue they are written on.
     private let writes: InPlaceWrites
+    private let writer = DispatchQueue(label: "segments.write")
     /// Cluster mode: the lease the download is held under (every fetch's write checks it).
     private let lease: LeaseHold?
     private let clock: EngineClock
@@ -51,9 +53,10 @@ final class SegmentCrew: @unchecked Sendable {
     private var hashing: CrewHashing?
     private var checkpoints: CheckpointPacing
 
-    /// Opens the partial at `path` for the fetches' in-place writes.
+    /// Opens the partial at `path` for the fetches' in-place writes (`write` stands in for pwrite(2)).
     init(attempt: Attempt, core: EngineCore, driver: TransferStarting, template: TransferRequest, head: ResponseHead,
          validator: Validator, total: Int64, segments: [Segment], connections: Int, path: String,
+         write: InPlaceWrites.PositionedWrite? = nil,
          checkpoint: (bytes: Int64, seconds: Double), probeWindow: Double = 0,
          batching: WriteBatching = WriteBatching()) throws(SystemError) {
         checkpoints = CheckpointPacing(bytes: checkpoint.bytes, seconds: checkpoint.seconds, now: core.clock.monotonic())
@@ -69,8 +72,9 @@ final class SegmentCrew: @unchecked Sendable {
                             probe: ConnectionProbe(window: probeWindow))
         clock = core.clock
         self.batching = batching
-        buffers = GatherBuffers(capacity: batching.capacity, keep: max(1, connections))
-        writes = try InPlaceWrites(path: path)
+        // A buffer gathering and one being written per connection, and those the hashing holds.
+        buffers = GatherBuffers(capacity: batching.capacity, keep: 2 * max(1, connections) + CrewHashing.maxLanded)
+        writes = try InPlaceWrites(path: path, call: write)
     }
 
     /// Where the prefix's transfer stops.
@@ -160,15 +164,15 @@ final class SegmentCrew: @unchecked Sendable {
         shareSpeed()
     }
 
-    /// Before a fetch's write (transfer thread): refused, and the lease stopped, once the lease may
+    /// Before a fetch's write (writer queue): refused, and the lease stopped, once the lease may
     /// no longer write (`EngineCore.checkWrite`), exactly as the prefix's writes.
     func checkWrite() throws(SystemError) {
         try core?.checkWrite(under: lease)
     }
 
-    /// A fetch wrote `count` bytes up to `next` (transfer thread), from `buffer`: progress over all
+    /// A fetch wrote `count` bytes up to `next` (writer queue), from `buffer`: progress over all
     /// pieces, and a checkpoint when due. True when the hashing took `buffer` (the bytes landed where
-    /// the contiguous prefix ended: hashed from it instead of read back); the fetch takes another.
+    /// the contiguous prefix ended: hashed from it instead of read back).
     /// The bytes start at `skip` in `buffer`.
     func fetchWrote(_ index: Int, count: Int64, next: Int64, from buffer: UnsafeMutableRawBufferPointer? = nil, skip: Int = 0) -> Bool {
         guard let attempt, let core else { return false }
@@ -264,7 +268,7 @@ final class SegmentCrew: @unchecked Sendable {
             return
         }
         let clock = clock
-        let fetch = SegmentFetch(index: index, first: first, last: last, crew: self, writes: writes, batching: batching,
+        let fetch = SegmentFetch(index: index, first: first, last: last, crew: self, writes: writes, writer: writer, batching: batching,
                                  monotonic: { clock.monotonic() })
         var request = SegmentFetch.request(from: template, first: first, last: last, validator: validator)
         if freshConnection { request.freshConnection = true }

@@ -3,27 +3,38 @@ import Foundation
 import Glibc
 
 /// One ranged request of a segmented attempt: `Range: bytes=first-last` with `If-Range`, its body
-/// written in place (`InPlaceWrites`: whole blocks direct, at the segment's next byte) on the
-/// transfer thread, gathered first into a buffer of its own (`WriteBatching`: libcurl's 16 KiB
-/// pieces become 1 MiB writes) and counted by the crew once written. Whatever is gathered is written when the transfer ends, however it
-/// ends. Its head is judged by `SegmentPlanner.judgeSegment`; what it means for the attempt is the
+/// gathered on the transfer thread into buffers (`WriteBatching`: libcurl's 16 KiB pieces become
+/// 1 MiB writes), each written in place at the segment's next byte on the crew's writer queue
+/// (`InPlaceWrites`: whole blocks direct, which waits for the device; the transfer thread, shared
+/// by every download's connections, never does) and counted by the crew once written. One buffer
+/// of a fetch is written at a time: the next flush waits for the one before (only while the device
+/// is behind), and a failed write ends the fetch at its next flush. Whatever is gathered is written
+/// when the transfer ends, however it ends, and the crew hears of the end after the last write.
+/// Its head is judged by `SegmentPlanner.judgeSegment`; what it means for the attempt is the
 /// crew's to decide.
 final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
     let index: Int
     let first: Int64
     let last: Int64
-    /// Held while the fetch runs, let go once it ended: the crew's descriptor, which the fetch
-    /// writes through, stays open until then, whatever else let the attempt go (a download removed
-    /// while its first connection was still being started, say). Transfer thread.
+    /// Held while the fetch runs, let go once it ended (after its last write): the crew's buffers
+    /// and hashing stay until then, whatever else let the attempt go (a download removed while its
+    /// first connection was still being started, say). Transfer thread, then the writer queue
+    /// once the transfer ended.
     private(set) var crew: SegmentCrew?
     /// The crew's descriptors: held by every fetch, so they stay open until the last one ended.
     private let writes: InPlaceWrites
+    /// The crew's writer queue (serial), and this fetch's write in flight there (at most one).
+    private let writer: DispatchQueue
+    private let inFlight = DispatchSemaphore(value: 1)
+    /// The first write that failed (set on the writer queue before `inFlight` is signalled; read
+    /// after waiting for it, or on the writer queue).
+    private var failure: SystemError?
     private let batching: WriteBatching
     /// Bytes a gathering buffer holds (the crew's `GatherBuffers.capacity`).
     private let bufferSize: Int
     private let monotonic: @Sendable () -> Double
     // Transfer thread.
-    /// The next file offset to write.
+    /// The file offset of the next byte gathered (those before are written or being written).
     private var next: Int64
     /// The last byte the answer's `Content-Range` covers (at most `last`: an origin may cap it).
     private var end: Int64
@@ -36,13 +47,14 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
     /// blocks can go direct (`DirectIO`) whatever offset a fetch resumed at.
     private var skip = 0
 
-    init(index: Int, first: Int64, last: Int64, crew: SegmentCrew, writes: InPlaceWrites, batching: WriteBatching,
-         monotonic: @escaping @Sendable () -> Double) {
+    init(index: Int, first: Int64, last: Int64, crew: SegmentCrew, writes: InPlaceWrites, writer: DispatchQueue,
+         batching: WriteBatching, monotonic: @escaping @Sendable () -> Double) {
         self.index = index
         self.first = first
         self.last = last
         self.crew = crew
         self.writes = writes
+        self.writer = writer
         bufferSize = batching.capacity
         // Never more than the range holds.
         self.batching = WriteBatching(capacity: Int(min(Int64(batching.capacity), last - first + 1)), maxHold: batching.maxHold)
@@ -108,32 +120,57 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
     }
 
     func transfer(didFinishWith result: Result<TransferSummary, TransferFailure>) {
-        let crew = self.crew
-        defer { self.crew = nil }
         var result = result
         do throws(SystemError) {
             try flush()
         } catch {
-            if case .success = result {
-                result = .failure(TransferFailure(.disk, "writing the body failed: \(error)", code: error.errno))
-            }
+            if case .success = result { result = Self.diskFailure(error) }
         }
         if let buffer {
             if let crew { crew.buffers.giveBack(buffer) } else { buffer.deallocate() }
         }
         buffer = nil
-        crew?.fetchEnded(self, result)
+        let outcome = result
+        writer.async { [self] in  // After this fetch's last write (the queue is serial).
+            var result = outcome
+            if let failure, case .success = result { result = Self.diskFailure(failure) }
+            let crew = self.crew
+            self.crew = nil
+            crew?.fetchEnded(self, result)
+        }
     }
 
-    /// Writes the gathered bytes; when they landed where the file's hashed prefix will go on, the
-    /// crew's hashing takes the buffer (hashed from memory, not read back) and the next bytes are
-    /// gathered in another.
+    private static func diskFailure(_ error: SystemError) -> Result<TransferSummary, TransferFailure> {
+        .failure(TransferFailure(.disk, "writing the body failed: \(error)", code: error.errno))
+    }
+
+    /// Hands the gathered bytes to the writer queue, once this fetch's previous write ended; the
+    /// next bytes are gathered in another buffer. Throws the previous write's failure instead (the
+    /// bytes of this one are dropped: the fetch ends, its piece counted as far as it was written).
     private func flush() throws(SystemError) {
-        guard let buffer, held > 0 else { return }
-        let count = held
-        held = 0  // Written or not, they are not gathered any more (a failed write ends the fetch).
-        if try put(UnsafeRawBufferPointer(start: buffer.baseAddress! + skip, count: count), from: buffer) {
-            self.buffer = nil
+        guard let gathered = buffer, held > 0 else { return }
+        let (count, skip, at) = (held, skip, next)
+        held = 0
+        self.buffer = nil
+        inFlight.wait()
+        guard failure == nil, let crew else {
+            inFlight.signal()
+            if let crew { crew.buffers.giveBack(gathered) } else { gathered.deallocate() }
+            throw failure ?? SystemError(errno: EBADF, function: "write (the attempt is gone)")
+        }
+        next += Int64(count)
+        nonisolated(unsafe) let buffer = gathered  // The writer's alone from here.
+        writer.async { [self] in
+            defer { inFlight.signal() }
+            do throws(SystemError) {
+                if try !put(crew, UnsafeRawBufferPointer(start: buffer.baseAddress! + skip, count: count), at: at,
+                            from: buffer, skip: skip) {
+                    crew.buffers.giveBack(buffer)
+                }
+            } catch {
+                failure = error
+                crew.buffers.giveBack(buffer)
+            }
         }
     }
 
@@ -143,14 +180,14 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
         bufferSize >= 2 * DirectIO.alignment ? Int(offset % Int64(DirectIO.alignment)) : 0
     }
 
-    /// Written at `next` (`InPlaceWrites`); then the crew counts them (and may take `buffer`:
-    /// true). Refused once the lease may no longer write (cluster mode), also for bytes gathered
-    /// before its deadline passed.
-    private func put(_ bytes: UnsafeRawBufferPointer, from buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Bool {
+    /// Written at `at` (`InPlaceWrites`, writer queue); then the crew counts them, and may take
+    /// `buffer` (true: its hashing gives it back). Refused once the lease may no longer write
+    /// (cluster mode), also for bytes gathered before its deadline passed.
+    private func put(_ crew: SegmentCrew, _ bytes: UnsafeRawBufferPointer, at: Int64, from buffer: UnsafeMutableRawBufferPointer,
+                     skip: Int) throws(SystemError) -> Bool {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return false }
-        try crew?.checkWrite()
-        try writes.write(base, count: bytes.count, at: next)
-        next += Int64(bytes.count)
-        return crew?.fetchWrote(index, count: Int64(bytes.count), next: next, from: buffer, skip: skip) ?? false
+        try crew.checkWrite()
+        try writes.write(base, count: bytes.count, at: at)
+        return crew.fetchWrote(index, count: Int64(bytes.count), next: at + Int64(bytes.count), from: buffer, skip: skip)
     }
 }

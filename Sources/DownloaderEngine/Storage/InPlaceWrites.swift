@@ -12,14 +12,16 @@ final class InPlaceWrites: Sendable {
     let descriptor: Int32
     private let direct: Int32?
     private let directUsable = Atomic<Bool>(true)
+    private let call: PositionedWrite
 
-    typealias PositionedWrite = PageCacheWrites.PositionedWrite
+    typealias PositionedWrite = @Sendable (Int32, UnsafeRawPointer, Int, off_t) -> Int
 
     /// Opens `path` for writing, and a direct descriptor beside it when `direct` (and the file
-    /// system allows it).
-    init(path: String, direct: Bool = true) throws(SystemError) {
+    /// system allows it). `call` stands in for pwrite(2) (tests).
+    init(path: String, direct: Bool = true, call: PositionedWrite? = nil) throws(SystemError) {
         descriptor = try syscall("open") { open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW) }
         self.direct = direct ? DirectIO.reopen(descriptor, flags: O_WRONLY) : nil
+        self.call = call ?? { Glibc.pwrite($0, $1, $2, $3) }
     }
 
     deinit {
@@ -32,8 +34,10 @@ final class InPlaceWrites: Sendable {
 
     /// Writes `count` bytes from `base` at `offset`. `base` is at the same place in its block as
     /// `offset` (`DirectIO.alignment`) for the middle to go direct; otherwise all is buffered.
+    /// `call`, when given, stands in for pwrite(2) in this write alone (tests).
     func write(_ base: UnsafeRawPointer, count: Int, at offset: Int64,
-               call: PositionedWrite = { Glibc.pwrite($0, $1, $2, $3) }) throws(SystemError) {
+               call: PageCacheWrites.PositionedWrite? = nil) throws(SystemError) {
+        let call = call ?? self.call
         let (head, middle) = DirectIO.split(offset: offset, count: count)
         guard middle > 0, let direct, writesDirect, DirectIO.aligned(base + head) else {
             try PageCacheWrites.write(descriptor, base, count: count, at: offset, call: call)
@@ -55,7 +59,7 @@ final class InPlaceWrites: Sendable {
     /// mid-call) goes on from where it stopped; stopped inside a block, the next call is refused
     /// (`EINVAL`) and `write` writes the middle again through the page cache.
     private static func writeDirect(_ fd: Int32, _ base: UnsafeRawPointer, count: Int, at offset: Int64,
-                                    call: PositionedWrite) throws(SystemError) {
+                                    call: PageCacheWrites.PositionedWrite) throws(SystemError) {
         var done = 0
         while done < count {
             let n = try syscall("pwrite") { call(fd, base + done, count - done, off_t(offset + Int64(done))) }

@@ -103,7 +103,7 @@ import Testing
         let (buffer, base) = Self.placed(body, at: 0)
         defer { buffer.deallocate() }
         var refused = 0
-        let call: InPlaceWrites.PositionedWrite = { fd, base, count, at in
+        let call: PageCacheWrites.PositionedWrite = { fd, base, count, at in
             guard fd == writes.descriptor else {
                 refused += 1
                 errno = EINVAL
