@@ -13,9 +13,17 @@ final class EngineCluster: @unchecked Sendable {
     let handOvers: HandOverWatch
     /// The cluster-wide purges, on the replica holding the janitor lease.
     let janitor: ClusterJanitor
-    /// One acquisition, adoption, takeover or release at a time on this replica: database round
-    /// trips and the seeding of a partial happen under it, never under the engine's lock.
-    let adoption = NSLock()
+    /// One acquisition, adoption, takeover or release at a time per lease key (`LeaseHold.key`,
+    /// `CoalescingKey.leaseName`): database round trips and the seeding of a partial happen under
+    /// it, never under the engine's lock. Per key, so that a takeover copying a large partial holds
+    /// up only its own download, never requests and adoptions of other keys.
+    ///
+    /// Lock order (deadlock freedom): a thread holds at most one key's adoption lock at a time (a
+    /// scan over many keys, like `takeOverLapsed`, takes and lets go of each in turn), and takes it
+    /// never while holding the engine's lock (which it takes and lets go of inside, as the innermost
+    /// lock). Nothing under it waits for another key's adoption lock or for the cluster queue (the
+    /// state writer's flush, waited for under it, takes neither).
+    let adoption = KeyedLocks<String>()
     /// Releases, takeovers and stopped leases are handled here, off the engine's lock and off the
     /// keeper's thread.
     let queue = DispatchQueue(label: "download-engine.cluster")

@@ -3,7 +3,7 @@ import Foundation
 // Cluster mode: taking a lease and adopting its download's row into memory, for a request, an
 // action, or the takeover of a lapsed lease (resumed from the durable offset under a higher epoch).
 extension EngineCore {
-    /// Adoption lock held: takes lease `name` and adopts its download; returns the lease when there
+    /// `name`'s adoption lock held: takes lease `name` and adopts its download; returns the lease when there
     /// is no download yet. Throws `heldElsewhere` when another replica holds it, and `busy` when
     /// the kept bytes found no room to be copied and `keepingBytes` (anything but a removal, which
     /// needs no bytes): the download is left as it was, its lease to lapse when it was running
@@ -42,7 +42,7 @@ extension EngineCore {
         case unreachable
     }
 
-    /// Adoption lock held: acquires `name` and reads its download's row. A lease of this replica's
+    /// `name`'s adoption lock held: acquires `name` and reads its download's row. A lease of this replica's
     /// that stopped (its deadline passed before a renewal came back) is taken again at once under a
     /// higher epoch, rather than refused until the database lets it expire.
     private func take(_ name: String, _ cluster: EngineCluster) -> Taken {
@@ -70,7 +70,7 @@ extension EngineCore {
         }
     }
 
-    /// Adoption lock held, no engine lock: takes `row` into memory under `hold`, its partial seeded
+    /// `hold.key`'s adoption lock held, no engine lock: takes `row` into memory under `hold`, its partial seeded
     /// for this epoch from what the previous epoch made durable (the lease row's `part_file`: its
     /// prefix up to the lease's `durable_offset` and, for a segmented download, every segment up to
     /// the durable offset the row records for it), so that the prefix and every segment resume
@@ -168,8 +168,9 @@ extension EngineCore {
         guard let cluster, !locked({ shuttingDown }) else { return }
         guard let lapsed = try? cluster.leases.lapsed(limit: 64) else { return }
         for lease in lapsed where lease.key != ClusterJanitor.leaseKey {
-            cluster.adoption.lock()
-            defer { cluster.adoption.unlock() }
+            // One key's lock at a time (`EngineCluster.adoption`): let go at the end of each pass.
+            cluster.adoption.lock(lease.key)
+            defer { cluster.adoption.unlock(lease.key) }
             guard !locked({ cluster.held[lease.key] != nil || cluster.pending[lease.key] != nil || shuttingDown }) else { continue }
             guard case .granted(let hold, let grant, let row) = take(lease.key, cluster) else { continue }
             guard let row else {

@@ -40,8 +40,8 @@ extension EngineCore {
     /// Cluster queue: writes the download's final row (fenced), evicts it, releases its lease.
     private func releaseAndEvict(_ hold: LeaseHold) {
         guard let cluster else { return }
-        cluster.adoption.lock()
-        defer { cluster.adoption.unlock() }
+        cluster.adoption.lock(hold.key)
+        defer { cluster.adoption.unlock(hold.key) }
         for _ in 0..<3 {
             stateWriter.flush()
             guard stateWriter.lastError == nil else { break }
@@ -90,8 +90,8 @@ extension EngineCore {
             }
             return
         }
-        cluster.adoption.lock()
-        defer { cluster.adoption.unlock() }
+        cluster.adoption.lock(hold.key)
+        defer { cluster.adoption.unlock(hold.key) }
         cluster.keeper.remove(hold)
         if hold.stop() { _ = try? cluster.leases.release(key: hold.key, epoch: hold.epoch) }
     }

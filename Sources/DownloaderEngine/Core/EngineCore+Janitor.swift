@@ -4,7 +4,7 @@ import Foundation
 // download in the database with the single process's rules (`JanitorPlan`): the cache budget, a
 // low disk of the shared areas, the paused TTL, `--cache-ttl` retention, the bounds on failures and
 // on empty paused downloads. Each purge acts on one download nobody holds, under that download's own
-// lease: the janitor takes it (under the adoption lock, so this replica's requests wait for it),
+// lease: the janitor takes it (under that key's adoption lock, so this replica's requests for it wait),
 // checks the row is as surveyed, writes the change fenced by that epoch, releases the lease, and only
 // then deletes the files the row no longer names. A download another replica holds is skipped, not
 // purged through its holder: a replica holds a download only while it is live (queued,
@@ -86,8 +86,8 @@ extension EngineCore {
     private func carryOut(_ action: JanitorAction, _ cluster: EngineCluster) -> Bool {
         let surveyed = action.row
         guard let key = surveyed.leaseKey else { return false }
-        cluster.adoption.lock()
-        defer { cluster.adoption.unlock() }
+        cluster.adoption.lock(key)
+        defer { cluster.adoption.unlock(key) }
         guard !locked({ byID[surveyed.id] != nil || cluster.held[key] != nil || cluster.pending[key] != nil }) else { return false }
         let ttl = cluster.keeper.policy.ttl
         let started = clock.monotonic()

@@ -8,12 +8,13 @@ extension EngineCore {
     func clusterPrepare(_ key: CoalescingKey) throws(EngineError) {
         guard let cluster else { return }
         let name = key.leaseName
-        // Already here: joined without waiting for the adoption lock, which a takeover holds while
-        // it copies a partial (minutes for a large file on a volume without server-side copy).
+        // Already here: joined without waiting for the key's adoption lock, which a takeover of this
+        // very download holds while it copies its partial (minutes for a large file on a volume
+        // without server-side copy). Another key's takeover never holds this key's lock.
         let here = { self.locked { self.byURL[key] != nil || cluster.pending[name] != nil } }
         if here() { return }
-        cluster.adoption.lock()
-        defer { cluster.adoption.unlock() }
+        cluster.adoption.lock(name)
+        defer { cluster.adoption.unlock(name) }
         if here() { return }
         if let hold = try takeAndAdopt(name, cluster) {
             locked { cluster.pending[name] = hold }  // A new download: created by the join.
@@ -29,16 +30,18 @@ extension EngineCore {
     func clusterAdopt(id: String, removing: Bool = false) throws(EngineError) {
         guard let cluster else { return }
         if locked({ byID[id] != nil }) { return }  // Already here: no wait for a takeover's copy.
-        cluster.adoption.lock()
-        defer { cluster.adoption.unlock() }
-        if locked({ byID[id] != nil }) { return }
+        // The lease key is found before its adoption lock is taken (a download's key never changes),
+        // then everything is checked again under it.
         let found: String?
         do throws(StateStoreError) {
             found = try cluster.store.leaseKey(ofID: id)
         } catch {
             throw .databaseUnavailable()
         }
-        guard let name = found, !locked({ cluster.pending[name] != nil || cluster.held[name] != nil }) else { return }
+        guard let name = found else { return }
+        cluster.adoption.lock(name)
+        defer { cluster.adoption.unlock(name) }
+        guard !locked({ byID[id] != nil || cluster.pending[name] != nil || cluster.held[name] != nil }) else { return }
         if let unused = try takeAndAdopt(name, cluster, keepingBytes: !removing) {
             cluster.keeper.remove(unused)
             if unused.stop() { _ = try? cluster.leases.release(key: unused.key, epoch: unused.epoch) }

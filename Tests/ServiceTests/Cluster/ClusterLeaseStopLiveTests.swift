@@ -112,11 +112,64 @@ struct ClusterLeaseStopLiveTests {
             let joined = DispatchSemaphore(value: 0)
             let answer = Mutex<String?>(nil)
             Thread {
-                answer.withLock { $0 = (try? b.request(DownloadRequest(url: origin.url("/other"))))?.snapshot.id }
+                // Asked outside the mutex: a reader of `answer` never waits for the request.
+                let id = (try? b.request(DownloadRequest(url: origin.url("/other"))))?.snapshot.id
+                answer.withLock { $0 = id }
                 joined.signal()
             }.start()
             c.expect(joined.wait(timeout: .now() + 10) == .success, "the join waited for the takeover's copy")
             c.expect(answer.withLock { $0 } == other.snapshot.id)
+        }
+    }
+
+    /// A takeover holds its own key's adoption lock while it copies the previous epoch's partial:
+    /// a request for a new URL on that replica (another key) answers meanwhile instead of waiting
+    /// for the copy (it used to: one adoption lock for the whole replica), and the held takeover
+    /// still adopts the download and completes it once its copy is let go.
+    @Test func aRequestForANewURLDoesNotWaitForATakeoversCopy() async throws {
+        try await ClusterLeaseLiveTests.withReplicas(ttl: 2) { c, database, origin, a, b in
+            origin.addResource(path: "/new", size: 3 << 20)
+            let first = try Self.pausedOnA(c, database, origin, a)
+            let copying = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+            b.core.locked {
+                b.core.hooks.seeding = { id in
+                    guard id == first.snapshot.id else { return }
+                    copying.signal()
+                    _ = release.wait(timeout: .now() + 20)
+                }
+            }
+            let taking = DispatchSemaphore(value: 0)
+            let taken = Mutex<(done: Bool, id: String?)>((false, nil))
+            Thread {
+                let id = (try? b.request(DownloadRequest(url: origin.url)))?.snapshot.id
+                taken.withLock { $0 = (true, id) }
+                taking.signal()
+            }.start()
+            defer {
+                // On an early exit: the copy is let go and the takeover's request awaited.
+                if !taken.withLock({ $0.done }) {
+                    release.signal()
+                    _ = taking.wait(timeout: .now() + 30)
+                }
+            }
+            c.expect(copying.wait(timeout: .now() + 20) == .success, "b took the paused download over and is copying")
+            let answered = DispatchSemaphore(value: 0)
+            let answer = Mutex<String?>(nil)
+            Thread {
+                // Asked outside the mutex: a reader of `answer` never waits for the request.
+                let id = (try? b.request(DownloadRequest(url: origin.url("/new"))))?.snapshot.id
+                answer.withLock { $0 = id }
+                answered.signal()
+            }.start()
+            c.expect(answered.wait(timeout: .now() + 10) == .success, "the new URL's request waited for the takeover's copy")
+            let fresh = answer.withLock { $0 }
+            c.expect(fresh != nil && fresh != first.snapshot.id, "a new download: \(fresh ?? "refused")")
+            c.expect(!taken.withLock { $0.done }, "the takeover was still copying meanwhile")
+            release.signal()
+            c.expect(taking.wait(timeout: .now() + 20) == .success, "the takeover's request answered once its copy was let go")
+            c.expect(taken.withLock { $0.id } == first.snapshot.id, "the takeover adopted the paused download")
+            c.expect(ClusterLeaseLiveTests.wait(20) { b.snapshot(id: first.snapshot.id)?.state == .completed }, "and completes on b")
+            c.expect(b.statistics.cluster?.fencedWrites == 0, "its lease held throughout")
         }
     }
 
