@@ -3,11 +3,11 @@ import Foundation
 // Cluster mode: taking a lease and adopting its download's row into memory, for a request, an
 // action, or the takeover of a lapsed lease (resumed from the durable offset under a higher epoch).
 extension EngineCore {
-    /// `name`'s adoption lock held: takes lease `name` and adopts its download; returns the lease when there
-    /// is no download yet. Throws `heldElsewhere` when another replica holds it, and `busy` when
-    /// the kept bytes found no room to be copied and `keepingBytes` (anything but a removal, which
-    /// needs no bytes): the download is left as it was, its lease to lapse when it was running
-    /// (taken over once there is room) or given back.
+    /// `name`'s adoption lock held: takes lease `name` and adopts its download; returns the lease
+    /// when there is no download yet. Throws `heldElsewhere` when another replica holds it, and
+    /// `busy` when the kept bytes found no room to be copied and `keepingBytes` (anything but a
+    /// removal, which needs no bytes): the download is left as it was, its lease to lapse when it
+    /// was running (taken over once there is room) or given back.
     func takeAndAdopt(_ name: String, _ cluster: EngineCluster, keepingBytes: Bool = true) throws(EngineError) -> LeaseHold? {
         switch take(name, cluster) {
         case .unreachable:
@@ -42,9 +42,9 @@ extension EngineCore {
         case unreachable
     }
 
-    /// `name`'s adoption lock held: acquires `name` and reads its download's row. A lease of this replica's
-    /// that stopped (its deadline passed before a renewal came back) is taken again at once under a
-    /// higher epoch, rather than refused until the database lets it expire.
+    /// `name`'s adoption lock held: acquires `name` and reads its download's row. A lease of this
+    /// replica's that stopped (its deadline passed before a renewal came back) is taken again at
+    /// once under a higher epoch, rather than refused until the database lets it expire.
     private func take(_ name: String, _ cluster: EngineCluster) -> Taken {
         let ttl = cluster.keeper.policy.ttl
         let reclaiming = locked { cluster.held[name] == nil && cluster.pending[name] == nil }
@@ -70,11 +70,12 @@ extension EngineCore {
         }
     }
 
-    /// `hold.key`'s adoption lock held, no engine lock: takes `row` into memory under `hold`, its partial seeded
-    /// for this epoch from what the previous epoch made durable (the lease row's `part_file`: its
-    /// prefix up to the lease's `durable_offset` and, for a segmented download, every segment up to
-    /// the durable offset the row records for it), so that the prefix and every segment resume
-    /// where they stood. A download that was running carries on for its stored callers.
+    /// `hold.key`'s adoption lock held, no engine lock: takes `row` into memory under `hold`, its
+    /// partial seeded for this epoch from what the previous epoch made durable (the lease row's
+    /// `part_file`: its prefix up to the lease's `durable_offset` and, for a segmented download,
+    /// every segment up to the durable offset the row records for it), so that the prefix and every
+    /// segment resume where they stood. A download that was running carries on for its stored
+    /// callers.
     ///
     /// The lease is renewed from the start: seeding copies the partial, which for a large file
     /// takes longer than a lease lasts. When it stopped meanwhile, nothing is adopted

@@ -1,13 +1,13 @@
 import Foundation
 
 // Cluster mode's purges: the replica holding the janitor lease (`ClusterJanitor`) sweeps every
-// download in the database with the single process's rules (`JanitorPlan`): the cache budget, a
-// low disk of the shared areas, the paused TTL, `--cache-ttl` retention, the bounds on failures and
-// on empty paused downloads. Each purge acts on one download nobody holds, under that download's own
-// lease: the janitor takes it (under that key's adoption lock, so this replica's requests for it wait),
-// checks the row is as surveyed, writes the change fenced by that epoch, releases the lease, and only
-// then deletes the files the row no longer names. A download another replica holds is skipped, not
-// purged through its holder: a replica holds a download only while it is live (queued,
+// download in the database with the single process's rules (`JanitorPlan`): the cache budget, a low
+// disk of the shared areas, the paused TTL, `--cache-ttl` retention, the bounds on failures and on
+// empty paused downloads. Each purge acts on one download nobody holds, under that download's own
+// lease: the janitor takes it (under that key's adoption lock, so this replica's requests for it
+// wait), checks the row is as surveyed, writes the change fenced by that epoch, releases the lease,
+// and only then deletes the files the row no longer names. A download another replica holds is
+// skipped, not purged through its holder: a replica holds a download only while it is live (queued,
 // transferring, moving its file, read by `/fetch`), and the purges never touch a live download; the
 // next sweep finds it again once it is let go. So a file being written is never deleted: only the
 // lease's holder writes, and the janitor acts only on leases it took itself. Memory pressure is a
