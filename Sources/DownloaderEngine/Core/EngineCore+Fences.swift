@@ -19,7 +19,8 @@ extension EngineCore {
         throw SystemError(errno: EPERM, function: "write (the download's lease was lost)")
     }
 
-    /// A body write was refused because `hold` may no longer write (transfer thread).
+    /// A body write was refused because `hold` may no longer write (transfer thread, or a crew's
+    /// writer queue).
     func writeFenced(_ hold: LeaseHold) {
         guard let cluster, hold.stop() else { return }
         cluster.queue.async { [weak self] in self?.leaseStopped(hold) }

@@ -96,7 +96,7 @@ extension EngineCore {
         }
     }
 
-    /// A checkpoint of a segmented attempt (transfer thread): on the work queue, fdatasync
+    /// A checkpoint of a segmented attempt (transfer thread, or the crew's writer queue): on the work queue, fdatasync
     /// `descriptor` (a second descriptor of the partial's file; every segment's bytes up to `table` are in the
     /// file), close it, then record `table` as the segments' durable offsets if the attempt is
     /// still writing. The file's front that is in the file before the sync (the prefix's appends,

@@ -129,14 +129,16 @@ extension EngineCore {
         effects.append { tail.update { $0 = state } }
     }
 
-    /// Body bytes landed in the partial (transfer thread): bytes, rate, and progress at most once
-    /// per interval (with a trailing event for the last bytes).
+    /// Body bytes landed in the partial (transfer thread; a segmented attempt's fetches: the crew's
+    /// writer queue): bytes, rate, and progress at most once per interval (with a trailing event
+    /// for the last bytes). A segmented attempt's total only grows: the prefix and the fetches
+    /// read it under the crew's lock, then report it from two threads, in either order.
     func attemptWrote(_ attempt: Attempt, count: Int64, length: Int64, at now: Double) {
         decide {
             stats.bytesFetched += count
             guard let record = record(of: attempt), let current = record.lifecycle.attempt,
                   current.serial == attempt.serial, attempt.acceptedOffset != nil else { return }
-            record.bytesWritten = length
+            record.bytesWritten = attempt.crew == nil ? length : max(record.bytesWritten, length)
             record.story.received += count
             record.rate.add(count, at: now)
             record.tail?.noteLanding()

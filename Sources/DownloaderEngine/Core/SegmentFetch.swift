@@ -6,9 +6,9 @@ import Glibc
 /// gathered on the transfer thread into buffers (`WriteBatching`: libcurl's 16 KiB pieces become
 /// 1 MiB writes), each written in place at the segment's next byte on the crew's writer queue
 /// (`InPlaceWrites`: whole blocks direct, which waits for the device; the transfer thread, shared
-/// by every download's connections, never does) and counted by the crew once written. One buffer
-/// of a fetch is written at a time: the next flush waits for the one before (only while the device
-/// is behind), and a failed write ends the fetch at its next flush. Whatever is gathered is written
+/// by every download's connections, does not) and counted by the crew once written. One buffer
+/// of a fetch is written at a time: the next flush waits for the one before (only while the
+/// crew's writer is behind the fetch's connection: the disk's back-pressure, as before), and a failed write ends the fetch at its next flush. Whatever is gathered is written
 /// when the transfer ends, however it ends, and the crew hears of the end after the last write.
 /// Its head is judged by `SegmentPlanner.judgeSegment`; what it means for the attempt is the
 /// crew's to decide.
@@ -124,7 +124,7 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
         do throws(SystemError) {
             try flush()
         } catch {
-            if case .success = result { result = Self.diskFailure(error) }
+            result = Self.ended(result, writeFailure: error)
         }
         if let buffer {
             if let crew { crew.buffers.giveBack(buffer) } else { buffer.deallocate() }
@@ -133,15 +133,20 @@ final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
         let outcome = result
         writer.async { [self] in  // After this fetch's last write (the queue is serial).
             var result = outcome
-            if let failure, case .success = result { result = Self.diskFailure(failure) }
+            if let failure { result = Self.ended(result, writeFailure: failure) }
             let crew = self.crew
             self.crew = nil
             crew?.fetchEnded(self, result)
         }
     }
 
-    private static func diskFailure(_ error: SystemError) -> Result<TransferSummary, TransferFailure> {
-        .failure(TransferFailure(.disk, "writing the body failed: \(error)", code: error.errno))
+    /// A failed write is the fetch's outcome, whatever else ended its transfer (a cut would be
+    /// retried from where the piece stood, into the same failing disk), but for a cancel: the
+    /// crew is stopping anyway.
+    static func ended(_ result: Result<TransferSummary, TransferFailure>, writeFailure error: SystemError)
+        -> Result<TransferSummary, TransferFailure> {
+        if case .failure(let failure) = result, failure.kind == .cancelled { return result }
+        return .failure(TransferFailure(.disk, "writing the body failed: \(error)", code: error.errno))
     }
 
     /// Hands the gathered bytes to the writer queue, once this fetch's previous write ended; the

@@ -6,7 +6,7 @@ import Synchronization
 /// aligned blocks direct (`DirectIO`), the rest of each write through the page cache
 /// (`PageCacheWrites`). Direct writes stop for good at the first `EINVAL` (a file system that took
 /// the flag at open but refuses the calls); the bytes are then written buffered. Closes both
-/// descriptors when it goes. Thread-safe (`write` from the transfer thread, `descriptor` from any).
+/// descriptors when it goes. Thread-safe (`write` from a crew's writer queue, `descriptor` from any).
 final class InPlaceWrites: Sendable {
     /// The buffered descriptor (also the one synced at checkpoints).
     let descriptor: Int32

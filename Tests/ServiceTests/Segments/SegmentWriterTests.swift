@@ -1,3 +1,4 @@
+import Basics
 import Dispatch
 import Foundation
 import Glibc
@@ -78,5 +79,49 @@ import Testing
         #expect(Self.crew(driver)?.table[1].next == Int64(Self.piece), "bytes counted that were never written")
         #expect(engine.core.locked { engine.core.byID[id]?.bytesWritten } == 0)
         await engine.shutdown()
+    }
+
+    /// A write failed, then the connection was cut before the fetch's next flush: the disk's
+    /// failure is the fetch's outcome, not a cut to retry from where the piece stood (before, the
+    /// piece was fetched again, into the same failing disk). The download fails with the disk.
+    @Test func aFailedWriteOutweighsACutThatFollowsIt() async throws {
+        let body = EngineFixture.body(4 * Self.piece)
+        let tried = OriginLock(false)
+        let driver = FakeTransferDriver()
+        let (engine, id) = try await Self.started(driver) { _, _, _, _ in
+            tried.withLock { $0 = true }
+            errno = EIO
+            return -1
+        }
+        let sent = Self.sends(driver.transfer(1), Array(body[Self.piece..<(Self.piece + (1 << 20))]))
+        #expect(sent.returned && !sent.threw)
+        #expect(await eventually(within: 5) { tried.withLock { $0 } }, "the write was never tried")
+        driver.transfer(1).fail(.connection, "cut after the failed write")
+        let ended = try await withTimeout(10) { try await EngineFixture.waitFor(engine, id: id, [.failed]) }
+        #expect(ended.error?.code == .diskError, "\(String(describing: ended.error))")
+        #expect(driver.startCount == 4, "the piece was fetched again")
+        await engine.shutdown()
+    }
+
+    struct Ending: CustomTestStringConvertible, Sendable {
+        let name: String
+        let result: Result<TransferSummary, TransferFailure>
+        let kind: TransferFailure.Kind
+        var testDescription: String { name }
+    }
+
+    static let summary = TransferSummary(head: ResponseHead(status: 206, headers: [:], effectiveURL: "http://o/f"), bodyBytes: 1)
+    static let endings: [Ending] = [
+        Ending(name: "a whole answer whose write failed", result: .success(summary), kind: .disk),
+        Ending(name: "a cut after a failed write", result: .failure(TransferFailure(.connection, "cut")), kind: .disk),
+        Ending(name: "a stall after a failed write", result: .failure(TransferFailure(.stalled, "stalled")), kind: .disk),
+        Ending(name: "a cancel stays a cancel", result: .failure(TransferFailure(.cancelled, "cancelled")), kind: .cancelled),
+    ]
+
+    @Test(arguments: endings)
+    func aWriteFailureDecidesTheEnd(_ e: Ending) {
+        let ended = SegmentFetch.ended(e.result, writeFailure: SystemError(errno: ENOSPC, function: "pwrite"))
+        guard case .failure(let failure) = ended else { Issue.record("ended well"); return }
+        #expect(failure.kind == e.kind)
     }
 }
