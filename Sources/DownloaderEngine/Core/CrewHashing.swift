@@ -85,9 +85,10 @@ final class CrewHashing: @unchecked Sendable {
         }
     }
 
-    /// The `count` bytes from `skip` in `buffer` were written in place at `offset`, where the contiguous
-    /// prefix ended: true when the hashing takes the buffer (hashed from it, then given back); false
-    /// when it holds `maxLanded` already or stopped (the caller keeps it; the bytes are read back).
+    /// The `count` bytes from `skip` in `buffer` were written in place at `offset`, where the
+    /// contiguous prefix ended: true when the hashing takes the buffer (hashed from it, then given
+    /// back); false when it holds `maxLanded` already or stopped (the caller keeps it; the bytes
+    /// are read back).
     func landed(_ buffer: UnsafeMutableRawBufferPointer, skip: Int = 0, count: Int, at offset: Int64) -> Bool {
         condition.withLock {
             guard !ended, !stopping, landed.count < Self.maxLanded, count > 0 else { return false }

@@ -170,10 +170,10 @@ final class SegmentCrew: @unchecked Sendable {
         try core?.checkWrite(under: lease)
     }
 
-    /// A fetch wrote `count` bytes up to `next` (writer queue), from `buffer`: progress over all
-    /// pieces, and a checkpoint when due. True when the hashing took `buffer` (the bytes landed where
-    /// the contiguous prefix ended: hashed from it instead of read back).
-    /// The bytes start at `skip` in `buffer`.
+    /// A fetch wrote `count` bytes up to `next` (writer queue), from `buffer` (where they start at
+    /// `skip`): progress over all pieces, and a checkpoint when due. True when the hashing took
+    /// `buffer` (the bytes landed where the contiguous prefix ended: hashed from it instead of read
+    /// back).
     func fetchWrote(_ index: Int, count: Int64, next: Int64, from buffer: UnsafeMutableRawBufferPointer? = nil, skip: Int = 0) -> Bool {
         guard let attempt, let core else { return false }
         let now = core.clock.monotonic()
@@ -268,8 +268,8 @@ final class SegmentCrew: @unchecked Sendable {
             return
         }
         let clock = clock
-        let fetch = SegmentFetch(index: index, first: first, last: last, crew: self, writes: writes, writer: writer, batching: batching,
-                                 monotonic: { clock.monotonic() })
+        let fetch = SegmentFetch(index: index, first: first, last: last, crew: self, writes: writes, writer: writer,
+                                 batching: batching, monotonic: { clock.monotonic() })
         var request = SegmentFetch.request(from: template, first: first, last: last, validator: validator)
         if freshConnection { request.freshConnection = true }
         shareSpeed()

@@ -8,8 +8,9 @@ import Glibc
 /// (`InPlaceWrites`: whole blocks direct, which waits for the device; the transfer thread, shared
 /// by every download's connections, does not) and counted by the crew once written. One buffer
 /// of a fetch is written at a time: the next flush waits for the one before (only while the
-/// crew's writer is behind the fetch's connection: the disk's back-pressure, as before), and a failed write ends the fetch at its next flush. Whatever is gathered is written
-/// when the transfer ends, however it ends, and the crew hears of the end after the last write.
+/// crew's writer is behind the fetch's connection: the disk's back-pressure, as before), and a
+/// failed write ends the fetch at its next flush. Whatever is gathered is written when the
+/// transfer ends, however it ends, and the crew hears of the end after the last write.
 /// Its head is judged by `SegmentPlanner.judgeSegment`; what it means for the attempt is the
 /// crew's to decide.
 final class SegmentFetch: TransferDelegate, BodySink, @unchecked Sendable {
