@@ -11,6 +11,39 @@ struct ClusterLeaseStopLiveTests {
     /// Leases of 10 s (the default): the stopped lease's row stays unexpired through each test.
     static let ttl: Double = 10
 
+    /// Holds `engine`'s seeding of download `id` (the copy of a takeover) until `release` is
+    /// signalled (20 s at most); `copying` is signalled once the copy began.
+    static func holdSeeding(_ engine: DownloadEngine, of id: String) -> (copying: DispatchSemaphore, release: DispatchSemaphore) {
+        let copying = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+        engine.core.locked {
+            engine.core.hooks.seeding = { seeded in
+                guard seeded == id else { return }
+                copying.signal()
+                _ = release.wait(timeout: .now() + 20)
+            }
+        }
+        return (copying, release)
+    }
+
+    /// One `engine.request` for `url` on a thread of its own, asked outside any lock (a reader of
+    /// its answer never waits for the request); `answered` is signalled once it returned.
+    final class Asked: Sendable {
+        let answered = DispatchSemaphore(value: 0)
+        private let answer = Mutex<(done: Bool, id: String?)>((false, nil))
+
+        init(_ engine: DownloadEngine, _ url: String) {
+            Thread { [self] in
+                let id = (try? engine.request(DownloadRequest(url: url)))?.snapshot.id
+                answer.withLock { $0 = (true, id) }
+                answered.signal()
+            }.start()
+        }
+
+        var done: Bool { answer.withLock { $0.done } }
+        /// The download the request joined or started; nil until it returned, or when refused.
+        var id: String? { answer.withLock { $0.id } }
+    }
+
     /// Replica `a` fetched part of `origin`'s file (a checkpoint reached the lease row), its caller
     /// left, and it let the paused download go: the next replica to act on it adopts it.
     static func pausedOnA(_ c: BlockingChecks, _ database: String, _ origin: TestOrigin, _ a: DownloadEngine) throws -> Enqueued {
@@ -97,28 +130,13 @@ struct ClusterLeaseStopLiveTests {
             origin.addResource(path: "/other", size: 3 << 20)
             let first = try Self.pausedOnA(c, database, origin, a)
             let other = try b.request(DownloadRequest(url: origin.url("/other")))  // Live on b (the origin is throttled).
-            let copying = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
-            b.core.locked {
-                b.core.hooks.seeding = { id in
-                    guard id == first.snapshot.id else { return }
-                    copying.signal()
-                    _ = release.wait(timeout: .now() + 20)
-                }
-            }
-            let taking = DispatchSemaphore(value: 0)
-            Thread { _ = try? b.request(DownloadRequest(url: origin.url)); taking.signal() }.start()
-            defer { release.signal(); _ = taking.wait(timeout: .now() + 30) }
+            let (copying, release) = Self.holdSeeding(b, of: first.snapshot.id)
+            let taking = Asked(b, origin.url)
+            defer { release.signal(); _ = taking.answered.wait(timeout: .now() + 30) }
             c.expect(copying.wait(timeout: .now() + 20) == .success, "b took the paused download over and is copying")
-            let joined = DispatchSemaphore(value: 0)
-            let answer = Mutex<String?>(nil)
-            Thread {
-                // Asked outside the mutex: a reader of `answer` never waits for the request.
-                let id = (try? b.request(DownloadRequest(url: origin.url("/other"))))?.snapshot.id
-                answer.withLock { $0 = id }
-                joined.signal()
-            }.start()
-            c.expect(joined.wait(timeout: .now() + 10) == .success, "the join waited for the takeover's copy")
-            c.expect(answer.withLock { $0 } == other.snapshot.id)
+            let join = Asked(b, origin.url("/other"))
+            c.expect(join.answered.wait(timeout: .now() + 10) == .success, "the join waited for the takeover's copy")
+            c.expect(join.id == other.snapshot.id)
         }
     }
 
@@ -130,44 +148,24 @@ struct ClusterLeaseStopLiveTests {
         try await ClusterLeaseLiveTests.withReplicas(ttl: 2) { c, database, origin, a, b in
             origin.addResource(path: "/new", size: 3 << 20)
             let first = try Self.pausedOnA(c, database, origin, a)
-            let copying = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
-            b.core.locked {
-                b.core.hooks.seeding = { id in
-                    guard id == first.snapshot.id else { return }
-                    copying.signal()
-                    _ = release.wait(timeout: .now() + 20)
-                }
-            }
-            let taking = DispatchSemaphore(value: 0)
-            let taken = Mutex<(done: Bool, id: String?)>((false, nil))
-            Thread {
-                let id = (try? b.request(DownloadRequest(url: origin.url)))?.snapshot.id
-                taken.withLock { $0 = (true, id) }
-                taking.signal()
-            }.start()
+            let (copying, release) = Self.holdSeeding(b, of: first.snapshot.id)
+            let taking = Asked(b, origin.url)
             defer {
                 // On an early exit: the copy is let go and the takeover's request awaited.
-                if !taken.withLock({ $0.done }) {
+                if !taking.done {
                     release.signal()
-                    _ = taking.wait(timeout: .now() + 30)
+                    _ = taking.answered.wait(timeout: .now() + 30)
                 }
             }
             c.expect(copying.wait(timeout: .now() + 20) == .success, "b took the paused download over and is copying")
-            let answered = DispatchSemaphore(value: 0)
-            let answer = Mutex<String?>(nil)
-            Thread {
-                // Asked outside the mutex: a reader of `answer` never waits for the request.
-                let id = (try? b.request(DownloadRequest(url: origin.url("/new"))))?.snapshot.id
-                answer.withLock { $0 = id }
-                answered.signal()
-            }.start()
-            c.expect(answered.wait(timeout: .now() + 10) == .success, "the new URL's request waited for the takeover's copy")
-            let fresh = answer.withLock { $0 }
+            let asked = Asked(b, origin.url("/new"))
+            c.expect(asked.answered.wait(timeout: .now() + 10) == .success, "the new URL's request waited for the takeover's copy")
+            let fresh = asked.id
             c.expect(fresh != nil && fresh != first.snapshot.id, "a new download: \(fresh ?? "refused")")
-            c.expect(!taken.withLock { $0.done }, "the takeover was still copying meanwhile")
+            c.expect(!taking.done, "the takeover was still copying meanwhile")
             release.signal()
-            c.expect(taking.wait(timeout: .now() + 20) == .success, "the takeover's request answered once its copy was let go")
-            c.expect(taken.withLock { $0.id } == first.snapshot.id, "the takeover adopted the paused download")
+            c.expect(taking.answered.wait(timeout: .now() + 20) == .success, "the takeover's request answered once its copy was let go")
+            c.expect(taking.id == first.snapshot.id, "the takeover adopted the paused download")
             c.expect(ClusterLeaseLiveTests.wait(20) { b.snapshot(id: first.snapshot.id)?.state == .completed }, "and completes on b")
             c.expect(b.statistics.cluster?.fencedWrites == 0, "its lease held throughout")
         }
