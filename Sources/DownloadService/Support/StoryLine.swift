@@ -46,7 +46,7 @@ enum StoryLine {
         case .connectionsDecided(let attempt, let connections, let alone, let probed):
             return ("connections_decided", .info, ["attempt": attempt, "connections": connections,
                                                    "aloneBytesPerSecond": Int64(alone.rounded()),
-                                                   "probedBytesPerSecond": Int64(probed.rounded())])
+                                                   "probedBytesPerSecond": JSON.orNull(probed.map { Int64($0.rounded()) })])
         case .paused(let reason, let keptBytes):
             return ("paused", .info, ["reason": reason.rawValue, "keptBytes": keptBytes])
         case .completed(let size, let sha256, let duration, let rate, let attempts, let refetched):

@@ -86,8 +86,9 @@ public struct DownloadStory: Sendable, Equatable {
         /// from `offset`.
         case retryScheduled(attempt: Int, trouble: AttemptTrouble, delay: Double, offset: Int64)
         /// A segmented attempt's probe decided: `connections` from now on (1: the download stays on
-        /// one), from one connection's rate alone and the rate with the probe beside it (bytes/s).
-        case connectionsDecided(attempt: Int, connections: Int, aloneBytesPerSecond: Double, probedBytesPerSecond: Double)
+        /// one), from one connection's rate alone and the rate with the probe beside it (bytes/s;
+        /// nil: no probe opened, the rest of the file too short for more connections to pay).
+        case connectionsDecided(attempt: Int, connections: Int, aloneBytesPerSecond: Double, probedBytesPerSecond: Double?)
         case paused(reason: PauseReason, keptBytes: Int64)
         /// `seconds` since the run began (pauses included); `bytesPerSecond`: body bytes received per
         /// second of receiving; `refetchedBytes`: bytes received beyond what the file needed.

@@ -15,10 +15,14 @@
 /// A "no" is tried again after `4 * window` seconds, then twice as long each time: a rate measured
 /// over a fraction of a second on a busy machine can mislead, and a wrong "no" on an origin that
 /// caps each connection costs far more (the download at 1/N of its speed) than a wrong "yes" (the
-/// pieces' overhead) or another probe. Unless the rest of the file would take less than those
-/// `4 * window` seconds at the rate one connection had alone: then more connections could no longer
-/// pay, and the probe's pieces (read back at the very end, after the first connection reached
-/// them) would only lengthen the download's tail.
+/// pieces' overhead) or another probe.
+/// No probe opens, first or again, when the rest of the file would take less than those
+/// `4 * window` seconds at the rate one connection has alone: more connections could no longer
+/// pay (the probe's own window is a quarter of that time, the other connections would open for
+/// the rest only), while the probe's window and pieces (read back at the very end, after the
+/// first connection reached them) lengthen the download. On the benchmark VM a 1 GiB file from an
+/// uncapped loopback origin is that case: one connection alone runs at 0.9-1.2 GB/s and half the
+/// file is written when its rate is known; the probe's window cost it 0.1-0.4 s of ~1.8.
 /// A `window` of 0 opens every connection at once (no probe).
 struct ConnectionProbe: Equatable, Sendable {
     /// The probe's connections together must bring this much more than one alone.
@@ -49,11 +53,12 @@ struct ConnectionProbe: Equatable, Sendable {
         case openAll
     }
 
-    /// A decision and the rates it was made from (bytes per second).
+    /// A decision and the rates it was made from (bytes per second; `probed` nil: no probe, too
+    /// little was left).
     struct Verdict: Equatable, Sendable {
         var split: Bool
         var alone: Double
-        var probed: Double
+        var probed: Double?
     }
 
     let window: Double
@@ -102,7 +107,15 @@ struct ConnectionProbe: Equatable, Sendable {
             return .none
         case .alone(let since, let start):
             guard now - since >= window else { return .none }
-            phase = .opened(rate: Double(written - start) / (now - since))
+            let rate = Double(written - start) / (now - since)
+            guard leavesTimeToPay(remaining, rate) else {
+                phase = .decided(split: false)
+                retryAt = .infinity
+                verdict = Verdict(split: false, alone: rate, probed: nil)
+                decisions += 1
+                return .none
+            }
+            phase = .opened(rate: rate)
             return .openProbe
         case .probing(let since, let start, let rate):
             guard now - since >= window else { return .none }
@@ -119,8 +132,8 @@ struct ConnectionProbe: Equatable, Sendable {
             return split ? .openAll : .none
         case .decided(let split):
             guard !split, now >= retryAt else { return .none }
-            if Double(remaining) < rateAlone * window * Self.retryWindows {
-                retryAt = .infinity  // Too little left for more connections to pay: never again.
+            if !leavesTimeToPay(remaining, rateAlone) {
+                retryAt = .infinity  // Never again.
             } else {
                 phase = .alone(since: now, written: written)  // Measure again (warm by now).
             }
@@ -128,6 +141,12 @@ struct ConnectionProbe: Equatable, Sendable {
         case .opened:
             return .none
         }
+    }
+
+    /// Whether `remaining` bytes at `rate` (one connection's alone) take long enough for more
+    /// connections to pay: at least `retryWindows` windows.
+    private func leavesTimeToPay(_ remaining: Int64, _ rate: Double) -> Bool {
+        Double(remaining) >= rate * window * Self.retryWindows
     }
 
     /// The probe's first body bytes arrived; `written` over all connections at `now`.

@@ -69,7 +69,7 @@ import Testing
         probe.probeBegan(written: 175 * Self.mb, at: 21.5)
         #expect(probe.observe(written: 187_500_000, at: 21.75) == .none)  // No again (50 MB/s).
         #expect(probe.refusals == 2 && probe.decisions == 2)
-        #expect(probe.verdict?.split == false && probe.verdict.map { abs($0.probed - 50e6) < 1 } == true)
+        #expect(probe.verdict?.split == false && probe.verdict.map { abs(($0.probed ?? 0) - 50e6) < 1 } == true)
         #expect(probe.observe(written: 200 * Self.mb, at: 23.5) == .none)
         #expect(probe.phase == .decided(split: false))  // Now after 2 s.
         #expect(probe.observe(written: 200 * Self.mb, at: 23.75) == .none)
@@ -89,6 +89,38 @@ import Testing
         // Never later either, once too little was left.
         #expect(probe.observe(written: 170 * Self.mb, at: 99, remaining: .max) == .none)
         #expect(probe.phase == .decided(split: false))
+    }
+
+    /// No probe at all when the rest takes less than four windows (1 s) at the rate alone: at
+    /// 1 GB/s, 999 999 999 bytes left; one more byte left and the probe opens.
+    @Test(arguments: [(Int64(999_999_999), false), (Int64(1_000_000_000), true)])
+    func noProbeWhenTheRestIsTooShortForMoreConnectionsToPay(_ remaining: Int64, _ probes: Bool) {
+        var probe = ConnectionProbe(window: 0.25)
+        _ = probe.observe(written: 0, at: 10)
+        _ = probe.observe(written: 0, at: 10.25)  // warmed up
+        let step = probe.observe(written: 250 * Self.mb, at: 10.5, remaining: remaining)  // 1 GB/s alone
+        #expect(step == (probes ? .openProbe : .none))
+        #expect(probe.measuring == probes)
+        guard !probes else { return }
+        #expect(probe.phase == .decided(split: false))
+        #expect(probe.verdict == .init(split: false, alone: 1e9, probed: nil) && probe.decisions == 1)
+        #expect(probe.refusals == 0)
+        #expect(probe.allowed(granted: 4) == 1)
+        // Never later either: the rest only shrinks.
+        #expect(probe.observe(written: 900 * Self.mb, at: 99, remaining: .max) == .none)
+        #expect(probe.phase == .decided(split: false))
+    }
+
+    /// A "no" measured again finds too little left at the rate it measures then: decided without a
+    /// second probe.
+    @Test func aNoMeasuredAgainNearTheEndOpensNoProbe() {
+        var probe = Self.probing(rateAlone: 50)
+        #expect(probe.observe(written: 112_500_000, at: 20.25) == .none)  // No.
+        #expect(probe.observe(written: 160 * Self.mb, at: 21.25) == .none)  // Alone again…
+        // …at 100 MB/s now: 99 MB left take less than 1 s.
+        #expect(probe.observe(written: 185 * Self.mb, at: 21.5, remaining: 99 * Self.mb) == .none)
+        #expect(probe.phase == .decided(split: false))
+        #expect(probe.verdict == .init(split: false, alone: 100e6, probed: nil) && probe.decisions == 2)
     }
 
     @Test func aQuarterMoreIsEnough() {

@@ -75,6 +75,8 @@ import Testing
                                                      probedBytesPerSecond: 99_500_000.6))
         #expect(fields["connections"] as? Int == 4 && fields["attempt"] as? Int == 1)
         #expect(fields["aloneBytesPerSecond"] as? Int64 == 49_876_543 && fields["probedBytesPerSecond"] as? Int64 == 99_500_001)
+        let unprobed = Self.fields(.connectionsDecided(attempt: 1, connections: 1, aloneBytesPerSecond: 1e9, probedBytesPerSecond: nil))
+        #expect(unprobed["probedBytesPerSecond"] is NSNull && unprobed["aloneBytesPerSecond"] as? Int64 == 1_000_000_000)
     }
 
     @Test func theFactsOfEachStep() {
