@@ -74,6 +74,9 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     /// them (`continuesTail`) instead of starting over.
     var keptTailOf: (validator: Validator, total: Int64)?
     var continuesTail = false
+    /// Transfer thread: a whole answer to a resume, of the kept version (an origin that ignores
+    /// `Range`): its first bytes are the kept ones, checked and dropped before the rest is appended.
+    var keptSkip: KeptBytesSkip?
     private let crewBox = Mutex<SegmentCrew?>(nil)
     private(set) var prefixEnd: Int64?
     private var reachedPrefixEnd = false
@@ -159,9 +162,10 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
 
     // MARK: BodySink
 
-    func write(_ whole: UnsafeRawBufferPointer) throws {
+    func write(_ received: UnsafeRawBufferPointer) throws {
         if discardsBody { return }
         guard let partial, let core else { throw SystemError(errno: EBADF, function: "write (no partial file)") }
+        guard let whole = try skipKeptBytes(received, partial, core) else { return }
         try core.checkWrite(under: lease)
         if let rangeEnd, partial.length + Int64(whole.count) > rangeEnd {
             throw TransferFailure(.contentLengthMismatch, "the origin sent more than the \(rangeEnd - (acceptedOffset ?? 0)) bytes its Content-Range announced")
@@ -211,6 +215,25 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
             reachedPrefixEnd = true
             throw SegmentStop()
         }
+    }
+}
+
+extension Attempt {
+    /// `received` less what it repeats of the kept bytes (`keptSkip`); nil when nothing is left.
+    /// The repeated bytes count as received. Kept bytes that differ from the answer's end the
+    /// attempt as a restart: the file changed under the same tag.
+    fileprivate func skipKeptBytes(_ received: UnsafeRawBufferPointer, _ partial: PartialFile,
+                                   _ core: EngineCore) throws -> UnsafeRawBufferPointer? {
+        guard let skip = keptSkip else { return received }
+        let (taken, step) = skip.take(received)
+        if step != .skipping { keptSkip = nil }
+        core.attemptWrote(self, count: Int64(taken), length: partial.length, at: core.clock.monotonic())
+        if step == .differs {
+            let reason = "the origin's whole answer under the kept ETag holds other bytes than those kept"
+            refusal = .restart(reason)
+            throw TransferFailure(.rejected, reason)
+        }
+        return taken == received.count ? nil : UnsafeRawBufferPointer(rebasing: received[taken...])
     }
 }
 

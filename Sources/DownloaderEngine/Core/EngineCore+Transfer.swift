@@ -17,6 +17,15 @@ extension EngineCore {
         var identity: FileIdentity?
         // An accepted 416 says the kept bytes are the whole file (`ResumePlan`): its body is not the file's.
         attempt.discardsBody = head.status == 416
+        if case .accept(let offset, let total) = judgement, offset > 0, head.status == 200, let partial = attempt.partial {
+            if attempt.keptSegments || partial.length != offset {
+                // Pieces kept after the prefix: the whole answer goes on with them, or starts over.
+                judgement = .accept(offset: 0, total: total)
+            } else {
+                // The kept version again, whole: what it repeats of the kept bytes is checked and skipped.
+                attempt.keptSkip = KeptBytesSkip(count: offset, keptSHA256: partial.sha256Hex)
+            }
+        }
         var drops = false
         if case .accept(let offset, let total) = judgement, let partial = attempt.partial {
             let offered = ResumePlan.validator(of: head)

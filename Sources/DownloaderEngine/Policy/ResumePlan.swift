@@ -69,6 +69,8 @@ enum ResumePlan {
     /// What a response head means for this attempt.
     enum Decision: Equatable {
         /// Write the body at `offset` (0 for a full body). `restarted`: kept bytes are discarded.
+        /// A `200` accepted at an `offset` above 0 is the whole file again, of the kept bytes'
+        /// version: its first `offset` bytes are the kept ones (`KeptBytesSkip`), the rest goes on.
         case accept(offset: Int64, restarted: Bool, total: Int64?)
         /// Unusable partial answer: discard the kept bytes and try again from 0.
         case restartNextAttempt(reason: String)
@@ -85,6 +87,9 @@ enum ResumePlan {
         switch status {
         case 200, 203:
             let length = head.contentLength
+            if status == 200, repeatsKeptVersion(head, requested: requested, sentValidator: sentValidator, knownTotal: knownTotal) {
+                return .accept(offset: requested.offset, restarted: false, total: length)
+            }
             return .accept(offset: 0, restarted: requested.offset > 0 || requested.discardsKeptBytes, total: length)
         case 206:
             guard let range = ContentRange.parse(head.value("content-range") ?? "") else {
@@ -147,6 +152,20 @@ enum ResumePlan {
         let codings = (head.value("content-encoding") ?? "").split(separator: ",")
             .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty && $0 != "identity" }
         return codings.isEmpty ? nil : codings.joined(separator: ", ")
+    }
+
+    /// A `200` to a resume that names the strong ETag sent in `If-Range` (and no content coding),
+    /// with a `Content-Length` at least the bytes kept and no other size than known: an origin that
+    /// ignores `Range`, sending the very version kept again (a strong ETag's equality is the same
+    /// bytes, RFC 9110 §8.8.1). Not a new version: the kept bytes stay, and what the answer repeats
+    /// of them is checked and skipped (`KeptBytesSkip`). A `Last-Modified` date alone is not taken
+    /// for that: one second's resolution.
+    private static func repeatsKeptVersion(_ head: ResponseHead, requested: Request, sentValidator: Validator?,
+                                           knownTotal: Int64?) -> Bool {
+        guard requested.offset > 0, !requested.discardsKeptBytes, let etag = sentValidator?.etag,
+              validator(of: head)?.etag == etag, let length = head.contentLength, length >= requested.offset
+        else { return false }
+        return knownTotal.map { $0 == length } ?? true
     }
 
     /// No validator in `head` contradicts the one sent.

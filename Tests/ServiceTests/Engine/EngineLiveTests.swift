@@ -195,20 +195,6 @@ import Testing
         await engine.shutdown()
     }
 
-    @Test func originIgnoringRangesIsRestartedCleanly() async throws {
-        let origin = try TestOrigin(bodySize: 300_000)
-        defer { origin.stop() }
-        origin.update { $0.ignoreRanges = true }
-        origin.inject(.cut(afterBodyBytes: 100_000))
-        let engine = try Self.engine()
-        let (r, done) = try await Self.fetch(engine, DownloadRequest(url: origin.url))
-        #expect(done.state == .completed)
-        #expect(origin.requests(path: "/file")[1].header("Range") == "bytes=100000-")
-        #expect(try Self.stored(engine, r.snapshot.id) == origin.expectedBody())
-        #expect(engine.statistics.restarts == 1)
-        await engine.shutdown()
-    }
-
     /// Segments ask for ranges; an origin that claims ranges but answers them with the whole body
     /// (200) is judged by the engine (the segments are abandoned, the download restarts on one
     /// connection), not refused by the driver as a body larger than the segment (`too_large`).

@@ -114,6 +114,39 @@ import Testing
                                    : .restartNextAttempt(reason: "416: the kept bytes no longer fit the file")))
     }
 
+    /// A `200` to the resume: under the strong ETag sent (no coding, a length at least the kept
+    /// bytes and no other size than known), the whole kept version again: its first 100 bytes are
+    /// the kept ones. Otherwise a new version, from 0.
+    @Test(arguments: [
+        (["ETag": "\"v1\"", "Content-Length": "500"], Optional<Int64>.some(500), 200, true),
+        (["ETag": "\"v1\"", "Content-Length": "500"], nil, 200, true),
+        (["ETag": "\"v1\"", "Content-Length": "100"], nil, 200, true),
+        (["ETag": "\"v1\"", "Content-Length": "99"], nil, 200, false),
+        (["ETag": "\"v1\"", "Content-Length": "600"], 500, 200, false),
+        (["ETag": "\"v1\""], 500, 200, false),
+        (["ETag": "\"v2\"", "Content-Length": "500"], 500, 200, false),
+        (["ETag": "W/\"v1\"", "Content-Length": "500"], 500, 200, false),
+        (["ETag": "\"v1\"", "Content-Length": "500", "Content-Encoding": "gzip"], 500, 200, false),
+        (["Content-Length": "500"], 500, 200, false),
+        (["ETag": "\"v1\"", "Content-Length": "500"], 500, 203, false),
+    ] as [([String: String], Int64?, Int, Bool)])
+    func aWholeAnswerToAResume(_ fields: [String: String], _ knownTotal: Int64?, _ status: Int, _ sameVersion: Bool) {
+        let decision = ResumePlan.decide(head: Self.head(status, fields), requested: Self.resume,
+                                         sentValidator: Validator(etag: "\"v1\""), knownTotal: knownTotal)
+        let length = fields["Content-Length"].flatMap { Int64($0) }
+        #expect(decision == (sameVersion ? .accept(offset: 100, restarted: false, total: length)
+                                         : .accept(offset: 0, restarted: true, total: length)))
+    }
+
+    /// A `Last-Modified` date alone never makes a whole answer the kept version (one second's resolution).
+    @Test func aWholeAnswerUnderTheSameDateStartsOver() {
+        let date = "Tue, 01 Dec 2026 10:00:00 GMT"
+        let resume = ResumePlan.request(kept: 100, validator: Validator(lastModified: date))
+        let head = Self.head(200, ["Last-Modified": date, "Date": "Tue, 01 Dec 2026 11:00:00 GMT", "Content-Length": "500"])
+        #expect(ResumePlan.decide(head: head, requested: resume, sentValidator: Validator(lastModified: date), knownTotal: 500)
+            == .accept(offset: 0, restarted: true, total: 500))
+    }
+
     /// With no size known from before, `bytes N-M/*` is all there is to go by.
     @Test func anUnknownTotalStaysUnknown() {
         #expect(ResumePlan.decide(head: Self.head(206, ["Content-Range": "bytes 100-199/*"]), requested: Self.resume,

@@ -41,10 +41,12 @@ struct OriginResource: Sendable, Equatable {
     var path: String
     var size: Int
     var version: Int
+    /// Bumped by `changeBytesKeepingValidators`: other bytes under the same validators.
+    var salt: UInt64 = 0
 
-    var seed: UInt64 { OriginBody.seed(path: path, version: version) }
+    var seed: UInt64 { OriginBody.seed(path: path, version: version) ^ salt }
     /// The strong entity-tag of this version, quoted.
-    var etag: String { "\"\(String(seed, radix: 16).prefix(12))-v\(version)\"" }
+    var etag: String { "\"\(String(OriginBody.seed(path: path, version: version), radix: 16).prefix(12))-v\(version)\"" }
     /// Last-Modified of this version (one day apart per version, long before now).
     var lastModified: String { OriginHTTPDate.format(epochSeconds: 1_700_000_000 + version * 86_400) }
 }

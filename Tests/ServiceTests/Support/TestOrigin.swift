@@ -22,7 +22,8 @@ import Glibc
 ///   (no Content-Length; the body ends when the connection closes), `stallBound`, `headByteDelay`
 ///   (a slow head), `contentEncoding`, `contentDisposition`, `chunked`, `contentLengthDelta` (a
 ///   Content-Length that lies either way).
-/// - `resizeKeepingValidators(path:size:)`: another size under the same validators.
+/// - `resizeKeepingValidators(path:size:)`: another size under the same validators;
+///   `changeBytesKeepingValidators(path:)`: other bytes under them.
 /// - `changeVersion(path:)`: a new body, a new ETag and a newer Last-Modified.
 /// - `redirect(from:to:status:)`: a 3xx (302 by default) to another path; chains work (`/a`→`/b`→`/file`).
 ///   Redirect hops carry their own ETag/Last-Modified that must never be kept by a client.
@@ -212,6 +213,11 @@ final class TestOrigin: Sendable {
     /// same ETag and Last-Modified (an origin whose validators lie).
     func resizeKeepingValidators(path: String? = nil, size: Int) {
         state.withLock { $0.resources[path ?? self.path]?.size = size }
+    }
+
+    /// Other bytes at `path`, same size, same ETag and Last-Modified (an origin whose validators lie).
+    func changeBytesKeepingValidators(path: String? = nil) {
+        state.withLock { $0.resources[path ?? self.path]?.salt &+= 0x9E37_79B9_7F4A_7C15 }
     }
 
     /// Replaces the body at `path` by a new version (new bytes, new ETag, newer Last-Modified).

@@ -1,0 +1,60 @@
+import Foundation
+import Testing
+@testable import DownloaderEngine
+
+/// An origin that ignores `Range` answers a resume with `200` and the whole file. Under the kept
+/// version's strong ETag, that is the kept bytes again and the rest: the kept bytes stay (checked
+/// against what the answer repeats of them, then skipped), the download goes on, and nothing says
+/// the file changed. Other bytes under that tag, or another tag, start over from 0.
+@Suite struct EngineIgnoredRangeTests {
+    @Test func aWholeAnswerOfTheKeptVersionGoesOnAfterTheKeptBytes() async throws {
+        let origin = try TestOrigin(bodySize: 300_000)
+        defer { origin.stop() }
+        origin.update { $0.ignoreRanges = true }
+        origin.inject(.cut(afterBodyBytes: 100_000))
+        let engine = try EngineLiveTests.engine()
+        let (r, done) = try await EngineLiveTests.fetch(engine, DownloadRequest(url: origin.url))
+        #expect(done.state == .completed, "\(String(describing: done.error))")
+        let asked = origin.requests(path: "/file")
+        #expect(asked.count == 2 && asked[1].header("Range") == "bytes=100000-" && asked[1].header("If-Range") == origin.etag())
+        #expect(try EngineLiveTests.stored(engine, r.snapshot.id) == origin.expectedBody())
+        #expect(engine.statistics.restarts == 0 && engine.statistics.resumes == 1)
+        #expect(done.changedAt == nil && !engine.changed(id: r.snapshot.id, within: 600))
+        await engine.shutdown()
+    }
+
+    @Test func otherBytesUnderTheKeptETagStartOver() async throws {
+        let origin = try TestOrigin(bodySize: 2_000_000)
+        defer { origin.stop() }
+        let engine = try EngineLiveTests.engine()
+        let (id, kept) = try await EngineLiveTests.pauseMidway(engine, stalling: origin, url: origin.url)
+        #expect(kept > 0)
+        let etag = origin.etag()
+        origin.update { $0.ignoreRanges = true }
+        origin.changeBytesKeepingValidators()
+        #expect(origin.etag() == etag)
+        let (_, done) = try await EngineLiveTests.requestAgain(engine, origin.url, id: id)
+        #expect(done.state == .completed, "\(String(describing: done.error))")
+        #expect(try EngineLiveTests.stored(engine, id) == origin.expectedBody())
+        let asked = origin.requests(path: "/file")
+        #expect(asked.contains { $0.header("If-Range") == etag } && asked.last?.header("Range") == nil)
+        #expect(engine.statistics.restarts == 1)
+        #expect(done.changedAt != nil)
+        await engine.shutdown()
+    }
+
+    @Test func aWholeAnswerOfAnotherVersionStartsOver() async throws {
+        let origin = try TestOrigin(bodySize: 2_000_000)
+        defer { origin.stop() }
+        let engine = try EngineLiveTests.engine()
+        let (id, kept) = try await EngineLiveTests.pauseMidway(engine, stalling: origin, url: origin.url)
+        #expect(kept > 0)
+        origin.update { $0.ignoreRanges = true }
+        origin.changeVersion()
+        let (_, done) = try await EngineLiveTests.requestAgain(engine, origin.url, id: id)
+        #expect(done.state == .completed, "\(String(describing: done.error))")
+        #expect(try EngineLiveTests.stored(engine, id) == origin.expectedBody())
+        #expect(done.changedAt != nil)
+        await engine.shutdown()
+    }
+}
