@@ -77,6 +77,39 @@ import Testing
         }
     }
 
+    /// Pages a reader's read (or its readahead) cached from a hole before a direct write of it are
+    /// not what a later read through the page cache sees: the written bytes are (the kernel drops
+    /// the cached range around a direct write). `/fetch` readers rely on it: they `sendfile` the
+    /// contiguous prefix, whose pieces were written direct, and may have read near them before.
+    @Test func pagesCachedFromAHoleBeforeADirectWriteShowTheWrittenBytes() throws {
+        let path = Self.file("hole.bin")
+        let writes = try InPlaceWrites(path: path)
+        let end = EngineFixture.body(4096, seed: 9)
+        let (endBuffer, endBase) = Self.placed(end, at: 4 << 20)
+        defer { endBuffer.deallocate() }
+        try writes.write(endBase, count: end.count, at: 4 << 20)
+        let reader = open(path, O_RDONLY | O_CLOEXEC)
+        try #require(reader >= 0)
+        defer { close(reader) }
+        func read(_ count: Int, at offset: off_t) -> [UInt8] {
+            var bytes = [UInt8](repeating: 0xAA, count: count)
+            let got = bytes.withUnsafeMutableBytes { pread(reader, $0.baseAddress, count, offset) }
+            return got == count ? bytes : []
+        }
+        #expect(read(1 << 20, at: 1 << 20) == [UInt8](repeating: 0, count: 1 << 20))  // The hole, cached.
+        let body = EngineFixture.body(1 << 20, seed: 3)
+        let (buffer, base) = Self.placed(body, at: 1 << 20)
+        defer { buffer.deallocate() }
+        var directBytes = 0
+        try writes.write(base, count: body.count, at: 1 << 20) { fd, base, count, at in
+            if fd != writes.descriptor { directBytes += count }
+            return Glibc.pwrite(fd, base, count, at)
+        }
+        #expect(directBytes == (writes.writesDirect ? body.count : 0))
+        #expect(read(1 << 20, at: 1 << 20) == body)
+        #expect(read(4096, at: 4 << 20) == end)
+    }
+
     /// Bytes not at their offset's place in a memory block cannot go direct: all buffered.
     @Test func misplacedMemoryIsWrittenThroughThePageCache() throws {
         let path = Self.file("misplaced.bin")
