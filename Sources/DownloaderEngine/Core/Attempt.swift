@@ -165,8 +165,11 @@ final class Attempt: TransferDelegate, BodySink, @unchecked Sendable {
     func write(_ received: UnsafeRawBufferPointer) throws {
         if discardsBody { return }
         guard let partial, let core else { throw SystemError(errno: EBADF, function: "write (no partial file)") }
-        guard let whole = try skipKeptBytes(received, partial, core) else { return }
         try core.checkWrite(under: lease)
+        guard let whole = try skipKeptBytes(received, partial, core) else { return }
+        if let limit = core.configuration.maxFileSize, partial.length + Int64(whole.count) > limit {
+            throw TransferFailure(.tooLarge, "the file exceeds \(limit) bytes")
+        }
         if let rangeEnd, partial.length + Int64(whole.count) > rangeEnd {
             throw TransferFailure(.contentLengthMismatch, "the origin sent more than the \(rangeEnd - (acceptedOffset ?? 0)) bytes its Content-Range announced")
         }

@@ -26,6 +26,13 @@ extension EngineCore {
         let allowed = SegmentPlanner.allowsSegments(head, validator: record.validator, total: total)
         if offset == 0 { record.rangesOffered = allowed }
         let granted = SegmentPlanner.granted(requested: record.connectionsRequested, limit: connectionLimit)
+        if offset > 0 && head.status == 200 {
+            // A whole answer to a resume, of the kept version (`KeptBytesSkip`): the origin ignores
+            // `Range`, whatever it says; ranged pieces would only be answered whole too.
+            record.rangesOffered = false
+            if granted > 1 { record.connectionsGranted = 1 }
+            return
+        }
         if let kept, offset > 0 || attempt.continuesTail, let total, kept.last?.end == total, record.validator != nil,
            let first = kept.firstIndex(where: { offset < $0.end }), kept[first].start <= offset {
             // The same version (a 206 under If-Range): every piece goes on where it stood; the

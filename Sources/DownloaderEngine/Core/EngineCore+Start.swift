@@ -122,8 +122,9 @@ extension EngineCore {
             guard let record = record(of: attempt), let current = record.lifecycle.attempt,
                   current.serial == attempt.serial, !current.abandoned else { return nil }
             tellAttemptStarted(record, attempt)
-            var maxBody = configuration.maxFileSize
-            if let limit = maxBody { maxBody = max(0, limit - attempt.plan.offset) }
+            // No body is longer than the file; the file's own length is held to the limit as it is
+            // written (`Attempt.write`: a whole answer to a resume may repeat the bytes kept).
+            let maxBody = configuration.maxFileSize
             return TransferRequest(
                 url: record.url, headers: attempt.plan.headers.map { ($0.name, $0.value) },
                 connectTimeout: configuration.connectTimeout, headTimeout: configuration.headTimeout,

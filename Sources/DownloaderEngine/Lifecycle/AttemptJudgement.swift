@@ -92,8 +92,6 @@ extension AttemptVerdict {
         switch failure.kind {
         case .cancelled:
             return nil  // Not cancelled by us (we only cancel abandoned attempts): try again.
-        case .tooLarge where requestedOffset > 0 && (acceptedOffset ?? 0) == 0:
-            return nil  // The limit was reduced by kept bytes that a full answer then discarded.
         case .disk:
             // A shortage passes: tried again (`AttemptEnd.shortage`), the disk is fine. A full disk
             // is waited on (`AttemptEnd.noSpace`): the lifecycle fails it once the wait is over.

@@ -23,6 +23,40 @@ import Testing
         await engine.shutdown()
     }
 
+    /// The whole answer is longer than the file's limit less the kept bytes, and the file is
+    /// within it: it completes (the answer's body was held to the limit less the kept bytes).
+    @Test func aWholeAnswerOfTheKeptVersionWithinTheSizeLimitCompletes() async throws {
+        let origin = try TestOrigin(bodySize: 300_000)
+        defer { origin.stop() }
+        origin.update { $0.ignoreRanges = true }
+        origin.inject(.cut(afterBodyBytes: 100_000))
+        let engine = try EngineLiveTests.engine { $0.maxFileSize = 300_000 }
+        let (r, done) = try await EngineLiveTests.fetch(engine, DownloadRequest(url: origin.url))
+        #expect(done.state == .completed, "\(String(describing: done.error))")
+        #expect(try EngineLiveTests.stored(engine, r.snapshot.id) == origin.expectedBody())
+        #expect(engine.statistics.restarts == 0)
+        await engine.shutdown()
+    }
+
+    /// Asked with more connections, a resume answered whole plans no pieces: the origin ignores
+    /// `Range` (its `Accept-Ranges` notwithstanding), so the kept bytes stay and one connection ends it.
+    @Test func aWholeAnswerToAResumePlansNoPieces() async throws {
+        let origin = try TestOrigin(bodySize: 24 << 20)
+        defer { origin.stop() }
+        let engine = try EngineLiveTests.engine { $0.maxConnectionsPerDownload = 4; $0.segmentProbeSeconds = 0 }
+        let (id, kept) = try await EngineLiveTests.pauseMidway(engine, stalling: origin, url: origin.url)
+        #expect(kept > 0)
+        origin.update { $0.ignoreRanges = true; $0.advertiseIgnoredRanges = true }
+        let again = try engine.request(DownloadRequest(url: origin.url, connections: 4))
+        let done = try await EngineLiveTests.finish(engine, again.snapshot.id)
+        #expect(done.state == .completed, "\(String(describing: done.error))")
+        #expect(try EngineLiveTests.stored(engine, id) == origin.expectedBody())
+        let asked = origin.requests(path: "/file")
+        #expect(asked.count == 2 && asked[1].header("Range") == "bytes=\(kept)-", "\(asked.map { $0.header("Range") ?? "-" })")
+        #expect(engine.statistics.restarts == 0 && done.changedAt == nil)
+        await engine.shutdown()
+    }
+
     @Test func otherBytesUnderTheKeptETagStartOver() async throws {
         let origin = try TestOrigin(bodySize: 2_000_000)
         defer { origin.stop() }

@@ -28,6 +28,36 @@ import Testing
         #expect(skip.remaining == 0)
     }
 
+    /// Kept bytes over several hashing buffers (3.5 MiB taken 700 KB at a time): the same verdict,
+    /// whichever the buffers' boundaries; one flipped byte anywhere differs.
+    @Test(arguments: [nil, 0, (1 << 20) - 1, 1 << 20, 3 << 20, (7 << 19) - 1])
+    func keptBytesOverSeveralBuffers(_ flipped: Int?) {
+        let kept = EngineFixture.body(7 << 19, seed: 5)
+        var answer = kept + EngineFixture.body(1000, seed: 6)
+        if let flipped { answer[flipped] ^= 0x80 }
+        let skip = KeptBytesSkip(count: Int64(kept.count), keptSHA256: SHA256Hasher.hex(kept))
+        var at = 0
+        var step = KeptBytesSkip.Step.skipping
+        while step == .skipping {
+            let piece = Array(answer[at..<min(answer.count, at + 700_000)])
+            let (taken, next) = piece.withUnsafeBytes { skip.take($0) }
+            at += taken
+            step = next
+        }
+        #expect(at == kept.count)
+        #expect(step == (flipped == nil ? .same : .differs))
+    }
+
+    /// An answer cut while its kept bytes are being skipped: the skip goes with the attempt, its
+    /// buffers with it (one being filled, others queued).
+    @Test func aSkipLeftHalfWayGoesQuietly() {
+        let kept = EngineFixture.body(5 << 20, seed: 7)
+        var skip: KeptBytesSkip? = KeptBytesSkip(count: Int64(kept.count), keptSHA256: SHA256Hasher.hex(kept))
+        let (taken, step) = Array(kept.prefix((5 << 19) + 3)).withUnsafeBytes { skip!.take($0) }
+        #expect(taken == (5 << 19) + 3 && step == .skipping && skip?.remaining == Int64(kept.count - taken))
+        skip = nil
+    }
+
     @Test func otherBytesUnderTheSameTagDiffer() {
         var other = Self.kept
         other[Self.kept.count - 1] ^= 1
