@@ -96,6 +96,8 @@ struct HTTPServerEventLoopsTests {
             return Response(body: .bytes(Array("done \(request.path)".utf8)))
         }
         let port = try server.start()
+        let listening = Self.listeningSockets(port: port)
+        #expect(!listening.isEmpty)
         try await withTimeout(30) {
             var idle: [RawHTTPClient] = []
             for i in 0..<7 {
@@ -117,8 +119,27 @@ struct HTTPServerEventLoopsTests {
             for client in idle { #expect(try await client.readsEndOfStream()) }
             await stopped
             await server.shutdown()  // a second call returns at once
-            await #expect(throws: (any Error).self) { _ = try await RawHTTPClient.connect(port: port) }
+            // Its listening sockets are closed. (Not "a connect to the port fails": under parallel
+            // tests another server may be given the same port at once.)
+            #expect(Self.listeningSockets(port: port).isEmpty)
         }
+    }
+
+    /// This process's listening TCP sockets on `port`, as `socket:[inode]` (`/proc/net/tcp*`
+    /// entries in state LISTEN, matched with this process's descriptors).
+    static func listeningSockets(port: Int) -> Set<String> {
+        let hexPort = String(format: ":%04X", port)
+        var inodes: Set<String> = []
+        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+            for line in text.split(separator: "\n").dropFirst() {
+                let fields = line.split(separator: " ")
+                if fields.count > 9, fields[1].hasSuffix(hexPort), fields[3] == "0A" { inodes.insert("socket:[\(fields[9])]") }
+            }
+        }
+        let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return Set(fds.compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\($0)") })
+            .intersection(inodes)
     }
 
     @Test func portZeroGivesOnePortForEveryLoop() async throws {
