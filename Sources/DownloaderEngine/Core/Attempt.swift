@@ -230,7 +230,7 @@ extension Attempt {
         guard let skip = keptSkip else { return received }
         let (taken, step) = skip.take(received)
         if step != .skipping { keptSkip = nil }
-        core.attemptWrote(self, count: Int64(taken), length: partial.length, at: core.clock.monotonic())
+        core.attemptWrote(self, count: Int64(taken), length: partial.length, at: core.clock.monotonic(), repeating: skip.remaining)
         if step == .differs {
             let reason = "the origin's whole answer under the kept ETag holds other bytes than those kept"
             refusal = .restart(reason)

@@ -107,6 +107,9 @@ final class DownloadRecord {
     /// The segments of the partial beyond its prefix, as far as they are durable (stored), or as
     /// far as they are written once an attempt settled (its sync made them durable); nil: none.
     var segments: [Segment]?
+    /// Bytes the running answer still repeats of the kept ones before the file grows (a resume an
+    /// origin that ignores `Range` answered whole, `KeptBytesSkip`): they count in the ETA.
+    var repeating: Int64 = 0
 
     init(id: String, url: String, storage: StorageClass, lifecycle: DownloadLifecycle, now: Date, tau: Double,
          progressInterval: Double, ignoring: Set<String> = [], credential: [UInt8]? = nil) {
@@ -208,7 +211,7 @@ final class DownloadRecord {
             id: id, url: shownURL, state: state, storage: storage,
             bytesWritten: written, bytesExpected: expected, fraction: fraction,
             bytesPerSecond: transferring ? rate.rate : 0,
-            etaSeconds: transferring ? rate.eta(remaining: expected.map { $0 - written }) : nil,
+            etaSeconds: transferring ? rate.eta(remaining: expected.map { $0 - written + repeating }) : nil,
             callers: tokens.count + readers,
             resumable: state != .completed && validator != nil,
             createdAt: createdAt, updatedAt: updatedAt,

@@ -117,6 +117,7 @@ extension EngineCore {
         record.heads += 1
         if !attempt.discardsBody { record.contentType = head.value("content-type") }
         record.flushedBytes = offset
+        record.repeating = attempt.keptSkip?.remaining ?? 0
         record.partialIdentity = file
         record.lastAttemptStalled = false
         let now = clock.monotonic()
@@ -142,12 +143,14 @@ extension EngineCore {
     /// writer queue): bytes, rate, and progress at most once per interval (with a trailing event
     /// for the last bytes). A segmented attempt's total only grows: the prefix and the fetches
     /// read it under the crew's lock, then report it from two threads, in either order.
-    func attemptWrote(_ attempt: Attempt, count: Int64, length: Int64, at now: Double) {
+    /// `repeating`: bytes a whole answer to a resume still repeats of the kept ones (`KeptBytesSkip`).
+    func attemptWrote(_ attempt: Attempt, count: Int64, length: Int64, at now: Double, repeating: Int64 = 0) {
         decide {
             stats.bytesFetched += count
             guard let record = record(of: attempt), let current = record.lifecycle.attempt,
                   current.serial == attempt.serial, attempt.acceptedOffset != nil else { return }
             record.bytesWritten = attempt.crew == nil ? length : max(record.bytesWritten, length)
+            record.repeating = repeating
             record.story.received += count
             record.rate.add(count, at: now)
             record.tail?.noteLanding()

@@ -23,6 +23,31 @@ import Testing
         await engine.shutdown()
     }
 
+    /// While the answer repeats the kept bytes, the ETA counts them too: the rate is what arrives,
+    /// and what is still to arrive is the rest of the repeat as well as the rest of the file.
+    @Test func theETAWhileSkippingCountsTheBytesStillRepeated() async throws {
+        let (total, kept) = (6 << 20, 3 << 20)
+        let origin = try TestOrigin(bodySize: total)
+        defer { origin.stop() }
+        origin.update { $0.ignoreRanges = true; $0.bytesPerSecond = 6 << 20 }
+        origin.inject(.cut(afterBodyBytes: kept))
+        let engine = try EngineLiveTests.engine()
+        let r = try engine.request(DownloadRequest(url: origin.url))
+        let sub = try #require(engine.subscribe(id: r.snapshot.id))
+        let events = try await withTimeout(60) { await EngineFixture.events(sub) { $0.isTerminal } }
+        #expect(events.last?.snapshot.state == .completed)
+        #expect(origin.requests(path: "/file").count == 2 && engine.statistics.restarts == 0)
+        // Progress with the file at `kept`: the first answer's last, then the second's while it
+        // repeated the kept bytes (more to come than the rest of the file), and at the repeat's end.
+        let toCome = events.compactMap { event -> Double? in
+            guard case .progress(let s) = event, s.bytesWritten == Int64(kept), let eta = s.etaSeconds else { return nil }
+            return eta * s.bytesPerSecond
+        }
+        #expect(toCome.allSatisfy { $0 >= Double(total - kept) - 1 })
+        #expect(toCome.contains { $0 > Double(total - kept) + 1 }, "the repeat not counted: \(toCome)")
+        await engine.shutdown()
+    }
+
     /// The whole answer is longer than the file's limit less the kept bytes, and the file is
     /// within it: it completes (the answer's body was held to the limit less the kept bytes).
     @Test func aWholeAnswerOfTheKeptVersionWithinTheSizeLimitCompletes() async throws {
