@@ -82,6 +82,11 @@ final class FakeTransfer: TransferHandle, @unchecked Sendable {
     private let lock = NSLock()
     private var sink: BodySink?
     private var finished = false
+    /// A body chunk is being handed to the sink; an end told meanwhile (a cancel from another
+    /// thread, or from the sink itself) waits in `endAfterSend` until it returns: as on libcurl's
+    /// loop thread, the end never overlaps a write nor comes before it returns.
+    private var sending = false
+    private var endAfterSend: Result<TransferSummary, TransferFailure>?
     private(set) var cancelled = false
     private var written: Int64 = 0
     private var head: ResponseHead?
@@ -122,10 +127,20 @@ final class FakeTransfer: TransferHandle, @unchecked Sendable {
 
     func send(_ bytes: [UInt8]) throws {
         lock.lock()
-        let s = sink
-        let done = finished
+        guard let s = sink, !finished else {
+            lock.unlock()
+            return
+        }
+        sending = true
         lock.unlock()
-        guard let s, !done else { return }
+        defer {
+            lock.lock()
+            sending = false
+            let ended = endAfterSend
+            endAfterSend = nil
+            lock.unlock()
+            if let ended { delegate.transfer(didFinishWith: ended) }
+        }
         try bytes.withUnsafeBytes { try s.write($0) }
         lock.lock(); written += Int64(bytes.count); lock.unlock()
     }
@@ -143,6 +158,11 @@ final class FakeTransfer: TransferHandle, @unchecked Sendable {
         lock.lock()
         if finished { lock.unlock(); return }
         finished = true
+        if sending {
+            endAfterSend = result
+            lock.unlock()
+            return
+        }
         lock.unlock()
         delegate.transfer(didFinishWith: result)
     }
