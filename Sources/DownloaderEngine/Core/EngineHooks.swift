@@ -13,7 +13,7 @@ struct EngineHooks: Sendable {
     var beforeRemove: (@Sendable () -> Void)?
     /// On the work queue, before an attempt's partial is opened (created when missing).
     var beforePrepare: (@Sendable () -> Void)?
-    /// Stands in for write(2) on partial files (e.g. to fail with ENOSPC).
+    /// Stands in for pwrite(2) on partial files, direct or not (e.g. to fail with ENOSPC).
     var partialWrite: PartialFile.WriteCall?
     /// Stands in for pwrite(2) of a segmented attempt's pieces, direct or not (e.g. to hold one).
     var pieceWrite: InPlaceWrites.PositionedWrite?

@@ -3,8 +3,8 @@ import CLinux
 import Glibc
 
 /// Reads and writes of file bytes around the page cache (`O_DIRECT`), where the bytes need not stay
-/// in memory: a segment's gathered bytes written in place (`InPlaceWrites`), and pieces read back
-/// once to be hashed (`PartialFile`).
+/// in memory: a download's bytes written (`InPlaceWrites`: the single connection's buffers and a
+/// segment's gathered bytes), and kept bytes or pieces read back once to be hashed (`HashReadBack`).
 ///
 /// Why: every buffered write copies its bytes into page-cache folios the kernel must first find.
 /// On this project's virtual machines that copy was the largest cost of a capped segmented fetch,

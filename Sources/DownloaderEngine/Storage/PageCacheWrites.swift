@@ -14,10 +14,9 @@ import Glibc
 /// CPU-s per GiB, 1.6 with these writes). The bytes are still gathered in larger buffers (fewer
 /// wake-ups and locks): only the system calls are cut, eight per MiB.
 ///
-/// For writes of whole aligned buffers: a segment's gathered bytes, a file copied buffer by buffer.
-/// The single connection's appends (`WritePipeline`) are buffers of whole libcurl pieces at
-/// unaligned offsets, whose folios stay small: sliced, they cost 5 % more CPU on a warm page cache
-/// and the same at 50 MB/s (measured), so they keep their one call per buffer.
+/// For every write of a download's bytes that goes through the page cache (`InPlaceWrites`: the
+/// heads and tails around direct blocks, or everything where the file system takes no direct
+/// writes) and for a file copied buffer by buffer.
 enum PageCacheWrites {
     /// Bytes per call at most.
     static let maxBytes = 128 << 10

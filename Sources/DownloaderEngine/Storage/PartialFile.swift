@@ -2,29 +2,41 @@ import Basics
 import Glibc
 
 /// The partial download on disk: appended bytes are copied into buffers of `bufferSize` bytes, and
-/// each full one is SHA-256 hashed and written (write(2) loops) in file order beside the appending
-/// thread (`WritePipeline`: at most `depth` buffers; the appender waits when all are in flight).
+/// each full one is SHA-256 hashed and written in file order beside the appending thread
+/// (`WritePipeline`: at most `depth` buffers; the appender waits when all are in flight).
+///
+/// Written around the page cache where the file system allows it (`InPlaceWrites`): each buffer's
+/// bytes start at their file offset's place in a memory block, so that the whole blocks of every
+/// write go direct and only a head and a tail (under a block each) through the page cache. Why: the
+/// kernel's copy of written bytes into page-cache folios was most of the CPU a fast fetch spent on
+/// this project's virtual machines (`DirectIO`); readers of the file in flight read the blocks
+/// back from the device, once for all of them (the pages they bring stay cached).
 /// Used from one thread at a time (the transfer's, or the engine's work queue); only `written` may
 /// be read from any thread.
 final class PartialFile {
     let path: String
     private var fd: Int32
+    /// How the bytes reach `fd`'s file (a direct descriptor beside it); nil once closed.
+    private var file: InPlaceWrites?
+    private let writeCall: WriteCall?
     /// Bytes appended: in the file, or in buffers on their way there (hashed before the hash is read).
     private(set) var length: Int64
     /// Bytes known to be on stable storage (after `sync()`).
     private(set) var durableLength: Int64
     private let pipeline: WritePipeline
     private let datasync: SyncCall
-    /// The buffer being filled (taken from the pipeline) and its bytes.
+    /// The buffer being filled (taken from the pipeline), where its bytes start (the place of their
+    /// file offset in a block), and how many it holds.
     private var current: UnsafeMutableRawBufferPointer?
+    private var start = 0
     private var filled = 0
     /// Bytes of `current` already handed to the pipeline (`handOver`), at most `filled`.
     private var handedOver = 0
     static let bufferSize = 1 << 20
     /// Buffers per file: one filled while the others are hashed and written.
     static let depth = 4
-    /// write(2), or a stand-in from tests (e.g. one that fails with ENOSPC).
-    typealias WriteCall = @Sendable (Int32, UnsafeRawPointer, Int) -> Int
+    /// pwrite(2) (buffered or direct), or a stand-in from tests (e.g. one that fails with ENOSPC).
+    typealias WriteCall = InPlaceWrites.PositionedWrite
     /// Stands in for fdatasync(2) (tests: an I/O error).
     typealias SyncCall = @Sendable (Int32) -> Int32
 
@@ -53,10 +65,9 @@ final class PartialFile {
                 hasherInUse = hash.hasher
             } else {
                 hasherInUse = SHA256Hasher()
-                // Through the page cache: kept bytes are most likely still there.
-                try HashReadBack.hash(fd: fd, count: kept, into: hasherInUse, direct: false)
+                // Whole blocks direct: the bytes were written so (`HashReadBack`).
+                try HashReadBack.hash(fd: fd, count: kept, into: hasherInUse)
             }
-            try syscall("lseek") { lseek(fd, off_t(kept), SEEK_SET) }
             // The kept bytes count as durable from here (what a resume journals): made so first,
             // as the attempt that wrote them may have ended before its sync (a full disk).
             if kept > 0 { try syscall("fdatasync") { datasync(fd) } }
@@ -65,8 +76,11 @@ final class PartialFile {
             throw error
         }
         self.fd = fd
-        pipeline = WritePipeline(hasher: hasherInUse, written: kept, bufferSize: Self.bufferSize, depth: Self.depth,
-                                 write: writeCall ?? { Glibc.write($0, $1, $2) })
+        self.writeCall = writeCall
+        file = InPlaceWrites(sharing: fd, call: writeCall)
+                // A block more than `bufferSize`: room for the bytes of a whole buffer wherever they start.
+        pipeline = WritePipeline(hasher: hasherInUse, written: kept, bufferSize: Self.bufferSize + DirectIO.alignment,
+                                 depth: Self.depth)
         length = kept
         durableLength = kept
     }
@@ -94,19 +108,20 @@ final class PartialFile {
         var done = 0
         while done < bytes.count {  // One piece unless `bytes` is larger than a buffer.
             let piece = min(bytes.count - done, Self.bufferSize)
-            if current != nil && filled + piece > Self.bufferSize { seal() }  // Pieces are not split.
+            if current != nil && start + filled + piece > pipeline.bufferSize { seal() }  // Pieces are not split.
             let buffer: UnsafeMutableRawBufferPointer
             if let current {
                 buffer = current
             } else {
                 buffer = try pipeline.takeBuffer()
                 current = buffer
+                start = Int(length % Int64(DirectIO.alignment))
             }
-            (buffer.baseAddress! + filled).copyMemory(from: base + done, byteCount: piece)
+            (buffer.baseAddress! + start + filled).copyMemory(from: base + done, byteCount: piece)
             filled += piece
             length += Int64(piece)
             done += piece
-            if filled == Self.bufferSize { seal() }
+            if start + filled == pipeline.bufferSize { seal() }
         }
     }
 
@@ -117,8 +132,9 @@ final class PartialFile {
     /// full (the buffer goes on being filled). For a file that others read while it is written:
     /// each append reaches the file soon, in smaller writes.
     func handOver() {
-        guard let buffer = current, filled > handedOver else { return }
-        pipeline.submit(buffer, offset: handedOver, count: filled - handedOver, end: length, fd: fd, releasesBuffer: false)
+        guard let buffer = current, let file, filled > handedOver else { return }
+        pipeline.submit(buffer, offset: start + handedOver, count: filled - handedOver, end: length, file: file,
+                        releasesBuffer: false)
         handedOver = filled
     }
 
@@ -127,8 +143,8 @@ final class PartialFile {
     private func seal() {
         guard let buffer = current else { return }
         current = nil
-        if filled > 0 {
-            pipeline.submit(buffer, offset: handedOver, count: filled - handedOver, end: length, fd: fd)
+        if filled > 0, let file {
+            pipeline.submit(buffer, offset: start + handedOver, count: filled - handedOver, end: length, file: file)
         } else {
             pipeline.giveBack(buffer)
         }
@@ -186,15 +202,14 @@ final class PartialFile {
         } catch {
             // Counted as far as it was hashed: a later absorb goes on from there, and no byte is
             // hashed twice (the digest would be another file's).
-            try? counted(upTo: reached)
+            counted(upTo: reached)
             throw error
         }
-        try counted(upTo: end)
+        counted(upTo: end)
     }
 
     /// The file ends at `end`, hashed up to there: appends go on from it.
-    private func counted(upTo end: Int64) throws(SystemError) {
-        try syscall("lseek") { lseek(fd, off_t(end), SEEK_SET) }
+    private func counted(upTo end: Int64) {
         pipeline.written.set(end)
         length = end
     }
@@ -205,11 +220,8 @@ final class PartialFile {
         try flush()
         guard bytes.count > 0 else { return }
         pipeline.waitIdle()
-        let end = length + Int64(bytes.count)
-        try syscall("lseek") { lseek(fd, off_t(end), SEEK_SET) }  // First: a failure leaves the hash as it was.
         pipeline.hasher.update(bytes)
-        pipeline.written.set(end)
-        length = end
+        counted(upTo: length + Int64(bytes.count))
     }
 
     /// Drops every byte (the next append starts a new version of the file at 0) without waiting for
@@ -229,6 +241,7 @@ final class PartialFile {
         pipeline.discard()  // Bytes in flight land in the old file before its descriptor closes.
         Glibc.close(fd)
         fd = fresh
+        file = InPlaceWrites(sharing: fresh, call: writeCall)
         pipeline.hasher.reset()
         pipeline.written.set(0)
         length = 0
@@ -274,6 +287,7 @@ final class PartialFile {
             stamp = FileStamp.settled(fd)
             Glibc.close(fd)
             fd = -1
+            file = nil
         }
         pipeline.releaseSpareBuffers()
         guard intact else { return (nil, writtenLength) }

@@ -5,7 +5,7 @@ import Synchronization
 
 /// The partial file's hashing and writing, beside the thread that appends. The owner fills one of
 /// at most `depth` buffers and submits it; each submitted chunk is hashed (SHA-256) on one lane
-/// and written with write(2) on another, both in file order, while the owner fills the next
+/// and written on another (`InPlaceWrites`: whole blocks direct, the rest through the page cache), both in file order, while the owner fills the next
 /// buffer. A buffer comes back once hashed and written; when all are out the owner waits
 /// (back-pressure), so memory stays bounded by `depth * bufferSize` and nothing queues without bound.
 /// A buffer may also go over in slices (`WriteChunk`) while the owner goes on filling it, so that
@@ -14,7 +14,8 @@ import Synchronization
 ///
 /// Why two lanes: measured on a loopback fetch to tmpfs, the kernel's copy into the page cache and
 /// the hash each cost about as much as everything else together (socket read, copy, libcurl);
-/// on separate lanes the three halves of the work spread over two cores.
+/// on separate lanes the three halves of the work spread over two cores. (Where the file system
+/// takes direct writes the copy is gone, and the write lane mostly waits for the device.)
 ///
 /// A failed write (e.g. ENOSPC) stops the write lane at the failed chunk: it and the chunks after
 /// it stay, hashed but (partly) unwritten, and `hasFailed` turns true. The owner writes them
@@ -39,7 +40,6 @@ final class WritePipeline: @unchecked Sendable {
     let depth: Int
     /// Bytes in the file, from its start.
     let written: WrittenLength
-    private let writeCall: PartialFile.WriteCall
     private let hashQueue = DispatchQueue(label: "partial-file.hash")
     private let writeQueue = DispatchQueue(label: "partial-file.write")
     private let failed = Atomic<Bool>(false)
@@ -64,12 +64,11 @@ final class WritePipeline: @unchecked Sendable {
     private var meter: CPUWaitMeter?
 
     /// `written`: the bytes already in the file (the kept ones).
-    init(hasher: SHA256Hasher, written: Int64, bufferSize: Int, depth: Int, write: @escaping PartialFile.WriteCall) {
+    init(hasher: SHA256Hasher, written: Int64, bufferSize: Int, depth: Int) {
         self.hasher = hasher
         self.written = WrittenLength(written)
         self.bufferSize = bufferSize
         self.depth = max(2, depth)
-        self.writeCall = write
     }
 
     deinit {
@@ -116,14 +115,14 @@ final class WritePipeline: @unchecked Sendable {
         condition.withLock { spare.append(buffer) }
     }
 
-    /// Hands `count` bytes of `buffer` from `offset` to both lanes, to be written to `fd`; `end` is
+    /// Hands `count` bytes of `buffer` from `offset` to both lanes, to be written through `file`; `end` is
     /// the file offset after them. `releasesBuffer`: the last slice of `buffer` (given back once
     /// done; until then the owner may go on filling the buffer beyond the slice). Never waits. While
     /// a failure stands, the chunk only joins the unwritten ones.
-    func submit(_ buffer: UnsafeMutableRawBufferPointer, offset: Int = 0, count: Int, end: Int64, fd: Int32,
+    func submit(_ buffer: UnsafeMutableRawBufferPointer, offset: Int = 0, count: Int, end: Int64, file: InPlaceWrites,
                 releasesBuffer: Bool = true) {
         condition.lock()
-        chunks.append(WriteChunk(buffer: buffer, offset: offset, count: count, end: end, fd: fd,
+        chunks.append(WriteChunk(buffer: buffer, offset: offset, count: count, end: end, file: file,
                                  releasesBuffer: releasesBuffer))
         let startHashing = !hashing
         let startWriting = !writing && failure == nil
@@ -254,7 +253,7 @@ final class WritePipeline: @unchecked Sendable {
             if !told.isEmpty || advance != nil {
                 condition.unlock()
                 advance?(chunk.end)
-                for then in told { then(error == nil ? FileStore.descriptorForSync(chunk.fd) : nil, chunk.end) }
+                for then in told { then(error == nil ? FileStore.descriptorForSync(chunk.file.descriptor) : nil, chunk.end) }
                 condition.lock()
             }
         }
@@ -305,11 +304,12 @@ final class WritePipeline: @unchecked Sendable {
         failed.store(false, ordering: .releasing)
     }
 
-    /// write(2) loop over short writes, counting each byte that lands; the error that stops it.
+    /// Positioned writes until the chunk is in the file, counting each byte that lands; the error
+    /// that stops it.
     private func write(_ chunk: WriteChunk) -> SystemError? {
         do throws(SystemError) {
-            while let (base, count) = chunk.unwritten {
-                let n = try syscall("write") { writeCall(chunk.fd, base, count) }
+            while let (base, count, offset) = chunk.unwritten {
+                let n = try chunk.file.writeSome(base, count: count, at: offset)
                 chunk.written += n
                 written.add(Int64(n))
             }

@@ -77,9 +77,9 @@ import Testing
     @Test func thePartialFilesPipelineIsTimed() throws {
         let path = EngineFixture.root().appendingPathComponent("m.part").path
         let clocks = Clocks(wallStep: 2_000_000, cpuStep: 0)
-        let slowWrite: PartialFile.WriteCall = { fd, bytes, count in
+        let slowWrite: PartialFile.WriteCall = { fd, bytes, count, at in
             usleep(20_000)
-            return Glibc.write(fd, bytes, count)
+            return Glibc.pwrite(fd, bytes, count, at)
         }
         let file = try PartialFile(path: path, keep: 0, write: slowWrite)
         file.measureWaits(clocks.meter(window: CPUWaitWindow(length: .max, threshold: 1_000_000)))

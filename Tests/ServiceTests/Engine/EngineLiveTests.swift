@@ -304,18 +304,18 @@ import Testing
         let written = OriginLock(0)
         let full = OriginLock(true)
         engine.core.locked {
-            engine.core.hooks.partialWrite = { fd, base, count in
-                guard full.withLock({ $0 }) else { return Glibc.write(fd, base, count) }
-                let allowed = written.withLock { total -> Int in
-                    let n = min(count, budget - total)
+            engine.core.hooks.partialWrite = { fd, base, count, at in
+                guard full.withLock({ $0 }) else { return Glibc.pwrite(fd, base, count, at) }
+                return written.withLock { total -> Int in
+                    let allowed = min(count, budget - total)
+                    guard allowed > 0 else {
+                        errno = ENOSPC
+                        return -1
+                    }
+                    let n = Glibc.pwrite(fd, base, allowed, at)  // A short direct call is refused: not counted.
                     total += max(0, n)
                     return n
                 }
-                guard allowed > 0 else {
-                    errno = ENOSPC
-                    return -1
-                }
-                return Glibc.write(fd, base, allowed)
             }
         }
         let (r, failed) = try await Self.fetch(engine, DownloadRequest(url: origin.url))

@@ -35,10 +35,10 @@ struct EngineSettlingJoinTests {
         let held = OneShot<Void>()
         let release = DispatchSemaphore(value: 0)
         engine.core.locked {
-            engine.core.hooks.partialWrite = { fd, base, count in
+            engine.core.hooks.partialWrite = { fd, base, count, at in
                 held.set(())
                 release.wait()
-                return Glibc.write(fd, base, count)
+                return Glibc.pwrite(fd, base, count, at)
             }
         }
         let id = try await settling(engine, driver, held: held)

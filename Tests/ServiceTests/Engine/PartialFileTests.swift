@@ -114,14 +114,14 @@ import Testing
         let budget = PartialFile.bufferSize + 100
         let used = OriginLock(0)
         // The device fills after `budget` bytes: one short write, then ENOSPC.
-        let file = try PartialFile(path: path, keep: 0, write: { fd, base, count in
-            let n = used.withLock { total -> Int in
-                let n = min(count, budget - total)
+        let file = try PartialFile(path: path, keep: 0, write: { fd, base, count, at in
+            used.withLock { total -> Int in
+                let allowed = min(count, budget - total)
+                guard allowed > 0 else { errno = ENOSPC; return -1 }
+                let n = Glibc.pwrite(fd, base, allowed, at)  // A short direct call is refused: not counted.
                 total += max(0, n)
                 return n
             }
-            guard n > 0 else { errno = ENOSPC; return -1 }
-            return Glibc.write(fd, base, n)
         })
         // Enough bytes that the appender runs out of buffers behind the failed write: an append throws.
         let body = EngineFixture.body((PartialFile.depth + 3) * PartialFile.bufferSize)
@@ -155,9 +155,9 @@ import Testing
     @Test func failedWriteIsRetriedByTheNextFlushOnceSpaceIsBack() throws {
         let path = EngineFixture.root().appendingPathComponent("retry.part").path
         let full = OriginLock(true)
-        let file = try PartialFile(path: path, keep: 0, write: { fd, base, count in
+        let file = try PartialFile(path: path, keep: 0, write: { fd, base, count, at in
             guard !full.withLock({ $0 }) else { errno = ENOSPC; return -1 }
-            return Glibc.write(fd, base, count)
+            return Glibc.pwrite(fd, base, count, at)
         })
         let body = EngineFixture.body(2 * PartialFile.bufferSize + 4_321)
         var accepted = 0
