@@ -11,6 +11,7 @@ import Glibc
 /// kernel's copy of written bytes into page-cache folios was most of the CPU a fast fetch spent on
 /// this project's virtual machines (`DirectIO`); readers of the file in flight read the blocks
 /// back from the device, once for all of them (the pages they bring stay cached).
+///
 /// Used from one thread at a time (the transfer's, or the engine's work queue); only `written` may
 /// be read from any thread.
 final class PartialFile {
@@ -78,7 +79,7 @@ final class PartialFile {
         self.fd = fd
         self.writeCall = writeCall
         file = InPlaceWrites(sharing: fd, call: writeCall)
-                // A block more than `bufferSize`: room for the bytes of a whole buffer wherever they start.
+        // A block more than `bufferSize`: room for the bytes of a whole buffer wherever they start.
         pipeline = WritePipeline(hasher: hasherInUse, written: kept, bufferSize: Self.bufferSize + DirectIO.alignment,
                                  depth: Self.depth)
         length = kept

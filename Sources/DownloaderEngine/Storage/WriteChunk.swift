@@ -1,7 +1,7 @@
 /// Bytes of one buffer handed to the `WritePipeline`: `count` bytes from `offset` in `buffer`, to
-/// be hashed and written through `file` so that the file then ends at `end`. A buffer may be handed over
-/// in several slices (a followed download hands over each append at once); only the last slice of
-/// a buffer, `releasesBuffer`, gives the buffer back once it is hashed and written.
+/// be hashed and written through `file` so that the file then ends at `end`. A buffer may be
+/// handed over in several slices (a followed download hands over each append at once); only the
+/// last slice of a buffer, `releasesBuffer`, gives the buffer back once it is hashed and written.
 final class WriteChunk {
     let buffer: UnsafeMutableRawBufferPointer
     let offset: Int

@@ -5,9 +5,10 @@ import Synchronization
 
 /// The partial file's hashing and writing, beside the thread that appends. The owner fills one of
 /// at most `depth` buffers and submits it; each submitted chunk is hashed (SHA-256) on one lane
-/// and written on another (`InPlaceWrites`: whole blocks direct, the rest through the page cache), both in file order, while the owner fills the next
-/// buffer. A buffer comes back once hashed and written; when all are out the owner waits
-/// (back-pressure), so memory stays bounded by `depth * bufferSize` and nothing queues without bound.
+/// and written on another (`InPlaceWrites`: whole blocks direct, the rest through the page cache),
+/// both in file order, while the owner fills the next buffer. A buffer comes back once hashed and
+/// written; when all are out the owner waits (back-pressure), so memory stays bounded by
+/// `depth * bufferSize` and nothing queues without bound.
 /// A buffer may also go over in slices (`WriteChunk`) while the owner goes on filling it, so that
 /// bytes reach the file soon without waiting for a full buffer; it comes back after its last slice.
 /// `whenAdvanced` tells each new length of the file (e.g. to readers of the file in flight).
