@@ -69,20 +69,13 @@ final class InPlaceWrites: Sendable {
         let blocksDirect = middle > 0 && writesDirect && DirectIO.aligned(base + head)
         if blocksDirect && head == 0, let direct {
             do throws(SystemError) {
-                return try Self.once(direct, base, count: middle, at: offset, call: call)
+                return try PageCacheWrites.once(direct, base, count: middle, at: offset, call: call)
             } catch where error.errno == EINVAL {
                 // Refused by the file system (or an alignment it asks beyond ours): buffered from now on.
                 directUsable.store(false, ordering: .relaxed)
             }
         }
         let buffered = blocksDirect && head > 0 ? head : min(count, PageCacheWrites.maxBytes)
-        return try Self.once(descriptor, base, count: buffered, at: offset, call: call)
-    }
-
-    private static func once(_ fd: Int32, _ base: UnsafeRawPointer, count: Int, at offset: Int64,
-                             call: PageCacheWrites.PositionedWrite) throws(SystemError) -> Int {
-        let n = try syscall("pwrite") { call(fd, base, count, off_t(offset)) }
-        guard n > 0 else { throw SystemError(errno: EIO, function: "pwrite (wrote nothing)") }
-        return n
+        return try PageCacheWrites.once(descriptor, base, count: buffered, at: offset, call: call)
     }
 }

@@ -29,9 +29,16 @@ enum PageCacheWrites {
                       call: PositionedWrite = { Glibc.pwrite($0, $1, $2, $3) }) throws(SystemError) {
         var done = 0
         while done < count {
-            let n = try syscall("pwrite") { call(fd, base + done, min(count - done, maxBytes), off_t(offset + Int64(done))) }
-            guard n > 0 else { throw SystemError(errno: EIO, function: "pwrite (wrote nothing)") }
-            done += n
+            done += try once(fd, base + done, count: min(count - done, maxBytes), at: offset + Int64(done), call: call)
         }
+    }
+
+    /// One pwrite(2) call of `count` bytes (not sliced: also a direct call, `InPlaceWrites`);
+    /// returns the bytes written, more than 0: a call that writes nothing is `EIO`.
+    static func once(_ fd: Int32, _ base: UnsafeRawPointer, count: Int, at offset: Int64,
+                     call: PositionedWrite) throws(SystemError) -> Int {
+        let n = try syscall("pwrite") { call(fd, base, count, off_t(offset)) }
+        guard n > 0 else { throw SystemError(errno: EIO, function: "pwrite (wrote nothing)") }
+        return n
     }
 }
